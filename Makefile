@@ -1,0 +1,43 @@
+# Swiftplex — the two commands that matter: `make run` and `make test`.
+SHELL := /bin/bash
+SWIFT ?= swift
+DATA_DIR ?= .swiftplex
+RELAY_LISTEN ?= 127.0.0.1:5223
+SYSTEM_PACKAGES := libsodium-dev libyaml-dev libsqlite3-dev pkg-config
+
+.PHONY: run test deps build release bench clean
+
+# Installs the system libraries Swiftplex links against, when they are missing.
+deps:
+	@missing=""; \
+	for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing system packages:$$missing"; \
+	  if [ "$$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+# The main job. Until the bot host lands this runs a relay on $(RELAY_LISTEN) with its data in
+# $(DATA_DIR)/relay; it prints its smp:// address and stops on Ctrl-C.
+run: deps
+	$(SWIFT) build --product swiftplex-relay
+	$$($(SWIFT) build --show-bin-path)/swiftplex-relay --data-dir $(DATA_DIR)/relay --listen $(RELAY_LISTEN)
+
+# All tests: unit tests and the live ones (real TLS on loopback, real SQLite files, real processes).
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+# Benchmarks (release build). BENCH=relay|… ; extra flags in BENCH_ARGS.
+BENCH ?= relay
+bench: release
+	$$($(SWIFT) build -c release --show-bin-path)/swiftplex-bench $(BENCH) $(BENCH_ARGS)
+
+clean:
+	rm -rf .build

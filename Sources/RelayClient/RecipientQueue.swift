@@ -1,0 +1,108 @@
+import RelayProtocol
+import SwiftplexCrypto
+
+/// A queue this client owns: its IDs, the recipient signing key, and the DH keys that open
+/// what the relay delivers. Persist all of it to use the queue again later.
+public struct RecipientQueue: Sendable {
+    public var relay: RelayAddress
+    public var recipientId: [UInt8]
+    public var senderId: [UInt8]
+    public var recipientKey: Ed25519.PrivateKey
+    /// The client's half of the per-queue delivery DH; the relay seals each MSG to it.
+    public var deliveryKey: BoxKey
+
+    public init(relay: RelayAddress, recipientId: [UInt8], senderId: [UInt8], recipientKey: Ed25519.PrivateKey, deliveryKey: BoxKey) {
+        self.relay = relay
+        self.recipientId = recipientId
+        self.senderId = senderId
+        self.recipientKey = recipientKey
+        self.deliveryKey = deliveryKey
+    }
+
+    /// Opens a delivered message.
+    public func open(messageId: [UInt8], sealed: [UInt8]) throws -> ReceivedMessage {
+        try ReceivedMessage.open(id: messageId, sealed: sealed, key: deliveryKey)
+    }
+}
+
+extension RelayConnection {
+    /// Creates a queue on this relay.
+    public func createQueue() async throws -> RecipientQueue {
+        let key = Ed25519.PrivateKey()
+        let dh = X25519.PrivateKey()
+        let response = try await send(.new(recipientKey: key.publicKey, recipientDhKey: dh.publicKey), key: key)
+        guard case let .ids(rid, sid, serverDh) = response else {
+            throw RelayClientError(.unexpectedResponse, "expected IDS in answer to NEW")
+        }
+        return RecipientQueue(relay: address, recipientId: rid, senderId: sid, recipientKey: key,
+                              deliveryKey: try BoxKey(privateKey: dh, peer: serverDh))
+    }
+
+    /// Subscribes; messages then arrive on ``events``.
+    public func subscribe(_ queue: RecipientQueue) async throws {
+        try await expectOK(.subscribe, entityId: queue.recipientId, key: queue.recipientKey)
+    }
+
+    public func acknowledge(_ queue: RecipientQueue, messageId: [UInt8]) async throws {
+        try await expectOK(.ack(messageId: messageId), entityId: queue.recipientId, key: queue.recipientKey)
+    }
+
+    /// Recipient-side securing: only `senderKey` may send from now on.
+    public func secure(_ queue: RecipientQueue, senderKey: Ed25519.PublicKey) async throws {
+        try await expectOK(.key(senderKey: senderKey), entityId: queue.recipientId, key: queue.recipientKey)
+    }
+
+    /// Sender-side securing (SKEY), signed by the key being set.
+    public func secureAsSender(senderId: [UInt8], senderKey: Ed25519.PrivateKey) async throws {
+        try await expectOK(.secureBySender(senderKey: senderKey.publicKey), entityId: senderId, key: senderKey)
+    }
+
+    /// Appends a message to a queue (unsigned only while the queue is unsecured).
+    public func sendMessage(senderId: [UInt8], key: Ed25519.PrivateKey?, body: [UInt8], flags: MessageFlags = []) async throws {
+        try await expectOK(.send(flags: flags, body: body), entityId: senderId, key: key)
+    }
+
+    /// Polls for the oldest message without subscribing; nil when the queue is empty.
+    public func get(_ queue: RecipientQueue) async throws -> ReceivedMessage? {
+        do {
+            let response = try await send(.get, entityId: queue.recipientId, key: queue.recipientKey)
+            guard case let .message(id, sealed) = response else {
+                throw RelayClientError(.unexpectedResponse, "expected MSG in answer to GET")
+            }
+            return try queue.open(messageId: id, sealed: sealed)
+        } catch let e as RelayClientError where e.code == .relay(.noMessage) {
+            return nil
+        }
+    }
+
+    public func disable(_ queue: RecipientQueue) async throws {
+        try await expectOK(.off, entityId: queue.recipientId, key: queue.recipientKey)
+    }
+
+    public func delete(_ queue: RecipientQueue) async throws {
+        try await expectOK(.delete, entityId: queue.recipientId, key: queue.recipientKey)
+    }
+
+    /// Stores short-link data for the queue; returns the link ID.
+    public func setLinkData(_ queue: RecipientQueue, data: [UInt8]) async throws -> [UInt8] {
+        let response = try await send(.linkSet(data: data), entityId: queue.recipientId, key: queue.recipientKey)
+        guard case let .linkId(id) = response else { throw RelayClientError(.unexpectedResponse, "expected LINK in answer to LSET") }
+        return id
+    }
+
+    public func linkData(linkId: [UInt8]) async throws -> [UInt8] {
+        let response = try await send(.linkGet, entityId: linkId)
+        guard case let .linkData(d) = response else { throw RelayClientError(.unexpectedResponse, "expected LNK in answer to LGET") }
+        return d
+    }
+
+    public func ping() async throws {
+        let response = try await send(.ping)
+        guard response == .pong else { throw RelayClientError(.unexpectedResponse, "expected PONG") }
+    }
+
+    private func expectOK(_ command: ClientCommand, entityId: [UInt8], key: Ed25519.PrivateKey?) async throws {
+        let response = try await send(command, entityId: entityId, key: key)
+        guard response == .ok else { throw RelayClientError(.unexpectedResponse, "expected OK in answer to \(command.tag)") }
+    }
+}

@@ -1,0 +1,134 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import NIOSSL
+import RelayProtocol
+import SwiftplexCrypto
+
+/// Something the relay sent without being asked.
+public enum RelayEvent: Sendable, Equatable {
+    /// A message for a queue this connection subscribed to; open it with ``RecipientQueue/open(messageId:sealed:)``.
+    case message(recipientId: [UInt8], messageId: [UInt8], sealed: [UInt8])
+    /// Another connection subscribed to the queue; this one gets nothing more from it.
+    case end(recipientId: [UInt8])
+    /// An error not tied to a request (e.g. a malformed block).
+    case error(RelayErrorCode)
+    /// The connection is gone; the stream ends after this.
+    case disconnected
+}
+
+/// An authenticated TLS connection to one relay.
+///
+/// The relay's certificate must hash to the fingerprint in its address, or ``connect(to:group:timeout:)``
+/// fails with ``RelayClientError/Code/fingerprintMismatch``. Requests may be issued from any task;
+/// they are pipelined and share blocks.
+public final class RelayConnection: Sendable {
+    public let address: RelayAddress
+    /// The relay-chosen session identifier that every signature on this connection covers.
+    public let sessionId: [UInt8]
+    /// Messages, END notices and disconnection, in arrival order.
+    public let events: AsyncStream<RelayEvent>
+    private let channel: any Channel
+    private let handler: NIOLoopBound<RelayClientHandler>
+
+    private init(address: RelayAddress, sessionId: [UInt8], events: AsyncStream<RelayEvent>, channel: any Channel, handler: NIOLoopBound<RelayClientHandler>) {
+        self.address = address
+        self.sessionId = sessionId
+        self.events = events
+        self.channel = channel
+        self.handler = handler
+    }
+
+    /// Opens TLS 1.3 to the relay, checks its fingerprint and completes the relay hello.
+    public static func connect(to address: RelayAddress, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+                               timeout: Duration = .seconds(10)) async throws -> RelayConnection {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv13
+        tls.maximumTLSVersion = .tlsv13
+        // Trust is decided by the pinned fingerprint alone (below), not by any CA or host name.
+        tls.certificateVerification = .noHostnameVerification
+        let sslContext = try NIOSSLContext(configuration: tls)
+        let expected = address.fingerprint
+        let mismatch = NIOLockedValueBox(false)
+        let (events, continuation) = AsyncStream.makeStream(of: RelayEvent.self, bufferingPolicy: .unbounded)
+        let loop = group.next()
+        let helloPromise = loop.makePromise(of: [UInt8].self)
+        let handlerBox = NIOLockedValueBox<NIOLoopBound<RelayClientHandler>?>(nil)
+
+        let bootstrap = ClientBootstrap(group: loop)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .connectTimeout(.nanoseconds(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let ssl = try NIOSSLClientHandler(context: sslContext, serverHostname: nil) { certificates, promise in
+                        guard let leaf = certificates.first, let der = try? leaf.toDERBytes(),
+                              Sodium.constantTimeEquals(Digest.sha256(der), expected) else {
+                            mismatch.withLockedValue { $0 = true }
+                            return promise.succeed(.failed)
+                        }
+                        promise.succeed(.certificateVerified)
+                    }
+                    let handler = RelayClientHandler(helloPromise: helloPromise, events: continuation)
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(ssl)
+                    try sync.addHandler(ByteToMessageHandler(BlockDecoder()))
+                    try sync.addHandler(handler)
+                    handlerBox.withLockedValue { $0 = NIOLoopBound(handler, eventLoop: channel.eventLoop) }
+                }
+            }
+
+        let channel: any Channel
+        do {
+            channel = try await bootstrap.connect(host: address.host, port: address.port).get()
+        } catch {
+            continuation.finish()
+            throw RelayClientError(.connectFailed, "cannot connect to relay \(address.host):\(address.port): \(error)")
+        }
+        let timer = loop.scheduleTask(in: .nanoseconds(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)) {
+            helloPromise.fail(RelayClientError(.timeout, "relay did not complete the hello in time"))
+        }
+        do {
+            let sessionId = try await helloPromise.futureResult.get()
+            timer.cancel()
+            return RelayConnection(address: address, sessionId: sessionId, events: events, channel: channel,
+                                   handler: handlerBox.withLockedValue { $0! })
+        } catch {
+            timer.cancel()
+            try? await channel.close()
+            if mismatch.withLockedValue({ $0 }) {
+                throw RelayClientError(.fingerprintMismatch, "relay \(address.host):\(address.port) presented a certificate that does not match the fingerprint in its address")
+            }
+            if let e = error as? RelayClientError { throw e }
+            throw RelayClientError(.handshake, "TLS or relay handshake with \(address.host):\(address.port) failed: \(error)")
+        }
+    }
+
+    /// Sends `command` to `entityId`, signed with `key` if given, and returns the relay's answer.
+    /// An `ERR` answer is thrown as ``RelayClientError``.
+    @discardableResult
+    public func send(_ command: ClientCommand, entityId: [UInt8] = [], key: Ed25519.PrivateKey? = nil) async throws -> ServerResponse {
+        let t = Transmission.signed(command: command.encoded(), correlationId: Sodium.randomBytes(RelayLimits.correlationIdLength),
+                                    entityId: entityId, key: key, sessionId: sessionId)
+        let response = try await send(transmission: t)
+        if case let .error(code) = response { throw RelayClientError.relay(code) }
+        return response
+    }
+
+    /// Sends a prepared transmission as it is (tests use this to replay or forge) and returns the
+    /// answer, `ERR` included.
+    public func send(transmission t: Transmission) async throws -> ServerResponse {
+        let promise = channel.eventLoop.makePromise(of: ServerResponse.self)
+        let bytes = t.encoded(allocator: channel.allocator)
+        let corr = t.correlationId
+        let handler = self.handler
+        channel.eventLoop.execute { handler.value.send(bytes, correlationId: corr, promise: promise) }
+        return try await promise.futureResult.get()
+    }
+
+    public func close() async {
+        try? await channel.close()
+    }
+
+    public var isActive: Bool { channel.isActive }
+}

@@ -1,0 +1,147 @@
+import SwiftplexCrypto
+
+/// A typed reason why a relay address or queue URI was refused.
+public struct AddressError: Error, Hashable, CustomStringConvertible, Sendable {
+    public enum Code: String, Sendable {
+        case scheme, fingerprint, host, port, queueId, parameters
+    }
+    public let code: Code
+    public let message: String
+
+    init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+    public static func == (l: AddressError, r: AddressError) -> Bool { l.code == r.code }
+    public func hash(into h: inout Hasher) { h.combine(code) }
+}
+
+/// `smp://<base64url SHA-256 of the relay's identity certificate>@host[:port]`.
+///
+/// Clients pin the fingerprint: a relay presenting any other certificate is refused.
+public struct RelayAddress: Sendable, Hashable, CustomStringConvertible, LosslessStringConvertible {
+    public static let defaultPort = 5223
+
+    public var fingerprint: [UInt8]
+    public var host: String
+    public var port: Int
+
+    public init(fingerprint: [UInt8], host: String, port: Int = RelayAddress.defaultPort) {
+        self.fingerprint = fingerprint
+        self.host = host
+        self.port = port
+    }
+
+    public init?(_ description: String) {
+        guard let a = try? RelayAddress(parsing: description) else { return nil }
+        self = a
+    }
+
+    /// Parses an address, throwing an ``AddressError`` that says what is wrong.
+    public init(parsing text: String) throws {
+        guard text.hasPrefix("smp://") else {
+            throw AddressError(.scheme, "a relay address starts with smp://")
+        }
+        let rest = text.dropFirst("smp://".count)
+        guard let at = rest.firstIndex(of: "@") else {
+            throw AddressError(.fingerprint, "a relay address needs <fingerprint>@host")
+        }
+        let fp = rest[..<at]
+        guard let fingerprint = Base64URL.decode(fp), fingerprint.count == 32 else {
+            throw AddressError(.fingerprint, "the relay fingerprint must be 32 bytes of base64url")
+        }
+        let (host, port) = try Self.parseHostPort(rest[rest.index(after: at)...])
+        self.init(fingerprint: fingerprint, host: host, port: port)
+    }
+
+    static func parseHostPort(_ s: Substring) throws -> (String, Int) {
+        var hostPart = s
+        var port = defaultPort
+        if s.hasPrefix("[") {
+            guard let close = s.firstIndex(of: "]") else { throw AddressError(.host, "unclosed [ in IPv6 host") }
+            hostPart = s[s.index(after: s.startIndex)..<close]
+            let after = s[s.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":"), let p = Int(after.dropFirst()) else { throw AddressError(.port, "bad port after IPv6 host") }
+                port = p
+            }
+        } else if let colon = s.lastIndex(of: ":") {
+            hostPart = s[..<colon]
+            guard let p = Int(s[s.index(after: colon)...]) else { throw AddressError(.port, "the port must be a number") }
+            port = p
+        }
+        guard (1...65_535).contains(port) else { throw AddressError(.port, "the port must be 1–65535") }
+        guard !hostPart.isEmpty, hostPart.count <= 253,
+              hostPart.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == ":" })
+        else { throw AddressError(.host, "the host must be a name or an IP address") }
+        return (String(hostPart), port)
+    }
+
+    var hostPortText: String {
+        let h = host.contains(":") ? "[\(host)]" : host
+        return port == Self.defaultPort ? h : "\(h):\(port)"
+    }
+
+    public var description: String { "smp://\(Base64URL.encode(fingerprint))@\(hostPortText)" }
+}
+
+/// A sender's view of a queue: where it lives, its sender ID, and the recipient's DH key for the
+/// end-to-end envelope. Text form: `smp://<fp>@host[:port]/<sender ID>#/?v=1&dh=<base64url>`.
+public struct QueueURI: Sendable, Hashable, CustomStringConvertible {
+    public var relay: RelayAddress
+    public var senderId: [UInt8]
+    public var recipientDhKey: X25519.PublicKey
+    public var version: UInt16
+
+    public init(relay: RelayAddress, senderId: [UInt8], recipientDhKey: X25519.PublicKey, version: UInt16 = RelayLimits.currentVersion) {
+        self.relay = relay
+        self.senderId = senderId
+        self.recipientDhKey = recipientDhKey
+        self.version = version
+    }
+
+    public init(parsing text: String) throws {
+        guard let slash = text.dropFirst("smp://".count).firstIndex(of: "/") else {
+            throw AddressError(.queueId, "a queue URI needs /<sender id> after the relay address")
+        }
+        let relay = try RelayAddress(parsing: String(text[..<slash]))
+        let rest = text[text.index(after: slash)...]
+        guard let hash = rest.firstIndex(of: "#") else {
+            throw AddressError(.parameters, "a queue URI needs #/?v=…&dh=…")
+        }
+        guard let sid = Base64URL.decode(rest[..<hash]), sid.count == RelayLimits.entityIdLength else {
+            throw AddressError(.queueId, "the sender id must be \(RelayLimits.entityIdLength) bytes of base64url")
+        }
+        var fragment = rest[rest.index(after: hash)...]
+        if fragment.hasPrefix("/") { fragment = fragment.dropFirst() }
+        guard fragment.hasPrefix("?") else { throw AddressError(.parameters, "queue URI parameters start with ?") }
+        var version: UInt16?
+        var dh: X25519.PublicKey?
+        for pair in fragment.dropFirst().split(separator: "&") {
+            let kv = pair.split(separator: "=", maxSplits: 1)
+            guard kv.count == 2 else { throw AddressError(.parameters, "malformed queue URI parameter") }
+            switch kv[0] {
+            case "v":
+                // Accept a single version or a range "1-3"; keep the highest.
+                let parts = kv[1].split(separator: "-")
+                guard let v = parts.last.flatMap({ UInt16($0) }) else { throw AddressError(.parameters, "bad version in queue URI") }
+                version = v
+            case "dh":
+                guard let raw = Base64URL.decode(kv[1]), let key = try? X25519.PublicKey(bytes: raw) else {
+                    throw AddressError(.parameters, "bad dh key in queue URI")
+                }
+                dh = key
+            default:
+                continue // unknown parameters are ignored for forward compatibility
+            }
+        }
+        guard let version, let dh else { throw AddressError(.parameters, "a queue URI needs v and dh") }
+        self.init(relay: relay, senderId: sid, recipientDhKey: dh, version: version)
+    }
+
+    public var description: String {
+        "\(relay)/\(Base64URL.encode(senderId))#/?v=\(version)&dh=\(Base64URL.encode(recipientDhKey.bytes))"
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import RelayProtocol
+
+/// Everything a relay needs to run. Defaults are the documented ones: quota 128 messages per
+/// queue, messages kept 21 days.
+public struct RelayConfiguration: Sendable {
+    /// Directory (created 0700) holding the identity and the queue database (files 0600).
+    public var dataDirectory: URL
+    /// Address to bind. Port 0 binds an ephemeral port (tests).
+    public var host: String
+    public var port: Int
+    /// Host name clients use to reach this relay; printed in its `smp://` address.
+    /// Defaults to `host`.
+    public var publicHost: String?
+    /// Maximum number of undelivered messages per queue.
+    public var queueQuota: Int
+    /// Messages older than this are deleted.
+    public var messageTTL: Duration
+    /// How often expired messages are swept.
+    public var sweepInterval: Duration
+    /// A connection that has not completed the relay hello in this time is closed.
+    public var handshakeTimeout: Duration
+    /// A connection from which nothing has arrived for this long is closed (clients PING).
+    public var idleTimeout: Duration
+    /// A connection that does not read what the relay writes for this long is closed.
+    public var writeStallTimeout: Duration
+    /// At most this many commands per connection may be in progress before the relay stops reading from it.
+    public var maxPendingCommandsPerConnection: Int
+    /// The wall clock for message timestamps and expiry (tests substitute a manual one).
+    public var clock: any RelayClock
+
+    public init(
+        dataDirectory: URL,
+        host: String = "127.0.0.1",
+        port: Int = RelayAddress.defaultPort,
+        publicHost: String? = nil,
+        queueQuota: Int = 128,
+        messageTTL: Duration = .seconds(21 * 24 * 3600),
+        sweepInterval: Duration = .seconds(60),
+        handshakeTimeout: Duration = .seconds(10),
+        idleTimeout: Duration = .seconds(600),
+        writeStallTimeout: Duration = .seconds(30),
+        maxPendingCommandsPerConnection: Int = 1024,
+        clock: any RelayClock = SystemRelayClock()
+    ) {
+        self.clock = clock
+        self.dataDirectory = dataDirectory
+        self.host = host
+        self.port = port
+        self.publicHost = publicHost
+        self.queueQuota = queueQuota
+        self.messageTTL = messageTTL
+        self.sweepInterval = sweepInterval
+        self.handshakeTimeout = handshakeTimeout
+        self.idleTimeout = idleTimeout
+        self.writeStallTimeout = writeStallTimeout
+        self.maxPendingCommandsPerConnection = maxPendingCommandsPerConnection
+    }
+}
+
+extension Duration {
+    var timeAmountNanoseconds: Int64 {
+        let (s, atto) = components
+        return s * 1_000_000_000 + atto / 1_000_000_000
+    }
+}
+
+/// Seconds since 1970, as the relay stamps and expires messages.
+public protocol RelayClock: Sendable {
+    func now() -> Int64
+}
+
+/// The system wall clock.
+public struct SystemRelayClock: RelayClock {
+    public init() {}
+    public func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
+}

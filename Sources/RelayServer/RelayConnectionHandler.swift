@@ -1,0 +1,276 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import RelayProtocol
+import SwiftplexCrypto
+
+/// One client connection: the relay hello, block decoding, command dispatch to ``RelayCore``,
+/// coalescing of responses into blocks, timeouts and backpressure.
+///
+/// Sits after the TLS handler and the ``BlockDecoder``. All state is confined to the channel's
+/// event loop; the core reaches the connection through ``Session``, which hops onto that loop.
+final class RelayConnectionHandler: ChannelDuplexHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    /// The connection as the core sees it. Sendable: every call hops onto the connection's loop.
+    final class Session: RelaySubscriber {
+        let connectionId: UInt64
+        let eventLoop: any EventLoop
+        let handler: NIOLoopBound<RelayConnectionHandler>
+
+        init(connectionId: UInt64, eventLoop: any EventLoop, handler: RelayConnectionHandler) {
+            self.connectionId = connectionId
+            self.eventLoop = eventLoop
+            self.handler = NIOLoopBound(handler, eventLoop: eventLoop)
+        }
+
+        func push(_ response: ServerResponse, entityId: [UInt8]) {
+            onLoop { $0.enqueue(response, correlationId: [], entityId: entityId) }
+        }
+
+        func reply(_ response: ServerResponse, correlationId: [UInt8], entityId: [UInt8]) {
+            onLoop { h in
+                h.pendingCommands -= 1
+                h.enqueue(response, correlationId: correlationId, entityId: entityId)
+                h.resumeReadingIfPossible()
+            }
+        }
+
+        private func onLoop(_ body: @escaping @Sendable (RelayConnectionHandler) -> Void) {
+            if eventLoop.inEventLoop {
+                body(handler.value)
+            } else {
+                let handler = self.handler
+                eventLoop.execute { body(handler.value) }
+            }
+        }
+    }
+
+    private enum Phase { case awaitingHello, ready, closed }
+
+    private static let nextId = NIOLockedValueBox<UInt64>(0)
+
+    private let core: RelayCore
+    private let configuration: RelayConfiguration
+    private var logger: Logger
+    private let connectionId: UInt64
+    private let sessionId = Sodium.randomBytes(RelayLimits.sessionIdLength)
+    private var phase = Phase.awaitingHello
+    private var session: Session?
+    private var context: ChannelHandlerContext?
+    private var outbox: [ByteBuffer] = []
+    private var flushScheduled = false
+    private var pendingCommands = 0
+    private var readHeld = false
+    private var lastInbound = NIODeadline.now()
+    private var timers: [Scheduled<Void>] = []
+    private var idleTimer: Scheduled<Void>?
+    private var stallTimer: Scheduled<Void>?
+
+    init(core: RelayCore, configuration: RelayConfiguration, logger: Logger) {
+        self.core = core
+        self.configuration = configuration
+        self.connectionId = Self.nextId.withLockedValue { $0 += 1; return $0 }
+        var logger = logger
+        logger[metadataKey: "conn"] = "\(connectionId)"
+        self.logger = logger
+    }
+
+    // MARK: - Lifecycle
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        session = Session(connectionId: connectionId, eventLoop: context.eventLoop, handler: self)
+        if context.channel.isActive { start(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        start(context: context)
+        context.fireChannelActive()
+    }
+
+    private func start(context: ChannelHandlerContext) {
+        guard timers.isEmpty else { return }
+        core.connectionOpened()
+        logger.info("connection opened")
+        // The hello waits in the TLS handler until the handshake completes.
+        enqueueRaw(ServerHello(sessionId: sessionId).encoded(allocator: context.channel.allocator))
+        let handshake = context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(configuration.handshakeTimeout.timeAmountNanoseconds)) { [self] in
+            if phase == .awaitingHello {
+                logger.info("closing connection: no hello before the handshake timeout")
+                close()
+            }
+        }
+        timers.append(handshake)
+        scheduleIdleCheck(context: context)
+    }
+
+    /// Checks for an idle connection a few times per idle period (rescheduling itself).
+    private func scheduleIdleCheck(context: ChannelHandlerContext) {
+        let idle = TimeAmount.nanoseconds(configuration.idleTimeout.timeAmountNanoseconds)
+        let checkEvery = TimeAmount.nanoseconds(max(idle.nanoseconds / 4, 1_000_000))
+        idleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: checkEvery) { [self] in
+            guard phase != .closed, let context = self.context else { return }
+            if NIODeadline.now() - lastInbound > idle {
+                logger.info("closing idle connection")
+                close()
+            } else {
+                scheduleIdleCheck(context: context)
+            }
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if phase != .closed, let session {
+            phase = .closed
+            core.connectionClosed(session)
+            logger.info("connection closed")
+        }
+        phase = .closed
+        timers.forEach { $0.cancel() }
+        idleTimer?.cancel()
+        stallTimer?.cancel()
+        outbox.removeAll()
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // TLS failures from scanners and plain-text clients are routine: keep them at debug.
+        logger.debug("connection error", metadata: ["error": "\(error)"])
+        close()
+    }
+
+    private func close() {
+        guard let context, phase != .closed else { return }
+        context.close(promise: nil)
+    }
+
+    // MARK: - Inbound
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let block = unwrapInboundIn(data)
+        lastInbound = .now()
+        switch phase {
+        case .closed:
+            return
+        case .awaitingHello:
+            guard let parts = try? BlockCodec.decode(block), parts.count == 1,
+                  let hello = try? ClientHello.decode(parts[0]),
+                  hello.version >= RelayLimits.minimumVersion, hello.version <= RelayLimits.currentVersion
+            else {
+                logger.info("closing connection: bad client hello")
+                core.noteProtocolError()
+                return close()
+            }
+            phase = .ready
+        case .ready:
+            let parts: [ByteBuffer]
+            do {
+                parts = try BlockCodec.decode(block)
+            } catch {
+                logger.info("closing connection: malformed block")
+                core.noteProtocolError()
+                enqueue(.error(.block), correlationId: [], entityId: [])
+                flushOutbox()
+                return close()
+            }
+            for part in parts { dispatch(part) }
+        }
+    }
+
+    private func dispatch(_ raw: ByteBuffer) {
+        let t: Transmission
+        do {
+            t = try Transmission.decode(raw)
+        } catch {
+            core.noteProtocolError()
+            return enqueue(.error(error), correlationId: [], entityId: [])
+        }
+        guard !t.correlationId.isEmpty, t.correlationId.count <= RelayLimits.correlationIdLength else {
+            core.noteProtocolError()
+            return enqueue(.error(.syntax), correlationId: [], entityId: t.entityId)
+        }
+        let command: ClientCommand
+        do {
+            command = try ClientCommand.decode(t.command)
+        } catch {
+            core.noteProtocolError()
+            return enqueue(.error(error), correlationId: t.correlationId, entityId: t.entityId)
+        }
+        guard let session else { return }
+        pendingCommands += 1
+        let corr = t.correlationId
+        let entity = t.entityId
+        core.handle(t, command, sessionId: sessionId, from: session) { response in
+            session.reply(response, correlationId: corr, entityId: entity)
+        }
+    }
+
+    // MARK: - Outbound
+
+    fileprivate func enqueue(_ response: ServerResponse, correlationId: [UInt8], entityId: [UInt8]) {
+        guard phase != .closed, let context else { return }
+        let t = Transmission(correlationId: correlationId, entityId: entityId, command: response.encoded(allocator: context.channel.allocator))
+        enqueueRaw(t.encoded(allocator: context.channel.allocator))
+    }
+
+    private func enqueueRaw(_ transmission: ByteBuffer) {
+        guard let context else { return }
+        outbox.append(transmission)
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        // Flush at the end of this loop tick, so everything produced meanwhile shares blocks.
+        context.eventLoop.assumeIsolated().execute { [self] in flushOutbox() }
+    }
+
+    private func flushOutbox() {
+        flushScheduled = false
+        guard let context, !outbox.isEmpty else { return }
+        let blocks = BlockCodec.encode(outbox, allocator: context.channel.allocator)
+        outbox.removeAll(keepingCapacity: true)
+        for block in blocks { context.write(wrapOutboundOut(block), promise: nil) }
+        context.flush()
+    }
+
+    // MARK: - Backpressure
+
+    private var shouldHoldReads: Bool {
+        guard let context else { return false }
+        return !context.channel.isWritable || pendingCommands >= configuration.maxPendingCommandsPerConnection
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if shouldHoldReads {
+            readHeld = true
+        } else {
+            context.read()
+        }
+    }
+
+    fileprivate func resumeReadingIfPossible() {
+        guard readHeld, !shouldHoldReads, let context else { return }
+        readHeld = false
+        context.read()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            stallTimer?.cancel()
+            stallTimer = nil
+            resumeReadingIfPossible()
+        } else if stallTimer == nil {
+            let limit = TimeAmount.nanoseconds(configuration.writeStallTimeout.timeAmountNanoseconds)
+            stallTimer = context.eventLoop.assumeIsolated().scheduleTask(in: limit) { [self] in
+                logger.info("closing connection: client stopped reading")
+                close()
+            }
+        }
+        context.fireChannelWritabilityChanged()
+    }
+}

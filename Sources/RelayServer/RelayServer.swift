@@ -1,0 +1,125 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import NIOSSL
+import RelayProtocol
+import ServiceLifecycle
+
+/// A running relay: TLS listener, queue core and durable store.
+///
+/// ```swift
+/// let relay = try await RelayServer.start(configuration: config, group: group, logger: logger)
+/// print(relay.address)          // smp://<fingerprint>@127.0.0.1:5223
+/// …
+/// await relay.shutdown()
+/// ```
+/// For a process, wrap it in a ``RelayService`` and run that in a `ServiceGroup`.
+public final class RelayServer: Sendable {
+    public let configuration: RelayConfiguration
+    public let identity: RelayIdentity
+    /// The address clients use, with the port actually bound.
+    public let address: RelayAddress
+    let core: RelayCore
+    private let listener: any Channel
+    private let children: NIOLockedValueBox<[ObjectIdentifier: any Channel]>
+    private let sweeper: RepeatedTask
+    private let logger: Logger
+    private let stopped = NIOLockedValueBox(false)
+
+    private init(configuration: RelayConfiguration, identity: RelayIdentity, address: RelayAddress, core: RelayCore,
+                 listener: any Channel, children: NIOLockedValueBox<[ObjectIdentifier: any Channel]>, sweeper: RepeatedTask, logger: Logger) {
+        self.configuration = configuration
+        self.identity = identity
+        self.address = address
+        self.core = core
+        self.listener = listener
+        self.children = children
+        self.sweeper = sweeper
+        self.logger = logger
+    }
+
+    /// Creates the data directory and identity if needed, opens the store, loads the queues and
+    /// starts listening. Returns once the listener is bound.
+    public static func start(configuration: RelayConfiguration, group: any EventLoopGroup, logger: Logger) async throws -> RelayServer {
+        let identity = try RelayIdentity.loadOrCreate(in: configuration.dataDirectory)
+        let store = try RelayStore(path: configuration.dataDirectory.appendingPathComponent("relay.db"))
+        let core = try RelayCore(store: store, configuration: configuration, logger: logger)
+        try await core.load()
+        try await core.sweepExpired()
+        let sslContext = try identity.makeServerTLSContext()
+        let children = NIOLockedValueBox<[ObjectIdentifier: any Channel]>([:])
+
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 * 1024, high: 256 * 1024))
+            .childChannelInitializer { channel in
+                let id = ObjectIdentifier(channel)
+                children.withLockedValue { $0[id] = channel }
+                channel.closeFuture.whenComplete { _ in _ = children.withLockedValue { $0.removeValue(forKey: id) } }
+                return channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(NIOSSLServerHandler(context: sslContext))
+                    try sync.addHandler(ByteToMessageHandler(BlockDecoder()))
+                    try sync.addHandler(RelayConnectionHandler(core: core, configuration: configuration, logger: logger))
+                }
+            }
+        let listener: any Channel
+        do {
+            listener = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
+        } catch {
+            try? store.close()
+            throw RelayServerError(.bind, "cannot listen on \(configuration.host):\(configuration.port): \(error)")
+        }
+        let port = listener.localAddress?.port ?? configuration.port
+        let address = RelayAddress(fingerprint: identity.fingerprint, host: configuration.publicHost ?? configuration.host, port: port)
+        let interval = TimeAmount.nanoseconds(configuration.sweepInterval.timeAmountNanoseconds)
+        let sweepLoop = group.next()
+        let sweeper = sweepLoop.scheduleRepeatedAsyncTask(initialDelay: interval, delay: interval) { _ in
+            let promise = sweepLoop.makePromise(of: Void.self)
+            promise.completeWithTask {
+                do { try await core.sweepExpired() } catch { logger.error("expiry sweep failed", metadata: ["error": "\(error)"]) }
+            }
+            return promise.futureResult
+        }
+        logger.info("relay listening", metadata: ["address": "\(address)", "queues": "\(core.stats.queues)"])
+        return RelayServer(configuration: configuration, identity: identity, address: address, core: core,
+                           listener: listener, children: children, sweeper: sweeper, logger: logger)
+    }
+
+    /// Current counters.
+    public var stats: RelayStats { core.stats }
+
+    /// Deletes expired messages now (the relay also does this every `sweepInterval`).
+    @discardableResult
+    public func sweepExpired() async throws -> Int { try await core.sweepExpired() }
+
+    /// Stops accepting, closes every connection, waits for pending writes to commit, closes the store.
+    public func shutdown() async {
+        let first = stopped.withLockedValue { s -> Bool in defer { s = true }; return !s }
+        guard first else { return }
+        logger.info("relay stopping")
+        sweeper.cancel()
+        try? await listener.close()
+        let open = children.withLockedValue { Array($0.values) }
+        for channel in open { try? await channel.close() }
+        await core.store.barrier()
+        try? core.store.close()
+        logger.info("relay stopped")
+    }
+}
+
+/// Runs a relay until graceful shutdown (SIGTERM/SIGINT in a `ServiceGroup`).
+public struct RelayService: Service {
+    public let server: RelayServer
+
+    public init(server: RelayServer) { self.server = server }
+
+    public func run() async throws {
+        try? await gracefulShutdown()
+        await server.shutdown()
+    }
+}

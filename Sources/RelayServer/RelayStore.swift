@@ -1,0 +1,241 @@
+import Dispatch
+import Foundation
+import GRDB
+import NIOConcurrencyHelpers
+
+/// A queue as persisted by the relay.
+struct StoredQueue: Sendable {
+    var recipientId: [UInt8]
+    var senderId: [UInt8]
+    var recipientKey: [UInt8]
+    var boxKey: [UInt8]
+    var senderKey: [UInt8]?
+    var enabled: Bool
+    var linkId: [UInt8]?
+}
+
+/// A message as persisted by the relay (as the sender sent it; sealed again on delivery).
+struct StoredMessage: Sendable {
+    var id: [UInt8]
+    var timestamp: Int64
+    var flags: UInt8
+    var body: [UInt8]
+}
+
+/// Durable storage of queues and messages in SQLite (WAL, `synchronous=FULL`).
+///
+/// All access goes through one serial writer that commits in groups: operations submitted while a
+/// commit is in progress are run together in the next transaction, so a burst of N SENDs costs one
+/// fsync instead of N. Each operation runs in its own savepoint, so one failure does not undo the
+/// others; its completion is called only after the transaction is durable.
+final class RelayStore: Sendable {
+    private struct Operation: Sendable {
+        let run: @Sendable (Database) throws -> Void
+        let complete: @Sendable (Error?) -> Void
+    }
+
+    private let pool: DatabasePool
+    private let queue = DispatchQueue(label: "swiftplex.relay.store")
+    private let pending = NIOLockedValueBox<(ops: [Operation], draining: Bool)>(([], false))
+
+    init(path: URL) throws {
+        var config = Configuration()
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            try db.execute(sql: "PRAGMA foreign_keys = ON")
+        }
+        config.label = "relay"
+        do {
+            try DataDirectory.touchPrivateFile(path)
+            pool = try DatabasePool(path: path.path, configuration: config)
+            try Self.migrator.migrate(pool)
+        } catch let e as RelayServerError {
+            throw e
+        } catch {
+            throw RelayServerError(.database, "cannot open the relay database \(path.path): \(error)")
+        }
+    }
+
+    private static var migrator: DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE queue (
+                    recipient_id BLOB PRIMARY KEY NOT NULL,
+                    sender_id BLOB NOT NULL UNIQUE,
+                    recipient_key BLOB NOT NULL,
+                    box_key BLOB NOT NULL,
+                    sender_key BLOB,
+                    enabled INTEGER NOT NULL DEFAULT 1,
+                    link_id BLOB UNIQUE,
+                    link_data BLOB,
+                    created_at INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                CREATE TABLE message (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    recipient_id BLOB NOT NULL REFERENCES queue(recipient_id) ON DELETE CASCADE,
+                    message_id BLOB NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    flags INTEGER NOT NULL,
+                    body BLOB NOT NULL
+                );
+                CREATE INDEX message_by_queue ON message(recipient_id, seq);
+                CREATE INDEX message_by_time ON message(created_at);
+                """)
+        }
+        return m
+    }
+
+    // MARK: - Group commit
+
+    /// Runs `body` in the next group transaction; `completion` gets its result once durable.
+    func submit<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T, completion: @escaping @Sendable (Result<T, Error>) -> Void) {
+        let result = NIOLockedValueBox<T?>(nil)
+        let op = Operation(
+            run: { db in result.withLockedValue { $0 = nil }; let v = try body(db); result.withLockedValue { $0 = v } },
+            complete: { error in
+                if let error { completion(.failure(error)) } else { completion(.success(result.withLockedValue { $0! })) }
+            }
+        )
+        let startDrain = pending.withLockedValue { state -> Bool in
+            state.ops.append(op)
+            if state.draining { return false }
+            state.draining = true
+            return true
+        }
+        if startDrain { queue.async { self.drain() } }
+    }
+
+    /// Async form of ``submit(_:completion:)``.
+    func perform<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { cont in
+            submit(body) { cont.resume(with: $0) }
+        }
+    }
+
+    private func drain() {
+        while true {
+            let batch = pending.withLockedValue { state -> [Operation] in
+                let ops = state.ops
+                state.ops.removeAll(keepingCapacity: true)
+                if ops.isEmpty { state.draining = false }
+                return ops
+            }
+            if batch.isEmpty { return }
+            var errors = [Error?](repeating: nil, count: batch.count)
+            do {
+                try pool.writeWithoutTransaction { db in
+                    try db.inTransaction(.immediate) {
+                        for (i, op) in batch.enumerated() {
+                            do {
+                                try db.inSavepoint {
+                                    try op.run(db)
+                                    return .commit
+                                }
+                            } catch {
+                                errors[i] = error
+                            }
+                        }
+                        return .commit
+                    }
+                }
+            } catch {
+                for i in errors.indices where errors[i] == nil { errors[i] = error }
+            }
+            for (i, op) in batch.enumerated() { op.complete(errors[i]) }
+        }
+    }
+
+    /// Waits until everything submitted so far is committed.
+    func barrier() async {
+        _ = try? await perform { _ in () }
+    }
+
+    func close() throws {
+        try pool.close()
+    }
+
+    // MARK: - Statements (run inside `submit`)
+
+    static func loadQueues(_ db: Database) throws -> [StoredQueue] {
+        try Row.fetchAll(db, sql: "SELECT recipient_id, sender_id, recipient_key, box_key, sender_key, enabled, link_id FROM queue").map { row in
+            StoredQueue(
+                recipientId: [UInt8](row["recipient_id"] as Data),
+                senderId: [UInt8](row["sender_id"] as Data),
+                recipientKey: [UInt8](row["recipient_key"] as Data),
+                boxKey: [UInt8](row["box_key"] as Data),
+                senderKey: (row["sender_key"] as Data?).map { [UInt8]($0) },
+                enabled: row["enabled"],
+                linkId: (row["link_id"] as Data?).map { [UInt8]($0) }
+            )
+        }
+    }
+
+    static func messageCounts(_ db: Database) throws -> [[UInt8]: Int] {
+        var out: [[UInt8]: Int] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT recipient_id, COUNT(*) AS n FROM message GROUP BY recipient_id") {
+            out[[UInt8](row["recipient_id"] as Data)] = row["n"]
+        }
+        return out
+    }
+
+    static func insertQueue(_ db: Database, _ q: StoredQueue, now: Int64) throws {
+        try db.execute(
+            sql: "INSERT INTO queue (recipient_id, sender_id, recipient_key, box_key, sender_key, enabled, created_at) VALUES (?, ?, ?, ?, ?, 1, ?)",
+            arguments: [Data(q.recipientId), Data(q.senderId), Data(q.recipientKey), Data(q.boxKey), q.senderKey.map { Data($0) }, now]
+        )
+    }
+
+    static func setSenderKey(_ db: Database, recipientId: [UInt8], key: [UInt8]) throws {
+        try db.execute(sql: "UPDATE queue SET sender_key = ? WHERE recipient_id = ?", arguments: [Data(key), Data(recipientId)])
+    }
+
+    static func disable(_ db: Database, recipientId: [UInt8]) throws {
+        try db.execute(sql: "UPDATE queue SET enabled = 0 WHERE recipient_id = ?", arguments: [Data(recipientId)])
+    }
+
+    static func deleteQueue(_ db: Database, recipientId: [UInt8]) throws {
+        try db.execute(sql: "DELETE FROM queue WHERE recipient_id = ?", arguments: [Data(recipientId)])
+    }
+
+    static func setLink(_ db: Database, recipientId: [UInt8], linkId: [UInt8]?, data: [UInt8]?) throws {
+        try db.execute(sql: "UPDATE queue SET link_id = ?, link_data = ? WHERE recipient_id = ?",
+                       arguments: [linkId.map { Data($0) }, data.map { Data($0) }, Data(recipientId)])
+    }
+
+    static func linkData(_ db: Database, linkId: [UInt8]) throws -> [UInt8]? {
+        (try Data.fetchOne(db, sql: "SELECT link_data FROM queue WHERE link_id = ? AND enabled = 1", arguments: [Data(linkId)])).map { [UInt8]($0) }
+    }
+
+    static func insertMessage(_ db: Database, recipientId: [UInt8], message: StoredMessage) throws {
+        try db.execute(
+            sql: "INSERT INTO message (recipient_id, message_id, created_at, flags, body) VALUES (?, ?, ?, ?, ?)",
+            arguments: [Data(recipientId), Data(message.id), message.timestamp, Int(message.flags), Data(message.body)]
+        )
+    }
+
+    /// The oldest message of a queue that is not older than `notBefore`.
+    static func oldestMessage(_ db: Database, recipientId: [UInt8], notBefore: Int64) throws -> StoredMessage? {
+        try Row.fetchOne(
+            db,
+            sql: "SELECT message_id, created_at, flags, body FROM message WHERE recipient_id = ? AND created_at >= ? ORDER BY seq LIMIT 1",
+            arguments: [Data(recipientId), notBefore]
+        ).map { row in
+            StoredMessage(id: [UInt8](row["message_id"] as Data), timestamp: row["created_at"], flags: UInt8(row["flags"] as Int), body: [UInt8](row["body"] as Data))
+        }
+    }
+
+    /// Deletes one message; returns how many rows went (0 if it had expired meanwhile).
+    static func deleteMessage(_ db: Database, recipientId: [UInt8], messageId: [UInt8]) throws -> Int {
+        try db.execute(sql: "DELETE FROM message WHERE recipient_id = ? AND message_id = ?", arguments: [Data(recipientId), Data(messageId)])
+        return db.changesCount
+    }
+
+    /// Deletes messages created before `cutoff`; returns how many went from each queue.
+    static func deleteExpired(_ db: Database, before cutoff: Int64) throws -> [[UInt8]: Int] {
+        var out: [[UInt8]: Int] = [:]
+        let rows = try Row.fetchAll(db, sql: "DELETE FROM message WHERE created_at < ? RETURNING recipient_id", arguments: [cutoff])
+        for row in rows { out[[UInt8](row["recipient_id"] as Data), default: 0] += 1 }
+        return out
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+import CSodium
+
+/// X25519 Diffie-Hellman and the `crypto_box` construction (X25519 + XSalsa20-Poly1305).
+public enum X25519 {
+    public static let keyLength = Int(crypto_box_PUBLICKEYBYTES)
+
+    public struct PublicKey: Hashable, Sendable {
+        public let bytes: [UInt8]
+
+        public init(bytes: [UInt8]) throws {
+            guard bytes.count == X25519.keyLength else {
+                throw CryptoError(.invalidKeyLength, "an X25519 public key has \(X25519.keyLength) bytes, got \(bytes.count)")
+            }
+            self.bytes = bytes
+        }
+    }
+
+    /// An X25519 private key. Its `description` never shows key material.
+    public struct PrivateKey: Sendable, CustomStringConvertible {
+        public let secretBytes: [UInt8]
+        public let publicKey: PublicKey
+
+        public init() {
+            Sodium.ensureInitialized()
+            var pk = [UInt8](repeating: 0, count: X25519.keyLength)
+            var sk = [UInt8](repeating: 0, count: X25519.keyLength)
+            crypto_box_keypair(&pk, &sk)
+            self.secretBytes = sk
+            self.publicKey = try! PublicKey(bytes: pk)
+        }
+
+        public init(secretBytes: [UInt8]) throws {
+            Sodium.ensureInitialized()
+            guard secretBytes.count == X25519.keyLength else {
+                throw CryptoError(.invalidKeyLength, "an X25519 private key has \(X25519.keyLength) bytes, got \(secretBytes.count)")
+            }
+            var pk = [UInt8](repeating: 0, count: X25519.keyLength)
+            crypto_scalarmult_base(&pk, secretBytes)
+            self.secretBytes = secretBytes
+            self.publicKey = try PublicKey(bytes: pk)
+        }
+
+        /// The raw X25519 shared secret with `peer`. Fails for low-order (all-zero output) points.
+        public func sharedSecret(with peer: PublicKey) throws -> [UInt8] {
+            var out = [UInt8](repeating: 0, count: X25519.keyLength)
+            guard crypto_scalarmult(&out, secretBytes, peer.bytes) == 0 else {
+                throw CryptoError(.invalidPublicKey, "X25519 peer key is a low-order point")
+            }
+            return out
+        }
+
+        public var description: String { "X25519.PrivateKey(<redacted>)" }
+    }
+}
+
+/// A precomputed `crypto_box` key (X25519 shared secret hashed by libsodium) for one pair of
+/// parties; seals and opens XSalsa20-Poly1305 boxes with caller-supplied 24-byte nonces.
+public struct BoxKey: Sendable, CustomStringConvertible {
+    public static let nonceLength = Int(crypto_box_NONCEBYTES)
+    public static let macLength = Int(crypto_box_MACBYTES)
+    public static let keyLength = Int(crypto_box_BEFORENMBYTES)
+
+    public let secretBytes: [UInt8]
+
+    public init(privateKey: X25519.PrivateKey, peer: X25519.PublicKey) throws {
+        Sodium.ensureInitialized()
+        var k = [UInt8](repeating: 0, count: BoxKey.keyLength)
+        guard crypto_box_beforenm(&k, peer.bytes, privateKey.secretBytes) == 0 else {
+            throw CryptoError(.invalidPublicKey, "crypto_box peer key rejected")
+        }
+        self.secretBytes = k
+    }
+
+    public init(secretBytes: [UInt8]) throws {
+        guard secretBytes.count == BoxKey.keyLength else {
+            throw CryptoError(.invalidKeyLength, "a box key has \(BoxKey.keyLength) bytes, got \(secretBytes.count)")
+        }
+        self.secretBytes = secretBytes
+    }
+
+    public func seal(_ plaintext: [UInt8], nonce: [UInt8]) throws -> [UInt8] {
+        guard nonce.count == BoxKey.nonceLength else {
+            throw CryptoError(.invalidNonceLength, "a box nonce has \(BoxKey.nonceLength) bytes, got \(nonce.count)")
+        }
+        var c = [UInt8](repeating: 0, count: plaintext.count + BoxKey.macLength)
+        crypto_box_easy_afternm(&c, plaintext, UInt64(plaintext.count), nonce, secretBytes)
+        return c
+    }
+
+    public func open(_ ciphertext: [UInt8], nonce: [UInt8]) throws -> [UInt8] {
+        guard nonce.count == BoxKey.nonceLength else {
+            throw CryptoError(.invalidNonceLength, "a box nonce has \(BoxKey.nonceLength) bytes, got \(nonce.count)")
+        }
+        guard ciphertext.count >= BoxKey.macLength else {
+            throw CryptoError(.authenticationFailed, "box ciphertext shorter than its tag")
+        }
+        var m = [UInt8](repeating: 0, count: ciphertext.count - BoxKey.macLength)
+        guard crypto_box_open_easy_afternm(&m, ciphertext, UInt64(ciphertext.count), nonce, secretBytes) == 0 else {
+            throw CryptoError(.authenticationFailed, "box authentication failed")
+        }
+        return m
+    }
+
+    public var description: String { "BoxKey(<redacted>)" }
+}
