@@ -88,13 +88,18 @@ final class RelayClientHandler: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
-    /// Queues a transmission; `promise` gets the answer with the same correlation ID.
-    func send(_ transmission: ByteBuffer, correlationId: [UInt8], promise: EventLoopPromise<ServerResponse>) {
-        guard phase == .ready else {
+    /// Queues a transmission; `promise` gets the answer with the same correlation ID, or a
+    /// timeout error after `timeout`.
+    func send(_ transmission: ByteBuffer, correlationId: [UInt8], timeout: TimeAmount, promise: EventLoopPromise<ServerResponse>) {
+        guard phase == .ready, let context else {
             return promise.fail(RelayClientError(.connectionClosed, "relay connection is not open"))
         }
         pending[correlationId] = promise
         enqueueRaw(transmission)
+        let timer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [self] in
+            pending.removeValue(forKey: correlationId)?.fail(RelayClientError(.timeout, "relay did not answer in time"))
+        }
+        promise.futureResult.whenComplete { _ in timer.cancel() }
     }
 
     private func enqueueRaw(_ t: ByteBuffer) {

@@ -116,13 +116,14 @@ public final class RelayConnection: Sendable {
     }
 
     /// Sends a prepared transmission as it is (tests use this to replay or forge) and returns the
-    /// answer, `ERR` included.
-    public func send(transmission t: Transmission) async throws -> ServerResponse {
+    /// answer, `ERR` included. Fails with ``RelayClientError/Code/timeout`` after `timeout`.
+    public func send(transmission t: Transmission, timeout: Duration = .seconds(30)) async throws -> ServerResponse {
         let promise = channel.eventLoop.makePromise(of: ServerResponse.self)
         let bytes = t.encoded(allocator: channel.allocator)
         let corr = t.correlationId
         let handler = self.handler
-        channel.eventLoop.execute { handler.value.send(bytes, correlationId: corr, promise: promise) }
+        let limit = TimeAmount.nanoseconds(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
+        channel.eventLoop.execute { handler.value.send(bytes, correlationId: corr, timeout: limit, promise: promise) }
         return try await promise.futureResult.get()
     }
 

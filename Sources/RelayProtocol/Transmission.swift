@@ -60,13 +60,14 @@ public struct Transmission: Sendable {
         return b
     }
 
+    /// Splits a transmission into its fields. The signature's length is checked by the receiver,
+    /// so that it can answer with the transmission's correlation ID.
     public static func decode(_ buffer: ByteBuffer) throws(RelayErrorCode) -> Transmission {
         var buffer = buffer
         guard let sig = buffer.readShortBytes(),
               let corr = buffer.readShortBytes(),
               let entity = buffer.readShortBytes()
         else { throw .block }
-        guard sig.isEmpty || sig.count == Ed25519.signatureLength else { throw .syntax }
         return Transmission(signature: sig, correlationId: corr, entityId: entity, command: buffer)
     }
 }

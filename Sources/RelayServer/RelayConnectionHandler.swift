@@ -196,6 +196,10 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
             core.noteProtocolError()
             return enqueue(.error(.syntax), correlationId: [], entityId: t.entityId)
         }
+        guard t.signature.isEmpty || t.signature.count == Ed25519.signatureLength else {
+            core.noteProtocolError()
+            return enqueue(.error(.syntax), correlationId: t.correlationId, entityId: t.entityId)
+        }
         let command: ClientCommand
         do {
             command = try ClientCommand.decode(t.command)
