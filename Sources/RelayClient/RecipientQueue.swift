@@ -7,11 +7,11 @@ public struct RecipientQueue: Sendable {
     public var relay: RelayAddress
     public var recipientId: [UInt8]
     public var senderId: [UInt8]
-    public var recipientKey: Ed25519.PrivateKey
+    public var recipientKey: AuthPrivateKey
     /// The client's half of the per-queue delivery DH; the relay seals each MSG to it.
     public var deliveryKey: BoxKey
 
-    public init(relay: RelayAddress, recipientId: [UInt8], senderId: [UInt8], recipientKey: Ed25519.PrivateKey, deliveryKey: BoxKey) {
+    public init(relay: RelayAddress, recipientId: [UInt8], senderId: [UInt8], recipientKey: AuthPrivateKey, deliveryKey: BoxKey) {
         self.relay = relay
         self.recipientId = recipientId
         self.senderId = senderId
@@ -26,9 +26,9 @@ public struct RecipientQueue: Sendable {
 }
 
 extension RelayConnection {
-    /// Creates a queue on this relay.
-    public func createQueue() async throws -> RecipientQueue {
-        let key = Ed25519.PrivateKey()
+    /// Creates a queue on this relay, owned by a new key of the given kind (Ed25519 signatures by
+    /// default; X25519 authenticators are cheaper and deniable).
+    public func createQueue(recipientKey key: AuthPrivateKey = .newEd25519()) async throws -> RecipientQueue {
         let dh = X25519.PrivateKey()
         let response = try await send(.new(recipientKey: key.publicKey, recipientDhKey: dh.publicKey), key: key)
         guard case let .ids(rid, sid, serverDh) = response else {
@@ -48,17 +48,17 @@ extension RelayConnection {
     }
 
     /// Recipient-side securing: only `senderKey` may send from now on.
-    public func secure(_ queue: RecipientQueue, senderKey: Ed25519.PublicKey) async throws {
+    public func secure(_ queue: RecipientQueue, senderKey: AuthPublicKey) async throws {
         try await expectOK(.key(senderKey: senderKey), entityId: queue.recipientId, key: queue.recipientKey)
     }
 
     /// Sender-side securing (SKEY), signed by the key being set.
-    public func secureAsSender(senderId: [UInt8], senderKey: Ed25519.PrivateKey) async throws {
+    public func secureAsSender(senderId: [UInt8], senderKey: AuthPrivateKey) async throws {
         try await expectOK(.secureBySender(senderKey: senderKey.publicKey), entityId: senderId, key: senderKey)
     }
 
     /// Appends a message to a queue (unsigned only while the queue is unsecured).
-    public func sendMessage(senderId: [UInt8], key: Ed25519.PrivateKey?, body: [UInt8], flags: MessageFlags = []) async throws {
+    public func sendMessage(senderId: [UInt8], key: AuthPrivateKey?, body: [UInt8], flags: MessageFlags = []) async throws {
         try await expectOK(.send(flags: flags, body: body), entityId: senderId, key: key)
     }
 
@@ -101,7 +101,7 @@ extension RelayConnection {
         guard response == .pong else { throw RelayClientError(.unexpectedResponse, "expected PONG") }
     }
 
-    private func expectOK(_ command: ClientCommand, entityId: [UInt8], key: Ed25519.PrivateKey?) async throws {
+    private func expectOK(_ command: ClientCommand, entityId: [UInt8], key: AuthPrivateKey?) async throws {
         let response = try await send(command, entityId: entityId, key: key)
         guard response == .ok else { throw RelayClientError(.unexpectedResponse, "expected OK in answer to \(command.tag)") }
     }

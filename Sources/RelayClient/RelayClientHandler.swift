@@ -10,14 +10,14 @@ final class RelayClientHandler: ChannelInboundHandler {
     private enum Phase { case awaitingHello, ready, closed }
 
     private var phase = Phase.awaitingHello
-    private let helloPromise: EventLoopPromise<[UInt8]>
+    private let helloPromise: EventLoopPromise<ServerHello>
     private let events: AsyncStream<RelayEvent>.Continuation
     private var pending: [[UInt8]: EventLoopPromise<ServerResponse>] = [:]
     private var outbox: [ByteBuffer] = []
     private var flushScheduled = false
     private var context: ChannelHandlerContext?
 
-    init(helloPromise: EventLoopPromise<[UInt8]>, events: AsyncStream<RelayEvent>.Continuation) {
+    init(helloPromise: EventLoopPromise<ServerHello>, events: AsyncStream<RelayEvent>.Continuation) {
         self.helloPromise = helloPromise
         self.events = events
     }
@@ -43,7 +43,7 @@ final class RelayClientHandler: ChannelInboundHandler {
             phase = .ready
             let version = min(hello.maxVersion, RelayLimits.currentVersion)
             enqueueRaw(ClientHello(version: version).encoded(allocator: context.channel.allocator))
-            helloPromise.succeed(hello.sessionId)
+            helloPromise.succeed(hello)
         case .ready:
             for part in parts {
                 guard let t = try? Transmission.decode(part), let response = try? ServerResponse.decode(t.command) else {

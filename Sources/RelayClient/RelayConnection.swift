@@ -25,16 +25,17 @@ public enum RelayEvent: Sendable, Equatable {
 /// they are pipelined and share blocks.
 public final class RelayConnection: Sendable {
     public let address: RelayAddress
-    /// The relay-chosen session identifier that every signature on this connection covers.
-    public let sessionId: [UInt8]
+    /// The relay-chosen session identifier and keys that every authorisation on this connection covers.
+    public let session: SessionKeys
+    public var sessionId: [UInt8] { session.sessionId }
     /// Messages, END notices and disconnection, in arrival order.
     public let events: AsyncStream<RelayEvent>
     private let channel: any Channel
     private let handler: NIOLoopBound<RelayClientHandler>
 
-    private init(address: RelayAddress, sessionId: [UInt8], events: AsyncStream<RelayEvent>, channel: any Channel, handler: NIOLoopBound<RelayClientHandler>) {
+    private init(address: RelayAddress, session: SessionKeys, events: AsyncStream<RelayEvent>, channel: any Channel, handler: NIOLoopBound<RelayClientHandler>) {
         self.address = address
-        self.sessionId = sessionId
+        self.session = session
         self.events = events
         self.channel = channel
         self.handler = handler
@@ -53,7 +54,7 @@ public final class RelayConnection: Sendable {
         let mismatch = NIOLockedValueBox(false)
         let (events, continuation) = AsyncStream.makeStream(of: RelayEvent.self, bufferingPolicy: .unbounded)
         let loop = group.next()
-        let helloPromise = loop.makePromise(of: [UInt8].self)
+        let helloPromise = loop.makePromise(of: ServerHello.self)
         let handlerBox = NIOLockedValueBox<NIOLoopBound<RelayClientHandler>?>(nil)
 
         let bootstrap = ClientBootstrap(group: loop)
@@ -89,9 +90,9 @@ public final class RelayConnection: Sendable {
             helloPromise.fail(RelayClientError(.timeout, "relay did not complete the hello in time"))
         }
         do {
-            let sessionId = try await helloPromise.futureResult.get()
+            let hello = try await helloPromise.futureResult.get()
             timer.cancel()
-            return RelayConnection(address: address, sessionId: sessionId, events: events, channel: channel,
+            return RelayConnection(address: address, session: SessionKeys(sessionId: hello.sessionId, relaySessionKey: hello.sessionKey), events: events, channel: channel,
                                    handler: handlerBox.withLockedValue { $0! })
         } catch {
             timer.cancel()
@@ -104,12 +105,12 @@ public final class RelayConnection: Sendable {
         }
     }
 
-    /// Sends `command` to `entityId`, signed with `key` if given, and returns the relay's answer.
+    /// Sends `command` to `entityId`, authorised by `key` if given, and returns the relay's answer.
     /// An `ERR` answer is thrown as ``RelayClientError``.
     @discardableResult
-    public func send(_ command: ClientCommand, entityId: [UInt8] = [], key: Ed25519.PrivateKey? = nil) async throws -> ServerResponse {
+    public func send(_ command: ClientCommand, entityId: [UInt8] = [], key: AuthPrivateKey? = nil) async throws -> ServerResponse {
         let t = Transmission.signed(command: command.encoded(), correlationId: Sodium.randomBytes(RelayLimits.correlationIdLength),
-                                    entityId: entityId, key: key, sessionId: sessionId)
+                                    entityId: entityId, key: key, session: session)
         let response = try await send(transmission: t)
         if case let .error(code) = response { throw RelayClientError.relay(code) }
         return response

@@ -13,7 +13,7 @@ public struct MessageFlags: OptionSet, Sendable, Hashable {
 public enum CommandParty: Sendable {
     /// Creates a queue; entity ID empty; signed by the recipient key it carries.
     case creator
-    /// Addresses the recipient ID; signed by the queue's recipient key.
+    /// Addresses the recipient ID; authorised by the queue's recipient key.
     case recipient
     /// Addresses the sender ID; signed by the sender key (unsigned SEND allowed on an unsecured queue).
     case sender
@@ -26,11 +26,11 @@ public enum CommandParty: Sendable {
 /// Commands a client sends to a relay.
 public enum ClientCommand: Sendable, Equatable {
     /// Create a queue owned by `recipientKey`; the relay answers `IDS`.
-    case new(recipientKey: Ed25519.PublicKey, recipientDhKey: X25519.PublicKey)
+    case new(recipientKey: AuthPublicKey, recipientDhKey: X25519.PublicKey)
     /// Recipient secures the queue with the sender's key.
-    case key(senderKey: Ed25519.PublicKey)
+    case key(senderKey: AuthPublicKey)
     /// Sender secures the queue with its own key (signed by that key).
-    case secureBySender(senderKey: Ed25519.PublicKey)
+    case secureBySender(senderKey: AuthPublicKey)
     /// Recipient subscribes: messages arrive as `MSG`, one at a time until `ACK`.
     case subscribe
     /// Recipient acknowledges the message with this ID; the next one follows.
@@ -85,11 +85,11 @@ public enum ClientCommand: Sendable, Equatable {
         switch self {
         case let .new(rk, dh):
             b.writeInteger(UInt8(ascii: " "))
-            b.writeShortBytes(rk.bytes)
+            b.writeShortBytes(rk.wireBytes)
             b.writeShortBytes(dh.bytes)
         case let .key(k), let .secureBySender(k):
             b.writeInteger(UInt8(ascii: " "))
-            b.writeShortBytes(k.bytes)
+            b.writeShortBytes(k.wireBytes)
         case let .ack(id):
             b.writeInteger(UInt8(ascii: " "))
             b.writeShortBytes(id)
@@ -120,13 +120,13 @@ public enum ClientCommand: Sendable, Equatable {
             switch tag {
             case "NEW":
                 guard let rk = b.readShortBytes(), let dh = b.readShortBytes() else { throw RelayErrorCode.syntax }
-                command = .new(recipientKey: try Ed25519.PublicKey(bytes: rk), recipientDhKey: try X25519.PublicKey(bytes: dh))
+                command = .new(recipientKey: try AuthPublicKey(wireBytes: rk), recipientDhKey: try X25519.PublicKey(bytes: dh))
             case "KEY":
                 guard let k = b.readShortBytes() else { throw RelayErrorCode.syntax }
-                command = .key(senderKey: try Ed25519.PublicKey(bytes: k))
+                command = .key(senderKey: try AuthPublicKey(wireBytes: k))
             case "SKEY":
                 guard let k = b.readShortBytes() else { throw RelayErrorCode.syntax }
-                command = .secureBySender(senderKey: try Ed25519.PublicKey(bytes: k))
+                command = .secureBySender(senderKey: try AuthPublicKey(wireBytes: k))
             case "SUB": command = .subscribe
             case "ACK":
                 guard let id = b.readShortBytes(), id.count == RelayLimits.entityIdLength else { throw RelayErrorCode.syntax }

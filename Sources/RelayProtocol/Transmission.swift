@@ -1,13 +1,14 @@
 import NIOCore
 import SwiftplexCrypto
 
-/// One signed unit on the wire: `[sig][corrId][entityId][command]`, each of the first three a
-/// one-byte-length-prefixed field (empty when absent); the command takes the rest.
+/// One authorised unit on the wire: `[auth][corrId][entityId][command]`, each of the first three
+/// a one-byte-length-prefixed field (empty when absent); the command takes the rest.
 ///
-/// The signature covers ``signedBytes(sessionId:)`` = session ID ‖ correlation ID ‖ entity ID ‖
-/// command (each length-prefixed), so a transmission captured from one connection is refused on
-/// any other.
+/// The authorisation — an Ed25519 signature or an X25519 authenticator (see ``AuthPrivateKey``) —
+/// covers ``signedBytes(sessionId:)`` = session ID ‖ correlation ID ‖ entity ID ‖ command (each
+/// length-prefixed), so a transmission captured from one connection is refused on any other.
 public struct Transmission: Sendable {
+    /// Signature or authenticator; empty for unauthorised commands.
     public var signature: [UInt8]
     public var correlationId: [UInt8]
     public var entityId: [UInt8]
@@ -34,14 +35,14 @@ public struct Transmission: Sendable {
         Self.signedBytes(sessionId: sessionId, correlationId: correlationId, entityId: entityId, command: command)
     }
 
-    /// Builds a transmission and signs it with `key` (if any) for the given session.
+    /// Builds a transmission authorised by `key` (if any) for the given session.
     public static func signed(
         command: ByteBuffer, correlationId: [UInt8], entityId: [UInt8],
-        key: Ed25519.PrivateKey?, sessionId: [UInt8]
+        key: AuthPrivateKey?, session: SessionKeys
     ) -> Transmission {
         var t = Transmission(correlationId: correlationId, entityId: entityId, command: command)
         if let key {
-            t.signature = key.signature(for: t.signedBytes(sessionId: sessionId))
+            t.signature = key.authorization(for: t.signedBytes(sessionId: session.sessionId), correlationId: correlationId, session: session)
         }
         return t
     }

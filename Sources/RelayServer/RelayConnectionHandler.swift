@@ -56,9 +56,10 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
     private let configuration: RelayConfiguration
     private var logger: Logger
     private let connectionId: UInt64
-    private let sessionId = Sodium.randomBytes(RelayLimits.sessionIdLength)
+    private let sessionKey = X25519.PrivateKey()
+    private let session: SessionKeys
     private var phase = Phase.awaitingHello
-    private var session: Session?
+    private var subscriber: Session?
     private var context: ChannelHandlerContext?
     private var outbox: [ByteBuffer] = []
     private var flushScheduled = false
@@ -73,6 +74,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
         self.core = core
         self.configuration = configuration
         self.connectionId = Self.nextId.withLockedValue { $0 += 1; return $0 }
+        self.session = SessionKeys(sessionId: Sodium.randomBytes(RelayLimits.sessionIdLength), relayKey: sessionKey)
         var logger = logger
         logger[metadataKey: "conn"] = "\(connectionId)"
         self.logger = logger
@@ -82,7 +84,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        session = Session(connectionId: connectionId, eventLoop: context.eventLoop, handler: self)
+        subscriber = Session(connectionId: connectionId, eventLoop: context.eventLoop, handler: self)
         if context.channel.isActive { start(context: context) }
     }
 
@@ -96,7 +98,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
         core.connectionOpened()
         logger.info("connection opened")
         // The hello waits in the TLS handler until the handshake completes.
-        enqueueRaw(ServerHello(sessionId: sessionId).encoded(allocator: context.channel.allocator))
+        enqueueRaw(ServerHello(sessionId: session.sessionId, sessionKey: sessionKey.publicKey).encoded(allocator: context.channel.allocator))
         let handshake = context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(configuration.handshakeTimeout.timeAmountNanoseconds)) { [self] in
             if phase == .awaitingHello {
                 logger.info("closing connection: no hello before the handshake timeout")
@@ -123,9 +125,9 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if phase != .closed, let session {
+        if phase != .closed, let subscriber {
             phase = .closed
-            core.connectionClosed(session)
+            core.connectionClosed(subscriber)
             logger.info("connection closed")
         }
         phase = .closed
@@ -196,7 +198,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
             core.noteProtocolError()
             return enqueue(.error(.syntax), correlationId: [], entityId: t.entityId)
         }
-        guard t.signature.isEmpty || t.signature.count == Ed25519.signatureLength else {
+        guard [0, Ed25519.signatureLength, BoxKey.authenticatorLength].contains(t.signature.count) else {
             core.noteProtocolError()
             return enqueue(.error(.syntax), correlationId: t.correlationId, entityId: t.entityId)
         }
@@ -207,12 +209,12 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
             core.noteProtocolError()
             return enqueue(.error(error), correlationId: t.correlationId, entityId: t.entityId)
         }
-        guard let session else { return }
+        guard let subscriber else { return }
         pendingCommands += 1
         let corr = t.correlationId
         let entity = t.entityId
-        core.handle(t, command, sessionId: sessionId, from: session) { response in
-            session.reply(response, correlationId: corr, entityId: entity)
+        core.handle(t, command, session: session, from: subscriber) { response in
+            subscriber.reply(response, correlationId: corr, entityId: entity)
         }
     }
 

@@ -14,22 +14,27 @@ import SwiftplexCrypto
 final class RelayCore: Sendable {
     enum Delivery: Sendable, Equatable {
         case idle
-        /// A read of the oldest message is under way; its completion decides what is in flight.
+        /// A read of the oldest unacknowledged message is under way; its completion decides what is in flight.
         case fetching
-        case inFlight(messageId: [UInt8])
+        case inFlight(messageId: [UInt8], seq: Int64)
     }
 
     struct QueueState: Sendable {
         let recipientId: [UInt8]
         let senderId: [UInt8]
-        let recipientKey: Ed25519.PublicKey
+        let recipientKey: AuthPublicKey
         let boxKey: BoxKey
-        var senderKey: Ed25519.PublicKey?
+        var senderKey: AuthPublicKey?
         var enabled: Bool
         var linkId: [UInt8]?
+        /// Undelivered or unacknowledged messages (acknowledged ones are not counted).
         var count: Int
         var subscriber: (any RelaySubscriber)?
         var delivery: Delivery = .idle
+        /// Every message with `seq` up to this one is acknowledged (its deletion may still be committing).
+        var ackedThrough: Int64 = 0
+        /// A message was committed while a fetch was under way; fetch again if that one finds nothing.
+        var recheck = false
     }
 
     struct State: Sendable {
@@ -41,14 +46,17 @@ final class RelayCore: Sendable {
     }
 
     typealias Reply = @Sendable (ServerResponse) -> Void
+    typealias Target = (subscriber: any RelaySubscriber, key: BoxKey)
 
     private let state = NIOLockedValueBox(State())
     let store: RelayStore
     private let configuration: RelayConfiguration
     private let metrics = RelayMetrics()
     private let logger: Logger
-    /// Verified against when a queue is missing, so "no such queue" costs what "wrong key" costs.
-    private let dummyKey = Ed25519.PrivateKey().publicKey
+    /// Checked against when a queue is missing (or its key is of another kind than the command's
+    /// authorisation), so that "no such queue" costs what "wrong key" costs.
+    private let dummyEd25519 = AuthPublicKey.ed25519(Ed25519.PrivateKey().publicKey)
+    private let dummyX25519 = AuthPublicKey.x25519(X25519.PrivateKey().publicKey)
 
     init(store: RelayStore, configuration: RelayConfiguration, logger: Logger) throws {
         self.store = store
@@ -65,9 +73,9 @@ final class RelayCore: Sendable {
             for q in queues {
                 let qs = QueueState(
                     recipientId: q.recipientId, senderId: q.senderId,
-                    recipientKey: try Ed25519.PublicKey(bytes: q.recipientKey),
+                    recipientKey: try AuthPublicKey(wireBytes: q.recipientKey),
                     boxKey: try BoxKey(secretBytes: q.boxKey),
-                    senderKey: try q.senderKey.map { try Ed25519.PublicKey(bytes: $0) },
+                    senderKey: try q.senderKey.map { try AuthPublicKey(wireBytes: $0) },
                     enabled: q.enabled, linkId: q.linkId, count: counts[q.recipientId] ?? 0
                 )
                 s.queues[q.recipientId] = qs
@@ -110,7 +118,7 @@ final class RelayCore: Sendable {
     // MARK: - Dispatch
 
     /// Handles one decoded command; `reply` is called exactly once, possibly later and on another thread.
-    func handle(_ t: Transmission, _ command: ClientCommand, sessionId: [UInt8], from conn: any RelaySubscriber, reply: @escaping Reply) {
+    func handle(_ t: Transmission, _ command: ClientCommand, session: SessionKeys, from conn: any RelaySubscriber, reply: @escaping Reply) {
         switch command.party {
         case .anyone:
             guard t.entityId.isEmpty else { return reply(.error(.noEntity)) }
@@ -120,17 +128,17 @@ final class RelayCore: Sendable {
             guard t.entityId.isEmpty else { return reply(.error(.noEntity)) }
             guard case let .new(rk, dh) = command else { return reply(.error(.internal)) }
             guard !t.signature.isEmpty else { return reply(.error(.noAuth)) }
-            guard verify(t, sessionId: sessionId, key: rk) else { return authFailed(reply) }
+            guard verify(t, session: session, key: rk) else { return authFailed(reply) }
             createQueue(recipientKey: rk, recipientDhKey: dh, reply: reply)
         case .recipient:
             guard t.entityId.count == RelayLimits.entityIdLength else { return reply(.error(.noEntity)) }
             guard !t.signature.isEmpty else { return reply(.error(.noAuth)) }
             let key = state.withLockedValue { $0.queues[t.entityId]?.recipientKey }
-            guard verify(t, sessionId: sessionId, key: key) else { return authFailed(reply) }
+            guard verify(t, session: session, key: key) else { return authFailed(reply) }
             handleRecipient(command, recipientId: t.entityId, conn: conn, reply: reply)
         case .sender:
             guard t.entityId.count == RelayLimits.entityIdLength else { return reply(.error(.noEntity)) }
-            handleSender(t, command, sessionId: sessionId, reply: reply)
+            handleSender(t, command, session: session, reply: reply)
         case .linkReader:
             guard t.entityId.count == RelayLimits.entityIdLength else { return reply(.error(.noEntity)) }
             guard t.signature.isEmpty else { return reply(.error(.hasAuth)) }
@@ -138,11 +146,15 @@ final class RelayCore: Sendable {
         }
     }
 
-    /// Always performs one signature verification, against `dummyKey` when there is no key, so the
-    /// time taken does not tell whether the entity exists.
-    private func verify(_ t: Transmission, sessionId: [UInt8], key: Ed25519.PublicKey?) -> Bool {
-        let ok = (key ?? dummyKey).isValidSignature(t.signature, for: t.signedBytes(sessionId: sessionId))
-        return ok && key != nil
+    /// Always does the work of checking the presented authorisation — against a dummy key of the
+    /// matching kind when there is no key or the key is of another kind — so the time taken does
+    /// not tell whether the entity exists or what kind of key it has.
+    private func verify(_ t: Transmission, session: SessionKeys, key: AuthPublicKey?) -> Bool {
+        let matching = key.flatMap { $0.authorizationLength == t.signature.count ? $0 : nil }
+        let checked = matching ?? (t.signature.count == BoxKey.authenticatorLength ? dummyX25519 : dummyEd25519)
+        let ok = session.verify(t.signature, signedBytes: t.signedBytes(sessionId: session.sessionId),
+                                correlationId: t.correlationId, key: checked)
+        return ok && matching != nil
     }
 
     private func authFailed(_ reply: Reply) {
@@ -151,16 +163,31 @@ final class RelayCore: Sendable {
         reply(.error(.auth))
     }
 
+    private func storeFailed(_ error: Error, _ reply: Reply) {
+        logger.error("relay store operation failed", metadata: ["error": "\(error)"])
+        reply(.error(.internal))
+    }
+
+    private func persist(_ body: @escaping @Sendable (Database) throws -> Void, _ reply: @escaping Reply) {
+        store.submit(body) { [self] result in
+            switch result {
+            case .success: reply(.ok)
+            case let .failure(e): storeFailed(e, reply)
+            }
+        }
+    }
+
     // MARK: - Creator
 
-    private func createQueue(recipientKey: Ed25519.PublicKey, recipientDhKey: X25519.PublicKey, reply: @escaping Reply) {
+    private func createQueue(recipientKey: AuthPublicKey, recipientDhKey: X25519.PublicKey, reply: @escaping Reply) {
         let serverDh = X25519.PrivateKey()
         guard let boxKey = try? BoxKey(privateKey: serverDh, peer: recipientDhKey) else {
             return reply(.error(.syntax))
         }
         let rid = Sodium.randomBytes(RelayLimits.entityIdLength)
         let sid = Sodium.randomBytes(RelayLimits.entityIdLength)
-        let stored = StoredQueue(recipientId: rid, senderId: sid, recipientKey: recipientKey.bytes, boxKey: boxKey.secretBytes, senderKey: nil, enabled: true, linkId: nil)
+        let stored = StoredQueue(recipientId: rid, senderId: sid, recipientKey: recipientKey.wireBytes, boxKey: boxKey.secretBytes,
+                                 senderKey: nil, enabled: true, linkId: nil)
         let now = self.now
         store.submit({ db in try RelayStore.insertQueue(db, stored, now: now) }) { [self] result in
             switch result {
@@ -179,11 +206,6 @@ final class RelayCore: Sendable {
                 storeFailed(error, reply)
             }
         }
-    }
-
-    private func storeFailed(_ error: Error, _ reply: Reply) {
-        logger.error("relay store operation failed", metadata: ["error": "\(error)"])
-        reply(.error(.internal))
     }
 
     // MARK: - Recipient
@@ -241,19 +263,10 @@ final class RelayCore: Sendable {
         }
     }
 
-    private func persist(_ body: @escaping @Sendable (Database) throws -> Void, _ reply: @escaping Reply) {
-        store.submit(body) { [self] result in
-            switch result {
-            case .success: reply(.ok)
-            case let .failure(e): storeFailed(e, reply)
-            }
-        }
-    }
-
-    private func setSenderKey(_ rid: [UInt8], _ key: Ed25519.PublicKey, reply: @escaping Reply) {
+    private func setSenderKey(_ rid: [UInt8], _ key: AuthPublicKey, reply: @escaping Reply) {
         enum Outcome { case set, same, refused }
         let outcome = state.withLockedValue { s -> Outcome in
-            guard var q = s.queues[rid] else { return .refused }
+            guard var q = s.queues[rid], q.enabled else { return .refused }
             if let existing = q.senderKey { return existing == key ? .same : .refused }
             q.senderKey = key
             s.queues[rid] = q
@@ -262,182 +275,178 @@ final class RelayCore: Sendable {
         switch outcome {
         case .refused: authFailed(reply)
         case .same: reply(.ok)
-        case .set: persist({ db in try RelayStore.setSenderKey(db, recipientId: rid, key: key.bytes) }, reply)
+        case .set: persist({ db in try RelayStore.setSenderKey(db, recipientId: rid, key: key.wireBytes) }, reply)
         }
     }
 
     private func subscribe(_ rid: [UInt8], conn: any RelaySubscriber, reply: @escaping Reply) {
         var ended: (any RelaySubscriber)?
-        let (found, fetch) = state.withLockedValue { s -> (Bool, Bool) in
-            guard var q = s.queues[rid] else { return (false, false) }
+        let (found, fetchAfter) = state.withLockedValue { s -> (Bool, Int64?) in
+            guard var q = s.queues[rid] else { return (false, nil) }
+            defer { s.queues[rid] = q }
             if let old = q.subscriber, old !== conn {
                 ended = old
                 s.subscriptions[old.connectionId]?.remove(rid)
             }
             q.subscriber = conn
             s.subscriptions[conn.connectionId, default: []].insert(rid)
-            var fetch = false
-            if q.count > 0, q.delivery != .fetching {
-                q.delivery = .fetching
-                fetch = true
-            }
-            s.queues[rid] = q
-            return (true, fetch)
+            // An unacknowledged message is delivered again; otherwise the oldest waiting one.
+            guard q.count > 0, q.delivery != .fetching else { return (true, nil) }
+            q.delivery = .fetching
+            q.recheck = false
+            return (true, q.ackedThrough)
         }
         guard found else { return authFailed(reply) }
         ended?.push(.end, entityId: rid)
         reply(.ok)
-        if fetch { fetchNext(rid) }
+        if let fetchAfter { fetchNext(rid, after: fetchAfter) }
     }
 
-    /// Reads the oldest live message and hands it to the current subscriber.
-    private func fetchNext(_ rid: [UInt8]) {
+    /// Reads the oldest unacknowledged live message (on a reader, concurrently with commits) and
+    /// hands it to the current subscriber.
+    private func fetchNext(_ rid: [UInt8], after: Int64) {
         let notBefore = oldestAllowed
-        store.submit({ db in try RelayStore.oldestMessage(db, recipientId: rid, notBefore: notBefore) }) { [self] result in
-            let message = (try? result.get()) ?? nil
+        store.read({ db in try RelayStore.oldestMessage(db, recipientId: rid, after: after, notBefore: notBefore) }) { [self] result in
             if case let .failure(e) = result { logger.error("relay store read failed", metadata: ["error": "\(e)"]) }
-            let target = state.withLockedValue { s -> (any RelaySubscriber, BoxKey)? in
-                guard var q = s.queues[rid], q.delivery == .fetching else { return nil }
+            let message = (try? result.get()) ?? nil
+            enum Next { case none, deliver(Target), again(Int64) }
+            let next = state.withLockedValue { s -> Next in
+                guard var q = s.queues[rid], q.delivery == .fetching else { return .none }
                 defer { s.queues[rid] = q }
-                guard let message, let sub = q.subscriber else {
-                    q.delivery = .idle
-                    return nil
+                guard let sub = q.subscriber else { q.delivery = .idle; return .none }
+                if let message {
+                    q.delivery = .inFlight(messageId: message.id, seq: message.seq)
+                    return .deliver((sub, q.boxKey))
                 }
-                q.delivery = .inFlight(messageId: message.id)
-                return (sub, q.boxKey)
+                if q.recheck {
+                    q.recheck = false
+                    return .again(q.ackedThrough)
+                }
+                q.delivery = .idle
+                return .none
             }
-            if let (sub, key) = target, let message { deliver(message, to: sub, recipientId: rid, key: key) }
+            switch next {
+            case .none: break
+            case let .deliver(target): if let message { deliver(message, to: target, recipientId: rid) }
+            case let .again(after): fetchNext(rid, after: after)
+            }
         }
     }
 
-    private func deliver(_ m: StoredMessage, to sub: any RelaySubscriber, recipientId: [UInt8], key: BoxKey) {
-        guard let sealed = try? ReceivedMessage.seal(id: m.id, timestamp: m.timestamp, flags: MessageFlags(rawValue: m.flags), body: m.body, key: key) else {
+    private func deliver(_ m: StoredMessage, to target: Target, recipientId: [UInt8]) {
+        guard let sealed = try? ReceivedMessage.seal(id: m.id, timestamp: m.timestamp, flags: MessageFlags(rawValue: m.flags), body: m.body, key: target.key) else {
             logger.error("cannot seal a message for delivery")
             return
         }
         state.withLockedValue { $0.stats.messagesDelivered += 1 }
         metrics.messagesDelivered.increment()
-        sub.push(.message(id: m.id, sealed: sealed), entityId: recipientId)
+        target.subscriber.push(.message(id: m.id, sealed: sealed), entityId: recipientId)
     }
 
+    /// Acknowledgement is answered at once: the deletion is committed in the background (if it is
+    /// lost in a crash the message is delivered again, which at-least-once delivery allows), and
+    /// the next message is read without waiting for it.
     private func acknowledge(_ rid: [UInt8], messageId: [UInt8], reply: @escaping Reply) {
-        enum Outcome { case missing, noMessage, acked(fetchNext: Bool) }
+        enum Outcome { case missing, noMessage, acked(seq: Int64, fetchAfter: Int64?) }
         let outcome = state.withLockedValue { s -> Outcome in
             guard var q = s.queues[rid] else { return .missing }
-            guard case let .inFlight(id) = q.delivery, id == messageId else { return .noMessage }
-            let next = q.subscriber != nil
-            q.delivery = next ? .fetching : .idle
-            s.queues[rid] = q
-            return .acked(fetchNext: next)
+            guard case let .inFlight(id, seq) = q.delivery, id == messageId else { return .noMessage }
+            defer { s.queues[rid] = q }
+            q.ackedThrough = seq
+            q.count -= 1
+            s.stats.storedMessages -= 1
+            guard q.subscriber != nil, q.count > 0 else {
+                q.delivery = .idle
+                return .acked(seq: seq, fetchAfter: nil)
+            }
+            q.delivery = .fetching
+            q.recheck = false
+            return .acked(seq: seq, fetchAfter: seq)
         }
         switch outcome {
-        case .missing: return authFailed(reply)
-        case .noMessage: return reply(.error(.noMessage))
-        case let .acked(fetchNext):
-            let notBefore = oldestAllowed
-            store.submit({ db -> (Int, StoredMessage?) in
-                let deleted = try RelayStore.deleteMessage(db, recipientId: rid, messageId: messageId)
-                let next = fetchNext ? try RelayStore.oldestMessage(db, recipientId: rid, notBefore: notBefore) : nil
-                return (deleted, next)
-            }) { [self] result in
-                switch result {
-                case let .failure(e):
-                    state.withLockedValue { s in
-                        if s.queues[rid]?.delivery == .fetching { s.queues[rid]!.delivery = .idle }
-                    }
-                    storeFailed(e, reply)
-                case let .success((deleted, next)):
-                    let target = state.withLockedValue { s -> (any RelaySubscriber, BoxKey)? in
-                        s.stats.storedMessages -= deleted
-                        guard var q = s.queues[rid] else { return nil }
-                        defer { s.queues[rid] = q }
-                        q.count -= deleted
-                        guard q.delivery == .fetching else { return nil }
-                        guard let next, let sub = q.subscriber else { q.delivery = .idle; return nil }
-                        q.delivery = .inFlight(messageId: next.id)
-                        return (sub, q.boxKey)
-                    }
-                    reply(.ok)
-                    if let (sub, key) = target, let next { deliver(next, to: sub, recipientId: rid, key: key) }
-                }
+        case .missing:
+            authFailed(reply)
+        case .noMessage:
+            reply(.error(.noMessage))
+        case let .acked(_, fetchAfter):
+            store.submit({ db in try RelayStore.deleteMessage(db, recipientId: rid, messageId: messageId) }) { [logger] result in
+                if case let .failure(e) = result { logger.error("deleting an acknowledged message failed", metadata: ["error": "\(e)"]) }
             }
+            reply(.ok)
+            if let fetchAfter { fetchNext(rid, after: fetchAfter) }
         }
     }
 
     private func getMessage(_ rid: [UInt8], reply: @escaping Reply) {
-        enum Outcome { case missing, prohibited, fetch }
-        let outcome = state.withLockedValue { s -> Outcome in
-            guard let q = s.queues[rid] else { return .missing }
-            return q.subscriber == nil ? .fetch : .prohibited
+        let after = state.withLockedValue { s -> Int64?? in
+            guard let q = s.queues[rid] else { return .none }
+            return .some(q.subscriber == nil ? q.ackedThrough : nil)
         }
-        switch outcome {
-        case .missing: return authFailed(reply)
-        case .prohibited: return reply(.error(.prohibited))
-        case .fetch:
-            let notBefore = oldestAllowed
-            store.submit({ db in try RelayStore.oldestMessage(db, recipientId: rid, notBefore: notBefore) }) { [self] result in
-                switch result {
-                case let .failure(e): storeFailed(e, reply)
-                case let .success(message):
-                    let key = state.withLockedValue { s -> BoxKey? in
-                        guard var q = s.queues[rid], q.subscriber == nil else { return nil }
-                        q.delivery = message.map { .inFlight(messageId: $0.id) } ?? .idle
-                        s.queues[rid] = q
-                        return q.boxKey
-                    }
-                    guard let key else { return reply(.error(.prohibited)) }
-                    guard let m = message else { return reply(.error(.noMessage)) }
-                    guard let sealed = try? ReceivedMessage.seal(id: m.id, timestamp: m.timestamp, flags: MessageFlags(rawValue: m.flags), body: m.body, key: key) else {
-                        return reply(.error(.internal))
-                    }
-                    state.withLockedValue { $0.stats.messagesDelivered += 1 }
-                    metrics.messagesDelivered.increment()
-                    reply(.message(id: m.id, sealed: sealed))
+        guard let after else { return authFailed(reply) }
+        guard let after else { return reply(.error(.prohibited)) }
+        let notBefore = oldestAllowed
+        store.read({ db in try RelayStore.oldestMessage(db, recipientId: rid, after: after, notBefore: notBefore) }) { [self] result in
+            switch result {
+            case let .failure(e): storeFailed(e, reply)
+            case let .success(message):
+                let key = state.withLockedValue { s -> BoxKey? in
+                    guard var q = s.queues[rid], q.subscriber == nil else { return nil }
+                    if let m = message { q.delivery = .inFlight(messageId: m.id, seq: m.seq) }
+                    s.queues[rid] = q
+                    return q.boxKey
                 }
+                guard let key else { return reply(.error(.prohibited)) }
+                guard let m = message else { return reply(.error(.noMessage)) }
+                guard let sealed = try? ReceivedMessage.seal(id: m.id, timestamp: m.timestamp, flags: MessageFlags(rawValue: m.flags), body: m.body, key: key) else {
+                    return reply(.error(.internal))
+                }
+                state.withLockedValue { $0.stats.messagesDelivered += 1 }
+                metrics.messagesDelivered.increment()
+                reply(.message(id: m.id, sealed: sealed))
             }
         }
     }
 
     private func deleteQueue(_ rid: [UInt8], reply: @escaping Reply) {
-        let removed = state.withLockedValue { s -> (QueueState, Int)? in
+        let remaining = state.withLockedValue { s -> Int? in
             guard let q = s.queues.removeValue(forKey: rid) else { return nil }
             s.senders[q.senderId] = nil
             if let l = q.linkId { s.links[l] = nil }
             if let sub = q.subscriber { s.subscriptions[sub.connectionId]?.remove(rid) }
             s.stats.queues -= 1
             s.stats.storedMessages -= q.count
-            return (q, s.stats.queues)
+            return s.stats.queues
         }
-        guard let (_, n) = removed else { return authFailed(reply) }
+        guard let remaining else { return authFailed(reply) }
         metrics.queuesDeleted.increment()
-        metrics.queues.record(n)
+        metrics.queues.record(remaining)
         persist({ db in try RelayStore.deleteQueue(db, recipientId: rid) }, reply)
     }
 
     // MARK: - Sender
 
-    private func handleSender(_ t: Transmission, _ command: ClientCommand, sessionId: [UInt8], reply: @escaping Reply) {
+    private func handleSender(_ t: Transmission, _ command: ClientCommand, session: SessionKeys, reply: @escaping Reply) {
         let sid = t.entityId
-        let snapshot = state.withLockedValue { s -> (rid: [UInt8], senderKey: Ed25519.PublicKey?, enabled: Bool)? in
+        let snapshot = state.withLockedValue { s -> (rid: [UInt8], senderKey: AuthPublicKey?, enabled: Bool)? in
             guard let rid = s.senders[sid], let q = s.queues[rid] else { return nil }
             return (rid, q.senderKey, q.enabled)
         }
         switch command {
         case let .secureBySender(newKey):
             guard !t.signature.isEmpty else { return reply(.error(.noAuth)) }
-            // Signed by the key being set: proves possession.
-            guard verify(t, sessionId: sessionId, key: snapshot == nil ? nil : newKey), let snapshot, snapshot.enabled else {
+            // Authorised by the key being set: proves possession of it.
+            guard verify(t, session: session, key: snapshot == nil ? nil : newKey), let snapshot, snapshot.enabled else {
                 return authFailed(reply)
             }
             setSenderKey(snapshot.rid, newKey, reply: reply)
         case let .send(flags, body):
             let authorised: Bool
             if let key = snapshot?.senderKey {
-                authorised = verify(t, sessionId: sessionId, key: key)
+                authorised = verify(t, session: session, key: key)
             } else if snapshot != nil, t.signature.isEmpty {
-                authorised = true // unsecured queue: the first (confirmation) message may be unsigned
+                authorised = true // unsecured queue: the first (confirmation) message may be unauthorised
             } else {
-                authorised = verify(t, sessionId: sessionId, key: nil)
+                authorised = verify(t, session: session, key: nil)
             }
             guard authorised, let snapshot, snapshot.enabled else { return authFailed(reply) }
             enqueue(snapshot.rid, flags: flags, body: body, reply: reply)
@@ -464,8 +473,11 @@ final class RelayCore: Sendable {
             return reply(.error(.quota))
         case .accepted: break
         }
-        let message = StoredMessage(id: Sodium.randomBytes(RelayLimits.entityIdLength), timestamp: now, flags: flags.rawValue, body: body)
-        store.submit({ db in try RelayStore.insertMessage(db, recipientId: rid, message: message) }) { [self] result in
+        let id = Sodium.randomBytes(RelayLimits.entityIdLength)
+        let timestamp = now
+        store.submit({ db in
+            try RelayStore.insertMessage(db, recipientId: rid, id: id, timestamp: timestamp, flags: flags.rawValue, body: body)
+        }) { [self] result in
             switch result {
             case let .failure(e):
                 state.withLockedValue { s in
@@ -473,17 +485,26 @@ final class RelayCore: Sendable {
                     s.stats.storedMessages -= 1
                 }
                 storeFailed(e, reply)
-            case .success:
-                let target = state.withLockedValue { s -> (any RelaySubscriber, BoxKey)? in
+            case let .success(seq):
+                let message = StoredMessage(seq: seq, id: id, timestamp: timestamp, flags: flags.rawValue, body: body)
+                let target = state.withLockedValue { s -> Target? in
                     s.stats.messagesSent += 1
-                    guard var q = s.queues[rid], let sub = q.subscriber, q.delivery == .idle else { return nil }
-                    q.delivery = .inFlight(messageId: message.id)
-                    s.queues[rid] = q
-                    return (sub, q.boxKey)
+                    guard var q = s.queues[rid], let sub = q.subscriber else { return nil }
+                    defer { s.queues[rid] = q }
+                    switch q.delivery {
+                    case .idle:
+                        q.delivery = .inFlight(messageId: id, seq: seq)
+                        return (sub, q.boxKey)
+                    case .fetching:
+                        q.recheck = true
+                        return nil
+                    case .inFlight:
+                        return nil
+                    }
                 }
                 metrics.messagesSent.increment()
                 reply(.ok)
-                if let (sub, key) = target { deliver(message, to: sub, recipientId: rid, key: key) }
+                if let target { deliver(message, to: target, recipientId: rid) }
             }
         }
     }
@@ -493,7 +514,7 @@ final class RelayCore: Sendable {
     private func readLink(linkId: [UInt8], reply: @escaping Reply) {
         let known = state.withLockedValue { $0.links[linkId] != nil }
         guard known else { return authFailed(reply) }
-        store.submit({ db in try RelayStore.linkData(db, linkId: linkId) }) { [self] result in
+        store.read({ db in try RelayStore.linkData(db, linkId: linkId) }) { [self] result in
             switch result {
             case let .success(data?): reply(.linkData(data))
             case .success(nil): authFailed(reply)
@@ -504,20 +525,26 @@ final class RelayCore: Sendable {
 
     // MARK: - Expiry
 
-    /// Deletes messages older than the TTL. Returns how many went.
+    /// Deletes messages older than the TTL. Returns how many unacknowledged ones went.
     @discardableResult
     func sweepExpired() async throws -> Int {
         let cutoff = oldestAllowed
         let removed = try await store.perform { db in try RelayStore.deleteExpired(db, before: cutoff) }
-        let total = removed.values.reduce(0, +)
-        guard total > 0 else { return 0 }
-        state.withLockedValue { s in
-            for (rid, n) in removed { s.queues[rid]?.count -= n }
+        guard !removed.isEmpty else { return 0 }
+        let total = state.withLockedValue { s -> Int in
+            var total = 0
+            for (rid, seq) in removed {
+                // Acknowledged messages were already uncounted.
+                guard let q = s.queues[rid], seq > q.ackedThrough else { continue }
+                s.queues[rid]!.count -= 1
+                total += 1
+            }
             s.stats.storedMessages -= total
             s.stats.messagesExpired += total
+            return total
         }
         metrics.messagesExpired.increment(by: total)
-        logger.info("expired messages swept", metadata: ["count": "\(total)"])
+        if total > 0 { logger.info("expired messages swept", metadata: ["count": "\(total)"]) }
         return total
     }
 }

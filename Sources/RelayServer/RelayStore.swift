@@ -16,6 +16,8 @@ struct StoredQueue: Sendable {
 
 /// A message as persisted by the relay (as the sender sent it; sealed again on delivery).
 struct StoredMessage: Sendable {
+    /// Position in the relay's global insertion order; per queue, delivery follows it.
+    var seq: Int64
     var id: [UInt8]
     var timestamp: Int64
     var flags: UInt8
@@ -36,6 +38,7 @@ final class RelayStore: Sendable {
 
     private let pool: DatabasePool
     private let queue = DispatchQueue(label: "swiftplex.relay.store")
+    private let readers = DispatchQueue(label: "swiftplex.relay.store.read", attributes: .concurrent)
     private let pending = NIOLockedValueBox<(ops: [Operation], draining: Bool)>(([], false))
 
     init(path: URL) throws {
@@ -146,6 +149,14 @@ final class RelayStore: Sendable {
         }
     }
 
+    /// Runs a read on a reader connection, concurrently with the writer: it sees what was
+    /// committed when it starts.
+    func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T, completion: @escaping @Sendable (Result<T, Error>) -> Void) {
+        readers.async { [pool] in
+            completion(Result { try pool.read(body) })
+        }
+    }
+
     /// Waits until everything submitted so far is committed.
     func barrier() async {
         _ = try? await perform { _ in () }
@@ -207,21 +218,24 @@ final class RelayStore: Sendable {
         (try Data.fetchOne(db, sql: "SELECT link_data FROM queue WHERE link_id = ? AND enabled = 1", arguments: [Data(linkId)])).map { [UInt8]($0) }
     }
 
-    static func insertMessage(_ db: Database, recipientId: [UInt8], message: StoredMessage) throws {
+    /// Appends a message; returns its sequence number.
+    static func insertMessage(_ db: Database, recipientId: [UInt8], id: [UInt8], timestamp: Int64, flags: UInt8, body: [UInt8]) throws -> Int64 {
         try db.execute(
             sql: "INSERT INTO message (recipient_id, message_id, created_at, flags, body) VALUES (?, ?, ?, ?, ?)",
-            arguments: [Data(recipientId), Data(message.id), message.timestamp, Int(message.flags), Data(message.body)]
+            arguments: [Data(recipientId), Data(id), timestamp, Int(flags), Data(body)]
         )
+        return db.lastInsertedRowID
     }
 
-    /// The oldest message of a queue that is not older than `notBefore`.
-    static func oldestMessage(_ db: Database, recipientId: [UInt8], notBefore: Int64) throws -> StoredMessage? {
+    /// The oldest message of a queue after sequence number `after` that is not older than `notBefore`.
+    static func oldestMessage(_ db: Database, recipientId: [UInt8], after: Int64, notBefore: Int64) throws -> StoredMessage? {
         try Row.fetchOne(
             db,
-            sql: "SELECT message_id, created_at, flags, body FROM message WHERE recipient_id = ? AND created_at >= ? ORDER BY seq LIMIT 1",
-            arguments: [Data(recipientId), notBefore]
+            sql: "SELECT seq, message_id, created_at, flags, body FROM message WHERE recipient_id = ? AND seq > ? AND created_at >= ? ORDER BY seq LIMIT 1",
+            arguments: [Data(recipientId), after, notBefore]
         ).map { row in
-            StoredMessage(id: [UInt8](row["message_id"] as Data), timestamp: row["created_at"], flags: UInt8(row["flags"] as Int), body: [UInt8](row["body"] as Data))
+            StoredMessage(seq: row["seq"], id: [UInt8](row["message_id"] as Data), timestamp: row["created_at"],
+                          flags: UInt8(row["flags"] as Int), body: [UInt8](row["body"] as Data))
         }
     }
 
@@ -231,11 +245,10 @@ final class RelayStore: Sendable {
         return db.changesCount
     }
 
-    /// Deletes messages created before `cutoff`; returns how many went from each queue.
-    static func deleteExpired(_ db: Database, before cutoff: Int64) throws -> [[UInt8]: Int] {
-        var out: [[UInt8]: Int] = [:]
-        let rows = try Row.fetchAll(db, sql: "DELETE FROM message WHERE created_at < ? RETURNING recipient_id", arguments: [cutoff])
-        for row in rows { out[[UInt8](row["recipient_id"] as Data), default: 0] += 1 }
-        return out
+    /// Deletes messages created before `cutoff`; returns the queue and sequence number of each.
+    static func deleteExpired(_ db: Database, before cutoff: Int64) throws -> [(recipientId: [UInt8], seq: Int64)] {
+        try Row.fetchAll(db, sql: "DELETE FROM message WHERE created_at < ? RETURNING recipient_id, seq", arguments: [cutoff]).map {
+            ([UInt8]($0["recipient_id"] as Data), $0["seq"])
+        }
     }
 }

@@ -104,3 +104,21 @@ public struct BoxKey: Sendable, CustomStringConvertible {
 
     public var description: String { "BoxKey(<redacted>)" }
 }
+
+extension BoxKey {
+    /// Length of an ``authenticator(for:nonce:)``.
+    public static let authenticatorLength = 32 + macLength
+
+    /// A deniable message authenticator: the box of SHA-256(`message`) under this DH key.
+    /// Either party of the DH can compute it, so it proves the message to the other party
+    /// without proving it to anyone else. Verify with ``isValidAuthenticator(_:for:nonce:)``.
+    public func authenticator(for message: [UInt8], nonce: [UInt8]) -> [UInt8] {
+        (try? seal(Digest.sha256(message), nonce: nonce)) ?? []
+    }
+
+    /// Constant-time check of an authenticator made by ``authenticator(for:nonce:)``.
+    public func isValidAuthenticator(_ authenticator: [UInt8], for message: [UInt8], nonce: [UInt8]) -> Bool {
+        guard authenticator.count == Self.authenticatorLength, nonce.count == Self.nonceLength else { return false }
+        return Sodium.constantTimeEquals(self.authenticator(for: message, nonce: nonce), authenticator)
+    }
+}

@@ -72,10 +72,12 @@ import Testing
 
 @Suite struct CommandCodecTests {
     @Test func everyCommandRoundTrips() throws {
-        let ek = Ed25519.PrivateKey().publicKey
+        let ek = AuthPublicKey.ed25519(Ed25519.PrivateKey().publicKey)
+        let xk = AuthPublicKey.x25519(X25519.PrivateKey().publicKey)
         let dh = X25519.PrivateKey().publicKey
         let commands: [ClientCommand] = [
-            .new(recipientKey: ek, recipientDhKey: dh), .key(senderKey: ek), .secureBySender(senderKey: ek),
+            .new(recipientKey: ek, recipientDhKey: dh), .new(recipientKey: xk, recipientDhKey: dh),
+            .key(senderKey: ek), .key(senderKey: xk), .secureBySender(senderKey: xk),
             .subscribe, .ack(messageId: Sodium.randomBytes(24)), .get, .off, .delete,
             .send(flags: .notification, body: Array("hi".utf8)), .send(flags: [], body: []),
             .send(flags: [], body: [UInt8](repeating: 1, count: RelayLimits.maxMessageBodyLength)),
@@ -115,18 +117,39 @@ import Testing
         }
     }
 
-    @Test func signedTransmissionsBindTheSession() throws {
-        let key = Ed25519.PrivateKey()
-        let session = Sodium.randomBytes(32)
+    @Test(arguments: [AuthPrivateKey.newEd25519(), AuthPrivateKey.newX25519()])
+    func authorisedTransmissionsBindTheSession(key: AuthPrivateKey) throws {
+        let relayKey = X25519.PrivateKey()
+        let sessionId = Sodium.randomBytes(32)
+        let relaySide = SessionKeys(sessionId: sessionId, relayKey: relayKey)
+        let clientSide = SessionKeys(sessionId: sessionId, relaySessionKey: relayKey.publicKey)
         let t = Transmission.signed(command: ClientCommand.subscribe.encoded(), correlationId: Sodium.randomBytes(24),
-                                    entityId: Sodium.randomBytes(24), key: key, sessionId: session)
-        let decoded = try Transmission.decode(t.encoded(allocator: ByteBufferAllocator()))
-        #expect(decoded.signature == t.signature)
-        #expect(key.publicKey.isValidSignature(decoded.signature, for: decoded.signedBytes(sessionId: session)))
-        #expect(!key.publicKey.isValidSignature(decoded.signature, for: decoded.signedBytes(sessionId: Sodium.randomBytes(32))))
-        var other = decoded
-        other.entityId = Sodium.randomBytes(24)
-        #expect(!key.publicKey.isValidSignature(other.signature, for: other.signedBytes(sessionId: session)))
+                                    entityId: Sodium.randomBytes(24), key: key, session: clientSide)
+        #expect(t.signature.count == key.publicKey.authorizationLength)
+        let d = try Transmission.decode(t.encoded(allocator: ByteBufferAllocator()))
+        #expect(d.signature == t.signature)
+        #expect(relaySide.verify(d.signature, signedBytes: d.signedBytes(sessionId: sessionId), correlationId: d.correlationId, key: key.publicKey))
+        // Another session (other ID and, for X25519, other relay key) does not accept it.
+        let otherRelayKey = X25519.PrivateKey()
+        let other = SessionKeys(sessionId: Sodium.randomBytes(32), relayKey: otherRelayKey)
+        #expect(!other.verify(d.signature, signedBytes: d.signedBytes(sessionId: other.sessionId), correlationId: d.correlationId, key: key.publicKey))
+        // Changing any covered field breaks it.
+        var changed = d
+        changed.entityId = Sodium.randomBytes(24)
+        #expect(!relaySide.verify(changed.signature, signedBytes: changed.signedBytes(sessionId: sessionId), correlationId: changed.correlationId, key: key.publicKey))
+        // Another key of the same kind does not verify it.
+        let otherKey: AuthPrivateKey = key.publicKey.authorizationLength == 64 ? .newEd25519() : .newX25519()
+        #expect(!relaySide.verify(d.signature, signedBytes: d.signedBytes(sessionId: sessionId), correlationId: d.correlationId, key: otherKey.publicKey))
+    }
+
+    @Test func authKeysRoundTripAndRejectJunk() throws {
+        for key in [AuthPrivateKey.newEd25519(), .newX25519()] {
+            #expect(try AuthPublicKey(wireBytes: key.publicKey.wireBytes) == key.publicKey)
+            #expect(try AuthPrivateKey(secretBytes: key.secretBytes).publicKey == key.publicKey)
+            #expect(!"\(key)".contains(Base64URL.encode(key.secretBytes)))
+        }
+        #expect(throws: RelayErrorCode.syntax) { try AuthPublicKey(wireBytes: [UInt8(ascii: "Q")] + Sodium.randomBytes(32)) }
+        #expect(throws: RelayErrorCode.syntax) { try AuthPublicKey(wireBytes: [UInt8(ascii: "E")] + Sodium.randomBytes(31)) }
     }
 
     @Test func sealedDeliveriesDifferFromWhatWasSent() throws {
@@ -142,7 +165,7 @@ import Testing
     }
 
     @Test func handshakeRoundTrips() throws {
-        let hello = ServerHello(sessionId: Sodium.randomBytes(32))
+        let hello = ServerHello(sessionId: Sodium.randomBytes(32), sessionKey: X25519.PrivateKey().publicKey)
         #expect(try ServerHello.decode(hello.encoded()) == hello)
         #expect(try ClientHello.decode(ClientHello(version: 1).encoded()) == ClientHello(version: 1))
         #expect(throws: RelayErrorCode.session) { try ServerHello.decode(ByteBufferAllocator().buffer(string: "SPXH")) }

@@ -18,17 +18,17 @@ import Testing
             // Unsecured: the first message may be unsigned.
             try await sender.sendMessage(senderId: queue.senderId, key: nil, body: "confirmation".bytes)
             // Sender secures the queue; from now on only its signature is accepted.
-            let senderKey = Ed25519.PrivateKey()
+            let senderKey = AuthPrivateKey.newX25519()
             try await sender.secureAsSender(senderId: queue.senderId, senderKey: senderKey)
             await #expect(throws: RelayClientError.relay(.auth)) {
                 try await sender.sendMessage(senderId: queue.senderId, key: nil, body: "unsigned".bytes)
             }
             await #expect(throws: RelayClientError.relay(.auth)) {
-                try await sender.sendMessage(senderId: queue.senderId, key: Ed25519.PrivateKey(), body: "wrong key".bytes)
+                try await sender.sendMessage(senderId: queue.senderId, key: .newX25519(), body: "wrong key".bytes)
             }
             // A second SKEY with another key is refused; repeating the same one is fine.
             await #expect(throws: RelayClientError.relay(.auth)) {
-                try await sender.secureAsSender(senderId: queue.senderId, senderKey: Ed25519.PrivateKey())
+                try await sender.secureAsSender(senderId: queue.senderId, senderKey: .newX25519())
             }
             try await sender.secureAsSender(senderId: queue.senderId, senderKey: senderKey)
             try await sender.sendMessage(senderId: queue.senderId, key: senderKey, body: "second".bytes, flags: .notification)
@@ -62,7 +62,7 @@ import Testing
         try await withRelay { relay in
             let c = try await RelayConnection.connect(to: relay.address)
             let q = try await c.createQueue()
-            let senderKey = Ed25519.PrivateKey()
+            let senderKey = AuthPrivateKey.newX25519()
             try await c.secure(q, senderKey: senderKey.publicKey)
             await #expect(throws: RelayClientError.relay(.auth)) {
                 try await c.sendMessage(senderId: q.senderId, key: nil, body: [1])

@@ -15,7 +15,7 @@ import Testing
         do {
             let c = try await RelayConnection.connect(to: relay.address)
             queue = try await c.createQueue()
-            let key = Ed25519.PrivateKey()
+            let key = AuthPrivateKey.newX25519()
             try await c.secureAsSender(senderId: queue.senderId, senderKey: key)
             // Sent concurrently so that they share group commits.
             let senderId = queue.senderId

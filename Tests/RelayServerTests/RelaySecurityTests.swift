@@ -27,21 +27,46 @@ import Testing
             let b = try await RelayConnection.connect(to: relay.address)
             #expect(a.sessionId != b.sessionId)
             let q = try await a.createQueue()
-            let senderKey = Ed25519.PrivateKey()
+            let senderKey = AuthPrivateKey.newX25519()
             try await a.secureAsSender(senderId: q.senderId, senderKey: senderKey)
 
             let send = Transmission.signed(command: ClientCommand.send(flags: [], body: [1]).encoded(),
                                            correlationId: Sodium.randomBytes(24), entityId: q.senderId,
-                                           key: senderKey, sessionId: a.sessionId)
+                                           key: senderKey, session: a.session)
             #expect(try await a.send(transmission: send) == .ok)
             #expect(try await b.send(transmission: send) == .error(.auth))
 
             let sub = Transmission.signed(command: ClientCommand.subscribe.encoded(), correlationId: Sodium.randomBytes(24),
-                                          entityId: q.recipientId, key: q.recipientKey, sessionId: a.sessionId)
+                                          entityId: q.recipientId, key: q.recipientKey, session: a.session)
             #expect(try await b.send(transmission: sub) == .error(.auth))
             #expect(relay.stats.authFailures == 2)
             await a.close()
             await b.close()
+        }
+    }
+
+    @Test func queuesOwnedByX25519KeysUseAuthenticators() async throws {
+        try await withRelay { relay in
+            let c = try await RelayConnection.connect(to: relay.address)
+            let inbox = EventInbox(c)
+            let q = try await c.createQueue(recipientKey: .newX25519())
+            try await c.sendMessage(senderId: q.senderId, key: nil, body: [7])
+            try await c.subscribe(q)
+            let m = try await inbox.nextMessage(for: q)
+            #expect(m.body == [7])
+            try await c.acknowledge(q, messageId: m.id)
+            // An Ed25519 signature where an X25519 authenticator is due is refused like any wrong key.
+            var wrongKind = q
+            wrongKind.recipientKey = .newEd25519()
+            await #expect(throws: RelayClientError.relay(.auth)) { try await c.subscribe(wrongKind) }
+            // The same authenticator replayed on another connection is refused.
+            let other = try await RelayConnection.connect(to: relay.address)
+            let sub = Transmission.signed(command: ClientCommand.subscribe.encoded(), correlationId: Sodium.randomBytes(24),
+                                          entityId: q.recipientId, key: q.recipientKey, session: c.session)
+            #expect(try await c.send(transmission: sub) == .ok)
+            #expect(try await other.send(transmission: sub) == .error(.auth))
+            await c.close()
+            await other.close()
         }
     }
 
@@ -50,7 +75,7 @@ import Testing
             let c = try await RelayConnection.connect(to: relay.address)
             let q = try await c.createQueue()
             var wrongKey = q
-            wrongKey.recipientKey = Ed25519.PrivateKey()
+            wrongKey.recipientKey = .newEd25519()
             var missing = q
             missing.recipientId = Sodium.randomBytes(24)
             await #expect(throws: RelayClientError.relay(.auth)) { try await c.subscribe(wrongKey) }
@@ -83,7 +108,7 @@ import Testing
             t = Transmission(correlationId: corr(), entityId: [], command: ClientCommand.subscribe.encoded())
             #expect(try await c.send(transmission: t) == .error(.noEntity))
             // A signed PING.
-            t = Transmission.signed(command: ClientCommand.ping.encoded(), correlationId: corr(), entityId: [], key: Ed25519.PrivateKey(), sessionId: c.sessionId)
+            t = Transmission.signed(command: ClientCommand.ping.encoded(), correlationId: corr(), entityId: [], key: .newEd25519(), session: c.session)
             #expect(try await c.send(transmission: t) == .error(.hasAuth))
             // An oversized message.
             var big = ByteBufferAllocator().buffer(string: "SEND ")
@@ -196,7 +221,7 @@ import Testing
                         let inbox = EventInbox(recipient)
                         let q = try await recipient.createQueue()
                         try await recipient.subscribe(q)
-                        let key = Ed25519.PrivateKey()
+                        let key = AuthPrivateKey.newX25519()
                         try await sender.secureAsSender(senderId: q.senderId, senderKey: key)
                         for i in 0..<perPair {
                             try await sender.sendMessage(senderId: q.senderId, key: key, body: [UInt8(p), UInt8(i)])

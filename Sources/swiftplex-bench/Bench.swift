@@ -1,0 +1,10 @@
+import ArgumentParser
+
+@main
+struct Bench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "swiftplex-bench",
+        abstract: "Swiftplex benchmarks. Each prints its figures against a baseline measured in the same run; build with -c release.",
+        subcommands: [RelayBench.self]
+    )
+}

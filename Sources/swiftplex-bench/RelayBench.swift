@@ -1,0 +1,124 @@
+import ArgumentParser
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import RelayClient
+import RelayProtocol
+import RelayServer
+import SwiftplexCrypto
+
+/// `swiftplex-bench relay`: messages through a durable relay vs. a raw TLS echo on the same stack.
+struct RelayBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "relay",
+        abstract: "N senders and N receivers over many queues through an in-process relay (durable), against a TLS echo baseline."
+    )
+
+    @Option(help: "Sender connections (and as many receiver connections).") var connections: Int = 8
+    @Option(name: .customLong("queues-per-connection"), help: "Queues per sender/receiver pair; each is one closed-loop flow.") var queuesPerConnection: Int = 8
+    @Option(help: "Messages per run.") var messages: Int = 20_000
+    @Option(help: "Message body size in bytes.") var size: Int = 1024
+    @Option(help: "Event loop threads.") var threads: Int = System.coreCount
+
+    func validate() throws {
+        guard connections > 0, queuesPerConnection > 0, messages > 0 else { throw ValidationError("counts must be positive") }
+        guard size >= 8, size <= RelayLimits.maxMessageBodyLength else { throw ValidationError("--size must be 8…\(RelayLimits.maxMessageBodyLength)") }
+    }
+
+    func run() async throws {
+        #if DEBUG
+        print("warning: debug build; figures mean little (use: swift build -c release)")
+        #endif
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        let flows = connections * queuesPerConnection
+        print("relay benchmark: \(connections) senders, \(connections) receivers, \(flows) queues, \(messages) messages of \(size) bytes; durable (SQLite WAL, synchronous=FULL); \(threads) event-loop threads")
+
+        // Warm up both paths, then measure.
+        _ = try await TLSEcho.run(group: group, connections: connections, inFlight: queuesPerConnection, messages: min(2000, messages), bodySize: size)
+        let echo = try await TLSEcho.run(group: group, connections: connections, inFlight: queuesPerConnection, messages: messages, bodySize: size)
+        _ = try await runRelay(group: group, messages: min(2000, messages))
+        let relay = try await runRelay(group: group, messages: messages)
+
+        print(echo.line("tls-echo"))
+        print(relay.line("relay"))
+        print(String(format: "ratio relay/tls-echo %.2f", relay.perSecond / echo.perSecond))
+        try await group.shutdownGracefully()
+    }
+
+    private func runRelay(group: any EventLoopGroup, messages: Int) async throws -> Summary {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-bench-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var logger = Logger(label: "bench.relay")
+        logger.logLevel = .warning
+        let server = try await RelayServer.start(
+            configuration: RelayConfiguration(dataDirectory: dir, host: "127.0.0.1", port: 0, queueQuota: 1024),
+            group: group, logger: logger)
+
+        struct Pair {
+            var sender: RelayConnection
+            var receiver: RelayConnection
+            var queues: [RecipientQueue]
+            var keys: [AuthPrivateKey]
+        }
+        var pairs: [Pair] = []
+        for _ in 0..<connections {
+            let s = try await RelayConnection.connect(to: server.address, group: group)
+            let r = try await RelayConnection.connect(to: server.address, group: group)
+            var qs: [RecipientQueue] = []
+            var ks: [AuthPrivateKey] = []
+            for _ in 0..<queuesPerConnection {
+                let q = try await r.createQueue()
+                let k = AuthPrivateKey.newX25519()
+                try await s.secureAsSender(senderId: q.senderId, senderKey: k)
+                try await r.subscribe(q)
+                qs.append(q)
+                ks.append(k)
+            }
+            pairs.append(Pair(sender: s, receiver: r, queues: qs, keys: ks))
+        }
+
+        let recorder = Recorder(capacity: messages)
+        let remaining = NIOLockedValueBox(messages)
+        let bodySize = size
+        let start = ContinuousClock.now
+        let elapsed = try await withThrowingTaskGroup(of: Void.self) { group -> Duration in
+            for pair in pairs {
+                // Receiver: open, record, acknowledge.
+                let byId = Dictionary(uniqueKeysWithValues: pair.queues.map { ($0.recipientId, $0) })
+                group.addTask {
+                    try await withThrowingTaskGroup(of: Void.self) { acks in
+                        for await event in pair.receiver.events {
+                            guard case let .message(rid, id, sealed) = event, let q = byId[rid] else { continue }
+                            let m = try q.open(messageId: id, sealed: sealed)
+                            recorder.record(monotonicNanos() &- m.body.stamp)
+                            acks.addTask { try await pair.receiver.acknowledge(q, messageId: id) }
+                            if recorder.count >= messages { break }
+                        }
+                        try await acks.waitForAll()
+                    }
+                }
+                // Senders: one closed loop per queue.
+                for (q, k) in zip(pair.queues, pair.keys) {
+                    group.addTask {
+                        while remaining.withLockedValue({ r -> Bool in guard r > 0 else { return false }; r -= 1; return true }) {
+                            try await pair.sender.sendMessage(senderId: q.senderId, key: k, body: .stamped(size: bodySize))
+                        }
+                    }
+                }
+            }
+            // Wait until every message arrived, then stop the receivers.
+            while recorder.count < messages { try await Task.sleep(for: .milliseconds(1)) }
+            let elapsed = ContinuousClock.now - start
+            for p in pairs {
+                await p.receiver.close()
+                await p.sender.close()
+            }
+            try? await group.waitForAll()
+            return elapsed
+        }
+        await server.shutdown()
+        return recorder.summary(elapsed: elapsed)
+    }
+}
