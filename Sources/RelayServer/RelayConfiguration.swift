@@ -26,6 +26,10 @@ public struct RelayConfiguration: Sendable {
     public var writeStallTimeout: Duration
     /// At most this many commands per connection may be in progress before the relay stops reading from it.
     public var maxPendingCommandsPerConnection: Int
+    /// Bytes of message bodies kept in memory for subscribed queues, so that the next message
+    /// after an ACK is delivered without reading the database. Messages are always durable in
+    /// the database; this only saves reads.
+    public var deliveryCacheBytes: Int
     /// The wall clock for message timestamps and expiry (tests substitute a manual one).
     public var clock: any RelayClock
 
@@ -41,8 +45,10 @@ public struct RelayConfiguration: Sendable {
         idleTimeout: Duration = .seconds(600),
         writeStallTimeout: Duration = .seconds(30),
         maxPendingCommandsPerConnection: Int = 1024,
+        deliveryCacheBytes: Int = 64 << 20,
         clock: any RelayClock = SystemRelayClock()
     ) {
+        self.deliveryCacheBytes = deliveryCacheBytes
         self.clock = clock
         self.dataDirectory = dataDirectory
         self.host = host

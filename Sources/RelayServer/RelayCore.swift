@@ -35,6 +35,11 @@ final class RelayCore: Sendable {
         var ackedThrough: Int64 = 0
         /// A message was committed while a fetch was under way; fetch again if that one finds nothing.
         var recheck = false
+        /// Messages accepted (counted) whose insert is not yet committed.
+        var uncommitted = 0
+        /// Committed, undelivered messages kept in memory in `seq` order (a suffix of what waits
+        /// in the database, or all of it — see ``State/advance(_:notBefore:)``).
+        var cached: [StoredMessage] = []
     }
 
     struct State: Sendable {
@@ -43,6 +48,44 @@ final class RelayCore: Sendable {
         var links: [[UInt8]: [UInt8]] = [:]
         var subscriptions: [UInt64: Set<[UInt8]>] = [:]
         var stats = RelayStats()
+        var cachedBytes = 0
+
+        mutating func dropCache(_ q: inout QueueState, throughSeq seq: Int64 = .max) {
+            while let first = q.cached.first, first.seq <= seq {
+                cachedBytes -= first.body.count
+                q.cached.removeFirst()
+            }
+        }
+
+        /// Decides what a subscribed queue with nothing in flight does next: deliver the oldest
+        /// waiting message from memory when memory provably holds every committed waiting message,
+        /// otherwise read it from the database, or go idle when nothing committed is waiting.
+        mutating func advance(_ q: inout QueueState, notBefore: Int64) -> Next {
+            guard let sub = q.subscriber else {
+                q.delivery = .idle
+                return .none
+            }
+            let committedWaiting = q.count - q.uncommitted
+            guard committedWaiting > 0 else {
+                q.delivery = .idle
+                return .none
+            }
+            if committedWaiting == q.cached.count, let m = q.cached.first, m.timestamp >= notBefore {
+                q.cached.removeFirst()
+                cachedBytes -= m.body.count
+                q.delivery = .inFlight(messageId: m.id, seq: m.seq)
+                return .deliver(m, (sub, q.boxKey))
+            }
+            q.delivery = .fetching
+            q.recheck = false
+            return .fetch(after: q.ackedThrough)
+        }
+    }
+
+    enum Next: Sendable {
+        case none
+        case deliver(StoredMessage, Target)
+        case fetch(after: Int64)
     }
 
     typealias Reply = @Sendable (ServerResponse) -> Void
@@ -105,6 +148,7 @@ final class RelayCore: Sendable {
                 guard var q = s.queues[rid], q.subscriber === conn else { continue }
                 q.subscriber = nil
                 if case .inFlight = q.delivery { q.delivery = .idle }
+                s.dropCache(&q)
                 s.queues[rid] = q
             }
             return s.stats.connections
@@ -281,8 +325,9 @@ final class RelayCore: Sendable {
 
     private func subscribe(_ rid: [UInt8], conn: any RelaySubscriber, reply: @escaping Reply) {
         var ended: (any RelaySubscriber)?
-        let (found, fetchAfter) = state.withLockedValue { s -> (Bool, Int64?) in
-            guard var q = s.queues[rid] else { return (false, nil) }
+        let notBefore = oldestAllowed
+        let next = state.withLockedValue { s -> Next? in
+            guard var q = s.queues[rid] else { return nil }
             defer { s.queues[rid] = q }
             if let old = q.subscriber, old !== conn {
                 ended = old
@@ -290,16 +335,30 @@ final class RelayCore: Sendable {
             }
             q.subscriber = conn
             s.subscriptions[conn.connectionId, default: []].insert(rid)
-            // An unacknowledged message is delivered again; otherwise the oldest waiting one.
-            guard q.count > 0, q.delivery != .fetching else { return (true, nil) }
-            q.delivery = .fetching
-            q.recheck = false
-            return (true, q.ackedThrough)
+            switch q.delivery {
+            case .fetching:
+                return Next.none // the read under way delivers to the new subscriber
+            case .inFlight:
+                // Unacknowledged: deliver it again (it is the oldest after `ackedThrough`).
+                q.delivery = .fetching
+                q.recheck = false
+                return .fetch(after: q.ackedThrough)
+            case .idle:
+                return s.advance(&q, notBefore: notBefore)
+            }
         }
-        guard found else { return authFailed(reply) }
+        guard let next else { return authFailed(reply) }
         ended?.push(.end, entityId: rid)
         reply(.ok)
-        if let fetchAfter { fetchNext(rid, after: fetchAfter) }
+        perform(next, rid)
+    }
+
+    private func perform(_ next: Next, _ rid: [UInt8]) {
+        switch next {
+        case .none: break
+        case let .deliver(m, target): deliver(m, to: target, recipientId: rid)
+        case let .fetch(after): fetchNext(rid, after: after)
+        }
     }
 
     /// Reads the oldest unacknowledged live message (on a reader, concurrently with commits) and
@@ -309,27 +368,19 @@ final class RelayCore: Sendable {
         store.read({ db in try RelayStore.oldestMessage(db, recipientId: rid, after: after, notBefore: notBefore) }) { [self] result in
             if case let .failure(e) = result { logger.error("relay store read failed", metadata: ["error": "\(e)"]) }
             let message = (try? result.get()) ?? nil
-            enum Next { case none, deliver(Target), again(Int64) }
             let next = state.withLockedValue { s -> Next in
                 guard var q = s.queues[rid], q.delivery == .fetching else { return .none }
                 defer { s.queues[rid] = q }
                 guard let sub = q.subscriber else { q.delivery = .idle; return .none }
                 if let message {
+                    s.dropCache(&q, throughSeq: message.seq)
                     q.delivery = .inFlight(messageId: message.id, seq: message.seq)
-                    return .deliver((sub, q.boxKey))
+                    return .deliver(message, (sub, q.boxKey))
                 }
-                if q.recheck {
-                    q.recheck = false
-                    return .again(q.ackedThrough)
-                }
-                q.delivery = .idle
-                return .none
+                guard q.recheck else { q.delivery = .idle; return .none }
+                return s.advance(&q, notBefore: notBefore)
             }
-            switch next {
-            case .none: break
-            case let .deliver(target): if let message { deliver(message, to: target, recipientId: rid) }
-            case let .again(after): fetchNext(rid, after: after)
-            }
+            perform(next, rid)
         }
     }
 
@@ -347,7 +398,8 @@ final class RelayCore: Sendable {
     /// lost in a crash the message is delivered again, which at-least-once delivery allows), and
     /// the next message is read without waiting for it.
     private func acknowledge(_ rid: [UInt8], messageId: [UInt8], reply: @escaping Reply) {
-        enum Outcome { case missing, noMessage, acked(seq: Int64, fetchAfter: Int64?) }
+        enum Outcome { case missing, noMessage, acked(seq: Int64, Next) }
+        let notBefore = oldestAllowed
         let outcome = state.withLockedValue { s -> Outcome in
             guard var q = s.queues[rid] else { return .missing }
             guard case let .inFlight(id, seq) = q.delivery, id == messageId else { return .noMessage }
@@ -355,25 +407,19 @@ final class RelayCore: Sendable {
             q.ackedThrough = seq
             q.count -= 1
             s.stats.storedMessages -= 1
-            guard q.subscriber != nil, q.count > 0 else {
-                q.delivery = .idle
-                return .acked(seq: seq, fetchAfter: nil)
-            }
-            q.delivery = .fetching
-            q.recheck = false
-            return .acked(seq: seq, fetchAfter: seq)
+            return .acked(seq: seq, s.advance(&q, notBefore: notBefore))
         }
         switch outcome {
         case .missing:
             authFailed(reply)
         case .noMessage:
             reply(.error(.noMessage))
-        case let .acked(_, fetchAfter):
-            store.submit({ db in try RelayStore.deleteMessage(db, recipientId: rid, messageId: messageId) }) { [logger] result in
+        case let .acked(seq, next):
+            store.submit({ db in try RelayStore.deleteMessage(db, seq: seq) }) { [logger] result in
                 if case let .failure(e) = result { logger.error("deleting an acknowledged message failed", metadata: ["error": "\(e)"]) }
             }
             reply(.ok)
-            if let fetchAfter { fetchNext(rid, after: fetchAfter) }
+            perform(next, rid)
         }
     }
 
@@ -415,6 +461,7 @@ final class RelayCore: Sendable {
             if let sub = q.subscriber { s.subscriptions[sub.connectionId]?.remove(rid) }
             s.stats.queues -= 1
             s.stats.storedMessages -= q.count
+            s.cachedBytes -= q.cached.reduce(0) { $0 + $1.body.count }
             return s.stats.queues
         }
         guard let remaining else { return authFailed(reply) }
@@ -462,6 +509,7 @@ final class RelayCore: Sendable {
             guard var q = s.queues[rid], q.enabled else { return .missing }
             guard q.count < quota else { return .full }
             q.count += 1
+            q.uncommitted += 1
             s.queues[rid] = q
             s.stats.storedMessages += 1
             return .accepted
@@ -482,29 +530,34 @@ final class RelayCore: Sendable {
             case let .failure(e):
                 state.withLockedValue { s in
                     s.queues[rid]?.count -= 1
+                    s.queues[rid]?.uncommitted -= 1
                     s.stats.storedMessages -= 1
                 }
                 storeFailed(e, reply)
             case let .success(seq):
                 let message = StoredMessage(seq: seq, id: id, timestamp: timestamp, flags: flags.rawValue, body: body)
-                let target = state.withLockedValue { s -> Target? in
+                let cacheLimit = configuration.deliveryCacheBytes
+                let notBefore = oldestAllowed
+                let next = state.withLockedValue { s -> Next in
                     s.stats.messagesSent += 1
-                    guard var q = s.queues[rid], let sub = q.subscriber else { return nil }
+                    guard var q = s.queues[rid] else { return .none }
                     defer { s.queues[rid] = q }
+                    q.uncommitted -= 1
+                    guard q.subscriber != nil else { return .none }
+                    // Keep it in memory for a subscribed queue (always when it can go out at once).
+                    if q.delivery == .idle || s.cachedBytes + body.count <= cacheLimit {
+                        q.cached.append(message)
+                        s.cachedBytes += body.count
+                    }
                     switch q.delivery {
-                    case .idle:
-                        q.delivery = .inFlight(messageId: id, seq: seq)
-                        return (sub, q.boxKey)
-                    case .fetching:
-                        q.recheck = true
-                        return nil
-                    case .inFlight:
-                        return nil
+                    case .idle: return s.advance(&q, notBefore: notBefore)
+                    case .fetching: q.recheck = true; return .none
+                    case .inFlight: return .none
                     }
                 }
                 metrics.messagesSent.increment()
                 reply(.ok)
-                if let target { deliver(message, to: target, recipientId: rid) }
+                perform(next, rid)
             }
         }
     }
@@ -535,8 +588,13 @@ final class RelayCore: Sendable {
             var total = 0
             for (rid, seq) in removed {
                 // Acknowledged messages were already uncounted.
-                guard let q = s.queues[rid], seq > q.ackedThrough else { continue }
-                s.queues[rid]!.count -= 1
+                guard var q = s.queues[rid], seq > q.ackedThrough else { continue }
+                q.count -= 1
+                if let i = q.cached.firstIndex(where: { $0.seq == seq }) {
+                    s.cachedBytes -= q.cached[i].body.count
+                    q.cached.remove(at: i)
+                }
+                s.queues[rid] = q
                 total += 1
             }
             s.stats.storedMessages -= total

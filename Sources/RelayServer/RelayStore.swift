@@ -28,7 +28,7 @@ struct StoredMessage: Sendable {
 ///
 /// All access goes through one serial writer that commits in groups: operations submitted while a
 /// commit is in progress are run together in the next transaction, so a burst of N SENDs costs one
-/// fsync instead of N. Each operation runs in its own savepoint, so one failure does not undo the
+/// fsync instead of N. Each operation is a single statement, so one failure does not undo the
 /// others; its completion is called only after the transaction is durable.
 final class RelayStore: Sendable {
     private struct Operation: Sendable {
@@ -129,15 +129,10 @@ final class RelayStore: Sendable {
             do {
                 try pool.writeWithoutTransaction { db in
                     try db.inTransaction(.immediate) {
+                        // Every operation is one statement, which SQLite applies atomically, so a
+                        // failing one leaves the others of the batch intact without a savepoint.
                         for (i, op) in batch.enumerated() {
-                            do {
-                                try db.inSavepoint {
-                                    try op.run(db)
-                                    return .commit
-                                }
-                            } catch {
-                                errors[i] = error
-                            }
+                            do { try op.run(db) } catch { errors[i] = error }
                         }
                         return .commit
                     }
@@ -220,18 +215,15 @@ final class RelayStore: Sendable {
 
     /// Appends a message; returns its sequence number.
     static func insertMessage(_ db: Database, recipientId: [UInt8], id: [UInt8], timestamp: Int64, flags: UInt8, body: [UInt8]) throws -> Int64 {
-        try db.execute(
-            sql: "INSERT INTO message (recipient_id, message_id, created_at, flags, body) VALUES (?, ?, ?, ?, ?)",
-            arguments: [Data(recipientId), Data(id), timestamp, Int(flags), Data(body)]
-        )
+        try db.cachedStatement(sql: "INSERT INTO message (recipient_id, message_id, created_at, flags, body) VALUES (?, ?, ?, ?, ?)")
+            .execute(arguments: [Data(recipientId), Data(id), timestamp, Int(flags), Data(body)])
         return db.lastInsertedRowID
     }
 
     /// The oldest message of a queue after sequence number `after` that is not older than `notBefore`.
     static func oldestMessage(_ db: Database, recipientId: [UInt8], after: Int64, notBefore: Int64) throws -> StoredMessage? {
         try Row.fetchOne(
-            db,
-            sql: "SELECT seq, message_id, created_at, flags, body FROM message WHERE recipient_id = ? AND seq > ? AND created_at >= ? ORDER BY seq LIMIT 1",
+            db.cachedStatement(sql: "SELECT seq, message_id, created_at, flags, body FROM message WHERE recipient_id = ? AND seq > ? AND created_at >= ? ORDER BY seq LIMIT 1"),
             arguments: [Data(recipientId), after, notBefore]
         ).map { row in
             StoredMessage(seq: row["seq"], id: [UInt8](row["message_id"] as Data), timestamp: row["created_at"],
@@ -239,10 +231,9 @@ final class RelayStore: Sendable {
         }
     }
 
-    /// Deletes one message; returns how many rows went (0 if it had expired meanwhile).
-    static func deleteMessage(_ db: Database, recipientId: [UInt8], messageId: [UInt8]) throws -> Int {
-        try db.execute(sql: "DELETE FROM message WHERE recipient_id = ? AND message_id = ?", arguments: [Data(recipientId), Data(messageId)])
-        return db.changesCount
+    /// Deletes one message by its sequence number (a no-op if it had expired meanwhile).
+    static func deleteMessage(_ db: Database, seq: Int64) throws {
+        try db.cachedStatement(sql: "DELETE FROM message WHERE seq = ?").execute(arguments: [seq])
     }
 
     /// Deletes messages created before `cutoff`; returns the queue and sequence number of each.

@@ -21,9 +21,12 @@ struct RelayBench: AsyncParsableCommand {
     @Option(help: "Messages per run.") var messages: Int = 20_000
     @Option(help: "Message body size in bytes.") var size: Int = 1024
     @Option(help: "Event loop threads.") var threads: Int = System.coreCount
+    @Option(name: .customLong("recipient-keys"), help: "Kind of recipient key: ed25519 (signatures, the default) or x25519 (authenticators).")
+    var recipientKeys: String = "ed25519"
 
     func validate() throws {
         guard connections > 0, queuesPerConnection > 0, messages > 0 else { throw ValidationError("counts must be positive") }
+        guard ["ed25519", "x25519"].contains(recipientKeys) else { throw ValidationError("--recipient-keys is ed25519 or x25519") }
         guard size >= 8, size <= RelayLimits.maxMessageBodyLength else { throw ValidationError("--size must be 8…\(RelayLimits.maxMessageBodyLength)") }
     }
 
@@ -33,7 +36,7 @@ struct RelayBench: AsyncParsableCommand {
         #endif
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let flows = connections * queuesPerConnection
-        print("relay benchmark: \(connections) senders, \(connections) receivers, \(flows) queues, \(messages) messages of \(size) bytes; durable (SQLite WAL, synchronous=FULL); \(threads) event-loop threads")
+        print("relay benchmark: \(connections) senders, \(connections) receivers, \(flows) queues, \(messages) messages of \(size) bytes; durable (SQLite WAL, synchronous=FULL); \(recipientKeys) recipient keys, x25519 sender keys; \(threads) event-loop threads")
 
         // Warm up both paths, then measure.
         _ = try await TLSEcho.run(group: group, connections: connections, inFlight: queuesPerConnection, messages: min(2000, messages), bodySize: size)
@@ -69,7 +72,7 @@ struct RelayBench: AsyncParsableCommand {
             var qs: [RecipientQueue] = []
             var ks: [AuthPrivateKey] = []
             for _ in 0..<queuesPerConnection {
-                let q = try await r.createQueue()
+                let q = try await r.createQueue(recipientKey: recipientKeys == "x25519" ? .newX25519() : .newEd25519())
                 let k = AuthPrivateKey.newX25519()
                 try await s.secureAsSender(senderId: q.senderId, senderKey: k)
                 try await r.subscribe(q)
