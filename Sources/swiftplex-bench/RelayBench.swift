@@ -21,11 +21,12 @@ struct RelayBench: AsyncParsableCommand {
     @Option(help: "Messages per run.") var messages: Int = 20_000
     @Option(help: "Message body size in bytes.") var size: Int = 1024
     @Option(help: "Event loop threads.") var threads: Int = System.coreCount
+    @Option(help: "Measured rounds of each (the median is reported).") var rounds: Int = 3
     @Option(name: .customLong("recipient-keys"), help: "Kind of recipient key: ed25519 (signatures, the default) or x25519 (authenticators).")
     var recipientKeys: String = "ed25519"
 
     func validate() throws {
-        guard connections > 0, queuesPerConnection > 0, messages > 0 else { throw ValidationError("counts must be positive") }
+        guard connections > 0, queuesPerConnection > 0, messages > 0, rounds > 0 else { throw ValidationError("counts must be positive") }
         guard ["ed25519", "x25519"].contains(recipientKeys) else { throw ValidationError("--recipient-keys is ed25519 or x25519") }
         guard size >= 8, size <= RelayLimits.maxMessageBodyLength else { throw ValidationError("--size must be 8…\(RelayLimits.maxMessageBodyLength)") }
     }
@@ -38,12 +39,21 @@ struct RelayBench: AsyncParsableCommand {
         let flows = connections * queuesPerConnection
         print("relay benchmark: \(connections) senders, \(connections) receivers, \(flows) queues, \(messages) messages of \(size) bytes; durable (SQLite WAL, synchronous=FULL); \(recipientKeys) recipient keys, x25519 sender keys; \(threads) event-loop threads")
 
-        // Warm up both paths, then measure.
+        // Warm up both paths, then alternate rounds so that both see the same machine; report
+        // the median round of each.
         _ = try await TLSEcho.run(group: group, connections: connections, inFlight: queuesPerConnection, messages: min(2000, messages), bodySize: size)
-        let echo = try await TLSEcho.run(group: group, connections: connections, inFlight: queuesPerConnection, messages: messages, bodySize: size)
         _ = try await runRelay(group: group, messages: min(2000, messages))
-        let relay = try await runRelay(group: group, messages: messages)
-
+        var echoes: [Summary] = []
+        var relays: [Summary] = []
+        for round in 1...rounds {
+            let e = try await TLSEcho.run(group: group, connections: connections, inFlight: queuesPerConnection, messages: messages, bodySize: size)
+            let r = try await runRelay(group: group, messages: messages)
+            print("round \(round): tls-echo \(Int(e.perSecond)) msg/s, relay \(Int(r.perSecond)) msg/s")
+            echoes.append(e)
+            relays.append(r)
+        }
+        let echo = echoes.sorted { $0.perSecond < $1.perSecond }[rounds / 2]
+        let relay = relays.sorted { $0.perSecond < $1.perSecond }[rounds / 2]
         print(echo.line("tls-echo"))
         print(relay.line("relay"))
         print(String(format: "ratio relay/tls-echo %.2f", relay.perSecond / echo.perSecond))
