@@ -140,6 +140,8 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        // Breaks the handler ↔ session reference cycle; late replies find a closed connection.
+        subscriber = nil
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
