@@ -1,7 +1,9 @@
+import SwiftplexCrypto
+
 import RelayProtocol
 
 /// Why a relay operation failed. `relay(code)` carries the relay's own `ERR` answer.
-public struct RelayClientError: Error, Hashable, CustomStringConvertible, Sendable {
+public struct RelayClientError: CodedError {
     public enum Code: Hashable, Sendable {
         /// The relay answered `ERR <code>`.
         case relay(RelayErrorCode)
@@ -30,8 +32,4 @@ public struct RelayClientError: Error, Hashable, CustomStringConvertible, Sendab
     public static func relay(_ code: RelayErrorCode) -> RelayClientError {
         RelayClientError(.relay(code), "relay error \(code.rawValue)")
     }
-
-    public var description: String { message }
-    public static func == (l: RelayClientError, r: RelayClientError) -> Bool { l.code == r.code }
-    public func hash(into h: inout Hasher) { h.combine(code) }
 }

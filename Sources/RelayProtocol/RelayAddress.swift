@@ -1,7 +1,7 @@
 import SwiftplexCrypto
 
 /// A typed reason why a relay address or queue URI was refused.
-public struct AddressError: Error, Hashable, CustomStringConvertible, Sendable {
+public struct AddressError: CodedError {
     public enum Code: String, Sendable {
         case scheme, fingerprint, host, port, queueId, parameters
     }
@@ -12,10 +12,6 @@ public struct AddressError: Error, Hashable, CustomStringConvertible, Sendable {
         self.code = code
         self.message = message
     }
-
-    public var description: String { message }
-    public static func == (l: AddressError, r: AddressError) -> Bool { l.code == r.code }
-    public func hash(into h: inout Hasher) { h.combine(code) }
 }
 
 /// `smp://<base64url SHA-256 of the relay's identity certificate>@host[:port]`.

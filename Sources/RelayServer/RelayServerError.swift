@@ -1,6 +1,8 @@
+import SwiftplexCrypto
+
 /// A failure to start or run the relay. The message is safe to log: it never holds keys or
 /// message contents.
-public struct RelayServerError: Error, Hashable, CustomStringConvertible, Sendable {
+public struct RelayServerError: CodedError {
     public enum Code: String, Sendable {
         case dataDirectory, identity, database, bind, configuration
     }
@@ -11,8 +13,4 @@ public struct RelayServerError: Error, Hashable, CustomStringConvertible, Sendab
         self.code = code
         self.message = message
     }
-
-    public var description: String { message }
-    public static func == (l: RelayServerError, r: RelayServerError) -> Bool { l.code == r.code }
-    public func hash(into h: inout Hasher) { h.combine(code) }
 }

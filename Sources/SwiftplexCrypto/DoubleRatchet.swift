@@ -1,5 +1,5 @@
 /// Why a ratchet message was refused. Decryption failures leave the ratchet unchanged.
-public struct RatchetError: Error, Hashable, CustomStringConvertible, Sendable {
+public struct RatchetError: CodedError {
     public enum Code: String, Sendable {
         /// Neither the current nor the next header key opens the header: not for this
         /// connection, tampered, or a message whose key was already used (a duplicate).
@@ -23,8 +23,6 @@ public struct RatchetError: Error, Hashable, CustomStringConvertible, Sendable {
     }
 
     public var description: String { "ratchet error (\(code.rawValue)): \(message)" }
-    public static func == (l: RatchetError, r: RatchetError) -> Bool { l.code == r.code }
-    public func hash(into h: inout Hasher) { h.combine(code) }
 }
 
 /// The Double Ratchet with header encryption (Signal's "DR-HE"), over X25519, HKDF-SHA512 and

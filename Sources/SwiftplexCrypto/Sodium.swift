@@ -62,7 +62,7 @@ public enum Digest {
 }
 
 /// A failure of a cryptographic operation. The message never contains key material.
-public struct CryptoError: Error, Hashable, CustomStringConvertible, Sendable {
+public struct CryptoError: CodedError {
     public enum Code: String, Sendable {
         case invalidKeyLength
         case invalidNonceLength
@@ -80,7 +80,4 @@ public struct CryptoError: Error, Hashable, CustomStringConvertible, Sendable {
     }
 
     public var description: String { "crypto error (\(code.rawValue)): \(message)" }
-
-    public static func == (lhs: CryptoError, rhs: CryptoError) -> Bool { lhs.code == rhs.code }
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 }

@@ -56,36 +56,33 @@ import Testing
     }
 
     @Test func badArgumentsAreRefusedWithAMessage() async throws {
-        let p = Process()
-        p.executableURL = RelayProcess.executable("swiftplex-relay")
-        p.arguments = ["--data-dir", "/tmp/unused", "--ttl", "forever"]
-        let err = Pipe()
-        p.standardError = err
-        p.standardOutput = Pipe()
-        try p.run()
-        p.waitUntilExit()
-        #expect(p.terminationStatus != 0)
-        let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(text.contains("--ttl"))
+        let (status, stderr) = try runRelayToExit(["--data-dir", "/tmp/unused", "--ttl", "forever"])
+        #expect(status != 0)
+        #expect(stderr.contains("--ttl"))
     }
 
     @Test func aPortInUseIsReportedNotCrashedOn() async throws {
         let dir = TempDirectory()
-        defer { dir.cleanup() }
+        let other = TempDirectory()
+        defer { dir.cleanup(); other.cleanup() }
         let first = try await RelayProcess.start(dataDirectory: dir.url)
+        let (status, stderr) = try runRelayToExit(["--data-dir", other.url.path, "--listen", "127.0.0.1:\(first.address.port)"])
+        #expect(status != 0)
+        #expect(stderr.contains("cannot listen"))
+        #expect(await first.terminate() == 0)
+    }
+
+    /// Runs the relay with `arguments` until it exits; returns its status and standard error.
+    private func runRelayToExit(_ arguments: [String]) throws -> (Int32, String) {
         let p = Process()
         p.executableURL = RelayProcess.executable("swiftplex-relay")
-        let other = TempDirectory()
-        defer { other.cleanup() }
-        p.arguments = ["--data-dir", other.url.path, "--listen", "127.0.0.1:\(first.address.port)"]
+        p.arguments = arguments
         let err = Pipe()
         p.standardError = err
         p.standardOutput = Pipe()
         try p.run()
-        p.waitUntilExit()
-        #expect(p.terminationStatus != 0)
         let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(text.contains("cannot listen"))
-        #expect(await first.terminate() == 0)
+        p.waitUntilExit()
+        return (p.terminationStatus, text)
     }
 }
