@@ -77,6 +77,20 @@ let package = Package(
             ]
         ),
 
+        // Layer 4: the agent — duplex end-to-end encrypted connections over relay queues.
+        .target(
+            name: "Agent",
+            dependencies: [
+                "RelayClient",
+                "RelayProtocol",
+                "SwiftplexCrypto",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
         // Executables.
         .executableTarget(
             name: "swiftplex-relay",
@@ -114,6 +128,18 @@ let package = Package(
                 "RelayProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "AgentTests",
+            dependencies: [
+                "Agent",
+                "RelayServer",
+                "RelayClient",
+                "RelayProtocol",
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(

@@ -1,0 +1,417 @@
+import Foundation
+import GRDB
+import Logging
+import NIOCore
+import NIOPosix
+import RelayClient
+import RelayProtocol
+import SwiftplexCrypto
+
+/// Duplex, end-to-end encrypted connections over pairs of relay queues.
+///
+/// An inviter creates an invitation link; a joiner joins it (securing the inviter's queue and
+/// sending a confirmation with its own reply queue); the inviter `allow`s; both get
+/// ``AgentEvent/connected(connection:info:)``. Messages then travel in the double ratchet inside a
+/// per-queue envelope, numbered and hash-chained. State lives in `<prefix>_agent.db`; outgoing
+/// envelopes wait in an outbox until their relay accepts them.
+///
+/// Call ``run()`` (it returns when cancelled) to receive: it subscribes every queue, processes
+/// what relays deliver, reconnects with backoff and retries the outbox.
+public actor Agent {
+    public nonisolated let events: AsyncStream<AgentEvent>
+    private let eventSink: AsyncStream<AgentEvent>.Continuation
+    private let store: AgentStore
+    private let relays: [RelayAddress]
+    private let group: any EventLoopGroup
+    private let logger: Logger
+    private var connections: [RelayAddress: RelayConnection] = [:]
+    private let newConnections: AsyncStream<(RelayAddress, RelayConnection)>
+    private let newConnectionSink: AsyncStream<(RelayAddress, RelayConnection)>.Continuation
+    private var deliveringOutbox: Set<Int64> = []
+
+    /// - Parameters:
+    ///   - databasePath: the agent database file (created 0600).
+    ///   - relays: where this agent creates its own queues (the first one is used).
+    public init(databasePath: URL, relays: [RelayAddress], group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger) throws {
+        store = try AgentStore(path: databasePath)
+        self.relays = relays
+        self.group = group
+        self.logger = logger
+        (events, eventSink) = AsyncStream.makeStream(of: AgentEvent.self)
+        (newConnections, newConnectionSink) = AsyncStream.makeStream(of: (RelayAddress, RelayConnection).self)
+    }
+
+    // MARK: - Running
+
+    /// Subscribes all queues, then processes relay events, reconnects and retries until cancelled.
+    /// Closes its relay connections when it returns.
+    public func run() async throws {
+        do {
+            try await runLoops()
+        } catch {
+            await closeConnections()
+            throw error
+        }
+        await closeConnections()
+    }
+
+    private func closeConnections() async {
+        let open = connections.values
+        connections.removeAll()
+        for c in open { await c.close() }
+    }
+
+    private func runLoops() async throws {
+        let records = try await store.queue.read { db in try AgentStore.allConnections(db) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { [newConnections] in
+                await withTaskGroup(of: Void.self) { readers in
+                    for await (relay, connection) in newConnections {
+                        readers.addTask { await self.consume(connection, from: relay) }
+                    }
+                }
+            }
+            group.addTask {
+                while !Task.isCancelled {
+                    try await Task.sleep(for: .seconds(2))
+                    await self.retryOutbox()
+                }
+            }
+            for relay in Set(records.compactMap { try? RelayAddress(parsing: $0.rcvRelay) }) {
+                do { try await resubscribe(relay) } catch {
+                    logger.warning("relay unreachable at start; will retry", metadata: ["relay": "\(relay.host):\(relay.port)"])
+                    group.addTask { await self.reconnectLoop(relay) }
+                }
+            }
+            await retryOutbox()
+            try await group.next()
+        }
+    }
+
+    private func consume(_ connection: RelayConnection, from relay: RelayAddress) async {
+        for await event in connection.events {
+            switch event {
+            case let .message(rid, id, sealed):
+                await receive(relay: relay, connection: connection, recipientId: rid, messageId: id, sealed: sealed)
+            case .end, .error:
+                break
+            case .disconnected:
+                break
+            }
+        }
+        if connections[relay] === connection { connections[relay] = nil }
+        guard !Task.isCancelled else { return }
+        eventSink.yield(.hostDisconnected(relay))
+        await reconnectLoop(relay)
+    }
+
+    private func reconnectLoop(_ relay: RelayAddress) async {
+        var delay = Duration.milliseconds(100)
+        while !Task.isCancelled {
+            try? await Task.sleep(for: delay)
+            do {
+                try await resubscribe(relay)
+                await retryOutbox()
+                return
+            } catch {
+                delay = min(delay * 2, .seconds(30))
+            }
+        }
+    }
+
+    /// Connects (if needed) and subscribes every receiving queue on `relay`.
+    private func resubscribe(_ relay: RelayAddress) async throws {
+        let connection = try await relayConnection(relay)
+        let records = try await store.queue.read { db in try AgentStore.allConnections(db) }
+        for r in records where r.rcvRelay == relay.description {
+            var q = try r.receivingQueue
+            q.relay = relay
+            try await connection.subscribe(q)
+        }
+    }
+
+    private func relayConnection(_ relay: RelayAddress) async throws -> RelayConnection {
+        if let c = connections[relay], c.isActive { return c }
+        let c: RelayConnection
+        do {
+            c = try await RelayConnection.connect(to: relay, group: group)
+        } catch {
+            throw AgentError(.relay, "cannot reach relay \(relay.host):\(relay.port): \(error)")
+        }
+        connections[relay] = c
+        newConnectionSink.yield((relay, c))
+        eventSink.yield(.hostConnected(relay))
+        return c
+    }
+
+    private var ownRelay: RelayAddress {
+        get throws {
+            guard let r = relays.first else {
+                throw AgentError(.noRelay, "no relay configured: set the user's relays or SWIFTPLEX_SERVERS")
+            }
+            return r
+        }
+    }
+
+    // MARK: - Handshake
+
+    /// Creates a one-time invitation; returns the new connection's id and the link to share.
+    public func createInvitation() async throws -> (connection: Int64, link: InvitationLink) {
+        let relay = try ownRelay
+        let connection = try await relayConnection(relay)
+        let q = try await connection.createQueue()
+        let e2e = X25519.PrivateKey()
+        let x3dh = X3DH.PrivateKeys()
+        let record = ConnectionRecord(
+            role: .inviter, status: .pending, rcvRelay: relay.description, rcvId: Data(q.recipientId), rcvSenderId: Data(q.senderId),
+            rcvKey: Data(q.recipientKey.secretBytes), rcvDeliveryKey: Data(q.deliveryKey.secretBytes), rcvE2E: Data(e2e.secretBytes),
+            x3dhKey1: Data(x3dh.key1.secretBytes), x3dhKey2: Data(x3dh.key2.secretBytes))
+        let id = try await store.queue.write { db in try AgentStore.save(db, record) }
+        try await connection.subscribe(q)
+        let link = InvitationLink(queue: QueueURI(relay: relay, senderId: q.senderId, recipientDhKey: e2e.publicKey), keys: x3dh.publicKeys)
+        return (id, link)
+    }
+
+    /// Joins an invitation: creates the reply queue, secures the inviter's queue and sends the
+    /// confirmation carrying `info`. Returns the new connection's id.
+    public func join(_ link: InvitationLink, info: [UInt8]) async throws -> Int64 {
+        let senderId = link.queue.senderId
+        if try await store.queue.read({ db in try AgentStore.isOwnQueue(db, senderId: senderId) }) {
+            throw AgentError(.ownLink, "this is your own invitation link")
+        }
+        let relay = try ownRelay
+        let own = try await relayConnection(relay)
+        let q = try await own.createQueue()
+        let rcvE2E = X25519.PrivateKey()
+        let x3dh = X3DH.PrivateKeys()
+        let secrets = try X3DH.joinerSecrets(own: x3dh, inviter: link.keys)
+        var ratchet = try DoubleRatchet.joiner(secrets: secrets, inviterRatchetKey: try X25519.PublicKey(bytes: link.keys.key2))
+        let ad = link.keys.key1 + link.keys.key2 + x3dh.publicKeys.key1 + x3dh.publicKeys.key2
+        let replyQueue = QueueURI(relay: relay, senderId: q.senderId, recipientDhKey: rcvE2E.publicKey)
+        let frame = try ratchet.encrypt(AgentMessage.connectionInfo(replyQueue: replyQueue, info: info).encoded(), associatedData: ad)
+        let sndKey = AuthPrivateKey.newX25519()
+        let sndE2E = X25519.PrivateKey()
+        let envelope = try Envelope.seal(x3dh.publicKeys.key1 + x3dh.publicKeys.key2 + frame, kind: .confirmation,
+                                         own: sndE2E, peer: link.queue.recipientDhKey)
+        let peer = try await relayConnection(link.queue.relay)
+        do {
+            try await peer.secureAsSender(senderId: senderId, senderKey: sndKey)
+        } catch {
+            throw AgentError(.relay, "cannot secure the inviter's queue (already used or gone?): \(error)")
+        }
+        let record = ConnectionRecord(
+            role: .joiner, status: .pending, rcvRelay: relay.description, rcvId: Data(q.recipientId), rcvSenderId: Data(q.senderId),
+            rcvKey: Data(q.recipientKey.secretBytes), rcvDeliveryKey: Data(q.deliveryKey.secretBytes), rcvE2E: Data(rcvE2E.secretBytes),
+            sndQueue: link.queue.description, sndKey: Data(sndKey.secretBytes), sndE2E: Data(sndE2E.secretBytes), sndConfirmationSent: true,
+            associatedData: Data(ad), ratchet: ratchet)
+        let id = try await store.queue.write { db in
+            let id = try AgentStore.save(db, record)
+            try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: nil)
+            return id
+        }
+        try await own.subscribe(q)
+        await deliverOutbox(id)
+        return id
+    }
+
+    /// Inviter: accepts a confirmed joiner, sending it `info`.
+    public func allow(_ id: Int64, info: [UInt8]) async throws {
+        guard var r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else {
+            throw AgentError(.unknownConnection, "no connection \(id)")
+        }
+        guard r.role == .inviter, r.status == .confirmed, var ratchet = r.ratchet, let ad = r.associatedData,
+              let sndText = r.sndQueue else {
+            throw AgentError(.wrongState, "connection \(id) is not waiting to be allowed")
+        }
+        let snd = try QueueURI(parsing: sndText)
+        let sndKey = AuthPrivateKey.newX25519()
+        let sndE2E = X25519.PrivateKey()
+        let peer = try await relayConnection(snd.relay)
+        try await peer.secureAsSender(senderId: snd.senderId, senderKey: sndKey)
+        let frame = try ratchet.encrypt(AgentMessage.connectionInfo(replyQueue: nil, info: info).encoded(), associatedData: [UInt8](ad))
+        let envelope = try Envelope.seal(frame, kind: .confirmation, own: sndE2E, peer: snd.recipientDhKey)
+        r.ratchet = ratchet
+        r.sndKey = Data(sndKey.secretBytes)
+        r.sndE2E = Data(sndE2E.secretBytes)
+        r.sndConfirmationSent = true
+        r.status = .accepted
+        let record = r
+        try await store.queue.write { db in
+            try AgentStore.save(db, record)
+            try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: nil)
+        }
+        await deliverOutbox(id)
+    }
+
+    // MARK: - Messages
+
+    /// Encrypts and queues a message; returns its number on this connection. The `sent` event
+    /// follows when the peer's relay has it.
+    @discardableResult
+    public func send(_ id: Int64, _ body: [UInt8]) async throws -> UInt64 {
+        guard var r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else {
+            throw AgentError(.unknownConnection, "no connection \(id)")
+        }
+        guard r.status == .connected, var ratchet = r.ratchet, let ad = r.associatedData else {
+            throw AgentError(.wrongState, "connection \(id) is not connected")
+        }
+        let seq = r.sndSeq + 1
+        let message = AgentMessage.message(seq: seq, previousHash: [UInt8](r.sndLastHash), body: body).encoded()
+        let frame = try ratchet.encrypt(message, associatedData: [UInt8](ad))
+        let envelope = try sealForPeer(frame, record: r)
+        r.ratchet = ratchet
+        r.sndSeq = seq
+        r.sndLastHash = Data(Digest.sha256(message))
+        let record = r
+        try await store.queue.write { db in
+            try AgentStore.save(db, record)
+            try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: seq)
+        }
+        await deliverOutbox(id)
+        return seq
+    }
+
+    private func sealForPeer(_ frame: [UInt8], record r: ConnectionRecord) throws -> [UInt8] {
+        guard let sndText = r.sndQueue, let e2e = r.sndE2E else { throw AgentError(.wrongState, "no sending queue yet") }
+        let snd = try QueueURI(parsing: sndText)
+        return try Envelope.seal(frame, kind: .message, own: try X25519.PrivateKey(secretBytes: [UInt8](e2e)), peer: snd.recipientDhKey)
+    }
+
+    /// Sends a connection's outbox in order, stopping at the first failure (retried later).
+    private func deliverOutbox(_ id: Int64) async {
+        guard !deliveringOutbox.contains(id) else { return }
+        deliveringOutbox.insert(id)
+        defer { deliveringOutbox.remove(id) }
+        do {
+            while true {
+                let (record, items) = try await store.queue.read { db in
+                    (try AgentStore.connection(db, id: id), try AgentStore.pending(db, connectionId: id))
+                }
+                guard let record, let sndText = record.sndQueue, let keyBytes = record.sndKey, !items.isEmpty else { return }
+                let snd = try QueueURI(parsing: sndText)
+                let key = try AuthPrivateKey(secretBytes: [UInt8](keyBytes))
+                let connection = try await relayConnection(snd.relay)
+                for item in items {
+                    try await connection.sendMessage(senderId: snd.senderId, key: key, body: item.envelope)
+                    try await store.queue.write { db in try AgentStore.removePending(db, id: item.id) }
+                    if let seq = item.messageSeq { eventSink.yield(.sent(connection: id, seq: seq)) }
+                }
+            }
+        } catch {
+            logger.debug("outbox delivery deferred", metadata: ["connection": "\(id)", "error": "\(error)"])
+        }
+    }
+
+    private func retryOutbox() async {
+        guard let ids = try? await store.queue.read({ db in try AgentStore.connectionsWithPending(db) }) else { return }
+        for id in ids { await deliverOutbox(id) }
+    }
+
+    // MARK: - Receiving
+
+    private func receive(relay: RelayAddress, connection: RelayConnection, recipientId: [UInt8], messageId: [UInt8], sealed: [UInt8]) async {
+        guard var r = try? await store.queue.read({ db in try AgentStore.connection(db, recipientId: recipientId) }),
+              var q = try? r.receivingQueue else {
+            logger.warning("message for an unknown queue")
+            return
+        }
+        q.relay = relay
+        let ack = { try? await connection.acknowledge(q, messageId: messageId) }
+        do {
+            let delivered = try q.open(messageId: messageId, sealed: sealed)
+            let known = try r.rcvPeerE2E.map { try X25519.PublicKey(bytes: [UInt8]($0)) }
+            let opened = try Envelope.open(delivered.body, own: try X25519.PrivateKey(secretBytes: [UInt8](r.rcvE2E)), knownSender: known)
+            if let sender = opened.senderKey {
+                guard r.rcvPeerE2E == nil || r.rcvPeerE2E == Data(sender.bytes) else {
+                    throw AgentError(.badEnvelope, "a second confirmation with another key")
+                }
+                r.rcvPeerE2E = Data(sender.bytes)
+            }
+            let (events, reply) = try process(&r, opened)
+            let record = r
+            // The new state and any answer are committed together before the relay is told.
+            try await store.queue.write { db in
+                try AgentStore.save(db, record)
+                if let reply { try AgentStore.enqueue(db, connectionId: record.id, envelope: reply, messageSeq: nil) }
+            }
+            _ = await ack()
+            for e in events { eventSink.yield(e) }
+            if reply != nil { await deliverOutbox(r.id) }
+        } catch {
+            _ = await ack()
+            eventSink.yield(.rejected(connection: r.id, reason: "\(error)"))
+        }
+    }
+
+    /// Applies one opened envelope to a connection; returns the events it produces. Throws
+    /// without side effects on anything that does not open or does not fit the connection's state.
+    private func process(_ r: inout ConnectionRecord, _ opened: Envelope.Opened) throws -> (events: [AgentEvent], reply: [UInt8]?) {
+        switch (r.role, r.status, opened.kind) {
+        case (.inviter, .pending, .confirmation):
+            let p = opened.plaintext
+            guard p.count > 64, let k1 = r.x3dhKey1, let k2 = r.x3dhKey2 else { throw AgentError(.badEnvelope, "short confirmation") }
+            let joinerKeys = X3DH.PublicKeys(key1: try X25519.PublicKey(bytes: Array(p[0..<32])), key2: try X25519.PublicKey(bytes: Array(p[32..<64])))
+            let own = X3DH.PrivateKeys(key1: try X25519.PrivateKey(secretBytes: [UInt8](k1)), key2: try X25519.PrivateKey(secretBytes: [UInt8](k2)))
+            let secrets = try X3DH.inviterSecrets(own: own, joiner: joinerKeys)
+            var ratchet = DoubleRatchet.inviter(secrets: secrets, ratchetKey: own.key2)
+            let ad = own.publicKeys.key1 + own.publicKeys.key2 + joinerKeys.key1 + joinerKeys.key2
+            guard case let .connectionInfo(reply?, info) = try AgentMessage.decode(try ratchet.decrypt(Array(p[64...]), associatedData: ad)) else {
+                throw AgentError(.badEnvelope, "confirmation without a reply queue")
+            }
+            r.ratchet = ratchet
+            r.associatedData = Data(ad)
+            r.sndQueue = reply.description
+            r.peerInfo = Data(info)
+            r.x3dhKey1 = nil
+            r.x3dhKey2 = nil
+            r.status = .confirmed
+            return ([.confirmation(connection: r.id, info: info)], nil)
+
+        case (.joiner, .pending, .confirmation):
+            guard var ratchet = r.ratchet, let ad = r.associatedData else { throw AgentError(.wrongState, "no ratchet") }
+            guard case let .connectionInfo(nil, info) = try AgentMessage.decode(try ratchet.decrypt(opened.plaintext, associatedData: [UInt8](ad))) else {
+                throw AgentError(.badEnvelope, "unexpected handshake message")
+            }
+            let hello = try ratchet.encrypt(AgentMessage.hello.encoded(), associatedData: [UInt8](ad))
+            r.ratchet = ratchet
+            r.peerInfo = Data(info)
+            r.status = .connected
+            return ([.connected(connection: r.id, info: info)], try sealForPeer(hello, record: r))
+
+        case (.inviter, .accepted, .message):
+            guard var ratchet = r.ratchet, let ad = r.associatedData else { throw AgentError(.wrongState, "no ratchet") }
+            guard try AgentMessage.decode(try ratchet.decrypt(opened.plaintext, associatedData: [UInt8](ad))) == .hello else {
+                throw AgentError(.badEnvelope, "expected hello")
+            }
+            r.ratchet = ratchet
+            r.status = .connected
+            return ([.connected(connection: r.id, info: [UInt8](r.peerInfo ?? Data()))], nil)
+
+        case (_, .connected, .message):
+            guard var ratchet = r.ratchet, let ad = r.associatedData else { throw AgentError(.wrongState, "no ratchet") }
+            let plain = try ratchet.decrypt(opened.plaintext, associatedData: [UInt8](ad))
+            guard case let .message(seq, previousHash, body) = try AgentMessage.decode(plain) else {
+                throw AgentError(.badEnvelope, "unexpected message on a connected connection")
+            }
+            let integrity: MessageIntegrity
+            if seq <= r.rcvSeq {
+                integrity = .duplicate
+            } else if seq > r.rcvSeq + 1 {
+                integrity = .skipped(from: r.rcvSeq + 1, to: seq - 1)
+            } else if Data(previousHash) != r.rcvLastHash {
+                integrity = .badHash
+            } else {
+                integrity = .ok
+            }
+            r.ratchet = ratchet
+            if seq > r.rcvSeq {
+                r.rcvSeq = seq
+                r.rcvLastHash = Data(Digest.sha256(plain))
+            }
+            return ([.message(connection: r.id, seq: seq, body: body, integrity: integrity)], nil)
+
+        default:
+            throw AgentError(.wrongState, "a \(opened.kind == .confirmation ? "confirmation" : "message") does not fit a \(r.role.rawValue) connection in state \(r.status.rawValue)")
+        }
+    }
+}

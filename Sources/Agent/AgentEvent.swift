@@ -1,0 +1,27 @@
+import RelayProtocol
+
+/// How a received message relates to the ones before it on its connection.
+public enum MessageIntegrity: Sendable, Equatable {
+    case ok
+    /// Messages `from...to` never arrived (the sender's numbering jumped).
+    case skipped(from: UInt64, to: UInt64)
+    /// A number at or below the last one received.
+    case duplicate
+    /// The hash of the previous message does not match what was received before.
+    case badHash
+}
+
+/// What the agent reports, in order.
+public enum AgentEvent: Sendable, Equatable {
+    /// Inviter: a joiner confirmed; `info` is what it sent. Call `allow` to accept.
+    case confirmation(connection: Int64, info: [UInt8])
+    /// Both sides can now exchange messages; `info` is the peer's.
+    case connected(connection: Int64, info: [UInt8])
+    case message(connection: Int64, seq: UInt64, body: [UInt8], integrity: MessageIntegrity)
+    /// A message from `send` reached the peer's relay.
+    case sent(connection: Int64, seq: UInt64)
+    /// Something arrived on the connection that could not be opened (tampered, replayed or corrupt).
+    case rejected(connection: Int64, reason: String)
+    case hostConnected(RelayAddress)
+    case hostDisconnected(RelayAddress)
+}

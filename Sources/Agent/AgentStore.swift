@@ -1,0 +1,165 @@
+import Foundation
+import GRDB
+import RelayClient
+import RelayProtocol
+import SwiftplexCrypto
+
+/// One duplex connection as the agent persists it: its receiving queue, its sending queue once
+/// known, the handshake keys while needed, the ratchet, and the integrity counters.
+struct ConnectionRecord: Codable, Sendable {
+    enum Role: String, Codable, Sendable { case inviter, joiner }
+    enum Status: String, Codable, Sendable {
+        /// Inviter: waiting for a confirmation. Joiner: confirmation sent, waiting for the inviter's answer.
+        case pending
+        /// Inviter: confirmation received, waiting for `allow`.
+        case confirmed
+        /// Inviter: answer sent, waiting for the joiner's hello.
+        case accepted
+        case connected
+    }
+
+    var id: Int64 = 0
+    var role: Role
+    var status: Status
+    var rcvRelay: String
+    var rcvId: Data
+    var rcvSenderId: Data
+    var rcvKey: Data
+    var rcvDeliveryKey: Data
+    var rcvE2E: Data
+    var rcvPeerE2E: Data?
+    var sndQueue: String?
+    var sndKey: Data?
+    var sndE2E: Data?
+    var sndConfirmationSent = false
+    var x3dhKey1: Data?
+    var x3dhKey2: Data?
+    var associatedData: Data?
+    var ratchet: DoubleRatchet?
+    var peerInfo: Data?
+    var sndSeq: UInt64 = 0
+    var sndLastHash = Data(count: 32)
+    var rcvSeq: UInt64 = 0
+    var rcvLastHash = Data(count: 32)
+
+    var receivingQueue: RecipientQueue {
+        get throws {
+            RecipientQueue(relay: try RelayAddress(parsing: rcvRelay), recipientId: [UInt8](rcvId), senderId: [UInt8](rcvSenderId),
+                           recipientKey: try AuthPrivateKey(secretBytes: [UInt8](rcvKey)),
+                           deliveryKey: try BoxKey(secretBytes: [UInt8](rcvDeliveryKey)))
+        }
+    }
+}
+
+/// A ready envelope waiting to be sent, in order, for one connection.
+struct PendingEnvelope: Sendable {
+    var id: Int64
+    var connectionId: Int64
+    var envelope: [UInt8]
+    /// The application message number, for the `sent` event (nil for handshake envelopes).
+    var messageSeq: UInt64?
+}
+
+/// `<prefix>_agent.db`: connections and the outbox, in SQLite (WAL).
+final class AgentStore: Sendable {
+    let queue: DatabaseQueue
+
+    init(path: URL) throws {
+        let fd = open(path.path, O_RDWR | O_CREAT, 0o600)
+        if fd >= 0 { fchmod(fd, 0o600); close(fd) }
+        var config = Configuration()
+        config.label = "agent"
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA journal_mode = WAL")
+            try db.execute(sql: "PRAGMA foreign_keys = ON")
+        }
+        do {
+            queue = try DatabaseQueue(path: path.path, configuration: config)
+            try Self.migrator.migrate(queue)
+        } catch {
+            throw AgentError(.store, "cannot open the agent database \(path.path): \(error)")
+        }
+    }
+
+    static var migrator: DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE connection (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    rcv_id BLOB NOT NULL UNIQUE,
+                    rcv_sender_id BLOB NOT NULL,
+                    state BLOB NOT NULL
+                );
+                CREATE TABLE pending (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    connection_id INTEGER NOT NULL REFERENCES connection(id) ON DELETE CASCADE,
+                    envelope BLOB NOT NULL,
+                    message_seq INTEGER,
+                    created_at INTEGER NOT NULL
+                );
+                CREATE INDEX pending_by_connection ON pending(connection_id, id);
+                """)
+        }
+        return m
+    }
+
+    private static let encoder = JSONEncoder()
+    private static let decoder = JSONDecoder()
+
+    /// Inserts (id 0) or updates a connection; returns its id.
+    @discardableResult
+    static func save(_ db: Database, _ record: ConnectionRecord) throws -> Int64 {
+        var r = record
+        let state = try encoder.encode(r)
+        if r.id == 0 {
+            try db.execute(sql: "INSERT INTO connection (rcv_id, rcv_sender_id, state) VALUES (?, ?, ?)",
+                           arguments: [r.rcvId, r.rcvSenderId, state])
+            r.id = db.lastInsertedRowID
+            try db.execute(sql: "UPDATE connection SET state = ? WHERE id = ?", arguments: [try encoder.encode(r), r.id])
+            return r.id
+        }
+        try db.execute(sql: "UPDATE connection SET state = ? WHERE id = ?", arguments: [state, r.id])
+        return r.id
+    }
+
+    static func connection(_ db: Database, id: Int64) throws -> ConnectionRecord? {
+        try Data.fetchOne(db, sql: "SELECT state FROM connection WHERE id = ?", arguments: [id]).map { try decoder.decode(ConnectionRecord.self, from: $0) }
+    }
+
+    static func connection(_ db: Database, recipientId: [UInt8]) throws -> ConnectionRecord? {
+        try Data.fetchOne(db, sql: "SELECT state FROM connection WHERE rcv_id = ?", arguments: [Data(recipientId)]).map { try decoder.decode(ConnectionRecord.self, from: $0) }
+    }
+
+    static func isOwnQueue(_ db: Database, senderId: [UInt8]) throws -> Bool {
+        try Bool.fetchOne(db, sql: "SELECT 1 FROM connection WHERE rcv_sender_id = ?", arguments: [Data(senderId)]) ?? false
+    }
+
+    static func allConnections(_ db: Database) throws -> [ConnectionRecord] {
+        try Data.fetchAll(db, sql: "SELECT state FROM connection ORDER BY id").map { try decoder.decode(ConnectionRecord.self, from: $0) }
+    }
+
+    static func delete(_ db: Database, id: Int64) throws {
+        try db.execute(sql: "DELETE FROM connection WHERE id = ?", arguments: [id])
+    }
+
+    static func enqueue(_ db: Database, connectionId: Int64, envelope: [UInt8], messageSeq: UInt64?) throws {
+        try db.execute(sql: "INSERT INTO pending (connection_id, envelope, message_seq, created_at) VALUES (?, ?, ?, ?)",
+                       arguments: [connectionId, Data(envelope), messageSeq.map { Int64($0) }, Int64(Date().timeIntervalSince1970)])
+    }
+
+    static func pending(_ db: Database, connectionId: Int64) throws -> [PendingEnvelope] {
+        try Row.fetchAll(db, sql: "SELECT id, connection_id, envelope, message_seq FROM pending WHERE connection_id = ? ORDER BY id", arguments: [connectionId]).map {
+            PendingEnvelope(id: $0["id"], connectionId: $0["connection_id"], envelope: [UInt8]($0["envelope"] as Data),
+                            messageSeq: ($0["message_seq"] as Int64?).map { UInt64($0) })
+        }
+    }
+
+    static func connectionsWithPending(_ db: Database) throws -> [Int64] {
+        try Int64.fetchAll(db, sql: "SELECT DISTINCT connection_id FROM pending")
+    }
+
+    static func removePending(_ db: Database, id: Int64) throws {
+        try db.execute(sql: "DELETE FROM pending WHERE id = ?", arguments: [id])
+    }
+}

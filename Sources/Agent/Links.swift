@@ -1,0 +1,140 @@
+import RelayProtocol
+import SwiftplexCrypto
+
+/// Why a link was refused.
+public struct LinkError: CodedError {
+    public enum Code: String, Sendable {
+        case scheme, kind, parameters, queue, keys, version
+    }
+    public let code: Code
+    public let message: String
+
+    init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+}
+
+/// Percent-encoding of link parameters (everything but RFC 3986 unreserved characters).
+enum PercentEncoding {
+    static func encode(_ s: String) -> String {
+        var out = ""
+        for b in s.utf8 {
+            switch b {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(b))
+            default:
+                out += "%" + String(b, radix: 16, uppercase: true).leftPadded(to: 2)
+            }
+        }
+        return out
+    }
+
+    static func decode(_ s: Substring) -> String? {
+        var bytes: [UInt8] = []
+        var i = s.utf8.startIndex
+        let u = s.utf8
+        while i < u.endIndex {
+            let c = u[i]
+            if c == UInt8(ascii: "%") {
+                let h = u.index(after: i)
+                guard h < u.endIndex, u.index(after: h) < u.endIndex,
+                      let v = UInt8(String(decoding: u[h...u.index(after: h)], as: UTF8.self), radix: 16) else { return nil }
+                bytes.append(v)
+                i = u.index(h, offsetBy: 2)
+            } else {
+                bytes.append(c)
+                i = u.index(after: i)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    /// Splits `a=1&b=2` into pairs; nil on a malformed pair.
+    static func parameters(_ s: Substring) -> [(Substring, Substring)]? {
+        var out: [(Substring, Substring)] = []
+        for pair in s.split(separator: "&") {
+            let kv = pair.split(separator: "=", maxSplits: 1)
+            guard kv.count == 2 else { return nil }
+            out.append((kv[0], kv[1]))
+        }
+        return out
+    }
+}
+
+extension String {
+    func leftPadded(to n: Int) -> String { count >= n ? self : String(repeating: "0", count: n - count) + self }
+}
+
+/// A one-time invitation: `simplex:/invitation#/?v=1&smp=<queue URI>&e2e=v%3D1%26x3dh%3D<key1>%2C<key2>`.
+///
+/// The queue URI names the inviter's queue (relay, sender ID, DH key for the envelope); the two
+/// X3DH keys start the double ratchet.
+public struct InvitationLink: Sendable, Hashable, CustomStringConvertible {
+    public var queue: QueueURI
+    public var keys: X3DH.PublicKeys
+    public var version: UInt16 = 1
+
+    public init(queue: QueueURI, keys: X3DH.PublicKeys) {
+        self.queue = queue
+        self.keys = keys
+    }
+
+    public init(parsing text: String) throws {
+        let (kind, params) = try Self.split(text)
+        guard kind == "invitation" else {
+            throw LinkError(.kind, "this is a simplex:/\(kind) link, not an invitation")
+        }
+        var queue: QueueURI?
+        var keys: X3DH.PublicKeys?
+        for (k, v) in params {
+            switch k {
+            case "v":
+                guard v.split(separator: "-").allSatisfy({ UInt16($0) != nil }) else { throw LinkError(.version, "bad link version") }
+            case "smp":
+                guard let decoded = PercentEncoding.decode(v) else { throw LinkError(.queue, "the smp parameter is not valid percent-encoding") }
+                do { queue = try QueueURI(parsing: decoded) } catch { throw LinkError(.queue, "the queue in the link is invalid: \(error)") }
+            case "e2e":
+                guard let decoded = PercentEncoding.decode(v) else { throw LinkError(.keys, "the e2e parameter is not valid percent-encoding") }
+                keys = try Self.parseE2E(decoded)
+            default:
+                continue
+            }
+        }
+        guard let queue else { throw LinkError(.parameters, "the link has no smp queue") }
+        guard let keys else { throw LinkError(.parameters, "the link has no e2e keys") }
+        self.init(queue: queue, keys: keys)
+    }
+
+    static func split(_ text: String) throws -> (String, [(Substring, Substring)]) {
+        guard text.hasPrefix("simplex:/") else { throw LinkError(.scheme, "a link starts with simplex:/") }
+        let rest = text.dropFirst("simplex:/".count)
+        guard let hash = rest.firstIndex(of: "#") else { throw LinkError(.parameters, "the link has no #/?parameters") }
+        let kind = String(rest[..<hash])
+        var fragment = rest[rest.index(after: hash)...]
+        if fragment.hasPrefix("/") { fragment = fragment.dropFirst() }
+        guard fragment.hasPrefix("?"), let params = PercentEncoding.parameters(fragment.dropFirst()) else {
+            throw LinkError(.parameters, "malformed link parameters")
+        }
+        return (kind, params)
+    }
+
+    static func parseE2E(_ text: String) throws -> X3DH.PublicKeys {
+        guard let params = PercentEncoding.parameters(Substring(text)),
+              let x3dh = params.first(where: { $0.0 == "x3dh" })?.1 else {
+            throw LinkError(.keys, "the e2e parameter has no x3dh keys")
+        }
+        let parts = x3dh.split(separator: ",")
+        guard parts.count == 2, let k1 = Base64URL.decode(parts[0]), let k2 = Base64URL.decode(parts[1]),
+              let p1 = try? X25519.PublicKey(bytes: k1), let p2 = try? X25519.PublicKey(bytes: k2) else {
+            throw LinkError(.keys, "the x3dh keys must be two base64url X25519 public keys")
+        }
+        return X3DH.PublicKeys(key1: p1, key2: p2)
+    }
+
+    public var description: String {
+        let e2e = "v=1&x3dh=\(Base64URL.encode(keys.key1)),\(Base64URL.encode(keys.key2))"
+        return "simplex:/invitation#/?v=\(version)&smp=\(PercentEncoding.encode(queue.description))&e2e=\(PercentEncoding.encode(e2e))"
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+import GRDB
+import RelayProtocol
+import SwiftplexCrypto
+import Testing
+@testable import Agent
+
+@Suite(.timeLimit(.minutes(2))) struct AgentConnectionTests {
+    /// Alice invites, Bob joins, Alice allows; both connected.
+    func connect(_ alice: Agent, _ aliceInbox: AgentInbox, _ bob: Agent, _ bobInbox: AgentInbox) async throws -> (Int64, Int64) {
+        let (aliceConn, link) = try await alice.createInvitation()
+        let parsed = try InvitationLink(parsing: link.description)
+        let bobConn = try await bob.join(parsed, info: "bob".bytes)
+        let info = try await aliceInbox.next("confirmation") { if case let .confirmation(c, info) = $0, c == aliceConn { info } else { nil } }
+        #expect(info == "bob".bytes)
+        try await alice.allow(aliceConn, info: "alice".bytes)
+        let bobSees = try await bobInbox.next("bob connected") { if case let .connected(c, info) = $0, c == bobConn { info } else { nil } }
+        #expect(bobSees == "alice".bytes)
+        let aliceSees = try await aliceInbox.next("alice connected") { if case let .connected(c, info) = $0, c == aliceConn { info } else { nil } }
+        #expect(aliceSees == "bob".bytes)
+        return (aliceConn, bobConn)
+    }
+
+    @Test func invitationHandshakeAndMessagesBothWays() async throws {
+        let dir = TempDir()
+        defer { dir.cleanup() }
+        try await withTestRelay(dir.url) { relay in
+            try await withAgent(dir.url.appendingPathComponent("alice_agent.db"), relay: relay.address) { alice, aliceInbox in
+                try await withAgent(dir.url.appendingPathComponent("bob_agent.db"), relay: relay.address) { bob, bobInbox in
+                    let (a, b) = try await connect(alice, aliceInbox, bob, bobInbox)
+                    for i in 1...5 {
+                        let seq = try await alice.send(a, "hello \(i)".bytes)
+                        #expect(seq == UInt64(i))
+                        let m = try await bobInbox.message()
+                        #expect(m.body == "hello \(i)".bytes && m.seq == UInt64(i) && m.integrity == .ok)
+                        try await bob.send(b, "reply \(i)".bytes)
+                        #expect(try await aliceInbox.message().body == "reply \(i)".bytes)
+                    }
+                    _ = try await aliceInbox.next("sent") { if case let .sent(c, seq) = $0, c == a, seq == 5 { true } else { nil } }
+                    // Own link and a link whose queue is already secured are refused.
+                    let (_, ownLink) = try await alice.createInvitation()
+                    await #expect(throws: AgentError(.ownLink, "")) { try await alice.join(ownLink, info: []) }
+                }
+            }
+            // What the relay stored contains none of the plaintext.
+            let db = try Data(contentsOf: dir.url.appendingPathComponent("relay/relay.db")) +
+                ((try? Data(contentsOf: dir.url.appendingPathComponent("relay/relay.db-wal"))) ?? Data())
+            #expect(db.range(of: Data("hello".utf8)) == nil && db.range(of: Data("reply".utf8)) == nil)
+        }
+    }
+
+    @Test func messagesSentWhileThePeerIsDownArriveAfterItRestarts() async throws {
+        let dir = TempDir()
+        defer { dir.cleanup() }
+        try await withTestRelay(dir.url) { relay in
+            let bobPath = dir.url.appendingPathComponent("bob_agent.db")
+            try await withAgent(dir.url.appendingPathComponent("alice_agent.db"), relay: relay.address) { alice, aliceInbox in
+                let (a, _) = try await withAgent(bobPath, relay: relay.address) { bob, bobInbox in
+                    try await connect(alice, aliceInbox, bob, bobInbox)
+                }
+                // Bob's agent is stopped; Alice keeps sending.
+                for i in 1...10 { try await alice.send(a, "offline \(i)".bytes) }
+                _ = try await aliceInbox.next("sent 10") { if case let .sent(c, 10) = $0, c == a { true } else { nil } }
+                try await withAgent(bobPath, relay: relay.address) { _, bobInbox in
+                    for i in 1...10 {
+                        let m = try await bobInbox.message()
+                        #expect(m.body == "offline \(i)".bytes && m.integrity == .ok)
+                    }
+                }
+            }
+        }
+    }
+}

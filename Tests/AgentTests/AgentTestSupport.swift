@@ -1,0 +1,80 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOPosix
+import RelayProtocol
+import RelayServer
+import Testing
+@testable import Agent
+
+struct TempDir {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-agent-\(UUID().uuidString)")
+    init() { try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true) }
+    func cleanup() { try? FileManager.default.removeItem(at: url) }
+}
+
+var quietLogger: Logger {
+    var l = Logger(label: "agent-test")
+    l.logLevel = .critical
+    return l
+}
+
+/// Collects an agent's events for tests to wait on.
+final class AgentInbox: Sendable {
+    private let buffer = NIOLockedValueBox<[AgentEvent]>([])
+
+    init(_ agent: Agent) {
+        let buffer = self.buffer
+        let events = agent.events
+        Task { for await e in events { buffer.withLockedValue { $0.append(e) } } }
+    }
+
+    /// Waits for the first event matching `predicate` (earlier non-matching ones are kept).
+    func next<T>(timeout: Duration = .seconds(15), _ what: String = "event", _ match: @Sendable (AgentEvent) -> T?) async throws -> T {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let found = buffer.withLockedValue { b -> T? in
+                for (i, e) in b.enumerated() {
+                    if let t = match(e) { b.remove(at: i); return t }
+                }
+                return nil
+            }
+            if let found { return found }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        throw AgentError(.relay, "timed out waiting for \(what); have \(buffer.withLockedValue { $0 })")
+    }
+
+    func message(timeout: Duration = .seconds(15)) async throws -> (seq: UInt64, body: [UInt8], integrity: MessageIntegrity) {
+        try await next(timeout: timeout, "message") { if case let .message(_, seq, body, integrity) = $0 { (seq, body, integrity) } else { nil } }
+    }
+}
+
+/// Runs `body` with an in-process relay whose data lives in `directory`.
+func withTestRelay<T>(_ directory: URL, _ body: (RelayServer) async throws -> T) async throws -> T {
+    let config = RelayConfiguration(dataDirectory: directory.appendingPathComponent("relay"), host: "127.0.0.1", port: 0)
+    let relay = try await RelayServer.start(configuration: config, group: MultiThreadedEventLoopGroup.singleton, logger: quietLogger)
+    do {
+        let r = try await body(relay)
+        await relay.shutdown()
+        return r
+    } catch {
+        await relay.shutdown()
+        throw error
+    }
+}
+
+/// Runs an agent (its `run()` in a child task) for the duration of `body`, then stops it.
+func withAgent<T: Sendable>(_ path: URL, relay: RelayAddress, _ body: (Agent, AgentInbox) async throws -> T) async throws -> T {
+    let agent = try Agent(databasePath: path, relays: [relay], logger: quietLogger)
+    let inbox = AgentInbox(agent)
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try? await agent.run() }
+        defer { group.cancelAll() }
+        return try await body(agent, inbox)
+    }
+}
+
+extension String {
+    var bytes: [UInt8] { Array(utf8) }
+}
