@@ -1,4 +1,5 @@
 import Foundation
+import RelayClient
 import GRDB
 import RelayProtocol
 import SwiftplexCrypto
@@ -66,6 +67,50 @@ import Testing
                         let m = try await bobInbox.message()
                         #expect(m.body == "offline \(i)".bytes && m.integrity == .ok)
                     }
+                }
+            }
+        }
+    }
+}
+
+@Suite(.timeLimit(.minutes(2))) struct AgentTamperTests {
+    @Test func replayedAndTamperedEnvelopesAreRejectedAndTheConnectionGoesOn() async throws {
+        let dir = TempDir()
+        defer { dir.cleanup() }
+        try await withTestRelay(dir.url) { relay in
+            let alicePath = dir.url.appendingPathComponent("alice_agent.db")
+            let bobPath = dir.url.appendingPathComponent("bob_agent.db")
+            try await withAgent(alicePath, relay: relay.address) { alice, aliceInbox in
+                let (a, _) = try await withAgent(bobPath, relay: relay.address) { bob, bobInbox in
+                    try await AgentConnectionTests().connect(alice, aliceInbox, bob, bobInbox)
+                }
+                // With Bob away, the envelope waits on the relay: read it as it was sent.
+                try await alice.send(a, "original".bytes)
+                _ = try await aliceInbox.next("sent") { if case .sent(a, 1) = $0 { true } else { nil } }
+                let relayDB = try DatabaseQueue(path: dir.url.appendingPathComponent("relay/relay.db").path)
+                let captured = try await relayDB.read { db in try Data.fetchOne(db, sql: "SELECT body FROM message ORDER BY seq DESC LIMIT 1") }!
+                try relayDB.close()
+                // Alice's sender key for Bob's queue, as an attacker who stole it would have it.
+                let aliceDB = try DatabaseQueue(path: alicePath.path)
+                let record = try await aliceDB.read { db in try AgentStore.connection(db, id: a) }!
+                try aliceDB.close()
+                let snd = try QueueURI(parsing: record.sndQueue!)
+                let key = try AuthPrivateKey(secretBytes: [UInt8](record.sndKey!))
+
+                try await withAgent(bobPath, relay: relay.address) { _, bobInbox in
+                    #expect(try await bobInbox.message().body == "original".bytes)
+                    let raw = try await RelayConnection.connect(to: snd.relay)
+                    try await raw.sendMessage(senderId: snd.senderId, key: key, body: [UInt8](captured))
+                    _ = try await bobInbox.next("replay rejected") { if case .rejected = $0 { true } else { nil } }
+                    var tampered = [UInt8](captured)
+                    tampered[tampered.count - 10] ^= 0x20
+                    try await raw.sendMessage(senderId: snd.senderId, key: key, body: tampered)
+                    _ = try await bobInbox.next("tampered rejected") { if case .rejected = $0 { true } else { nil } }
+                    await raw.close()
+                    // Nothing was lost or broken: the next real message arrives in sequence.
+                    try await alice.send(a, "after".bytes)
+                    let m = try await bobInbox.message()
+                    #expect(m.body == "after".bytes && m.seq == 2 && m.integrity == .ok)
                 }
             }
         }
