@@ -62,7 +62,9 @@ public actor Agent {
     }
 
     private func runLoops() async throws {
-        let records = try await store.queue.read { db in try AgentStore.allConnections(db) }
+        let relaysInUse = try await store.queue.read { db in
+            Set(try AgentStore.allConnections(db).map(\.rcvRelay) + AgentStore.allAddresses(db).map(\.rcvRelay))
+        }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { [newConnections] in
                 await withTaskGroup(of: Void.self) { readers in
@@ -77,7 +79,7 @@ public actor Agent {
                     await self.retryOutbox()
                 }
             }
-            for relay in Set(records.compactMap { try? RelayAddress(parsing: $0.rcvRelay) }) {
+            for relay in relaysInUse.compactMap({ try? RelayAddress(parsing: $0) }) {
                 do { try await resubscribe(relay) } catch {
                     logger.warning("relay unreachable at start; will retry", metadata: ["relay": "\(relay.host):\(relay.port)"])
                     group.addTask { await self.reconnectLoop(relay) }
@@ -122,9 +124,10 @@ public actor Agent {
     /// Connects (if needed) and subscribes every receiving queue on `relay`.
     private func resubscribe(_ relay: RelayAddress) async throws {
         let connection = try await relayConnection(relay)
-        let records = try await store.queue.read { db in try AgentStore.allConnections(db) }
-        for r in records where r.rcvRelay == relay.description {
-            var q = try r.receivingQueue
+        let (records, addresses) = try await store.queue.read { db in (try AgentStore.allConnections(db), try AgentStore.allAddresses(db)) }
+        let queues = try records.filter { $0.rcvRelay == relay.description }.map { try $0.receivingQueue }
+            + (try addresses.filter { $0.rcvRelay == relay.description }.map { try $0.receivingQueue })
+        for var q in queues {
             q.relay = relay
             try await connection.subscribe(q)
         }
@@ -157,6 +160,10 @@ public actor Agent {
 
     /// Creates a one-time invitation; returns the new connection's id and the link to share.
     public func createInvitation() async throws -> (connection: Int64, link: InvitationLink) {
+        try await newInvitation(autoAllowInfo: nil)
+    }
+
+    private func newInvitation(autoAllowInfo: [UInt8]?) async throws -> (connection: Int64, link: InvitationLink) {
         let relay = try ownRelay
         let connection = try await relayConnection(relay)
         let q = try await connection.createQueue()
@@ -165,7 +172,7 @@ public actor Agent {
         let record = ConnectionRecord(
             role: .inviter, status: .pending, rcvRelay: relay.description, rcvId: Data(q.recipientId), rcvSenderId: Data(q.senderId),
             rcvKey: Data(q.recipientKey.secretBytes), rcvDeliveryKey: Data(q.deliveryKey.secretBytes), rcvE2E: Data(e2e.secretBytes),
-            x3dhKey1: Data(x3dh.key1.secretBytes), x3dhKey2: Data(x3dh.key2.secretBytes))
+            x3dhKey1: Data(x3dh.key1.secretBytes), x3dhKey2: Data(x3dh.key2.secretBytes), autoAllowInfo: autoAllowInfo.map { Data($0) })
         let id = try await store.queue.write { db in try AgentStore.save(db, record) }
         try await connection.subscribe(q)
         let link = InvitationLink(queue: QueueURI(relay: relay, senderId: q.senderId, recipientDhKey: e2e.publicKey), keys: x3dh.publicKeys)
@@ -310,6 +317,9 @@ public actor Agent {
     // MARK: - Receiving
 
     private func receive(relay: RelayAddress, connection: RelayConnection, recipientId: [UInt8], messageId: [UInt8], sealed: [UInt8]) async {
+        if let address = try? await store.queue.read({ db in try AgentStore.address(db, recipientId: recipientId) }) {
+            return await receiveRequest(address, relay: relay, connection: connection, messageId: messageId, sealed: sealed)
+        }
         guard var r = try? await store.queue.read({ db in try AgentStore.connection(db, recipientId: recipientId) }),
               var q = try? r.receivingQueue else {
             logger.warning("message for an unknown queue")
@@ -335,7 +345,12 @@ public actor Agent {
                 if let reply { try AgentStore.enqueue(db, connectionId: record.id, envelope: reply, messageSeq: nil) }
             }
             _ = await ack()
-            for e in events { eventSink.yield(e) }
+            if let info = r.autoAllowInfo, r.status == .confirmed {
+                // We asked for this connection through the peer's address: accept its answer.
+                try await allow(r.id, info: [UInt8](info))
+            } else {
+                for e in events { eventSink.yield(e) }
+            }
             if reply != nil { await deliverOutbox(r.id) }
         } catch {
             _ = await ack()
@@ -412,6 +427,85 @@ public actor Agent {
 
         default:
             throw AgentError(.wrongState, "a \(opened.kind == .confirmation ? "confirmation" : "message") does not fit a \(r.role.rawValue) connection in state \(r.status.rawValue)")
+        }
+    }
+    // MARK: - Contact addresses
+
+    /// Creates a reusable contact address.
+    public func createAddress() async throws -> (address: Int64, link: ContactAddressLink) {
+        let relay = try ownRelay
+        let connection = try await relayConnection(relay)
+        let q = try await connection.createQueue()
+        let e2e = X25519.PrivateKey()
+        let record = AddressRecord(rcvRelay: relay.description, rcvId: Data(q.recipientId), rcvSenderId: Data(q.senderId),
+                                   rcvKey: Data(q.recipientKey.secretBytes), rcvDeliveryKey: Data(q.deliveryKey.secretBytes),
+                                   rcvE2E: Data(e2e.secretBytes))
+        let id = try await store.queue.write { db in try AgentStore.save(db, record) }
+        try await connection.subscribe(q)
+        return (id, ContactAddressLink(queue: QueueURI(relay: relay, senderId: q.senderId, recipientDhKey: e2e.publicKey)))
+    }
+
+    /// Deletes an address: its queue on the relay, its pending requests. Connections made through it stay.
+    public func deleteAddress(_ id: Int64) async throws {
+        guard let a = try await store.queue.read({ db in try AgentStore.address(db, id: id) }) else {
+            throw AgentError(.unknownConnection, "no address \(id)")
+        }
+        let q = try a.receivingQueue
+        try? await relayConnection(q.relay).delete(q)
+        try await store.queue.write { db in try AgentStore.deleteAddress(db, id: id) }
+    }
+
+    /// Sends a contact request to someone's address; the connection completes when they accept.
+    public func joinAddress(_ link: ContactAddressLink, info: [UInt8]) async throws -> Int64 {
+        let senderId = link.queue.senderId
+        if try await store.queue.read({ db in try AgentStore.isOwnQueue(db, senderId: senderId) }) {
+            throw AgentError(.ownLink, "this is your own contact address")
+        }
+        let (id, invitation) = try await newInvitation(autoAllowInfo: info)
+        let envelope = try Envelope.seal(AgentMessage.contactRequest(invitation: invitation, info: info).encoded(), kind: .confirmation,
+                                         own: X25519.PrivateKey(), peer: link.queue.recipientDhKey)
+        do {
+            // Address queues stay unsecured: anyone may send a request, unsigned.
+            try await relayConnection(link.queue.relay).sendMessage(senderId: senderId, key: nil, body: envelope)
+        } catch {
+            throw AgentError(.relay, "cannot deliver the contact request: \(error)")
+        }
+        return id
+    }
+
+    /// Accepts a contact request: joins the requester's invitation, sending `info`.
+    public func acceptRequest(_ request: Int64, info: [UInt8]) async throws -> Int64 {
+        guard let (invitation, _) = try await store.queue.read({ db in try AgentStore.request(db, id: request) }) else {
+            throw AgentError(.unknownConnection, "no contact request \(request)")
+        }
+        let id = try await join(invitation, info: info)
+        try await store.queue.write { db in try AgentStore.deleteRequest(db, id: request) }
+        return id
+    }
+
+    public func rejectRequest(_ request: Int64) async throws {
+        let deleted = try await store.queue.write { db -> Bool in
+            try AgentStore.deleteRequest(db, id: request)
+            return db.changesCount > 0
+        }
+        guard deleted else { throw AgentError(.unknownConnection, "no contact request \(request)") }
+    }
+
+    private func receiveRequest(_ a: AddressRecord, relay: RelayAddress, connection: RelayConnection, messageId: [UInt8], sealed: [UInt8]) async {
+        guard var q = try? a.receivingQueue else { return }
+        q.relay = relay
+        do {
+            let delivered = try q.open(messageId: messageId, sealed: sealed)
+            let opened = try Envelope.open(delivered.body, own: try X25519.PrivateKey(secretBytes: [UInt8](a.rcvE2E)), knownSender: nil)
+            guard opened.kind == .confirmation, case let .contactRequest(invitation, info) = try AgentMessage.decode(opened.plaintext) else {
+                throw AgentError(.badEnvelope, "not a contact request")
+            }
+            let requestId = try await store.queue.write { db in try AgentStore.insertRequest(db, addressId: a.id, invitation: invitation, info: info) }
+            try? await connection.acknowledge(q, messageId: messageId)
+            eventSink.yield(.contactRequest(address: a.id, request: requestId, info: info))
+        } catch {
+            try? await connection.acknowledge(q, messageId: messageId)
+            logger.info("dropped an unreadable contact request", metadata: ["address": "\(a.id)"])
         }
     }
 }

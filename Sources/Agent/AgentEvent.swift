@@ -22,6 +22,8 @@ public enum AgentEvent: Sendable, Equatable {
     case sent(connection: Int64, seq: UInt64)
     /// Something arrived on the connection that could not be opened (tampered, replayed or corrupt).
     case rejected(connection: Int64, reason: String)
+    /// Someone sent a contact request to an address; accept or reject it by `request`.
+    case contactRequest(address: Int64, request: Int64, info: [UInt8])
     case hostConnected(RelayAddress)
     case hostDisconnected(RelayAddress)
 }

@@ -41,6 +41,27 @@ struct ConnectionRecord: Codable, Sendable {
     var sndLastHash = Data(count: 32)
     var rcvSeq: UInt64 = 0
     var rcvLastHash = Data(count: 32)
+    /// Requester of a contact address: allow the owner's confirmation at once, sending this info.
+    var autoAllowInfo: Data?
+
+    var receivingQueue: RecipientQueue {
+        get throws {
+            RecipientQueue(relay: try RelayAddress(parsing: rcvRelay), recipientId: [UInt8](rcvId), senderId: [UInt8](rcvSenderId),
+                           recipientKey: try AuthPrivateKey(secretBytes: [UInt8](rcvKey)),
+                           deliveryKey: try BoxKey(secretBytes: [UInt8](rcvDeliveryKey)))
+        }
+    }
+}
+
+/// A contact address this agent owns: a reusable queue whose messages are contact requests.
+struct AddressRecord: Codable, Sendable {
+    var id: Int64 = 0
+    var rcvRelay: String
+    var rcvId: Data
+    var rcvSenderId: Data
+    var rcvKey: Data
+    var rcvDeliveryKey: Data
+    var rcvE2E: Data
 
     var receivingQueue: RecipientQueue {
         get throws {
@@ -101,6 +122,23 @@ final class AgentStore: Sendable {
                 CREATE INDEX pending_by_connection ON pending(connection_id, id);
                 """)
         }
+        m.registerMigration("v2: addresses") { db in
+            try db.execute(sql: """
+                CREATE TABLE address (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    rcv_id BLOB NOT NULL UNIQUE,
+                    rcv_sender_id BLOB NOT NULL,
+                    state BLOB NOT NULL
+                );
+                CREATE TABLE contact_request (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    address_id INTEGER NOT NULL REFERENCES address(id) ON DELETE CASCADE,
+                    invitation TEXT NOT NULL,
+                    info BLOB NOT NULL,
+                    created_at INTEGER NOT NULL
+                );
+                """)
+        }
         return m
     }
 
@@ -132,7 +170,51 @@ final class AgentStore: Sendable {
     }
 
     static func isOwnQueue(_ db: Database, senderId: [UInt8]) throws -> Bool {
-        try Bool.fetchOne(db, sql: "SELECT 1 FROM connection WHERE rcv_sender_id = ?", arguments: [Data(senderId)]) ?? false
+        let d = Data(senderId)
+        return try Bool.fetchOne(db, sql: "SELECT 1 FROM connection WHERE rcv_sender_id = ? UNION SELECT 1 FROM address WHERE rcv_sender_id = ?",
+                                 arguments: [d, d]) ?? false
+    }
+
+    @discardableResult
+    static func save(_ db: Database, _ record: AddressRecord) throws -> Int64 {
+        var r = record
+        if r.id == 0 {
+            try db.execute(sql: "INSERT INTO address (rcv_id, rcv_sender_id, state) VALUES (?, ?, '')", arguments: [r.rcvId, r.rcvSenderId])
+            r.id = db.lastInsertedRowID
+        }
+        try db.execute(sql: "UPDATE address SET state = ? WHERE id = ?", arguments: [try encoder.encode(r), r.id])
+        return r.id
+    }
+
+    static func address(_ db: Database, recipientId: [UInt8]) throws -> AddressRecord? {
+        try Data.fetchOne(db, sql: "SELECT state FROM address WHERE rcv_id = ?", arguments: [Data(recipientId)]).map { try decoder.decode(AddressRecord.self, from: $0) }
+    }
+
+    static func address(_ db: Database, id: Int64) throws -> AddressRecord? {
+        try Data.fetchOne(db, sql: "SELECT state FROM address WHERE id = ?", arguments: [id]).map { try decoder.decode(AddressRecord.self, from: $0) }
+    }
+
+    static func allAddresses(_ db: Database) throws -> [AddressRecord] {
+        try Data.fetchAll(db, sql: "SELECT state FROM address ORDER BY id").map { try decoder.decode(AddressRecord.self, from: $0) }
+    }
+
+    static func deleteAddress(_ db: Database, id: Int64) throws {
+        try db.execute(sql: "DELETE FROM address WHERE id = ?", arguments: [id])
+    }
+
+    static func insertRequest(_ db: Database, addressId: Int64, invitation: InvitationLink, info: [UInt8]) throws -> Int64 {
+        try db.execute(sql: "INSERT INTO contact_request (address_id, invitation, info, created_at) VALUES (?, ?, ?, ?)",
+                       arguments: [addressId, invitation.description, Data(info), Int64(Date().timeIntervalSince1970)])
+        return db.lastInsertedRowID
+    }
+
+    static func request(_ db: Database, id: Int64) throws -> (invitation: InvitationLink, info: [UInt8])? {
+        guard let row = try Row.fetchOne(db, sql: "SELECT invitation, info FROM contact_request WHERE id = ?", arguments: [id]) else { return nil }
+        return (try InvitationLink(parsing: row["invitation"]), [UInt8](row["info"] as Data))
+    }
+
+    static func deleteRequest(_ db: Database, id: Int64) throws {
+        try db.execute(sql: "DELETE FROM contact_request WHERE id = ?", arguments: [id])
     }
 
     static func allConnections(_ db: Database) throws -> [ConnectionRecord] {

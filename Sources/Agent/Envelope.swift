@@ -77,6 +77,8 @@ enum AgentMessage: Equatable {
     case hello
     /// An application message with its integrity fields.
     case message(seq: UInt64, previousHash: [UInt8], body: [UInt8])
+    /// A contact request sent to an address: the requester's own invitation and its info.
+    case contactRequest(invitation: InvitationLink, info: [UInt8])
 
     func encoded() -> [UInt8] {
         switch self {
@@ -89,6 +91,9 @@ enum AgentMessage: Equatable {
             var out: [UInt8] = [UInt8(ascii: "M")]
             for i in (0..<8).reversed() { out.append(UInt8((seq >> (UInt64(i) * 8)) & 0xFF)) }
             return out + hash + body
+        case let .contactRequest(invitation, info):
+            let link = Array(invitation.description.utf8)
+            return [UInt8(ascii: "R"), UInt8(link.count >> 8), UInt8(link.count & 0xFF)] + link + info
         }
     }
 
@@ -103,6 +108,11 @@ enum AgentMessage: Equatable {
             let q = n == 0 ? nil : try? QueueURI(parsing: uriText)
             if n > 0, q == nil { break }
             return .connectionInfo(replyQueue: q, info: Array(b[(3 + n)...]))
+        case UInt8(ascii: "R"):
+            guard b.count >= 3 else { break }
+            let n = Int(b[1]) << 8 | Int(b[2])
+            guard b.count >= 3 + n, let link = try? InvitationLink(parsing: String(decoding: b[3..<3 + n], as: UTF8.self)) else { break }
+            return .contactRequest(invitation: link, info: Array(b[(3 + n)...]))
         case UInt8(ascii: "H"):
             guard b.count == 1 else { break }
             return .hello

@@ -1,3 +1,4 @@
+import Foundation
 import RelayProtocol
 import SwiftplexCrypto
 
@@ -136,5 +137,49 @@ public struct InvitationLink: Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         let e2e = "v=1&x3dh=\(Base64URL.encode(keys.key1)),\(Base64URL.encode(keys.key2))"
         return "simplex:/invitation#/?v=\(version)&smp=\(PercentEncoding.encode(queue.description))&e2e=\(PercentEncoding.encode(e2e))"
+    }
+}
+
+/// A reusable contact address: `simplex:/contact#/?v=1&smp=<queue URI>`. Anyone holding it can
+/// send a contact request; each request carries a fresh invitation from the requester.
+public struct ContactAddressLink: Sendable, Hashable, CustomStringConvertible {
+    public var queue: QueueURI
+
+    public init(queue: QueueURI) { self.queue = queue }
+
+    public init(parsing text: String) throws {
+        let (kind, params) = try InvitationLink.split(text)
+        guard kind == "contact" else { throw LinkError(.kind, "this is a simplex:/\(kind) link, not a contact address") }
+        guard let smp = params.first(where: { $0.0 == "smp" })?.1 else { throw LinkError(.parameters, "the address has no smp queue") }
+        guard let decoded = PercentEncoding.decode(smp) else { throw LinkError(.queue, "the smp parameter is not valid percent-encoding") }
+        do { queue = try QueueURI(parsing: decoded) } catch { throw LinkError(.queue, "the queue in the address is invalid: \(error)") }
+    }
+
+    public var description: String { "simplex:/contact#/?v=1&smp=\(PercentEncoding.encode(queue.description))" }
+}
+
+/// Any link the agent understands.
+public enum AgentLink: Sendable, Hashable, CustomStringConvertible {
+    case invitation(InvitationLink)
+    case contact(ContactAddressLink)
+
+    public init(parsing text: String) throws {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        if trimmed.hasPrefix("simplex:/invitation") {
+            self = .invitation(try InvitationLink(parsing: trimmed))
+        } else if trimmed.hasPrefix("simplex:/contact") {
+            self = .contact(try ContactAddressLink(parsing: trimmed))
+        } else if trimmed.hasPrefix("simplex:/") {
+            throw LinkError(.kind, "unsupported link type")
+        } else {
+            throw LinkError(.scheme, "a link starts with simplex:/")
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case let .invitation(l): l.description
+        case let .contact(l): l.description
+        }
     }
 }

@@ -116,3 +116,43 @@ import Testing
         }
     }
 }
+
+@Suite(.timeLimit(.minutes(2))) struct AgentAddressTests {
+    @Test func contactRequestsAreAcceptedOrRejected() async throws {
+        let dir = TempDir()
+        defer { dir.cleanup() }
+        try await withTestRelay(dir.url) { relay in
+            try await withAgent(dir.url.appendingPathComponent("alice_agent.db"), relay: relay.address) { alice, aliceInbox in
+                try await withAgent(dir.url.appendingPathComponent("bob_agent.db"), relay: relay.address) { bob, bobInbox in
+                    try await withAgent(dir.url.appendingPathComponent("carol_agent.db"), relay: relay.address) { carol, _ in
+                        let (address, link) = try await alice.createAddress()
+                        let parsed = try AgentLink(parsing: link.description)
+                        guard case let .contact(contact) = parsed else { Issue.record("not a contact link"); return }
+                        await #expect(throws: AgentError(.ownLink, "")) { try await alice.joinAddress(contact, info: []) }
+
+                        let bobConn = try await bob.joinAddress(contact, info: "bob".bytes)
+                        let bobRequest = try await aliceInbox.next("bob's request") {
+                            if case let .contactRequest(a, r, info) = $0, a == address, info == "bob".bytes { r } else { nil }
+                        }
+                        _ = try await carol.joinAddress(contact, info: "carol".bytes)
+                        let carolRequest = try await aliceInbox.next("carol's request") {
+                            if case let .contactRequest(_, r, info) = $0, info == "carol".bytes { r } else { nil }
+                        }
+                        try await alice.rejectRequest(carolRequest)
+                        await #expect(throws: AgentError(.unknownConnection, "")) { _ = try await alice.acceptRequest(carolRequest, info: []) }
+
+                        let aliceConn = try await alice.acceptRequest(bobRequest, info: "alice".bytes)
+                        let seenByBob = try await bobInbox.next("bob connected") { if case let .connected(c, info) = $0, c == bobConn { info } else { nil } }
+                        #expect(seenByBob == "alice".bytes)
+                        let seenByAlice = try await aliceInbox.next("alice connected") { if case let .connected(c, info) = $0, c == aliceConn { info } else { nil } }
+                        #expect(seenByAlice == "bob".bytes)
+                        try await bob.send(bobConn, "hi alice".bytes)
+                        #expect(try await aliceInbox.message().body == "hi alice".bytes)
+                        try await alice.send(aliceConn, "hi bob".bytes)
+                        #expect(try await bobInbox.message().body == "hi bob".bytes)
+                    }
+                }
+            }
+        }
+    }
+}
