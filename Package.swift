@@ -91,6 +91,17 @@ let package = Package(
             ]
         ),
 
+        // Layer 5: the chat core — chat protocol, chat store, users, contacts, items.
+        .target(
+            name: "ChatCore",
+            dependencies: [
+                "Agent",
+                "SwiftplexCrypto",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
         // Executables.
         .executableTarget(
             name: "swiftplex-relay",
@@ -130,6 +141,7 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),
+        .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore"]),
         .testTarget(
             name: "AgentTests",
             dependencies: [
