@@ -327,6 +327,10 @@ public actor Agent {
         }
         q.relay = relay
         let ack = { try? await connection.acknowledge(q, messageId: messageId) }
+        if r.lastRelayMessageId == Data(messageId) {
+            _ = await ack() // processed before a restart; only the ACK was lost
+            return
+        }
         do {
             let delivered = try q.open(messageId: messageId, sealed: sealed)
             let known = try r.rcvPeerE2E.map { try X25519.PublicKey(bytes: [UInt8]($0)) }
@@ -338,6 +342,7 @@ public actor Agent {
                 r.rcvPeerE2E = Data(sender.bytes)
             }
             let (events, reply) = try process(&r, opened)
+            r.lastRelayMessageId = Data(messageId)
             let record = r
             // The new state and any answer are committed together before the relay is told.
             try await store.queue.write { db in
@@ -352,6 +357,11 @@ public actor Agent {
                 for e in events { eventSink.yield(e) }
             }
             if reply != nil { await deliverOutbox(r.id) }
+        } catch let e as RatchetError where e.code == .duplicate {
+            // The sender re-sent a message it had already delivered (a crash before it recorded
+            // the relay's OK): already processed, nothing to report.
+            _ = await ack()
+            logger.debug("duplicate message dropped", metadata: ["connection": "\(r.id)"])
         } catch {
             _ = await ack()
             eventSink.yield(.rejected(connection: r.id, reason: "\(error)"))
@@ -494,13 +504,23 @@ public actor Agent {
     private func receiveRequest(_ a: AddressRecord, relay: RelayAddress, connection: RelayConnection, messageId: [UInt8], sealed: [UInt8]) async {
         guard var q = try? a.receivingQueue else { return }
         q.relay = relay
+        if a.lastRelayMessageId == Data(messageId) {
+            try? await connection.acknowledge(q, messageId: messageId)
+            return
+        }
         do {
             let delivered = try q.open(messageId: messageId, sealed: sealed)
             let opened = try Envelope.open(delivered.body, own: try X25519.PrivateKey(secretBytes: [UInt8](a.rcvE2E)), knownSender: nil)
             guard opened.kind == .confirmation, case let .contactRequest(invitation, info) = try AgentMessage.decode(opened.plaintext) else {
                 throw AgentError(.badEnvelope, "not a contact request")
             }
-            let requestId = try await store.queue.write { db in try AgentStore.insertRequest(db, addressId: a.id, invitation: invitation, info: info) }
+            var updated = a
+            updated.lastRelayMessageId = Data(messageId)
+            let record = updated
+            let requestId = try await store.queue.write { db in
+                try AgentStore.save(db, record)
+                return try AgentStore.insertRequest(db, addressId: a.id, invitation: invitation, info: info)
+            }
             try? await connection.acknowledge(q, messageId: messageId)
             eventSink.yield(.contactRequest(address: a.id, request: requestId, info: info))
         } catch {

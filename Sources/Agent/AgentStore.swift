@@ -43,6 +43,9 @@ struct ConnectionRecord: Codable, Sendable {
     var rcvLastHash = Data(count: 32)
     /// Requester of a contact address: allow the owner's confirmation at once, sending this info.
     var autoAllowInfo: Data?
+    /// The relay's ID of the last message processed, so that a redelivery (after a crash between
+    /// commit and ACK) is acknowledged without being processed twice.
+    var lastRelayMessageId: Data?
 
     var receivingQueue: RecipientQueue {
         get throws {
@@ -62,6 +65,7 @@ struct AddressRecord: Codable, Sendable {
     var rcvKey: Data
     var rcvDeliveryKey: Data
     var rcvE2E: Data
+    var lastRelayMessageId: Data?
 
     var receivingQueue: RecipientQueue {
         get throws {

@@ -8,6 +8,9 @@ public struct RatchetError: CodedError {
         case badMessage
         /// The message is further ahead than ``DoubleRatchet/maxSkip`` keys.
         case tooManySkipped
+        /// The header opened with the current chain's key but its message key was already used:
+        /// the same message arrived again.
+        case duplicate
         /// The frame is not a ratchet message of a known version.
         case malformed
         /// This side cannot send yet (an inviter sends only after its first message arrives).
@@ -163,7 +166,7 @@ public struct DoubleRatchet: Sendable, Codable {
     private mutating func skipMessageKeys(until: UInt32) throws {
         guard until >= receivedInChain else {
             // An earlier number in the current chain whose key is gone: a duplicate or replay.
-            throw RatchetError(.badHeader, "message number already used")
+            throw RatchetError(.duplicate, "message number already used")
         }
         guard Int(until - receivedInChain) <= Self.maxSkip else {
             throw RatchetError(.tooManySkipped, "message is \(until - receivedInChain) ahead; at most \(Self.maxSkip) may be skipped")

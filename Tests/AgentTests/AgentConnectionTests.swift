@@ -74,7 +74,7 @@ import Testing
 }
 
 @Suite(.timeLimit(.minutes(2))) struct AgentTamperTests {
-    @Test func replayedAndTamperedEnvelopesAreRejectedAndTheConnectionGoesOn() async throws {
+    @Test func replayedEnvelopesAreDroppedTamperedOnesRejectedAndTheConnectionGoesOn() async throws {
         let dir = TempDir()
         defer { dir.cleanup() }
         try await withTestRelay(dir.url) { relay in
@@ -100,8 +100,9 @@ import Testing
                 try await withAgent(bobPath, relay: relay.address) { _, bobInbox in
                     #expect(try await bobInbox.message().body == "original".bytes)
                     let raw = try await RelayConnection.connect(to: snd.relay)
+                    // A replay of a processed message is dropped as a duplicate (no event);
+                    // the assertion on the next message below would see it otherwise.
                     try await raw.sendMessage(senderId: snd.senderId, key: key, body: [UInt8](captured))
-                    _ = try await bobInbox.next("replay rejected") { if case .rejected = $0 { true } else { nil } }
                     var tampered = [UInt8](captured)
                     tampered[tampered.count - 10] ^= 0x20
                     try await raw.sendMessage(senderId: snd.senderId, key: key, body: tampered)
