@@ -102,6 +102,9 @@ let package = Package(
             ]
         ),
 
+        // Layer 6: the Chat API — SimpleX bot API command strings in, JSON out.
+        .target(name: "ChatAPI", dependencies: ["ChatCore", "SwiftplexCrypto"]),
+
         // Executables.
         .executableTarget(
             name: "swiftplex-relay",
@@ -142,6 +145,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore"]),
+        .testTarget(name: "ChatAPITests", dependencies: ["ChatAPI", "ChatCore"]),
         .testTarget(
             name: "AgentTests",
             dependencies: [

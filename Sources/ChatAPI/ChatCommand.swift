@@ -1,0 +1,74 @@
+import ChatCore
+import SwiftplexCrypto
+
+/// A Chat API command, parsed from the SimpleX bot API's command strings (`/_send @12 json […]`).
+/// JSON parameters are kept as ``JSONValue`` and validated by the chat core.
+public enum ChatCommand: Sendable, Equatable {
+    // Users
+    case showActiveUser
+    case createActiveUser(newUser: JSONValue)
+    case listUsers
+    case setActiveUser(userId: Int64, viewPassword: String?)
+    case deleteUser(userId: Int64, deleteQueues: Bool, viewPassword: String?)
+    case updateProfile(userId: Int64, profile: JSONValue)
+    case setContactPreferences(contactId: Int64, preferences: JSONValue)
+    // Lifecycle
+    case startChat
+    case stopChat
+    // Address
+    case createAddress(userId: Int64)
+    case deleteAddress(userId: Int64)
+    case showAddress(userId: Int64)
+    case setProfileAddress(userId: Int64, enabled: Bool)
+    case setAddressSettings(userId: Int64, settings: JSONValue)
+    // Messages
+    case sendMessages(chat: ChatRef, live: Bool, ttl: Int?, sign: Bool, messages: [JSONValue])
+    case updateChatItem(chat: ChatRef, itemId: Int64, live: Bool, message: JSONValue)
+    case deleteChatItems(chat: ChatRef, itemIds: [Int64], mode: DeleteMode)
+    case reaction(chat: ChatRef, itemId: Int64, add: Bool, reaction: JSONValue)
+    // Connections
+    case addContact(userId: Int64, incognito: Bool)
+    case connectPlan(userId: Int64, link: String)
+    case connect(userId: Int64, incognito: Bool, fullLink: String, shortLink: String?)
+    case connectActiveUser(incognito: Bool, link: String?)
+    case acceptContact(requestId: Int64, incognito: Bool)
+    case rejectContact(requestId: Int64)
+    // Chats
+    case listContacts(userId: Int64)
+    case getChats(userId: Int64, pendingConnections: Bool, count: Int, query: JSONValue?)
+    case getChat(chat: ChatRef, pagination: Pagination)
+    case readChat(chat: ChatRef)
+    case deleteChat(chat: ChatRef, mode: ChatDeleteMode)
+    case setContactCustomData(contactId: Int64, data: JSONValue?)
+    case setGroupCustomData(groupId: Int64, data: JSONValue?)
+    // Relays
+    case setUserRelays(userId: Int64, relays: [String])
+    case getUserRelays(userId: Int64)
+
+    public enum DeleteMode: String, Sendable, Equatable {
+        case broadcast, `internal`, internalMark
+    }
+
+    public enum Pagination: Sendable, Equatable {
+        case last(Int)
+        case after(Int64, Int)
+        case before(Int64, Int)
+    }
+
+    public enum ChatDeleteMode: Sendable, Equatable {
+        case full(notify: Bool)
+        case entity(notify: Bool)
+        case messages
+    }
+}
+
+/// Why a command string was refused; reported as `chatCmdError` with a `commandError`.
+public struct CommandParseError: CodedError {
+    public enum Code: String, Sendable { case unknownCommand, badArguments, badJSON }
+    public let code: Code
+    public let message: String
+    init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+}
