@@ -48,12 +48,14 @@ struct ConnectionRecord: Codable, Sendable {
     var lastRelayMessageId: Data?
 
     var receivingQueue: RecipientQueue {
-        get throws {
-            RecipientQueue(relay: try RelayAddress(parsing: rcvRelay), recipientId: [UInt8](rcvId), senderId: [UInt8](rcvSenderId),
-                           recipientKey: try AuthPrivateKey(secretBytes: [UInt8](rcvKey)),
-                           deliveryKey: try BoxKey(secretBytes: [UInt8](rcvDeliveryKey)))
-        }
+        get throws { try storedRecipientQueue(relay: rcvRelay, id: rcvId, senderId: rcvSenderId, key: rcvKey, deliveryKey: rcvDeliveryKey) }
     }
+}
+
+/// Rebuilds a receiving queue from its stored fields.
+func storedRecipientQueue(relay: String, id: Data, senderId: Data, key: Data, deliveryKey: Data) throws -> RecipientQueue {
+    RecipientQueue(relay: try RelayAddress(parsing: relay), recipientId: [UInt8](id), senderId: [UInt8](senderId),
+                   recipientKey: try AuthPrivateKey(secretBytes: [UInt8](key)), deliveryKey: try BoxKey(secretBytes: [UInt8](deliveryKey)))
 }
 
 /// A contact address this agent owns: a reusable queue whose messages are contact requests.
@@ -68,11 +70,7 @@ struct AddressRecord: Codable, Sendable {
     var lastRelayMessageId: Data?
 
     var receivingQueue: RecipientQueue {
-        get throws {
-            RecipientQueue(relay: try RelayAddress(parsing: rcvRelay), recipientId: [UInt8](rcvId), senderId: [UInt8](rcvSenderId),
-                           recipientKey: try AuthPrivateKey(secretBytes: [UInt8](rcvKey)),
-                           deliveryKey: try BoxKey(secretBytes: [UInt8](rcvDeliveryKey)))
-        }
+        get throws { try storedRecipientQueue(relay: rcvRelay, id: rcvId, senderId: rcvSenderId, key: rcvKey, deliveryKey: rcvDeliveryKey) }
     }
 }
 
