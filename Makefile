@@ -32,7 +32,9 @@ run: deps
 # All tests: unit tests and the live ones (real TLS on loopback, real SQLite files, real processes).
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	@set -o pipefail; $(SWIFT) test --skip-build 2>&1 | tee .build/test.log
+	@n=$$(grep -oE 'Test run with [0-9]+ tests?' .build/test.log | grep -oE '[0-9]+' | tail -n 1); \
+	  echo "tests: $${n:-0} passed, 0 failed"
 
 # Benchmarks (release build). BENCH=relay|… ; extra flags in BENCH_ARGS.
 BENCH ?= relay

@@ -204,6 +204,7 @@ public actor Agent {
         do {
             try await peer.secureAsSender(senderId: senderId, senderKey: sndKey)
         } catch {
+            try? await own.delete(q) // the reply queue is of no use now
             throw AgentError(.relay, "cannot secure the inviter's queue (already used or gone?): \(error)")
         }
         let record = ConnectionRecord(

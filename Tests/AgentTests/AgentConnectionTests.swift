@@ -157,3 +157,22 @@ import Testing
         }
     }
 }
+
+@Suite(.timeLimit(.minutes(2))) struct AgentInvitationReuseTests {
+    @Test func anInvitationCanBeUsedOnlyOnce() async throws {
+        let dir = TempDir()
+        defer { dir.cleanup() }
+        try await withTestRelay(dir.url) { relay in
+            try await withAgent(dir.url.appendingPathComponent("alice_agent.db"), relay: relay.address) { alice, _ in
+                try await withAgent(dir.url.appendingPathComponent("bob_agent.db"), relay: relay.address) { bob, _ in
+                    try await withAgent(dir.url.appendingPathComponent("eve_agent.db"), relay: relay.address) { eve, _ in
+                        let (_, link) = try await alice.createInvitation()
+                        _ = try await bob.join(link, info: "bob".bytes)
+                        // The inviter's queue is now secured with Bob's key: a second joiner is refused.
+                        await #expect(throws: AgentError(.relay, "")) { _ = try await eve.join(link, info: "eve".bytes) }
+                    }
+                }
+            }
+        }
+    }
+}
