@@ -145,7 +145,14 @@ let package = Package(
             ]
         ),
         .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore"]),
-        .testTarget(name: "ChatAPITests", dependencies: ["ChatAPI", "ChatCore"]),
+        .testTarget(
+            name: "ChatAPITests",
+            dependencies: [
+                "ChatAPI", "ChatCore", "RelayServer", "RelayProtocol",
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(
             name: "AgentTests",
             dependencies: [

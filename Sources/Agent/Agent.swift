@@ -21,7 +21,7 @@ public actor Agent {
     public nonisolated let events: AsyncStream<AgentEvent>
     private let eventSink: AsyncStream<AgentEvent>.Continuation
     private let store: AgentStore
-    private let relays: [RelayAddress]
+    private var relays: [RelayAddress]
     private let group: any EventLoopGroup
     private let logger: Logger
     private var connections: [RelayAddress: RelayConnection] = [:]
@@ -145,6 +145,11 @@ public actor Agent {
         newConnectionSink.yield((relay, c))
         eventSink.yield(.hostConnected(relay))
         return c
+    }
+
+    /// Where new queues are created from now on (the first relay is used).
+    public func setRelays(_ relays: [RelayAddress]) {
+        self.relays = relays
     }
 
     private var ownRelay: RelayAddress {

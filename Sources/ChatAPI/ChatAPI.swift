@@ -1,0 +1,69 @@
+import ChatCore
+
+/// The Chat API: command strings in, response JSON out; events on ``events``.
+///
+/// Every failure is a response too: `{"type":"chatCmdError","chatError":{…}}`, with a
+/// `commandError` for lines that do not parse and the engine's own error otherwise.
+public struct ChatAPI: Sendable {
+    public let controller: ChatController
+
+    public init(controller: ChatController) { self.controller = controller }
+
+    public var events: AsyncStream<JSONValue> { controller.events }
+
+    /// Runs one command. Returns the response object, or a `chatCmdError` object.
+    public func execute(_ line: String) async -> JSONValue {
+        switch await run(line) {
+        case let .success(r): r
+        case let .failure(e): .object([("type", .string("chatCmdError")), ("chatError", e.chatError)])
+        }
+    }
+
+    /// Runs one command, separating success from the `chatError` of a failure (for libsimplex's
+    /// `{"result":…}` / `{"error":…}` envelopes).
+    public func run(_ line: String) async -> Result<JSONValue, ChatFailure> {
+        let command: ChatCommand
+        do {
+            command = try CommandParser.parse(line)
+        } catch {
+            return .failure(ChatFailure(commandError: error.message))
+        }
+        do {
+            return .success(try await dispatch(command))
+        } catch let f as ChatFailure {
+            return .failure(f)
+        } catch {
+            return .failure(ChatFailure(commandError: "\(error)"))
+        }
+    }
+
+    private func dispatch(_ command: ChatCommand) async throws -> JSONValue {
+        let c = controller
+        switch command {
+        case .showActiveUser: return try await c.showActiveUser()
+        case let .createActiveUser(newUser): return try await c.createActiveUser(newUser)
+        case .listUsers: return try await c.listUsers()
+        case let .updateProfile(userId, profile): return try await c.updateProfile(userId: userId, profile: profile)
+        case .startChat: return try await c.start()
+        case .stopChat: return await c.stop()
+        case let .createAddress(userId): return try await c.createAddress(userId: userId)
+        case let .showAddress(userId): return try await c.showAddress(userId: userId)
+        case let .deleteAddress(userId): return try await c.deleteAddress(userId: userId)
+        case let .setAddressSettings(userId, settings): return try await c.setAddressSettings(userId: userId, settings: settings)
+        case let .addContact(userId, incognito):
+            guard !incognito else { throw ChatFailure(commandError: "incognito connections are not supported yet") }
+            return try await c.addContact(userId: userId)
+        case let .connectPlan(userId, link): return try await c.connectPlan(userId: userId, link: link)
+        case let .connect(userId, _, fullLink, _): return try await c.connect(userId: userId, link: fullLink)
+        case let .connectActiveUser(_, link?): return try await c.connect(userId: nil, link: link)
+        case let .acceptContact(requestId, _): return try await c.acceptRequest(requestId)
+        case let .rejectContact(requestId): return try await c.rejectRequest(requestId)
+        case let .listContacts(userId): return try await c.listContacts(userId: userId)
+        case let .sendMessages(.direct(contactId), _, _, _, messages): return try await c.send(contactId: contactId, messages: messages)
+        case let .setUserRelays(userId, relays): return try await c.setRelays(userId: userId, relays: relays)
+        case let .getUserRelays(userId): return try await c.getRelays(userId: userId)
+        default:
+            throw ChatFailure(commandError: "this command is not supported by this engine yet")
+        }
+    }
+}

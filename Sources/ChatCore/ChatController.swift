@@ -1,0 +1,192 @@
+import Agent
+import Foundation
+import GRDB
+import Logging
+import RelayProtocol
+
+/// A failed chat operation, carrying the `chatError` JSON the API reports.
+public struct ChatFailure: Error, Sendable {
+    public let chatError: JSONValue
+    init(_ chatError: JSONValue) { self.chatError = chatError }
+    /// A `commandError` with a message.
+    public init(commandError message: String) { self.chatError = ChatJSON.chatError("commandError", [("message", .string(message))]) }
+    static func command(_ message: String) -> ChatFailure { ChatFailure(ChatJSON.chatError("commandError", [("message", .string(message))])) }
+}
+
+/// The chat engine: users, contacts, addresses and messages over the agent, persisted in
+/// `<prefix>_chat.db`, reporting what happens as API events (`newChatItems`, `contactConnected`, …).
+public actor ChatController {
+    public nonisolated let events: AsyncStream<JSONValue>
+    let sink: AsyncStream<JSONValue>.Continuation
+    let store: ChatStore
+    let agent: Agent
+    private let defaultRelays: [RelayAddress]
+    let logger: Logger
+    private(set) var started = false
+
+    /// Opens (creating and migrating) `<prefix>_chat.db` and `<prefix>_agent.db`.
+    /// - Parameter defaultRelays: used for users with no relays of their own (`SWIFTPLEX_SERVERS`).
+    public init(prefix: String, defaultRelays: [RelayAddress], logger: Logger) throws {
+        store = try ChatStore(path: URL(fileURLWithPath: prefix + "_chat.db"))
+        agent = try Agent(databasePath: URL(fileURLWithPath: prefix + "_agent.db"), relays: defaultRelays, logger: logger)
+        self.defaultRelays = defaultRelays
+        self.logger = logger
+        (events, sink) = AsyncStream.makeStream(of: JSONValue.self)
+    }
+
+    /// Runs the agent and turns its events into chat events, until cancelled.
+    public func run() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await self.agent.run() }
+            group.addTask {
+                for await event in self.agent.events { await self.handle(event) }
+            }
+            try await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Short synchronous database work on the actor.
+    func dbRead<T>(_ body: (Database) throws -> T) throws -> T { try store.queue.read(body) }
+    func dbWrite<T>(_ body: (Database) throws -> T) throws -> T { try store.queue.write(body) }
+
+    // MARK: - Users
+
+    struct UserRow { var id: Int64; var profile: JSONValue; var active: Bool; var relays: [String] }
+
+    func activeUser() throws -> UserRow {
+        guard let u = try dbRead({ db in try Self.fetchUser(db, sql: "SELECT * FROM user WHERE active = 1") }) else {
+            throw ChatFailure(ChatJSON.chatError("noActiveUser"))
+        }
+        return u
+    }
+
+    func user(_ id: Int64) throws -> UserRow {
+        guard let u = try dbRead({ db in try Self.fetchUser(db, sql: "SELECT * FROM user WHERE id = ?", [id]) }) else {
+            throw ChatFailure(ChatJSON.chatError("userUnknown"))
+        }
+        return u
+    }
+
+    static func fetchUser(_ db: Database, sql: String, _ args: StatementArguments = []) throws -> UserRow? {
+        try Row.fetchOne(db, sql: sql, arguments: args).map {
+            UserRow(id: $0["id"], profile: (try? JSONValue.parse($0["profile"])) ?? .object([]), active: $0["active"],
+                    relays: ($0["relays"] as String).split(separator: ",").map(String.init))
+        }
+    }
+
+    func userJSON(_ u: UserRow) -> JSONValue { ChatJSON.user(id: u.id, profile: u.profile, active: u.active) }
+
+    func response(_ type: String, _ user: UserRow?, _ fields: [(String, JSONValue)] = []) -> JSONValue {
+        var pairs: [(String, JSONValue)] = [("type", .string(type))]
+        if let user { pairs.append(("user", userJSON(user))) }
+        return .object(pairs + fields)
+    }
+
+    public func showActiveUser() throws -> JSONValue { response("activeUser", try activeUser()) }
+
+    /// Creates a user from a NewUser object and makes it active. Display names are trimmed and
+    /// must be non-empty, must not start with `@` or `#`, and must be unique.
+    public func createActiveUser(_ newUser: JSONValue) throws -> JSONValue {
+        guard case var .object(profile) = newUser["profile"] ?? .object([("displayName", .string(""))]) else {
+            throw ChatFailure.command("profile must be an object")
+        }
+        let raw = newUser["profile"]?["displayName"]?.stringValue ?? ""
+        let name = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !name.isEmpty, !name.hasPrefix("@"), !name.hasPrefix("#"), !name.contains(where: { $0.isNewline }) else {
+            let valid = String(name.drop(while: { $0 == "@" || $0 == "#" || $0 == " " }))
+            throw ChatFailure(ChatJSON.chatError("invalidDisplayName", [("displayName", .string(raw)), ("validName", .string(valid))]))
+        }
+        profile = profile.map { $0.0 == "displayName" ? ($0.0, .string(name)) : $0 }
+        if !profile.contains(where: { $0.0 == "fullName" }) { profile.insert(("fullName", .string("")), at: 1) }
+        let stored = JSONValue.object(profile)
+        let id: Int64 = try dbWrite { db in
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM user WHERE display_name = ?", arguments: [name]) == true {
+                throw ChatFailure(ChatJSON.chatError("userExists", [("contactName", .string(name))]))
+            }
+            try db.execute(sql: "UPDATE user SET active = 0")
+            try db.execute(sql: "INSERT INTO user (display_name, profile, active, created_at) VALUES (?, ?, 1, ?)",
+                           arguments: [name, stored.description, Timestamp.now()])
+            return db.lastInsertedRowID
+        }
+        return response("activeUser", try user(id))
+    }
+
+    public func listUsers() throws -> JSONValue {
+        let users = try dbRead { db in
+            try Row.fetchAll(db, sql: "SELECT id FROM user ORDER BY id").map { $0["id"] as Int64 }
+        }
+        let infos = try users.map { id -> JSONValue in .object([("user", userJSON(try user(id))), ("unreadCount", .number(0))]) }
+        return .object([("type", .string("usersList")), ("users", .array(infos))])
+    }
+
+    public func updateProfile(userId: Int64, profile: JSONValue) throws -> JSONValue {
+        let u = try user(userId)
+        guard profile["displayName"]?.stringValue?.isEmpty == false else { throw ChatFailure.command("a profile needs a displayName") }
+        if u.profile == profile { return response("userProfileNoChange", u) }
+        try dbWrite { db in
+            try db.execute(sql: "UPDATE user SET profile = ?, display_name = ? WHERE id = ?",
+                           arguments: [profile.description, profile["displayName"]!.stringValue!, userId])
+        }
+        let updated = try user(userId)
+        return response("userProfileUpdated", updated, [
+            ("fromProfile", u.profile), ("toProfile", profile),
+            ("updateSummary", .object([("updateSuccesses", .number(0)), ("updateFailures", .number(0)), ("changedContacts", .array([]))])),
+        ])
+    }
+
+    // MARK: - Lifecycle and relays
+
+    public func start() async throws -> JSONValue {
+        let u = try activeUser()
+        if started { return .object([("type", .string("chatRunning"))]) }
+        let rs = try relays(for: u)
+        await agent.setRelays(rs)
+        started = true
+        return .object([("type", .string("chatStarted"))])
+    }
+
+    public func stop() -> JSONValue {
+        started = false
+        return .object([("type", .string("chatStopped"))])
+    }
+
+    func relays(for u: UserRow) throws -> [RelayAddress] {
+        if !u.relays.isEmpty { return try u.relays.map { try RelayAddress(parsing: $0) } }
+        return defaultRelays
+    }
+
+    public func setRelays(userId: Int64, relays: [String]) async throws -> JSONValue {
+        let u = try user(userId)
+        for r in relays {
+            do { _ = try RelayAddress(parsing: r) } catch { throw ChatFailure.command("invalid relay address \(r): \(error)") }
+        }
+        try dbWrite { db in try db.execute(sql: "UPDATE user SET relays = ? WHERE id = ?", arguments: [relays.joined(separator: ","), userId]) }
+        if u.active {
+            let rs = try self.relays(for: try user(userId))
+            await agent.setRelays(rs)
+        }
+        return response("userRelays", try user(userId), [("relays", .array(relays.map { .string($0) }))])
+    }
+
+    public func getRelays(userId: Int64) throws -> JSONValue {
+        let u = try user(userId)
+        return response("userRelays", u, [("relays", .array(try relays(for: u).map { .string($0.description) }))])
+    }
+
+    func requireStarted() throws {
+        guard started else { throw ChatFailure(ChatJSON.chatError("chatNotStarted")) }
+    }
+
+    func agentCall<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let e as AgentError {
+            switch e.code {
+            case .badLink: throw ChatFailure(ChatJSON.chatError("invalidConnReq"))
+            case .noRelay: throw ChatFailure.command("no relays: set them with /_relays <userId> smp://… or the SWIFTPLEX_SERVERS environment variable")
+            default: throw ChatFailure(.object([("type", .string("errorAgent")), ("agentError", .object([("type", .string(e.code.rawValue)), ("message", .string(e.message))])), ("agentConnId", .string(""))]))
+            }
+        }
+    }
+}

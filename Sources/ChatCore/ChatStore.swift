@@ -1,0 +1,85 @@
+import Foundation
+import GRDB
+
+/// `<prefix>_chat.db`: users, contacts, pending connections, addresses, contact requests and chat
+/// items. Profiles, settings and message content are stored as the JSON the API exchanges.
+final class ChatStore: Sendable {
+    let queue: DatabaseQueue
+
+    init(path: URL) throws {
+        let fd = open(path.path, O_RDWR | O_CREAT, 0o600)
+        if fd >= 0 { fchmod(fd, 0o600); close(fd) }
+        var config = Configuration()
+        config.label = "chat"
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA journal_mode = WAL")
+            try db.execute(sql: "PRAGMA foreign_keys = ON")
+        }
+        queue = try DatabaseQueue(path: path.path, configuration: config)
+        try Self.migrator.migrate(queue)
+    }
+
+    static var migrator: DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE user (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    display_name TEXT NOT NULL UNIQUE,
+                    profile TEXT NOT NULL,
+                    active INTEGER NOT NULL DEFAULT 0,
+                    relays TEXT NOT NULL DEFAULT '',
+                    created_at TEXT NOT NULL
+                );
+                CREATE TABLE address (
+                    user_id INTEGER PRIMARY KEY REFERENCES user(id) ON DELETE CASCADE,
+                    agent_address_id INTEGER NOT NULL,
+                    link TEXT NOT NULL,
+                    settings TEXT NOT NULL
+                );
+                CREATE TABLE contact_request (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    user_id INTEGER NOT NULL REFERENCES user(id) ON DELETE CASCADE,
+                    agent_request_id INTEGER NOT NULL,
+                    profile TEXT NOT NULL,
+                    created_at TEXT NOT NULL
+                );
+                CREATE TABLE contact (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    user_id INTEGER NOT NULL REFERENCES user(id) ON DELETE CASCADE,
+                    agent_conn_id INTEGER NOT NULL UNIQUE,
+                    profile TEXT,
+                    status TEXT NOT NULL,
+                    via_address INTEGER NOT NULL DEFAULT 0,
+                    accepted INTEGER NOT NULL DEFAULT 0,
+                    invitation TEXT,
+                    created_at TEXT NOT NULL,
+                    updated_at TEXT NOT NULL
+                );
+                CREATE TABLE chat_item (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    user_id INTEGER NOT NULL REFERENCES user(id) ON DELETE CASCADE,
+                    contact_id INTEGER NOT NULL REFERENCES contact(id) ON DELETE CASCADE,
+                    sent INTEGER NOT NULL,
+                    content TEXT NOT NULL,
+                    shared_msg_id TEXT,
+                    agent_seq INTEGER,
+                    status TEXT NOT NULL,
+                    created_at TEXT NOT NULL
+                );
+                CREATE INDEX chat_item_by_contact ON chat_item(contact_id, id);
+                """)
+        }
+        return m
+    }
+}
+
+/// ISO-8601 UTC timestamps with fractional seconds, as the API prints them.
+enum Timestamp {
+    static func now() -> String {
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        f.timeZone = TimeZone(identifier: "UTC")
+        return f.string(from: Date())
+    }
+}

@@ -1,0 +1,192 @@
+import ChatCore
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOPosix
+import RelayProtocol
+import RelayServer
+import Testing
+@testable import ChatAPI
+
+var silent: Logger {
+    var l = Logger(label: "chat-test")
+    l.logLevel = .critical
+    return l
+}
+
+/// Collects a Chat API's events.
+final class ChatInbox: Sendable {
+    private let buffer = NIOLockedValueBox<[JSONValue]>([])
+    init(_ api: ChatAPI) {
+        let b = buffer
+        let events = api.events
+        Task { for await e in events { b.withLockedValue { $0.append(e) } } }
+    }
+
+    func next(_ type: String, where predicate: @Sendable (JSONValue) -> Bool = { _ in true }, timeout: Duration = .seconds(15)) async throws -> JSONValue {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let found = buffer.withLockedValue { b -> JSONValue? in
+                guard let i = b.firstIndex(where: { $0["type"]?.stringValue == type && predicate($0) }) else { return nil }
+                return b.remove(at: i)
+            }
+            if let found { return found }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        throw ChatFailure(commandError: "timed out waiting for \(type); have \(buffer.withLockedValue { $0.map { $0["type"]?.stringValue ?? "?" } })")
+    }
+}
+
+/// Runs an engine on `<dir>/<name>` for the duration of `body`.
+func withEngine<T: Sendable>(_ dir: URL, _ name: String, relays: [RelayAddress], _ body: (ChatAPI, ChatInbox) async throws -> T) async throws -> T {
+    let controller = try ChatController(prefix: dir.appendingPathComponent(name).path, defaultRelays: relays, logger: silent)
+    let api = ChatAPI(controller: controller)
+    let inbox = ChatInbox(api)
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try? await controller.run() }
+        defer { group.cancelAll() }
+        return try await body(api, inbox)
+    }
+}
+
+func text(_ item: JSONValue?) -> String? { item?["chatItem"]?["content"]?["msgContent"]?["text"]?.stringValue }
+
+@Suite(.timeLimit(.minutes(2))) struct ChatEngineTests {
+    func tempDir() -> URL {
+        let u = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-chat-\(UUID().uuidString)")
+        try? FileManager.default.createDirectory(at: u, withIntermediateDirectories: true)
+        return u
+    }
+
+    func relay(_ dir: URL) async throws -> RelayServer {
+        try await RelayServer.start(configuration: RelayConfiguration(dataDirectory: dir.appendingPathComponent("relay"), host: "127.0.0.1", port: 0),
+                                    group: MultiThreadedEventLoopGroup.singleton, logger: silent)
+    }
+
+    @Test func botWithAutoAcceptAddressWelcomesAndReplies() async throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let relay = try await relay(dir)
+        defer { Task { await relay.shutdown() } }
+        try await withEngine(dir, "bot", relays: [relay.address]) { bot, botInbox in
+            try await withEngine(dir, "client", relays: [relay.address]) { client, clientInbox in
+                // The Python Bot's start-up sequence.
+                #expect(await bot.execute("/user")["chatError"]?["errorType"]?["type"]?.stringValue == "noActiveUser")
+                let created = await bot.execute(#"/_create user {"pastTimestamp": false, "userChatRelay": false, "clientService": false, "profile": {"displayName": "Squaring bot", "fullName": "", "preferences": {"commands": [{"type": "command", "keyword": "help", "label": "Show help"}]}, "peerType": "bot"}}"#)
+                #expect(created["type"]?.stringValue == "activeUser")
+                #expect(created["user"]?["profile"]?["peerType"]?.stringValue == "bot")
+                #expect(await bot.execute("/_start")["type"]?.stringValue == "chatStarted")
+                #expect(await bot.execute("/_start")["type"]?.stringValue == "chatRunning")
+                #expect(await bot.execute("/_show_address 1")["chatError"]?["storeError"]?["type"]?.stringValue == "userContactLinkNotFound")
+                let address = await bot.execute("/_address 1")
+                let link = try #require(address["connLinkContact"]?["connFullLink"]?.stringValue)
+                #expect(link.hasPrefix("simplex:/contact#/?v=1&smp="))
+                let settings = #"{"businessAddress": false, "autoAccept": {"acceptIncognito": false}, "autoReply": {"type": "text", "text": "Send me a number"}}"#
+                #expect(await bot.execute("/_address_settings 1 \(settings)")["type"]?.stringValue == "userContactLinkUpdated")
+                let shown = await bot.execute("/_show_address 1")
+                #expect(shown["contactLink"]?["addressSettings"] == (try JSONValue.parse(settings)))
+
+                _ = await client.execute(#"/_create user {"profile": {"displayName": "alice", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#)
+                _ = await client.execute("/_start")
+                #expect(await client.execute("/_connect plan 1 \(link)")["connectionPlan"]?["type"]?.stringValue == "contactAddress")
+                #expect(await client.execute("/connect \(link)")["type"]?.stringValue == "sentInvitation")
+
+                _ = try await botInbox.next("acceptingContactRequest")
+                let connected = try await clientInbox.next("contactConnected")
+                #expect(connected["contact"]?["profile"]?["displayName"]?.stringValue == "Squaring bot")
+                #expect(connected["contact"]?["mergedPreferences"]?["commands"] != nil)
+                let botSide = try await botInbox.next("contactConnected")
+                #expect(botSide["contact"]?["profile"]?["displayName"]?.stringValue == "alice")
+                let welcome = try await clientInbox.next("newChatItems")
+                #expect(text(welcome["chatItems"]?.arrayFirst) == "Send me a number")
+                #expect(welcome["chatItems"]?.arrayFirst?["chatItem"]?["content"]?["type"]?.stringValue == "rcvMsgContent")
+
+                let botId = try #require(connected["contact"]?["contactId"]?.intValue)
+                let sent = await client.execute(#"/_send @\#(botId) json [{"msgContent": {"type": "text", "text": "5"}, "mentions": {}}]"#)
+                #expect(sent["type"]?.stringValue == "newChatItems")
+                #expect(sent["chatItems"]?.arrayFirst?["chatItem"]?["content"]?["type"]?.stringValue == "sndMsgContent")
+                let asked = try await botInbox.next("newChatItems", where: { $0["chatItems"]?.arrayFirst?["chatItem"]?["content"]?["type"]?.stringValue == "rcvMsgContent" })
+                let question = try #require(asked["chatItems"]?.arrayFirst)
+                #expect(text(question) == "5")
+                let clientId = try #require(question["chatInfo"]?["contact"]?["contactId"]?.intValue)
+                _ = await bot.execute(#"/_send @\#(clientId) json [{"msgContent": {"type": "text", "text": "25"}, "mentions": {}}]"#)
+                let answer = try await clientInbox.next("newChatItems")
+                #expect(text(answer["chatItems"]?.arrayFirst) == "25")
+
+                #expect(await bot.execute("/_contacts 1")["contacts"]?.arrayCount == 1)
+            }
+        }
+    }
+
+    @Test func oneTimeInvitationsAndManualAcceptAndReject() async throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let relay = try await relay(dir)
+        defer { Task { await relay.shutdown() } }
+        try await withEngine(dir, "a", relays: [relay.address]) { a, aInbox in
+            try await withEngine(dir, "b", relays: [relay.address]) { b, bInbox in
+                for (api, name) in [(a, "anna"), (b, "ben")] {
+                    _ = await api.execute(#"/_create user {"profile": {"displayName": "\#(name)", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#)
+                    _ = await api.execute("/_start")
+                }
+                let inv = await a.execute("/_connect 1")
+                #expect(inv["type"]?.stringValue == "invitation")
+                let link = try #require(inv["connLinkInvitation"]?["connFullLink"]?.stringValue)
+                #expect(await a.execute("/_connect plan 1 \(link)")["connectionPlan"]?["invitationLinkPlan"]?["type"]?.stringValue == "ownLink")
+                #expect(await b.execute("/_connect 1 \(link)")["type"]?.stringValue == "sentConfirmation")
+                #expect(try await aInbox.next("contactConnected")["contact"]?["profile"]?["displayName"]?.stringValue == "ben")
+                #expect(try await bInbox.next("contactConnected")["contact"]?["profile"]?["displayName"]?.stringValue == "anna")
+
+                // An address without auto-accept: requests wait for /_accept or /_reject.
+                let addr = try #require(await a.execute("/_address 1")["connLinkContact"]?["connFullLink"]?.stringValue)
+                try await withEngine(dir, "c", relays: [relay.address]) { c, _ in
+                    _ = await c.execute(#"/_create user {"profile": {"displayName": "carl", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#)
+                    _ = await c.execute("/_start")
+                    _ = await c.execute("/connect \(addr)")
+                    let req = try await aInbox.next("receivedContactRequest")
+                    #expect(req["contactRequest"]?["profile"]?["displayName"]?.stringValue == "carl")
+                    let reqId = try #require(req["contactRequest"]?["contactRequestId"]?.intValue)
+                    #expect(await a.execute("/_reject \(reqId)")["type"]?.stringValue == "contactRequestRejected")
+                    #expect(await a.execute("/_accept \(reqId)")["chatError"]?["storeError"]?["type"]?.stringValue == "contactRequestNotFound")
+                }
+                _ = await b.execute("/connect \(addr)")
+                let req = try await aInbox.next("receivedContactRequest")
+                let reqId = try #require(req["contactRequest"]?["contactRequestId"]?.intValue)
+                #expect(await a.execute("/_accept \(reqId)")["type"]?.stringValue == "acceptingContactRequest")
+                _ = try await aInbox.next("contactConnected")
+            }
+        }
+    }
+
+    @Test func badCommandsAndLinksGiveTypedErrors() async throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withEngine(dir, "x", relays: []) { api, _ in
+            func errorType(_ r: JSONValue) -> String? { r["chatError"]?["errorType"]?["type"]?.stringValue }
+            #expect(await api.execute("/hello")["type"]?.stringValue == "chatCmdError")
+            #expect(errorType(await api.execute("/hello")) == "commandError")
+            #expect(errorType(await api.execute("/_start")) == "noActiveUser")
+            for bad in ["", "  ", "@bot", "#group"] {
+                let r = await api.execute(#"/_create user {"profile": {"displayName": "\#(bad)", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#)
+                #expect(errorType(r) == "invalidDisplayName", "\(bad)")
+            }
+            let ok = await api.execute(#"/_create user {"profile": {"displayName": "  x  ", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#)
+            #expect(ok["user"]?["profile"]?["displayName"]?.stringValue == "x")
+            let dup = await api.execute(#"/_create user {"profile": {"displayName": "x", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#)
+            #expect(errorType(dup) == "userExists")
+            #expect(errorType(await api.execute("/_address 1")) == "chatNotStarted")
+            _ = await api.execute("/_start")
+            // No relays anywhere: the error names both ways to configure them.
+            let noRelay = await api.execute("/_address 1")
+            #expect(noRelay["chatError"]?["errorType"]?["message"]?.stringValue?.contains("SWIFTPLEX_SERVERS") == true)
+            #expect(errorType(await api.execute("/connect https://example.org/nothing")) == "invalidConnReq")
+            #expect(errorType(await api.execute("/connect simplex:/invitation#/?v=1")) == "invalidConnReq")
+            #expect(errorType(await api.execute("/_relays 1 smp://bad")) == "commandError")
+        }
+    }
+}
+
+extension JSONValue {
+    var arrayFirst: JSONValue? { if case let .array(a) = self { a.first } else { nil } }
+    var arrayCount: Int? { if case let .array(a) = self { a.count } else { nil } }
+}
