@@ -5,7 +5,7 @@ DATA_DIR ?= .swiftplex
 RELAY_LISTEN ?= 127.0.0.1:5223
 SYSTEM_PACKAGES := libsodium-dev libyaml-dev libsqlite3-dev pkg-config
 
-.PHONY: run test deps build release bench clean
+.PHONY: run test python-test deps build release bench clean
 
 # Installs the system libraries Swiftplex links against, when they are missing.
 deps:
@@ -29,12 +29,33 @@ run: deps
 	$(SWIFT) build --product swiftplex-relay
 	$$($(SWIFT) build --show-bin-path)/swiftplex-relay --data-dir $(DATA_DIR)/relay --listen $(RELAY_LISTEN)
 
-# All tests: unit tests and the live ones (real TLS on loopback, real SQLite files, real processes).
+# All tests: unit tests and the live ones (real TLS on loopback, real SQLite files, real
+# processes), then the official SimpleX Python library against libsimplex.so.
 test: deps
 	$(SWIFT) build --build-tests
+	$(SWIFT) build --product simplex
 	@set -o pipefail; $(SWIFT) test --skip-build 2>&1 | tee .build/test.log
 	@n=$$(grep -oE 'Test run with [0-9]+ tests?' .build/test.log | grep -oE '[0-9]+' | tail -n 1); \
-	  echo "tests: $${n:-0} passed, 0 failed"
+	  echo "swift: $${n:-0} passed, 0 failed"
+	@$(MAKE) --no-print-directory python-test
+
+# The Python environment for the library tests (simplex-chat 7.0.2 from PyPI).
+VENV ?= .venv
+PY_PACKAGE := simplex-chat==7.0.2
+$(VENV)/.installed:
+	@if ! python3 -c 'import ensurepip' >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq python3-venv; fi
+	python3 -m venv $(VENV)
+	@if $(VENV)/bin/pip install -q $(PY_PACKAGE); then touch $@; else \
+	  echo "################################################################"; \
+	  echo "# SKIPPING the Python library tests: cannot install $(PY_PACKAGE)"; \
+	  echo "# from PyPI (no network?). libsimplex.so is NOT tested this run."; \
+	  echo "################################################################"; fi
+
+python-test: $(VENV)/.installed
+	@if [ -f $(VENV)/.installed ]; then \
+	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_python_bot.py; fi
 
 # Benchmarks (release build). BENCH=relay|… ; extra flags in BENCH_ARGS.
 BENCH ?= relay

@@ -8,6 +8,7 @@ let package = Package(
         .executable(name: "swiftplex-relay", targets: ["swiftplex-relay"]),
         .executable(name: "swiftplex-bench", targets: ["swiftplex-bench"]),
         .library(name: "RelayClient", targets: ["RelayClient"]),
+        .library(name: "simplex", type: .dynamic, targets: ["SimplexLib"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -105,6 +106,16 @@ let package = Package(
         // Layer 6: the Chat API — SimpleX bot API command strings in, JSON out.
         .target(name: "ChatAPI", dependencies: ["ChatCore", "SwiftplexCrypto"]),
 
+        // libsimplex: the SimpleX bot libraries' C ABI over the Chat API (product `simplex`).
+        .target(
+            name: "SimplexLib",
+            dependencies: [
+                "ChatAPI", "ChatCore", "CSodium", "RelayProtocol", "SwiftplexCrypto",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
+
         // Executables.
         .executableTarget(
             name: "swiftplex-relay",
@@ -145,6 +156,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore"]),
+        .testTarget(name: "SimplexLibTests"),
         .testTarget(
             name: "ChatAPITests",
             dependencies: [

@@ -41,6 +41,16 @@ public actor Agent {
         (newConnections, newConnectionSink) = AsyncStream.makeStream(of: (RelayAddress, RelayConnection).self)
     }
 
+    /// The agent database migrations not yet applied at `databasePath`.
+    public static func pendingMigrations(databasePath: URL) throws -> [String] {
+        let all = AgentStore.migrator.migrations
+        guard FileManager.default.fileExists(atPath: databasePath.path) else { return all }
+        let db = try DatabaseQueue(path: databasePath.path)
+        defer { try? db.close() }
+        let applied = try db.read { try AgentStore.migrator.appliedIdentifiers($0) }
+        return all.filter { !applied.contains($0) }
+    }
+
     // MARK: - Running
 
     /// Subscribes all queues, then processes relay events, reconnects and retries until cancelled.
@@ -53,6 +63,12 @@ public actor Agent {
             throw error
         }
         await closeConnections()
+    }
+
+    /// Closes relay connections and the database; the agent is unusable afterwards.
+    public func close() async {
+        await closeConnections()
+        try? store.queue.close()
     }
 
     private func closeConnections() async {

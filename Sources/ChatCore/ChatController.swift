@@ -26,7 +26,14 @@ public actor ChatController {
 
     /// Opens (creating and migrating) `<prefix>_chat.db` and `<prefix>_agent.db`.
     /// - Parameter defaultRelays: used for users with no relays of their own (`SWIFTPLEX_SERVERS`).
-    public init(prefix: String, defaultRelays: [RelayAddress], logger: Logger) throws {
+    public init(prefix: String, defaultRelays: [RelayAddress], logger: Logger, confirmation: MigrationConfirmation = .yesUp) throws {
+        if confirmation == .error {
+            for (file, pending) in [(prefix + "_chat.db", try ChatStore.migrator.pendingMigrations(at: prefix + "_chat.db")),
+                                    (prefix + "_agent.db", try Agent.pendingMigrations(databasePath: URL(fileURLWithPath: prefix + "_agent.db")))]
+            where !pending.isEmpty {
+                throw MigrationPending(dbFile: file, migrations: pending)
+            }
+        }
         store = try ChatStore(path: URL(fileURLWithPath: prefix + "_chat.db"))
         agent = try Agent(databasePath: URL(fileURLWithPath: prefix + "_agent.db"), relays: defaultRelays, logger: logger)
         self.defaultRelays = defaultRelays
@@ -144,6 +151,13 @@ public actor ChatController {
         await agent.setRelays(rs)
         started = true
         return .object([("type", .string("chatStarted"))])
+    }
+
+    /// Closes the databases (after `run()` was cancelled); the controller is unusable afterwards.
+    public func close() async {
+        started = false
+        await agent.close()
+        try? store.queue.close()
     }
 
     public func stop() -> JSONValue {

@@ -83,3 +83,32 @@ enum Timestamp {
         return f.string(from: Date())
     }
 }
+
+/// How `chat_migrate_init` may treat pending database migrations.
+public enum MigrationConfirmation: String, Sendable {
+    /// Apply pending up-migrations (the default).
+    case yesUp
+    /// Also apply down-migrations (none exist yet, so the same as `yesUp`).
+    case yesUpDown
+    /// Ask on the console; a library has none, so the same as `yesUp`.
+    case console
+    /// Apply nothing: report pending migrations as an error.
+    case error
+}
+
+/// Migrations are pending and the confirmation mode forbids applying them.
+public struct MigrationPending: Error, Sendable {
+    public let dbFile: String
+    public let migrations: [String]
+}
+
+extension DatabaseMigrator {
+    /// The migrations not yet applied to the database at `path` (all of them if it does not exist).
+    func pendingMigrations(at path: String) throws -> [String] {
+        guard FileManager.default.fileExists(atPath: path) else { return migrations }
+        let db = try DatabaseQueue(path: path)
+        defer { try? db.close() }
+        let applied = try db.read { try appliedIdentifiers($0) }
+        return migrations.filter { !applied.contains($0) }
+    }
+}

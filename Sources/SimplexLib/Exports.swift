@@ -1,0 +1,204 @@
+import ChatAPI
+import ChatCore
+import CSodium
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import RelayProtocol
+import SwiftplexCrypto
+
+// The libsimplex C ABI (see docs/simplex-bot-api.md §2). Every returned string is allocated with
+// malloc and owned by the caller, who frees it with free(); no function returns NULL.
+
+/// Controllers handed out as opaque pointers, so a stale or foreign pointer is refused instead
+/// of being dereferenced.
+private let controllers = NIOLockedValueBox<[UInt: LibController]>([:])
+
+private func cString(_ s: String) -> UnsafeMutablePointer<CChar> {
+    strdup(s) ?? strdup("")!
+}
+
+private func controller(_ ctrl: UnsafeMutableRawPointer?) -> LibController? {
+    guard let ctrl else { return nil }
+    return controllers.withLockedValue { $0[UInt(bitPattern: ctrl)] }
+}
+
+private func string(_ p: UnsafePointer<CChar>?) -> String? {
+    p.map { String(cString: $0) }
+}
+
+private let logger: Logger = {
+    var l = Logger(label: "libsimplex")
+    l.logLevel = .warning
+    return l
+}()
+
+/// Relays from `SWIFTPLEX_SERVERS` (comma-separated `smp://` addresses); invalid entries are skipped.
+private func environmentRelays() -> [RelayAddress] {
+    (ProcessInfo.processInfo.environment["SWIFTPLEX_SERVERS"] ?? "")
+        .split(separator: ",").compactMap { try? RelayAddress(parsing: String($0).trimmingCharacters(in: .whitespaces)) }
+}
+
+@_cdecl("hs_init_with_rtsopts")
+public func hs_init_with_rtsopts(_ argc: UnsafeMutablePointer<Int32>?, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?) {
+    // Nothing to initialise: there is no Haskell runtime here.
+}
+
+@_cdecl("chat_migrate_init")
+public func chat_migrate_init(_ path: UnsafePointer<CChar>?, _ key: UnsafePointer<CChar>?, _ confirm: UnsafePointer<CChar>?,
+                              _ ctrlOut: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> UnsafeMutablePointer<CChar> {
+    func result(_ v: JSONValue) -> UnsafeMutablePointer<CChar> { cString(v.description) }
+    guard let prefix = string(path), !prefix.isEmpty, let ctrlOut else {
+        return result(.object([("type", .string("errorSQL")), ("dbFile", .string("")), ("migrationSQLError", .string("a database path prefix and a controller pointer are required"))]))
+    }
+    let chatDB = prefix + "_chat.db"
+    guard let mode = string(confirm).flatMap(MigrationConfirmation.init(rawValue:)) else {
+        return result(.object([("type", .string("invalidConfirmation"))]))
+    }
+    if let k = string(key), !k.isEmpty {
+        return result(.object([("type", .string("errorNotADatabase")), ("dbFile", .string(chatDB)),
+                               ("message", .string("database encryption is not supported yet: open the database with an empty key"))]))
+    }
+    do {
+        let controller = try ChatController(prefix: prefix, defaultRelays: environmentRelays(), logger: logger, confirmation: mode)
+        let lib = LibController(api: ChatAPI(controller: controller))
+        let handle = Unmanaged.passRetained(lib).toOpaque()
+        controllers.withLockedValue { $0[UInt(bitPattern: handle)] = lib }
+        Unmanaged<LibController>.fromOpaque(handle).release()
+        ctrlOut.pointee = handle
+        return result(.object([("type", .string("ok"))]))
+    } catch let e as MigrationPending {
+        return result(.object([("type", .string("errorMigration")), ("dbFile", .string(e.dbFile)),
+                               ("migrationError", .object([("type", .string("upgrade")),
+                                                           ("upMigrations", .array(e.migrations.map { .object([("upName", .string($0)), ("withDown", .bool(false))]) }))]))]))
+    } catch {
+        return result(.object([("type", .string("errorSQL")), ("dbFile", .string(chatDB)), ("migrationSQLError", .string("\(error)"))]))
+    }
+}
+
+@_cdecl("chat_close_store")
+public func chat_close_store(_ ctrl: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<CChar> {
+    guard let ctrl, let lib = controllers.withLockedValue({ $0.removeValue(forKey: UInt(bitPattern: ctrl)) }) else {
+        return cString("invalid or already closed chat controller")
+    }
+    lib.close()
+    return cString("")
+}
+
+@_cdecl("chat_send_cmd")
+public func chat_send_cmd(_ ctrl: UnsafeMutableRawPointer?, _ cmd: UnsafePointer<CChar>?) -> UnsafeMutablePointer<CChar> {
+    guard let lib = controller(ctrl) else { return cString(Envelope.error(ChatFailure(commandError: "invalid or closed chat controller"))) }
+    guard let command = string(cmd) else { return cString(Envelope.error(ChatFailure(commandError: "no command"))) }
+    return cString(lib.send(command))
+}
+
+@_cdecl("chat_recv_msg_wait")
+public func chat_recv_msg_wait(_ ctrl: UnsafeMutableRawPointer?, _ wait: Int32) -> UnsafeMutablePointer<CChar> {
+    guard let lib = controller(ctrl) else { return cString(Envelope.error(ChatFailure(commandError: "invalid or closed chat controller"))) }
+    guard let event = lib.next(waitMicroseconds: wait) else { return cString("") }
+    return cString(Envelope.result(event))
+}
+
+// MARK: - Files: XSalsa20-Poly1305 over the whole file, tag appended (see docs §2.8)
+
+enum FileCrypto {
+    static func encrypt(_ plain: [UInt8], key: [UInt8], nonce: [UInt8]) -> [UInt8] {
+        var stream = [UInt8](repeating: 0, count: 32) + plain
+        crypto_stream_xsalsa20_xor(&stream, stream, UInt64(stream.count), nonce, key)
+        let polyKey = Array(stream[0..<32])
+        let cipher = Array(stream[32...])
+        var tag = [UInt8](repeating: 0, count: 16)
+        crypto_onetimeauth(&tag, cipher, UInt64(cipher.count), polyKey)
+        return cipher + tag
+    }
+
+    static func decrypt(_ data: [UInt8], key: [UInt8], nonce: [UInt8]) -> [UInt8]? {
+        guard data.count >= 16, key.count == 32, nonce.count == 24 else { return nil }
+        let cipher = Array(data[..<(data.count - 16)])
+        let tag = Array(data[(data.count - 16)...])
+        var polyKey = [UInt8](repeating: 0, count: 32)
+        crypto_stream_xsalsa20(&polyKey, 32, nonce, key)
+        guard crypto_onetimeauth_verify(tag, cipher, UInt64(cipher.count), polyKey) == 0 else { return nil }
+        var stream = [UInt8](repeating: 0, count: 32) + cipher
+        crypto_stream_xsalsa20_xor(&stream, stream, UInt64(stream.count), nonce, key)
+        return Array(stream[32...])
+    }
+
+    static func base64URLPadded(_ b: [UInt8]) -> String {
+        let s = Base64URL.encode(b)
+        return s + String(repeating: "=", count: (4 - s.count % 4) % 4)
+    }
+
+    static func writeResult(_ path: String, _ plain: [UInt8]) -> String {
+        let key = randomBytes(32)
+        let nonce = randomBytes(24)
+        let data = Data(encrypt(plain, key: key, nonce: nonce))
+        do {
+            try data.write(to: URL(fileURLWithPath: path))
+            chmod(path, 0o600)
+        } catch {
+            return JSONValue.object([("type", .string("error")), ("writeError", .string("\(error)"))]).description
+        }
+        return JSONValue.object([("type", .string("result")), ("cryptoArgs", .object([
+            ("fileKey", .string(base64URLPadded(key))), ("fileNonce", .string(base64URLPadded(nonce))),
+        ]))]).description
+    }
+
+    static func randomBytes(_ n: Int) -> [UInt8] {
+        var b = [UInt8](repeating: 0, count: n)
+        randombytes_buf(&b, n)
+        return b
+    }
+}
+
+@_cdecl("chat_write_file")
+public func chat_write_file(_ ctrl: UnsafeMutableRawPointer?, _ path: UnsafePointer<CChar>?, _ data: UnsafePointer<UInt8>?, _ len: Int32) -> UnsafeMutablePointer<CChar> {
+    guard let path = string(path), len >= 0, data != nil || len == 0 else {
+        return cString(JSONValue.object([("type", .string("error")), ("writeError", .string("path and data are required"))]).description)
+    }
+    let bytes = len == 0 ? [] : Array(UnsafeBufferPointer(start: data, count: Int(len)))
+    return cString(FileCrypto.writeResult(path, bytes))
+}
+
+@_cdecl("chat_encrypt_file")
+public func chat_encrypt_file(_ ctrl: UnsafeMutableRawPointer?, _ from: UnsafePointer<CChar>?, _ to: UnsafePointer<CChar>?) -> UnsafeMutablePointer<CChar> {
+    guard let from = string(from), let to = string(to), let data = FileManager.default.contents(atPath: from) else {
+        return cString(JSONValue.object([("type", .string("error")), ("writeError", .string("cannot read the source file"))]).description)
+    }
+    return cString(FileCrypto.writeResult(to, [UInt8](data)))
+}
+
+@_cdecl("chat_read_file")
+public func chat_read_file(_ path: UnsafePointer<CChar>?, _ key: UnsafePointer<CChar>?, _ nonce: UnsafePointer<CChar>?) -> UnsafeMutablePointer<UInt8> {
+    func failure(_ message: String) -> UnsafeMutablePointer<UInt8> {
+        let text = Array(message.utf8)
+        let p = malloc(1 + text.count + 1)!.assumingMemoryBound(to: UInt8.self)
+        p[0] = 1
+        for (i, c) in text.enumerated() { p[1 + i] = c }
+        p[1 + text.count] = 0
+        return p
+    }
+    guard let path = string(path), let k = string(key).flatMap({ Base64URL.decode($0) }), let n = string(nonce).flatMap({ Base64URL.decode($0) }) else {
+        return failure("path, key and nonce are required (key and nonce in base64url)")
+    }
+    guard let data = FileManager.default.contents(atPath: path) else { return failure("cannot read \(path)") }
+    guard let plain = FileCrypto.decrypt([UInt8](data), key: k, nonce: n) else { return failure("file authentication failed") }
+    let p = malloc(5 + plain.count)!.assumingMemoryBound(to: UInt8.self)
+    p[0] = 0
+    var length = UInt32(plain.count).littleEndian
+    withUnsafeBytes(of: &length) { for i in 0..<4 { p[1 + i] = $0[i] } }
+    plain.withUnsafeBufferPointer { buf in if let base = buf.baseAddress { (p + 5).update(from: base, count: plain.count) } }
+    return p
+}
+
+@_cdecl("chat_decrypt_file")
+public func chat_decrypt_file(_ from: UnsafePointer<CChar>?, _ key: UnsafePointer<CChar>?, _ nonce: UnsafePointer<CChar>?, _ to: UnsafePointer<CChar>?) -> UnsafeMutablePointer<CChar> {
+    guard let from = string(from), let to = string(to), let k = string(key).flatMap({ Base64URL.decode($0) }),
+          let n = string(nonce).flatMap({ Base64URL.decode($0) }) else {
+        return cString("source, destination, key and nonce are required")
+    }
+    guard let data = FileManager.default.contents(atPath: from) else { return cString("cannot read \(from)") }
+    guard let plain = FileCrypto.decrypt([UInt8](data), key: k, nonce: n) else { return cString("file authentication failed") }
+    do { try Data(plain).write(to: URL(fileURLWithPath: to)) } catch { return cString("cannot write \(to): \(error)") }
+    return cString("")
+}

@@ -1,0 +1,191 @@
+import Foundation
+import Testing
+
+/// The libsimplex C ABI, called the way a C or Python host calls it: through dlopen/dlsym on the
+/// built `libsimplex.so` (built by `make test`, or `swift build --product simplex`).
+final class LibSimplex: @unchecked Sendable {
+    typealias MigrateInit = @convention(c) (UnsafePointer<CChar>?, UnsafePointer<CChar>?, UnsafePointer<CChar>?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> UnsafeMutablePointer<CChar>?
+    typealias SendCmd = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?) -> UnsafeMutablePointer<CChar>?
+    typealias RecvWait = @convention(c) (UnsafeMutableRawPointer?, Int32) -> UnsafeMutablePointer<CChar>?
+    typealias Close = @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutablePointer<CChar>?
+    typealias WriteFile = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, UnsafePointer<UInt8>?, Int32) -> UnsafeMutablePointer<CChar>?
+    typealias ReadFile = @convention(c) (UnsafePointer<CChar>?, UnsafePointer<CChar>?, UnsafePointer<CChar>?) -> UnsafeMutablePointer<UInt8>?
+    typealias DecryptFile = @convention(c) (UnsafePointer<CChar>?, UnsafePointer<CChar>?, UnsafePointer<CChar>?, UnsafePointer<CChar>?) -> UnsafeMutablePointer<CChar>?
+
+    static let symbols = ["chat_migrate_init", "chat_close_store", "chat_send_cmd", "chat_recv_msg_wait", "chat_write_file",
+                          "chat_read_file", "chat_encrypt_file", "chat_decrypt_file", "hs_init_with_rtsopts"]
+
+    let handle: UnsafeMutableRawPointer
+    let migrateInit: MigrateInit
+    let sendCmd: SendCmd
+    let recvWait: RecvWait
+    let close: Close
+    let writeFile: WriteFile
+    let readFile: ReadFile
+    let decryptFile: DecryptFile
+
+    static let shared: LibSimplex = {
+        let dir = ProcessInfo.processInfo.environment["SWIFTPLEX_BIN_DIR"].map { URL(fileURLWithPath: $0) }
+            ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        let path = dir.appendingPathComponent("libsimplex.so").path
+        guard let h = dlopen(path, RTLD_NOW | RTLD_LOCAL) else {
+            fatalError("cannot load \(path) (build it with `swift build --product simplex`): \(String(cString: dlerror()))")
+        }
+        return LibSimplex(handle: h)
+    }()
+
+    private init(handle: UnsafeMutableRawPointer) {
+        self.handle = handle
+        func sym<T>(_ name: String, _: T.Type) -> T { unsafeBitCast(dlsym(handle, name)!, to: T.self) }
+        migrateInit = sym("chat_migrate_init", MigrateInit.self)
+        sendCmd = sym("chat_send_cmd", SendCmd.self)
+        recvWait = sym("chat_recv_msg_wait", RecvWait.self)
+        close = sym("chat_close_store", Close.self)
+        writeFile = sym("chat_write_file", WriteFile.self)
+        readFile = sym("chat_read_file", ReadFile.self)
+        decryptFile = sym("chat_decrypt_file", DecryptFile.self)
+    }
+
+    /// Takes ownership of a returned string: copies it and frees it with libc free.
+    static func take(_ p: UnsafeMutablePointer<CChar>?) -> String {
+        guard let p else { Issue.record("libsimplex returned NULL"); return "" }
+        defer { free(p) }
+        return String(cString: p)
+    }
+
+    func initialise(_ prefix: String, key: String = "", confirm: String = "yesUp") -> (String, UnsafeMutableRawPointer?) {
+        var ctrl: UnsafeMutableRawPointer?
+        let r = Self.take(migrateInit(prefix, key, confirm, &ctrl))
+        return (r, ctrl)
+    }
+
+    func send(_ ctrl: UnsafeMutableRawPointer?, _ cmd: String) -> String { Self.take(sendCmd(ctrl, cmd)) }
+}
+
+@Suite(.serialized, .timeLimit(.minutes(1))) struct ABITests {
+    let lib = LibSimplex.shared
+
+    func prefix() -> String {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-abi-\(UUID().uuidString)")
+        try! FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir.appendingPathComponent("bot").path
+    }
+
+    @Test func exportsEverySymbolTheLibrariesLookUp() {
+        for s in LibSimplex.symbols { #expect(dlsym(lib.handle, s) != nil, "\(s)") }
+    }
+
+    @Test func migrateInitReportsItsOutcomes() {
+        #expect(lib.initialise(prefix(), confirm: "sometimes").0 == #"{"type":"invalidConfirmation"}"#)
+        #expect(lib.initialise(prefix(), key: "secret").0.contains(#""type":"errorNotADatabase""#))
+        let pending = lib.initialise(prefix(), confirm: "error")
+        #expect(pending.0.contains(#""type":"errorMigration""#) && pending.0.contains(#""upName":"v1""#) && pending.1 == nil)
+        let p = prefix()
+        let (ok, ctrl) = lib.initialise(p)
+        #expect(ok == #"{"type":"ok"}"# && ctrl != nil)
+        #expect(LibSimplex.take(lib.close(ctrl)) == "")
+        // Once migrated, the "error" mode opens it.
+        let again = lib.initialise(p, confirm: "error")
+        #expect(again.0 == #"{"type":"ok"}"#)
+        _ = LibSimplex.take(lib.close(again.1))
+    }
+
+    @Test func commandsAnswerWithResultOrErrorEnvelopes() {
+        let (_, ctrl) = lib.initialise(prefix())
+        #expect(lib.send(ctrl, "/user") == #"{"error":{"type":"error","errorType":{"type":"noActiveUser"}}}"#)
+        let created = lib.send(ctrl, #"/_create user {"profile": {"displayName": "abi", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#)
+        #expect(created.hasPrefix(#"{"result":{"type":"activeUser","user":{"userId":1"#))
+        #expect(lib.send(ctrl, "/nonsense").contains(#""type":"commandError""#))
+        #expect(lib.send(ctrl, "/_show_address 1") == #"{"error":{"type":"errorStore","storeError":{"type":"userContactLinkNotFound"}}}"#)
+        _ = LibSimplex.take(lib.close(ctrl))
+    }
+
+    @Test func misuseGivesErrorsNotCrashes() {
+        #expect(lib.send(nil, "/user").contains(#""error""#))
+        #expect(lib.send(UnsafeMutableRawPointer(bitPattern: 0xDEAD_BEE0), "/user").contains("invalid or closed"))
+        let (_, ctrl) = lib.initialise(prefix())
+        #expect(LibSimplex.take(lib.sendCmd(ctrl, nil)).contains(#""error""#))
+        #expect(LibSimplex.take(lib.close(ctrl)) == "")
+        #expect(LibSimplex.take(lib.close(ctrl)) != "")
+        #expect(lib.send(ctrl, "/user").contains("invalid or closed"))
+        #expect(LibSimplex.take(lib.recvWait(ctrl, 1000)).contains(#""error""#))
+        var none: UnsafeMutableRawPointer?
+        #expect(LibSimplex.take(lib.migrateInit(nil, "", "yesUp", &none)).contains("errorSQL"))
+    }
+
+    @Test func receiveWaitTimesOutWithAnEmptyStringAndCloseWakesAWaiter() {
+        let (_, ctrl) = lib.initialise(prefix())
+        let started = ContinuousClock.now
+        #expect(LibSimplex.take(lib.recvWait(ctrl, 100_000)) == "")
+        #expect(ContinuousClock.now - started >= .milliseconds(90))
+        // A thread blocked for 20 s returns promptly when another thread closes the controller.
+        // (Callers of the C ABI are plain threads, never Swift tasks: it blocks.)
+        let handle = UInt(bitPattern: ctrl)
+        let result = NIOLockedBox()
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread { [lib] in
+            result.set(LibSimplex.take(lib.recvWait(UnsafeMutableRawPointer(bitPattern: handle), 20_000_000)))
+            done.signal()
+        }
+        Thread.sleep(forTimeInterval: 0.1)
+        _ = LibSimplex.take(lib.close(ctrl))
+        #expect(done.wait(timeout: .now() + 5) == .success)
+        let r = result.get()
+        #expect(r == "" || r.contains(#""error""#))
+    }
+
+    @Test func severalControllersAndThreadsAtOnce() {
+        let controllers = (0..<3).map { _ in lib.initialise(prefix()).1 }
+        for (i, c) in controllers.enumerated() {
+            _ = lib.send(c, #"/_create user {"profile": {"displayName": "u\#(i)", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#)
+        }
+        let handles = controllers.map { UInt(bitPattern: $0) }
+        // 12 threads: four per controller, sending commands and waiting for events at once.
+        DispatchQueue.concurrentPerform(iterations: 12) { [lib] n in
+            let ctrl = UnsafeMutableRawPointer(bitPattern: handles[n % 3])
+            for _ in 0..<20 { _ = lib.send(ctrl, "/users") }
+            _ = LibSimplex.take(lib.recvWait(ctrl, 1000))
+        }
+        for (i, c) in controllers.enumerated() {
+            #expect(lib.send(c, "/user").contains(#""displayName":"u\#(i)""#))
+            _ = LibSimplex.take(lib.close(c))
+        }
+    }
+
+    @Test func filesAreEncryptedAndAuthenticated() throws {
+        let dir = URL(fileURLWithPath: prefix()).deletingLastPathComponent()
+        let path = dir.appendingPathComponent("secret.bin").path
+        let data: [UInt8] = Array("file contents\0with a NUL".utf8)
+        let result = LibSimplex.take(lib.writeFile(nil, path, data, Int32(data.count)))
+        #expect(result.hasPrefix(#"{"type":"result","cryptoArgs":{"fileKey":""#))
+        let key = try #require(result.firstMatch(of: /"fileKey":"([^"]+)"/)?.1).description
+        let nonce = try #require(result.firstMatch(of: /"fileNonce":"([^"]+)"/)?.1).description
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)).count == data.count + 16)
+
+        let buffer = try #require(lib.readFile(path, key, nonce))
+        #expect(buffer[0] == 0)
+        let length = Int(buffer[1]) | Int(buffer[2]) << 8 | Int(buffer[3]) << 16 | Int(buffer[4]) << 24
+        #expect(Array(UnsafeBufferPointer(start: buffer + 5, count: length)) == data)
+        free(buffer)
+
+        let out = dir.appendingPathComponent("plain.bin").path
+        #expect(LibSimplex.take(lib.decryptFile(path, key, nonce, out)) == "")
+        #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: out))) == data)
+
+        var tampered = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        tampered[0] ^= 1
+        try Data(tampered).write(to: URL(fileURLWithPath: path))
+        let bad = try #require(lib.readFile(path, key, nonce))
+        #expect(bad[0] == 1)
+        free(bad)
+        #expect(LibSimplex.take(lib.decryptFile(path, key, nonce, out)) == "file authentication failed")
+    }
+}
+
+/// A string shared between a test and a helper thread.
+final class NIOLockedBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = ""
+    func set(_ v: String) { lock.lock(); value = v; lock.unlock() }
+    func get() -> String { lock.lock(); defer { lock.unlock() }; return value }
+}

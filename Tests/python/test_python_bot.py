@@ -1,0 +1,148 @@
+"""End-to-end: the unmodified `simplex-chat` Python library (7.0.2) on Swiftplex's libsimplex.so.
+
+Starts a real swiftplex-relay process, runs examples/python-bot/squaring_bot.py as a separate
+process, and talks to it with the library's own Client: connect through the bot's address, get the
+welcome, get squares back; then restarts the bot from the same database and checks that it still
+knows the contact and answers, including a message sent while it was down.
+
+Run by `make test` with SIMPLEX_LIBS_DIR set to the build directory. Prints
+`python: N passed, 0 failed` and exits non-zero on the first failure.
+"""
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+from simplex_chat import Client, Profile, SqliteDb
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.environ["SIMPLEX_LIBS_DIR"]
+passed = 0
+
+
+def check(condition, what):
+    global passed
+    if not condition:
+        print(f"FAILED: {what}", flush=True)
+        sys.exit(1)
+    passed += 1
+    print(f"ok: {what}", flush=True)
+
+
+def start_relay(data_dir):
+    relay = subprocess.Popen([os.path.join(BIN, "swiftplex-relay"), "--data-dir", data_dir, "--listen", "127.0.0.1:0",
+                              "--log-level", "warning"], stdout=subprocess.PIPE, text=True)
+    address = relay.stdout.readline().strip()
+    check(address.startswith("smp://"), f"relay printed its address {address}")
+    return relay, address
+
+
+def start_bot(env, log_path):
+    log = open(log_path, "a")
+    bot = subprocess.Popen([sys.executable, os.path.join(ROOT, "examples/python-bot/squaring_bot.py")], env=env,
+                           stdout=log, stderr=subprocess.STDOUT)
+    return bot
+
+
+def wait_for_log(path, pattern, timeout=60, after=0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with open(path) as f:
+            text = f.read()[after:]
+        m = re.search(pattern, text)
+        if m:
+            return m
+        time.sleep(0.1)
+    print(open(path).read())
+    check(False, f"bot log shows {pattern!r}")
+
+
+def stop(process):
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+async def talk(client_db, link, steps):
+    client = Client(profile=Profile(display_name="tester"), db=SqliteDb(file_prefix=client_db))
+    received: asyncio.Queue = asyncio.Queue()
+
+    @client.on_message(content_type="text")
+    async def on_text(message):
+        await received.put(message.text or "")
+
+    async with client:
+        serving = asyncio.create_task(client.serve_forever())
+        await asyncio.sleep(0.2)
+        await steps(client, received, link)
+        client.stop()
+        await serving
+
+
+async def first_session(client, received, link):
+    contact = await client.connect_to(link, timeout=60)
+    check(contact["profile"]["displayName"] == "Squaring bot", "connect_to reaches the bot through its address")
+    check(contact["profile"].get("peerType") == "bot", "the bot's profile says peerType bot")
+    commands = contact["mergedPreferences"].get("commands") or []
+    check(any(c.get("keyword") == "help" for c in commands), "the bot's command menu reaches the client")
+    welcome = await asyncio.wait_for(received.get(), 30)
+    check(welcome == "Send me a number and I will square it.", "the engine sends the address welcome message")
+    reply = await client.send_and_wait(contact["contactId"], "5", timeout=30)
+    check(reply.text == "25", "send_and_wait gets the square")
+    reply = await client.send_and_wait(contact["contactId"], "/help", timeout=30)
+    check("square" in (reply.text or ""), "bot commands are dispatched by on_command")
+    contacts = await client.api.api_list_contacts(1)
+    check(len(contacts) == 1, "the client lists one contact")
+    return contact
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="swiftplex-python-")
+    relay, address = start_relay(os.path.join(work, "relay"))
+    env = dict(os.environ, SWIFTPLEX_SERVERS=address, BOT_DB=os.path.join(work, "bot"))
+    os.environ["SWIFTPLEX_SERVERS"] = address
+    bot_log = os.path.join(work, "bot.log")
+    bot = start_bot(env, bot_log)
+    link = wait_for_log(bot_log, r"Bot address: (\S+)").group(1)
+    check(link.startswith("simplex:/contact#/?v=1&smp="), "the Python Bot created its address through the Chat API")
+    client_db = os.path.join(work, "tester")
+    contact_holder = {}
+
+    async def session1(client, received, link):
+        contact_holder["contact"] = await first_session(client, received, link)
+
+    asyncio.run(talk(client_db, link, session1))
+
+    # Restart the bot from the same database; a message sent while it is down arrives after.
+    stop(bot)
+    size = os.path.getsize(bot_log)
+
+    async def session2(client, received, link):
+        contact_id = contact_holder["contact"]["contactId"]
+        await client.api.api_send_text_message({"chatType": "direct", "chatId": contact_id}, "9")
+        bot2 = start_bot(env, bot_log)
+        contact_holder["bot2"] = bot2
+        wait_for_log(bot_log, r"Bot address: ", after=size)
+        with open(bot_log) as f:
+            restarted = f.read()[size:]
+        check("creating" not in restarted, "the restarted bot reuses its user and address")
+        answer = await asyncio.wait_for(received.get(), 60)
+        check(answer == "81", "a message sent while the bot was down is answered after its restart")
+        reply = await client.send_and_wait(contact_id, "3", timeout=30)
+        check(reply.text == "9", "the restarted bot still knows the contact")
+
+    asyncio.run(talk(client_db, link, session2))
+    stop(contact_holder["bot2"])
+    stop(relay)
+    print(f"python: {passed} passed, 0 failed", flush=True)
+
+
+if __name__ == "__main__":
+    main()
