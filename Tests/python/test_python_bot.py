@@ -28,7 +28,7 @@ def check(condition, what):
     global passed
     if not condition:
         print(f"FAILED: {what}", flush=True)
-        sys.exit(1)
+        os._exit(1)  # not sys.exit: library threads must not keep a failed run alive
     passed += 1
     print(f"ok: {what}", flush=True)
 
@@ -103,6 +103,62 @@ async def first_session(client, received, link):
     return contact
 
 
+async def clients_among_themselves(work):
+    """Two plain Clients connect by a one-time invitation; a third person's request to an address
+    without auto-accept is rejected by an on_event("receivedContactRequest") handler, a fourth's
+    is accepted."""
+    def new_client(name):
+        return Client(profile=Profile(display_name=name), db=SqliteDb(file_prefix=os.path.join(work, name)))
+
+    ann, ben, cat, dan = new_client("ann"), new_client("ben"), new_client("cat"), new_client("dan")
+    decisions = []
+    ann_connected: asyncio.Queue = asyncio.Queue()
+
+    @ann.on_event("contactConnected")
+    async def connected(event):
+        await ann_connected.put(event["contact"])
+
+    @ann.on_event("receivedContactRequest")
+    async def decide(event):
+        request = event["contactRequest"]
+        name = request["profile"]["displayName"]
+        decisions.append(name)
+        if name == "cat":
+            await ann.api.api_reject_contact_request(request["contactRequestId"])
+        else:
+            await ann.api.api_accept_contact_request(request["contactRequestId"])
+
+    async with ann, ben, cat, dan:
+        tasks = [asyncio.create_task(c.serve_forever()) for c in (ann, ben, cat, dan)]
+        await asyncio.sleep(0.2)
+        invitation = await ann.api.api_create_link(1)
+        check(invitation.startswith("simplex:/invitation#/?v=1&smp="), "api_create_link returns a one-time invitation")
+        contact = await ben.connect_to(invitation, timeout=60)
+        check(contact["profile"]["displayName"] == "ann", "a Client connects to another Client's invitation")
+        ben_at_ann = await asyncio.wait_for(ann_connected.get(), 30)
+        check(ben_at_ann["profile"]["displayName"] == "ben", "the inviting Client sees contactConnected too")
+        reply_waiter = asyncio.create_task(ann.send_and_wait(ben_at_ann["contactId"], "hello ben", timeout=30))
+        await asyncio.sleep(0.1)
+        await ben.api.api_send_text_message({"chatType": "direct", "chatId": contact["contactId"]}, "hi ann")
+        check((await reply_waiter).text == "hi ann", "messages flow between the two Clients")
+
+        address = await ann.api.api_create_user_address(1)
+        link = address["connFullLink"]
+        await cat.api.api_connect_active_user(link)
+        for _ in range(100):
+            if "cat" in decisions:
+                break
+            await asyncio.sleep(0.1)
+        check(decisions == ["cat"], "receivedContactRequest reaches on_event without auto-accept")
+        dan_contact = await dan.connect_to(link, timeout=60)
+        check(dan_contact["profile"]["displayName"] == "ann" and decisions == ["cat", "dan"], "an accepted request connects")
+        cat_contacts = await cat.api.api_list_contacts(1)
+        check(cat_contacts == [], "a rejected requester gets no contact")
+        for c in (ann, ben, cat, dan):
+            c.stop()
+        await asyncio.gather(*tasks)
+
+
 def main():
     work = tempfile.mkdtemp(prefix="swiftplex-python-")
     relay, address = start_relay(os.path.join(work, "relay"))
@@ -140,9 +196,16 @@ def main():
 
     asyncio.run(talk(client_db, link, session2))
     stop(contact_holder["bot2"])
+    asyncio.run(clients_among_themselves(work))
     stop(relay)
     print(f"python: {passed} passed, 0 failed", flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        print(f"python: {passed} passed, 1 failed", flush=True)
+        os._exit(1)
