@@ -78,11 +78,15 @@ let package = Package(
             ]
         ),
 
+        // SQLite files of the engine (agent and chat databases).
+        .target(name: "SwiftplexStorage", dependencies: [.product(name: "GRDB", package: "GRDB.swift")]),
+
         // Layer 4: the agent — duplex end-to-end encrypted connections over relay queues.
         .target(
             name: "Agent",
             dependencies: [
                 "RelayClient",
+                "SwiftplexStorage",
                 "RelayProtocol",
                 "SwiftplexCrypto",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -97,6 +101,7 @@ let package = Package(
             name: "ChatCore",
             dependencies: [
                 "Agent",
+                "SwiftplexStorage",
                 "SwiftplexCrypto",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),

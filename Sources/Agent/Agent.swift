@@ -6,6 +6,7 @@ import NIOPosix
 import RelayClient
 import RelayProtocol
 import SwiftplexCrypto
+import SwiftplexStorage
 
 /// Duplex, end-to-end encrypted connections over pairs of relay queues.
 ///
@@ -43,12 +44,7 @@ public actor Agent {
 
     /// The agent database migrations not yet applied at `databasePath`.
     public static func pendingMigrations(databasePath: URL) throws -> [String] {
-        let all = AgentStore.migrator.migrations
-        guard FileManager.default.fileExists(atPath: databasePath.path) else { return all }
-        let db = try DatabaseQueue(path: databasePath.path)
-        defer { try? db.close() }
-        let applied = try db.read { try AgentStore.migrator.appliedIdentifiers($0) }
-        return all.filter { !applied.contains($0) }
+        try PrivateDatabase.pendingMigrations(AgentStore.migrator, at: databasePath)
     }
 
     // MARK: - Running

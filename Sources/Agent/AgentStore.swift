@@ -3,6 +3,7 @@ import GRDB
 import RelayClient
 import RelayProtocol
 import SwiftplexCrypto
+import SwiftplexStorage
 
 /// One duplex connection as the agent persists it: its receiving queue, its sending queue once
 /// known, the handshake keys while needed, the ratchet, and the integrity counters.
@@ -88,17 +89,8 @@ final class AgentStore: Sendable {
     let queue: DatabaseQueue
 
     init(path: URL) throws {
-        let fd = open(path.path, O_RDWR | O_CREAT, 0o600)
-        if fd >= 0 { fchmod(fd, 0o600); close(fd) }
-        var config = Configuration()
-        config.label = "agent"
-        config.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA journal_mode = WAL")
-            try db.execute(sql: "PRAGMA foreign_keys = ON")
-        }
         do {
-            queue = try DatabaseQueue(path: path.path, configuration: config)
-            try Self.migrator.migrate(queue)
+            queue = try PrivateDatabase.open(path: path, label: "agent", migrator: Self.migrator)
         } catch {
             throw AgentError(.store, "cannot open the agent database \(path.path): \(error)")
         }

@@ -3,6 +3,7 @@ import Foundation
 import GRDB
 import Logging
 import RelayProtocol
+import SwiftplexStorage
 
 /// A failed chat operation, carrying the `chatError` JSON the API reports.
 public struct ChatFailure: Error, Sendable {
@@ -28,7 +29,7 @@ public actor ChatController {
     /// - Parameter defaultRelays: used for users with no relays of their own (`SWIFTPLEX_SERVERS`).
     public init(prefix: String, defaultRelays: [RelayAddress], logger: Logger, confirmation: MigrationConfirmation = .yesUp) throws {
         if confirmation == .error {
-            for (file, pending) in [(prefix + "_chat.db", try ChatStore.migrator.pendingMigrations(at: prefix + "_chat.db")),
+            for (file, pending) in [(prefix + "_chat.db", try PrivateDatabase.pendingMigrations(ChatStore.migrator, at: URL(fileURLWithPath: prefix + "_chat.db"))),
                                     (prefix + "_agent.db", try Agent.pendingMigrations(databasePath: URL(fileURLWithPath: prefix + "_agent.db")))]
             where !pending.isEmpty {
                 throw MigrationPending(dbFile: file, migrations: pending)

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import SwiftplexStorage
 
 /// `<prefix>_chat.db`: users, contacts, pending connections, addresses, contact requests and chat
 /// items. Profiles, settings and message content are stored as the JSON the API exchanges.
@@ -7,16 +8,7 @@ final class ChatStore: Sendable {
     let queue: DatabaseQueue
 
     init(path: URL) throws {
-        let fd = open(path.path, O_RDWR | O_CREAT, 0o600)
-        if fd >= 0 { fchmod(fd, 0o600); close(fd) }
-        var config = Configuration()
-        config.label = "chat"
-        config.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA journal_mode = WAL")
-            try db.execute(sql: "PRAGMA foreign_keys = ON")
-        }
-        queue = try DatabaseQueue(path: path.path, configuration: config)
-        try Self.migrator.migrate(queue)
+        queue = try PrivateDatabase.open(path: path, label: "chat", migrator: Self.migrator)
     }
 
     static var migrator: DatabaseMigrator {
@@ -102,13 +94,3 @@ public struct MigrationPending: Error, Sendable {
     public let migrations: [String]
 }
 
-extension DatabaseMigrator {
-    /// The migrations not yet applied to the database at `path` (all of them if it does not exist).
-    func pendingMigrations(at path: String) throws -> [String] {
-        guard FileManager.default.fileExists(atPath: path) else { return migrations }
-        let db = try DatabaseQueue(path: path)
-        defer { try? db.close() }
-        let applied = try db.read { try appliedIdentifiers($0) }
-        return migrations.filter { !applied.contains($0) }
-    }
-}

@@ -1,0 +1,33 @@
+import Foundation
+import GRDB
+
+/// Opening of the engine's SQLite files: created 0600 before SQLite touches them (its WAL and
+/// shared-memory files inherit the mode), WAL journal, foreign keys on, then migrated.
+public enum PrivateDatabase {
+    public static func open(path: URL, label: String, migrator: DatabaseMigrator) throws -> DatabaseQueue {
+        let fd = Foundation.open(path.path, O_RDWR | O_CREAT, 0o600)
+        if fd >= 0 {
+            fchmod(fd, 0o600)
+            close(fd)
+        }
+        var config = Configuration()
+        config.label = label
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA journal_mode = WAL")
+            try db.execute(sql: "PRAGMA foreign_keys = ON")
+        }
+        let queue = try DatabaseQueue(path: path.path, configuration: config)
+        try migrator.migrate(queue)
+        return queue
+    }
+
+    /// The migrations of `migrator` not yet applied to the database at `path` (all of them if
+    /// the file does not exist). Opens nothing for writing.
+    public static func pendingMigrations(_ migrator: DatabaseMigrator, at path: URL) throws -> [String] {
+        guard FileManager.default.fileExists(atPath: path.path) else { return migrator.migrations }
+        let db = try DatabaseQueue(path: path.path)
+        defer { try? db.close() }
+        let applied = try db.read { try migrator.appliedIdentifiers($0) }
+        return migrator.migrations.filter { !applied.contains($0) }
+    }
+}
