@@ -60,6 +60,12 @@ public struct ChatAPI: Sendable {
         case let .rejectContact(requestId): return try await c.rejectRequest(requestId)
         case let .listContacts(userId): return try await c.listContacts(userId: userId)
         case let .sendMessages(.direct(contactId), _, _, _, messages): return try await c.send(contactId: contactId, messages: messages)
+        case let .updateChatItem(.direct(contactId), itemId, _, message):
+            return try await c.updateItem(contactId: contactId, itemId: itemId, message: message)
+        case let .deleteChatItems(.direct(contactId), itemIds, mode):
+            return try await c.deleteItems(contactId: contactId, itemIds: itemIds, broadcast: mode == .broadcast)
+        case let .reaction(.direct(contactId), itemId, add, reaction):
+            return try await c.react(contactId: contactId, itemId: itemId, add: add, reaction: reaction)
         case let .setUserRelays(userId, relays): return try await c.setRelays(userId: userId, relays: relays)
         case let .getUserRelays(userId): return try await c.getRelays(userId: userId)
         default:

@@ -315,6 +315,8 @@ extension ChatController {
             }
             let item = ChatJSON.chatItem(id: itemId, sent: false, content: content, sharedMsgId: message.msgId, status: "rcvNew", createdAt: now)
             sink.yield(response("newChatItems", u, [("chatItems", .array([aChatItem(user: u, contact: row, item: item)]))]))
+        case "x.msg.update", "x.msg.del", "x.msg.react":
+            try receivedItemEvent(message, user: u, contact: row)
         case "x.info":
             if let p = message.params["profile"] {
                 try dbWrite { db in try db.execute(sql: "UPDATE contact SET profile = ? WHERE id = ?", arguments: [p.description, row.id]) }

@@ -109,21 +109,25 @@ enum ChatJSON {
         ])
     }
 
-    static func chatItem(id: Int64, sent: Bool, content: JSONValue, sharedMsgId: String?, status: String, createdAt: String) -> JSONValue {
+    static func chatItem(id: Int64, sent: Bool, content: JSONValue, sharedMsgId: String?, status: String, createdAt: String,
+                         edited: Bool = false, deleted: Bool = false, reactions: JSONValue = .array([])) -> JSONValue {
         let text = content["text"]?.stringValue ?? ""
         var meta: [(String, JSONValue)] = [
             ("itemId", int(id)), ("itemTs", str(createdAt)), ("itemText", str(text)), ("itemStatus", obj([("type", str(status))])),
         ]
         if let sharedMsgId { meta.append(("itemSharedMsgId", str(sharedMsgId))) }
         meta += [
-            ("itemEdited", .bool(false)), ("userMention", .bool(false)), ("hasLink", .bool(false)), ("deletable", .bool(true)),
-            ("editable", .bool(sent)), ("showGroupAsSender", .bool(false)), ("createdAt", str(createdAt)), ("updatedAt", str(createdAt)),
+            ("itemEdited", .bool(edited)), ("userMention", .bool(false)), ("hasLink", .bool(false)), ("deletable", .bool(!deleted)),
+            ("editable", .bool(sent && !deleted)), ("showGroupAsSender", .bool(false)), ("createdAt", str(createdAt)), ("updatedAt", str(createdAt)),
         ]
+        let itemContent = deleted
+            ? obj([("type", str(sent ? "sndDeleted" : "rcvDeleted")), ("deleteMode", str("broadcast"))])
+            : obj([("type", str(sent ? "sndMsgContent" : "rcvMsgContent")), ("msgContent", content)])
         return obj([
             ("chatDir", obj([("type", str(sent ? "directSnd" : "directRcv"))])),
             ("meta", .object(meta)),
-            ("content", obj([("type", str(sent ? "sndMsgContent" : "rcvMsgContent")), ("msgContent", content)])),
-            ("mentions", obj([])), ("reactions", .array([])),
+            ("content", itemContent),
+            ("mentions", obj([])), ("reactions", reactions),
         ])
     }
 

@@ -57,9 +57,19 @@ final class ChatStore: Sendable {
                     shared_msg_id TEXT,
                     agent_seq INTEGER,
                     status TEXT NOT NULL,
-                    created_at TEXT NOT NULL
+                    edited INTEGER NOT NULL DEFAULT 0,
+                    deleted INTEGER NOT NULL DEFAULT 0,
+                    created_at TEXT NOT NULL,
+                    updated_at TEXT
                 );
                 CREATE INDEX chat_item_by_contact ON chat_item(contact_id, id);
+                CREATE TABLE chat_item_reaction (
+                    item_id INTEGER NOT NULL REFERENCES chat_item(id) ON DELETE CASCADE,
+                    sent INTEGER NOT NULL,
+                    reaction TEXT NOT NULL,
+                    created_at TEXT NOT NULL,
+                    PRIMARY KEY (item_id, sent, reaction)
+                );
                 """)
         }
         return m

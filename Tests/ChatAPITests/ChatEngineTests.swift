@@ -158,6 +158,53 @@ func text(_ item: JSONValue?) -> String? { item?["chatItem"]?["content"]?["msgCo
         }
     }
 
+    @Test func updatesDeletionsAndReactionsReachThePeer() async throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let relay = try await relay(dir)
+        defer { Task { await relay.shutdown() } }
+        try await withEngine(dir, "a", relays: [relay.address]) { a, aInbox in
+            try await withEngine(dir, "b", relays: [relay.address]) { b, bInbox in
+                for (api, name) in [(a, "anna"), (b, "ben")] {
+                    _ = await api.execute(#"/_create user {"profile": {"displayName": "\#(name)", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#)
+                    _ = await api.execute("/_start")
+                }
+                let link = try #require(await a.execute("/_connect 1")["connLinkInvitation"]?["connFullLink"]?.stringValue)
+                _ = await b.execute("/_connect 1 \(link)")
+                let ben = try #require(try await aInbox.next("contactConnected")["contact"]?["contactId"]?.intValue)
+                let anna = try #require(try await bInbox.next("contactConnected")["contact"]?["contactId"]?.intValue)
+
+                let sent = await a.execute(#"/_send @\#(ben) json [{"msgContent": {"type": "text", "text": "helo"}, "mentions": {}}]"#)
+                let itemId = try #require(sent["chatItems"]?.arrayFirst?["chatItem"]?["meta"]?["itemId"]?.intValue)
+                let received = try await bInbox.next("newChatItems")
+                let theirId = try #require(received["chatItems"]?.arrayFirst?["chatItem"]?["meta"]?["itemId"]?.intValue)
+
+                let updated = await a.execute(#"/_update item @\#(ben) \#(itemId) json {"msgContent": {"type": "text", "text": "hello"}, "mentions": {}}"#)
+                #expect(updated["type"]?.stringValue == "chatItemUpdated")
+                let unchanged = await a.execute(#"/_update item @\#(ben) \#(itemId) json {"msgContent": {"type": "text", "text": "hello"}, "mentions": {}}"#)
+                #expect(unchanged["type"]?.stringValue == "chatItemNotChanged")
+                let seenUpdate = try await bInbox.next("chatItemUpdated")
+                #expect(text(seenUpdate["chatItem"]) == "hello")
+                #expect(seenUpdate["chatItem"]?["chatItem"]?["meta"]?["itemEdited"]?.boolValue == true)
+
+                let reacted = await b.execute(#"/_reaction @\#(anna) \#(theirId) on {"type": "emoji", "emoji": "👍"}"#)
+                #expect(reacted["type"]?.stringValue == "chatItemReaction" && reacted["added"]?.boolValue == true)
+                let seenReaction = try await aInbox.next("chatItemReaction")
+                #expect(seenReaction["reaction"]?["chatReaction"]?["reaction"]?["emoji"]?.stringValue == "👍")
+                #expect(seenReaction["reaction"]?["chatReaction"]?["chatItem"]?["reactions"]?.arrayFirst?["totalReacted"]?.intValue == 1)
+
+                // Only one's own messages can be edited or deleted for everyone.
+                #expect(await b.execute(#"/_update item @\#(anna) \#(theirId) json {"msgContent": {"type": "text", "text": "x"}, "mentions": {}}"#)["type"]?.stringValue == "chatCmdError")
+                #expect(await a.execute("/_delete item @\(ben) 999 broadcast")["chatError"]?["storeError"]?["type"]?.stringValue == "chatItemNotFound")
+                let deleted = await a.execute("/_delete item @\(ben) \(itemId) broadcast")
+                #expect(deleted["type"]?.stringValue == "chatItemsDeleted")
+                let seenDeletion = try await bInbox.next("chatItemsDeleted")
+                #expect(seenDeletion["chatItemDeletions"]?.arrayFirst?["toChatItem"]?["chatItem"]?["content"]?["type"]?.stringValue == "rcvDeleted")
+                #expect(seenDeletion["byUser"]?.boolValue == false)
+            }
+        }
+    }
+
     @Test func badCommandsAndLinksGiveTypedErrors() async throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -128,6 +128,12 @@ async def clients_among_themselves(work):
         else:
             await ann.api.api_accept_contact_request(request["contactRequestId"])
 
+    reactions: asyncio.Queue = asyncio.Queue()
+
+    @ann.on_event("chatItemReaction")
+    async def reacted(event):
+        await reactions.put(event)
+
     async with ann, ben, cat, dan:
         tasks = [asyncio.create_task(c.serve_forever()) for c in (ann, ben, cat, dan)]
         await asyncio.sleep(0.2)
@@ -141,6 +147,26 @@ async def clients_among_themselves(work):
         await asyncio.sleep(0.1)
         await ben.api.api_send_text_message({"chatType": "direct", "chatId": contact["contactId"]}, "hi ann")
         check((await reply_waiter).text == "hi ann", "messages flow between the two Clients")
+
+        # Edits, reactions and deletions reach the peer as events.
+        seen: asyncio.Queue = asyncio.Queue()
+        for tag in ("chatItemUpdated", "chatItemReaction", "chatItemsDeleted"):
+            ben.on_event(tag)(lambda event, q=seen: q.put(event))
+        items = await ann.api.api_send_text_message({"chatType": "direct", "chatId": ben_at_ann["contactId"]}, "typo")
+        item_id = items[0]["chatItem"]["meta"]["itemId"]
+        await ann.api.api_update_chat_item("direct", ben_at_ann["contactId"], item_id, {"type": "text", "text": "fixed"})
+        event = await asyncio.wait_for(seen.get(), 30)
+        check(event["type"] == "chatItemUpdated" and event["chatItem"]["chatItem"]["content"]["msgContent"]["text"] == "fixed",
+              "an edit arrives as chatItemUpdated")
+        theirs = event["chatItem"]["chatItem"]["meta"]["itemId"]
+        await ben.api.api_chat_item_reaction("direct", contact["contactId"], theirs, True, {"type": "emoji", "emoji": "👍"})
+        await ann.api.api_delete_chat_items("direct", ben_at_ann["contactId"], [item_id], "broadcast")
+        event = await asyncio.wait_for(seen.get(), 30)
+        check(event["type"] == "chatItemsDeleted" and event["byUser"] is False, "a deletion for everyone arrives as chatItemsDeleted")
+
+        event = await asyncio.wait_for(reactions.get(), 30)
+        check(event["added"] is True and event["reaction"]["chatReaction"]["reaction"]["emoji"] == "👍",
+              "a reaction arrives as chatItemReaction")
 
         address = await ann.api.api_create_user_address(1)
         link = address["connFullLink"]

@@ -1,0 +1,153 @@
+import Agent
+import Foundation
+import GRDB
+
+extension ChatController {
+    struct ItemRow {
+        var id: Int64
+        var contactId: Int64
+        var sent: Bool
+        var content: JSONValue
+        var sharedMsgId: String?
+        var status: String
+        var edited: Bool
+        var deleted: Bool
+        var createdAt: String
+    }
+
+    nonisolated static func itemRow(_ db: Database, where clause: String, _ args: StatementArguments) throws -> ItemRow? {
+        try Row.fetchOne(db, sql: "SELECT * FROM chat_item WHERE \(clause)", arguments: args).map {
+            ItemRow(id: $0["id"], contactId: $0["contact_id"], sent: $0["sent"], content: (try? JSONValue.parse($0["content"] as String)) ?? .object([]),
+                    sharedMsgId: $0["shared_msg_id"], status: $0["status"], edited: $0["edited"], deleted: $0["deleted"], createdAt: $0["created_at"])
+        }
+    }
+
+    func itemJSON(_ i: ItemRow) throws -> JSONValue {
+        let counts = try dbRead { db in
+            try Row.fetchAll(db, sql: "SELECT reaction, SUM(sent) AS mine, COUNT(*) AS total FROM chat_item_reaction WHERE item_id = ? GROUP BY reaction",
+                             arguments: [i.id]).map { row -> JSONValue in
+                .object([("reaction", (try? JSONValue.parse(row["reaction"] as String)) ?? .null),
+                         ("userReacted", .bool((row["mine"] as Int) > 0)), ("totalReacted", .number(Double(row["total"] as Int)))])
+            }
+        }
+        return ChatJSON.chatItem(id: i.id, sent: i.sent, content: i.content, sharedMsgId: i.sharedMsgId, status: i.status,
+                                 createdAt: i.createdAt, edited: i.edited, deleted: i.deleted, reactions: .array(counts))
+    }
+
+    /// The contact, its user and one of its items, or the store error the API reports.
+    private func target(contactId: Int64, itemId: Int64) throws -> (UserRow, ChatJSON.ContactRow, ItemRow) {
+        guard let (userId, contact) = try dbRead({ db in try Self.contactRow(db, where: "id = ?", [contactId]) }) else {
+            throw ChatFailure(ChatJSON.storeError("contactNotFound"))
+        }
+        guard let item = try dbRead({ db in try Self.itemRow(db, where: "id = ? AND contact_id = ?", [itemId, contactId]) }) else {
+            throw ChatFailure(ChatJSON.storeError("chatItemNotFound"))
+        }
+        return (try user(userId), contact, item)
+    }
+
+    private func sendEvent(_ contact: ChatJSON.ContactRow, _ event: String, _ params: [(String, JSONValue)]) async throws {
+        let m = ChatMessage(event: event, params: .object(params))
+        _ = try await agentCall { try await agent.send(contact.agentConnId, m.encoded) }
+    }
+
+    // MARK: - Commands
+
+    public func updateItem(contactId: Int64, itemId: Int64, message: JSONValue) async throws -> JSONValue {
+        let (u, contact, item) = try target(contactId: contactId, itemId: itemId)
+        guard item.sent, !item.deleted, let msgId = item.sharedMsgId else { throw ChatFailure(ChatJSON.chatError("invalidChatItemUpdate")) }
+        guard let content = message["msgContent"], case .object = content else { throw ChatFailure.command("UpdatedMessage needs msgContent") }
+        if content == item.content { return response("chatItemNotChanged", u, [("chatItem", aChatItem(user: u, contact: contact, item: try itemJSON(item)))]) }
+        try await sendEvent(contact, "x.msg.update", [("msgId", .string(msgId)), ("content", content)])
+        try dbWrite { db in try db.execute(sql: "UPDATE chat_item SET content = ?, edited = 1, updated_at = ? WHERE id = ?", arguments: [content.description, Timestamp.now(), itemId]) }
+        let updated = try dbRead { db in try Self.itemRow(db, where: "id = ?", [itemId]) }!
+        return response("chatItemUpdated", u, [("chatItem", aChatItem(user: u, contact: contact, item: try itemJSON(updated)))])
+    }
+
+    public func deleteItems(contactId: Int64, itemIds: [Int64], broadcast: Bool) async throws -> JSONValue {
+        var deletions: [JSONValue] = []
+        var user: UserRow?
+        for itemId in itemIds {
+            let (u, contact, item) = try target(contactId: contactId, itemId: itemId)
+            user = u
+            let before = aChatItem(user: u, contact: contact, item: try itemJSON(item))
+            if broadcast {
+                guard item.sent, !item.deleted, let msgId = item.sharedMsgId else { throw ChatFailure(ChatJSON.chatError("invalidChatItemDelete")) }
+                try await sendEvent(contact, "x.msg.del", [("msgId", .string(msgId))])
+                try dbWrite { db in try db.execute(sql: "UPDATE chat_item SET deleted = 1 WHERE id = ?", arguments: [itemId]) }
+                var after = item
+                after.deleted = true
+                deletions.append(.object([("deletedChatItem", before), ("toChatItem", aChatItem(user: u, contact: contact, item: try itemJSON(after)))]))
+            } else {
+                try dbWrite { db in try db.execute(sql: "DELETE FROM chat_item WHERE id = ?", arguments: [itemId]) }
+                deletions.append(.object([("deletedChatItem", before)]))
+            }
+        }
+        return response("chatItemsDeleted", user, [("chatItemDeletions", .array(deletions)), ("byUser", .bool(true)), ("timed", .bool(false))])
+    }
+
+    public func react(contactId: Int64, itemId: Int64, add: Bool, reaction: JSONValue) async throws -> JSONValue {
+        let (u, contact, item) = try target(contactId: contactId, itemId: itemId)
+        guard reaction["type"]?.stringValue == "emoji", reaction["emoji"]?.stringValue?.isEmpty == false else {
+            throw ChatFailure.command("a reaction is {\"type\":\"emoji\",\"emoji\":…}")
+        }
+        guard !item.deleted, let msgId = item.sharedMsgId else { throw ChatFailure(ChatJSON.chatError("invalidChatItemUpdate")) }
+        try await sendEvent(contact, "x.msg.react", [("msgId", .string(msgId)), ("reaction", reaction), ("add", .bool(add))])
+        try storeReaction(itemId: itemId, sent: true, reaction: reaction, add: add)
+        return response("chatItemReaction", u, [("added", .bool(add)), ("reaction", try reactionJSON(u, contact, item, sent: true, reaction: reaction))])
+    }
+
+    func storeReaction(itemId: Int64, sent: Bool, reaction: JSONValue, add: Bool) throws {
+        try dbWrite { db in
+            if add {
+                try db.execute(sql: "INSERT OR IGNORE INTO chat_item_reaction (item_id, sent, reaction, created_at) VALUES (?, ?, ?, ?)",
+                               arguments: [itemId, sent, reaction.description, Timestamp.now()])
+            } else {
+                try db.execute(sql: "DELETE FROM chat_item_reaction WHERE item_id = ? AND sent = ? AND reaction = ?", arguments: [itemId, sent, reaction.description])
+            }
+        }
+    }
+
+    func reactionJSON(_ u: UserRow, _ contact: ChatJSON.ContactRow, _ item: ItemRow, sent: Bool, reaction: JSONValue) throws -> JSONValue {
+        .object([
+            ("chatInfo", .object([("type", .string("direct")), ("contact", contactJSON(contact, user: u))])),
+            ("chatReaction", .object([
+                ("chatDir", .object([("type", .string(sent ? "directSnd" : "directRcv"))])),
+                ("chatItem", try itemJSON(item)), ("sentAt", .string(Timestamp.now())), ("reaction", reaction),
+            ])),
+        ])
+    }
+
+    // MARK: - Received
+
+    /// Applies a peer's `x.msg.update`, `x.msg.del` or `x.msg.react` to the item it names.
+    func receivedItemEvent(_ message: ChatMessage, user u: UserRow, contact: ChatJSON.ContactRow) throws {
+        guard let msgId = message.params["msgId"]?.stringValue,
+              let item = try dbRead({ db in try Self.itemRow(db, where: "contact_id = ? AND shared_msg_id = ?", [contact.id, msgId]) }) else {
+            logger.info("a chat event names an unknown message", metadata: ["event": "\(message.event)"])
+            return
+        }
+        switch message.event {
+        case "x.msg.update":
+            guard !item.sent, let content = message.params["content"], case .object = content else { return }
+            try dbWrite { db in try db.execute(sql: "UPDATE chat_item SET content = ?, edited = 1 WHERE id = ?", arguments: [content.description, item.id]) }
+            let updated = try dbRead { db in try Self.itemRow(db, where: "id = ?", [item.id]) }!
+            sink.yield(response("chatItemUpdated", u, [("chatItem", aChatItem(user: u, contact: contact, item: try itemJSON(updated)))]))
+        case "x.msg.del":
+            guard !item.sent else { return }
+            let before = aChatItem(user: u, contact: contact, item: try itemJSON(item))
+            try dbWrite { db in try db.execute(sql: "UPDATE chat_item SET deleted = 1 WHERE id = ?", arguments: [item.id]) }
+            var after = item
+            after.deleted = true
+            sink.yield(response("chatItemsDeleted", u, [
+                ("chatItemDeletions", .array([.object([("deletedChatItem", before), ("toChatItem", aChatItem(user: u, contact: contact, item: try itemJSON(after)))])])),
+                ("byUser", .bool(false)), ("timed", .bool(false)),
+            ]))
+        case "x.msg.react":
+            guard let reaction = message.params["reaction"], let add = message.params["add"]?.boolValue else { return }
+            try storeReaction(itemId: item.id, sent: false, reaction: reaction, add: add)
+            sink.yield(response("chatItemReaction", u, [("added", .bool(add)), ("reaction", try reactionJSON(u, contact, item, sent: false, reaction: reaction))]))
+        default:
+            break
+        }
+    }
+}
