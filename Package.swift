@@ -141,6 +141,9 @@ let package = Package(
             dependencies: [
                 "RelayServer",
                 "RelayClient",
+                "SimplexLib",
+                "ChatAPI",
+                "ChatCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

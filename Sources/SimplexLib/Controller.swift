@@ -31,6 +31,8 @@ final class LibController: @unchecked Sendable {
         tasks = [engine, pump]
     }
 
+    func enqueueForBenchmark(_ e: JSONValue) { enqueue(e) }
+
     private func enqueue(_ e: JSONValue) {
         condition.lock()
         queued.append(e)

@@ -202,3 +202,10 @@ public func chat_decrypt_file(_ from: UnsafePointer<CChar>?, _ key: UnsafePointe
     do { try Data(plain).write(to: URL(fileURLWithPath: to)) } catch { return cString("cannot write \(to): \(error)") }
     return cString("")
 }
+
+/// For `swiftplex-bench libsimplex`: puts an event on a controller's queue as the engine would.
+package func simplexEnqueueEvent(_ ctrl: UnsafeMutableRawPointer?, _ event: JSONValue) -> Bool {
+    guard let lib = controller(ctrl) else { return false }
+    lib.enqueueForBenchmark(event)
+    return true
+}
