@@ -75,7 +75,7 @@ public actor Agent {
 
     private func runLoops() async throws {
         let relaysInUse = try await store.queue.read { db in
-            Set(try AgentStore.allConnections(db).map(\.rcvRelay) + AgentStore.allAddresses(db).map(\.rcvRelay))
+            Set(try AgentStore.allConnections(db).map(\.rcv.relay) + AgentStore.allAddresses(db).map(\.rcv.relay))
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { [newConnections] in
@@ -137,8 +137,7 @@ public actor Agent {
     private func resubscribe(_ relay: RelayAddress) async throws {
         let connection = try await relayConnection(relay)
         let (records, addresses) = try await store.queue.read { db in (try AgentStore.allConnections(db), try AgentStore.allAddresses(db)) }
-        let queues = try records.filter { $0.rcvRelay == relay.description }.map { try $0.receivingQueue }
-            + (try addresses.filter { $0.rcvRelay == relay.description }.map { try $0.receivingQueue })
+        let queues = try (records.map(\.rcv) + addresses.map(\.rcv)).filter { $0.relay == relay.description }.map { try $0.recipientQueue }
         for var q in queues {
             q.relay = relay
             try await connection.subscribe(q)
@@ -187,8 +186,7 @@ public actor Agent {
         let e2e = X25519.PrivateKey()
         let x3dh = X3DH.PrivateKeys()
         let record = ConnectionRecord(
-            role: .inviter, status: .pending, rcvRelay: relay.description, rcvId: Data(q.recipientId), rcvSenderId: Data(q.senderId),
-            rcvKey: Data(q.recipientKey.secretBytes), rcvDeliveryKey: Data(q.deliveryKey.secretBytes), rcvE2E: Data(e2e.secretBytes),
+            role: .inviter, status: .pending, rcv: OwnQueue(q, relay: relay, e2e: e2e),
             x3dhKey1: Data(x3dh.key1.secretBytes), x3dhKey2: Data(x3dh.key2.secretBytes), autoAllowInfo: autoAllowInfo.map { Data($0) })
         let id = try await store.queue.write { db in try AgentStore.save(db, record) }
         try await connection.subscribe(q)
@@ -225,8 +223,7 @@ public actor Agent {
             throw AgentError(.relay, "cannot secure the inviter's queue (already used or gone?): \(error)")
         }
         let record = ConnectionRecord(
-            role: .joiner, status: .pending, rcvRelay: relay.description, rcvId: Data(q.recipientId), rcvSenderId: Data(q.senderId),
-            rcvKey: Data(q.recipientKey.secretBytes), rcvDeliveryKey: Data(q.deliveryKey.secretBytes), rcvE2E: Data(rcvE2E.secretBytes),
+            role: .joiner, status: .pending, rcv: OwnQueue(q, relay: relay, e2e: rcvE2E),
             sndQueue: link.queue.description, sndKey: Data(sndKey.secretBytes), sndE2E: Data(sndE2E.secretBytes), sndConfirmationSent: true,
             associatedData: Data(ad), ratchet: ratchet)
         let id = try await store.queue.write { db in
@@ -352,7 +349,7 @@ public actor Agent {
         do {
             let delivered = try q.open(messageId: messageId, sealed: sealed)
             let known = try r.rcvPeerE2E.map { try X25519.PublicKey(bytes: [UInt8]($0)) }
-            let opened = try Envelope.open(delivered.body, own: try X25519.PrivateKey(secretBytes: [UInt8](r.rcvE2E)), knownSender: known)
+            let opened = try Envelope.open(delivered.body, own: try r.rcv.e2eKey, knownSender: known)
             if let sender = opened.senderKey {
                 guard r.rcvPeerE2E == nil || r.rcvPeerE2E == Data(sender.bytes) else {
                     throw AgentError(.badEnvelope, "a second confirmation with another key")
@@ -465,9 +462,7 @@ public actor Agent {
         let connection = try await relayConnection(relay)
         let q = try await connection.createQueue()
         let e2e = X25519.PrivateKey()
-        let record = AddressRecord(rcvRelay: relay.description, rcvId: Data(q.recipientId), rcvSenderId: Data(q.senderId),
-                                   rcvKey: Data(q.recipientKey.secretBytes), rcvDeliveryKey: Data(q.deliveryKey.secretBytes),
-                                   rcvE2E: Data(e2e.secretBytes))
+        let record = AddressRecord(rcv: OwnQueue(q, relay: relay, e2e: e2e))
         let id = try await store.queue.write { db in try AgentStore.save(db, record) }
         try await connection.subscribe(q)
         return (id, ContactAddressLink(queue: QueueURI(relay: relay, senderId: q.senderId, recipientDhKey: e2e.publicKey)))
@@ -528,7 +523,7 @@ public actor Agent {
         }
         do {
             let delivered = try q.open(messageId: messageId, sealed: sealed)
-            let opened = try Envelope.open(delivered.body, own: try X25519.PrivateKey(secretBytes: [UInt8](a.rcvE2E)), knownSender: nil)
+            let opened = try Envelope.open(delivered.body, own: try a.rcv.e2eKey, knownSender: nil)
             guard opened.kind == .confirmation, case let .contactRequest(invitation, info) = try AgentMessage.decode(opened.plaintext) else {
                 throw AgentError(.badEnvelope, "not a contact request")
             }

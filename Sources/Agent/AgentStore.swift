@@ -22,12 +22,7 @@ struct ConnectionRecord: Codable, Sendable {
     var id: Int64 = 0
     var role: Role
     var status: Status
-    var rcvRelay: String
-    var rcvId: Data
-    var rcvSenderId: Data
-    var rcvKey: Data
-    var rcvDeliveryKey: Data
-    var rcvE2E: Data
+    var rcv: OwnQueue
     var rcvPeerE2E: Data?
     var sndQueue: String?
     var sndKey: Data?
@@ -48,31 +43,45 @@ struct ConnectionRecord: Codable, Sendable {
     /// commit and ACK) is acknowledged without being processed twice.
     var lastRelayMessageId: Data?
 
-    var receivingQueue: RecipientQueue {
-        get throws { try storedRecipientQueue(relay: rcvRelay, id: rcvId, senderId: rcvSenderId, key: rcvKey, deliveryKey: rcvDeliveryKey) }
-    }
+    var receivingQueue: RecipientQueue { get throws { try rcv.recipientQueue } }
 }
 
-/// Rebuilds a receiving queue from its stored fields.
-func storedRecipientQueue(relay: String, id: Data, senderId: Data, key: Data, deliveryKey: Data) throws -> RecipientQueue {
-    RecipientQueue(relay: try RelayAddress(parsing: relay), recipientId: [UInt8](id), senderId: [UInt8](senderId),
-                   recipientKey: try AuthPrivateKey(secretBytes: [UInt8](key)), deliveryKey: try BoxKey(secretBytes: [UInt8](deliveryKey)))
+/// A queue this agent receives on, as stored: what rebuilds the relay client's `RecipientQueue`,
+/// plus the agent's own end-to-end key for the envelopes that arrive on it.
+struct OwnQueue: Codable, Sendable {
+    var relay: String
+    var id: Data
+    var senderId: Data
+    var key: Data
+    var deliveryKey: Data
+    var e2e: Data
+
+    init(_ q: RecipientQueue, relay: RelayAddress, e2e: X25519.PrivateKey) {
+        self.relay = relay.description
+        id = Data(q.recipientId)
+        senderId = Data(q.senderId)
+        key = Data(q.recipientKey.secretBytes)
+        deliveryKey = Data(q.deliveryKey.secretBytes)
+        self.e2e = Data(e2e.secretBytes)
+    }
+
+    var recipientQueue: RecipientQueue {
+        get throws {
+            RecipientQueue(relay: try RelayAddress(parsing: relay), recipientId: [UInt8](id), senderId: [UInt8](senderId),
+                           recipientKey: try AuthPrivateKey(secretBytes: [UInt8](key)), deliveryKey: try BoxKey(secretBytes: [UInt8](deliveryKey)))
+        }
+    }
+
+    var e2eKey: X25519.PrivateKey { get throws { try X25519.PrivateKey(secretBytes: [UInt8](e2e)) } }
 }
 
 /// A contact address this agent owns: a reusable queue whose messages are contact requests.
 struct AddressRecord: Codable, Sendable {
     var id: Int64 = 0
-    var rcvRelay: String
-    var rcvId: Data
-    var rcvSenderId: Data
-    var rcvKey: Data
-    var rcvDeliveryKey: Data
-    var rcvE2E: Data
+    var rcv: OwnQueue
     var lastRelayMessageId: Data?
 
-    var receivingQueue: RecipientQueue {
-        get throws { try storedRecipientQueue(relay: rcvRelay, id: rcvId, senderId: rcvSenderId, key: rcvKey, deliveryKey: rcvDeliveryKey) }
-    }
+    var receivingQueue: RecipientQueue { get throws { try rcv.recipientQueue } }
 }
 
 /// A ready envelope waiting to be sent, in order, for one connection.
@@ -146,7 +155,7 @@ final class AgentStore: Sendable {
         let state = try encoder.encode(r)
         if r.id == 0 {
             try db.execute(sql: "INSERT INTO connection (rcv_id, rcv_sender_id, state) VALUES (?, ?, ?)",
-                           arguments: [r.rcvId, r.rcvSenderId, state])
+                           arguments: [r.rcv.id, r.rcv.senderId, state])
             r.id = db.lastInsertedRowID
             try db.execute(sql: "UPDATE connection SET state = ? WHERE id = ?", arguments: [try encoder.encode(r), r.id])
             return r.id
@@ -173,7 +182,7 @@ final class AgentStore: Sendable {
     static func save(_ db: Database, _ record: AddressRecord) throws -> Int64 {
         var r = record
         if r.id == 0 {
-            try db.execute(sql: "INSERT INTO address (rcv_id, rcv_sender_id, state) VALUES (?, ?, '')", arguments: [r.rcvId, r.rcvSenderId])
+            try db.execute(sql: "INSERT INTO address (rcv_id, rcv_sender_id, state) VALUES (?, ?, '')", arguments: [r.rcv.id, r.rcv.senderId])
             r.id = db.lastInsertedRowID
         }
         try db.execute(sql: "UPDATE address SET state = ? WHERE id = ?", arguments: [try encoder.encode(r), r.id])

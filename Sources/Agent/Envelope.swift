@@ -130,7 +130,7 @@ enum AgentMessage: Equatable {
 /// Why an agent operation failed.
 public struct AgentError: CodedError {
     public enum Code: String, Sendable {
-        case noRelay, badLink, unknownConnection, wrongState, badEnvelope, messageTooLarge, relay, store, ownLink
+        case noRelay, unknownConnection, wrongState, badEnvelope, messageTooLarge, relay, store, ownLink
     }
     public let code: Code
     public let message: String
