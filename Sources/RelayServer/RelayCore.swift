@@ -385,13 +385,19 @@ final class RelayCore: Sendable {
     }
 
     private func deliver(_ m: StoredMessage, to target: Target, recipientId: [UInt8]) {
-        guard let sealed = try? ReceivedMessage.seal(id: m.id, timestamp: m.timestamp, flags: MessageFlags(rawValue: m.flags), body: m.body, key: target.key) else {
+        guard let response = sealedDelivery(m, key: target.key) else { return }
+        target.subscriber.push(response, entityId: recipientId)
+    }
+
+    /// Seals a stored message for its recipient and counts the delivery; nil (logged) if it cannot be sealed.
+    private func sealedDelivery(_ m: StoredMessage, key: BoxKey) -> ServerResponse? {
+        guard let sealed = try? ReceivedMessage.seal(id: m.id, timestamp: m.timestamp, flags: MessageFlags(rawValue: m.flags), body: m.body, key: key) else {
             logger.error("cannot seal a message for delivery")
-            return
+            return nil
         }
         state.withLockedValue { $0.stats.messagesDelivered += 1 }
         metrics.messagesDelivered.increment()
-        target.subscriber.push(.message(id: m.id, sealed: sealed), entityId: recipientId)
+        return .message(id: m.id, sealed: sealed)
     }
 
     /// Acknowledgement is answered at once: the deletion is committed in the background (if it is
@@ -443,12 +449,7 @@ final class RelayCore: Sendable {
                 }
                 guard let key else { return reply(.error(.prohibited)) }
                 guard let m = message else { return reply(.error(.noMessage)) }
-                guard let sealed = try? ReceivedMessage.seal(id: m.id, timestamp: m.timestamp, flags: MessageFlags(rawValue: m.flags), body: m.body, key: key) else {
-                    return reply(.error(.internal))
-                }
-                state.withLockedValue { $0.stats.messagesDelivered += 1 }
-                metrics.messagesDelivered.increment()
-                reply(.message(id: m.id, sealed: sealed))
+                reply(sealedDelivery(m, key: key) ?? .error(.internal))
             }
         }
     }
