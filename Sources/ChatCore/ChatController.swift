@@ -198,7 +198,6 @@ public actor ChatController {
             return try await body()
         } catch let e as AgentError {
             switch e.code {
-            case .badLink: throw ChatFailure(ChatJSON.chatError("invalidConnReq"))
             case .noRelay: throw ChatFailure.command("no relays: set them with /_relays <userId> smp://… or the SWIFTPLEX_SERVERS environment variable")
             default: throw ChatFailure(.object([("type", .string("errorAgent")), ("agentError", .object([("type", .string(e.code.rawValue)), ("message", .string(e.message))])), ("agentConnId", .string(""))]))
             }

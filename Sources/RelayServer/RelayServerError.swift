@@ -4,7 +4,7 @@ import SwiftplexCrypto
 /// message contents.
 public struct RelayServerError: CodedError {
     public enum Code: String, Sendable {
-        case dataDirectory, identity, database, bind, configuration
+        case dataDirectory, identity, database, bind
     }
     public let code: Code
     public let message: String

@@ -10,7 +10,6 @@ import RelayProtocol
 /// that `chat_recv_msg_wait` hands out. Every method is safe to call from any thread.
 final class LibController: @unchecked Sendable {
     let api: ChatAPI
-    private let lock = NIOLock()
     private let condition = NSCondition()
     private var queued: [JSONValue] = []
     private var closed = false

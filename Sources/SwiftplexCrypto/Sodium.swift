@@ -38,10 +38,6 @@ public enum Sodium {
         }
     }
 
-    /// Overwrites `bytes` with zeroes in a way the optimiser will not remove.
-    public static func wipe(_ bytes: inout [UInt8]) {
-        if !bytes.isEmpty { sodium_memzero(&bytes, bytes.count) }
-    }
 }
 
 /// SHA-256 and SHA-512 digests.
