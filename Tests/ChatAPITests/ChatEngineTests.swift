@@ -51,6 +51,17 @@ func withEngine<T: Sendable>(_ dir: URL, _ name: String, relays: [RelayAddress],
 
 func text(_ item: JSONValue?) -> String? { item?["chatItem"]?["content"]?["msgContent"]?["text"]?.stringValue }
 
+/// The `/_create user` command for a plain profile.
+func createUser(_ name: String) -> String {
+    #"/_create user {"profile": {"displayName": "\#(name)", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#
+}
+
+/// Creates a user and starts the engine.
+func startUser(_ api: ChatAPI, _ name: String) async {
+    _ = await api.execute(createUser(name))
+    _ = await api.execute("/_start")
+}
+
 @Suite(.timeLimit(.minutes(2))) struct ChatEngineTests {
     func tempDir() -> URL {
         let u = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-chat-\(UUID().uuidString)")
@@ -86,8 +97,7 @@ func text(_ item: JSONValue?) -> String? { item?["chatItem"]?["content"]?["msgCo
                 let shown = await bot.execute("/_show_address 1")
                 #expect(shown["contactLink"]?["addressSettings"] == (try JSONValue.parse(settings)))
 
-                _ = await client.execute(#"/_create user {"profile": {"displayName": "alice", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#)
-                _ = await client.execute("/_start")
+                await startUser(client, "alice")
                 #expect(await client.execute("/_connect plan 1 \(link)")["connectionPlan"]?["type"]?.stringValue == "contactAddress")
                 #expect(await client.execute("/connect \(link)")["type"]?.stringValue == "sentInvitation")
 
@@ -125,10 +135,8 @@ func text(_ item: JSONValue?) -> String? { item?["chatItem"]?["content"]?["msgCo
         defer { Task { await relay.shutdown() } }
         try await withEngine(dir, "a", relays: [relay.address]) { a, aInbox in
             try await withEngine(dir, "b", relays: [relay.address]) { b, bInbox in
-                for (api, name) in [(a, "anna"), (b, "ben")] {
-                    _ = await api.execute(#"/_create user {"profile": {"displayName": "\#(name)", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#)
-                    _ = await api.execute("/_start")
-                }
+                await startUser(a, "anna")
+                await startUser(b, "ben")
                 let inv = await a.execute("/_connect 1")
                 #expect(inv["type"]?.stringValue == "invitation")
                 let link = try #require(inv["connLinkInvitation"]?["connFullLink"]?.stringValue)
@@ -140,8 +148,7 @@ func text(_ item: JSONValue?) -> String? { item?["chatItem"]?["content"]?["msgCo
                 // An address without auto-accept: requests wait for /_accept or /_reject.
                 let addr = try #require(await a.execute("/_address 1")["connLinkContact"]?["connFullLink"]?.stringValue)
                 try await withEngine(dir, "c", relays: [relay.address]) { c, _ in
-                    _ = await c.execute(#"/_create user {"profile": {"displayName": "carl", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#)
-                    _ = await c.execute("/_start")
+                    await startUser(c, "carl")
                     _ = await c.execute("/connect \(addr)")
                     let req = try await aInbox.next("receivedContactRequest")
                     #expect(req["contactRequest"]?["profile"]?["displayName"]?.stringValue == "carl")
@@ -165,10 +172,8 @@ func text(_ item: JSONValue?) -> String? { item?["chatItem"]?["content"]?["msgCo
         defer { Task { await relay.shutdown() } }
         try await withEngine(dir, "a", relays: [relay.address]) { a, aInbox in
             try await withEngine(dir, "b", relays: [relay.address]) { b, bInbox in
-                for (api, name) in [(a, "anna"), (b, "ben")] {
-                    _ = await api.execute(#"/_create user {"profile": {"displayName": "\#(name)", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#)
-                    _ = await api.execute("/_start")
-                }
+                await startUser(a, "anna")
+                await startUser(b, "ben")
                 let link = try #require(await a.execute("/_connect 1")["connLinkInvitation"]?["connFullLink"]?.stringValue)
                 _ = await b.execute("/_connect 1 \(link)")
                 let ben = try #require(try await aInbox.next("contactConnected")["contact"]?["contactId"]?.intValue)
@@ -214,12 +219,12 @@ func text(_ item: JSONValue?) -> String? { item?["chatItem"]?["content"]?["msgCo
             #expect(errorType(await api.execute("/hello")) == "commandError")
             #expect(errorType(await api.execute("/_start")) == "noActiveUser")
             for bad in ["", "  ", "@bot", "#group"] {
-                let r = await api.execute(#"/_create user {"profile": {"displayName": "\#(bad)", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#)
+                let r = await api.execute(createUser(bad))
                 #expect(errorType(r) == "invalidDisplayName", "\(bad)")
             }
-            let ok = await api.execute(#"/_create user {"profile": {"displayName": "  x  ", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#)
+            let ok = await api.execute(createUser("  x  "))
             #expect(ok["user"]?["profile"]?["displayName"]?.stringValue == "x")
-            let dup = await api.execute(#"/_create user {"profile": {"displayName": "x", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#)
+            let dup = await api.execute(createUser("x"))
             #expect(errorType(dup) == "userExists")
             #expect(errorType(await api.execute("/_address 1")) == "chatNotStarted")
             _ = await api.execute("/_start")
