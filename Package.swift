@@ -36,6 +36,9 @@ let package = Package(
             providers: [.apt(["libyaml-dev"])]
         ),
 
+        // The plugin ABI: one C header shared by the host, the SDK and plugins in any language.
+        .systemLibrary(name: "CSwiftplexPlugin", path: "Sources/CSwiftplexPlugin"),
+
         // Layer 1: cryptographic primitives over libsodium.
         .target(name: "SwiftplexCrypto", dependencies: ["CSodium"]),
 
