@@ -9,6 +9,9 @@ let package = Package(
         .executable(name: "swiftplex-bench", targets: ["swiftplex-bench"]),
         .library(name: "RelayClient", targets: ["RelayClient"]),
         .library(name: "simplex", type: .dynamic, targets: ["SimplexLib"]),
+        .executable(name: "swiftplex-plugin-runner", targets: ["swiftplex-plugin-runner"]),
+        // A plugin in C that the host's tests and the dispatch benchmark control.
+        .library(name: "swiftplex-test-plugin", type: .dynamic, targets: ["SwiftplexTestPlugin"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -124,6 +127,26 @@ let package = Package(
             ]
         ),
 
+        // The bot host's plugin runtime: loading, per-instance queues, isolation, storage, timers.
+        .target(
+            name: "PluginHost",
+            dependencies: [
+                "CSwiftplexPlugin",
+                "SwiftplexStorage",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
+        .executableTarget(name: "swiftplex-plugin-runner", dependencies: ["PluginHost"]),
+        .target(
+            name: "SwiftplexTestPlugin",
+            dependencies: ["CSwiftplexPlugin"],
+            path: "Tests/Fixtures/TestPlugin",
+            publicHeadersPath: ".",
+            cSettings: [.headerSearchPath("../../../Sources/CSwiftplexPlugin/include")]
+        ),
+
         // Executables.
         .executableTarget(
             name: "swiftplex-relay",
@@ -158,6 +181,14 @@ let package = Package(
 
         // Tests.
         .testTarget(name: "SwiftplexCryptoTests", dependencies: ["SwiftplexCrypto"]),
+        .testTarget(
+            name: "PluginHostTests",
+            dependencies: [
+                "PluginHost",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
         .testTarget(
             name: "RelayProtocolTests",
             dependencies: [
