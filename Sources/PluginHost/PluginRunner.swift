@@ -59,10 +59,12 @@ final class InProcessRunner: PluginRunner, @unchecked Sendable {
     func start(configJSON: String) async -> PluginError? {
         let library = library
         let services = services
-        let result = await worker.run { PluginInstance.start(library, services: services, configJSON: configJSON) }
+        // The instance is installed on the worker itself, before any event or timer queued after it.
+        let result = await worker.run { [self] () -> Result<Void, PluginError> in
+            PluginInstance.start(library, services: services, configJSON: configJSON).map { instance = $0 }
+        }
         switch result {
-        case let .success(i)?:
-            worker.submit { self.instance = i }
+        case .success?:
             return nil
         case let .failure(e)?: return e
         case nil: return PluginError(.stopped, "the plugin's queue is closed")
