@@ -139,6 +139,17 @@ let package = Package(
             ]
         ),
         .executableTarget(name: "swiftplex-plugin-runner", dependencies: ["PluginHost"]),
+
+        // The bot host: engine, optional embedded relay, contact address, plugins.
+        .target(
+            name: "BotHost",
+            dependencies: [
+                "ChatAPI", "ChatCore", "PluginHost", "RelayServer", "RelayProtocol",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
         .target(
             name: "SwiftplexTestPlugin",
             dependencies: ["CSwiftplexPlugin"],
@@ -170,6 +181,7 @@ let package = Package(
                 "SimplexLib",
                 "ChatAPI",
                 "ChatCore",
+                "PluginHost",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

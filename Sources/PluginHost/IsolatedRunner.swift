@@ -110,7 +110,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
                 state.lastProgress = .now
                 return state.inFlight.map { ($0.seq, $0.json) }
             }
-            for (seq, json) in pending { child.writer.send(["op": "event", "seq": seq, "event": json]) }
+            for (seq, json) in pending { child.writer.send(.event(seq: UInt64(seq), json: json)) }
         }
         return result
     }
@@ -141,7 +141,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
             logger.error("plugin queue full: event dropped", metadata: ["plugin": "\(services.instanceName)", "limit": "\(queueLimit)"])
             return false
         }
-        child?.writer.send(["op": "event", "seq": seq, "event": eventJSON])
+        child?.writer.send(.event(seq: UInt64(seq), json: eventJSON))
         return true
     }
 
@@ -190,14 +190,19 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
     private func readLoop(_ child: Child, _ reader: FrameReader) {
         while true {
             let frame: [String: Any]
-            do { frame = try reader.next() } catch {
+            switch Result(catching: { try reader.next() }) {
+            case let .success(.done(seq, error)):
+                done(seq: Int(seq), error: error)
+                continue
+            case let .success(.control(object)):
+                frame = object
+            case .success(.event), .failure:
                 childExited(child)
                 return
             }
             switch frame["op"] as? String {
             case "started": resolveStart(nil)
             case "startFailed": resolveStart(PluginError(.startFailed, frame["error"] as? String ?? "start failed"))
-            case "done": done(seq: frame["seq"] as? Int ?? 0, error: frame["error"] as? String)
             case "log":
                 services.log(level: Int32(frame["level"] as? Int ?? 2), message: frame["message"] as? String ?? "")
             case "call": answer(frame, on: child)
@@ -328,10 +333,16 @@ struct Spawned: @unchecked Sendable {
         let writer = FrameWriter(fd: toChild.fileHandleForWriting.fileDescriptor)
         let reader = FrameReader(fd: fromChild.fileHandleForReading.fileDescriptor)
         forwardStderr(errors.fileHandleForReading, logger: logger, instance: instance)
-        let hello: [String: Any] = try await withCheckedThrowingContinuation { cont in
+        let first: Frame = try await withCheckedThrowingContinuation { cont in
             Thread.detachNewThread {
-                do { cont.resume(returning: try reader.next()) } catch { cont.resume(throwing: error) }
+                do { cont.resume(returning: try reader.next()) } catch {
+                    cont.resume(throwing: PluginLoadError(code: .notLoadable, path: path, message: "the plugin runner exited before it said hello"))
+                }
             }
+        }
+        guard case let .control(hello) = first else {
+            kill(process.processIdentifier, SIGKILL)
+            throw PluginLoadError(code: .notLoadable, path: path, message: "the plugin runner sent a malformed hello")
         }
         switch hello["op"] as? String {
         case "hello":

@@ -36,7 +36,16 @@ public enum PluginChild {
         Thread.detachNewThread {
             while true {
                 let frame: [String: Any]
-                do { frame = try reader.next() } catch {
+                switch Result(catching: { try reader.next() }) {
+                case let .success(.event(seq, event)):
+                    worker.submit {
+                        let error = instance?.handle(event)
+                        writer.send(.done(seq: seq, error: error?.message))
+                    }
+                    continue
+                case let .success(.control(object)):
+                    frame = object
+                case .success(.done), .failure:
                     // The host went away (or wrote garbage): stop the plugin and leave.
                     worker.submit { instance?.stop(); instance = nil; finished.signal() }
                     return
@@ -52,15 +61,6 @@ public enum PluginChild {
                         case let .failure(e):
                             writer.send(["op": "startFailed", "error": e.message])
                         }
-                    }
-                case "event":
-                    let seq = frame["seq"] as? Int ?? 0
-                    let event = frame["event"] as? String ?? "{}"
-                    worker.submit {
-                        let error = instance?.handle(event)
-                        var done: [String: Any] = ["op": "done", "seq": seq]
-                        if let error { done["error"] = error.message }
-                        writer.send(done)
                     }
                 case "result":
                     services.resolve(frame)

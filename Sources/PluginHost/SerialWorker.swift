@@ -83,7 +83,7 @@ final class SerialWorker: @unchecked Sendable {
                 // Spin a little (lock released) before sleeping: bursts avoid a wake-up each.
                 pthread_mutex_unlock(&mutex)
                 var spins = 0
-                while spins < 2000 {
+                while spins < 300 {
                     pthread_mutex_lock(&mutex)
                     let ready = !jobs.isEmpty || stopping
                     pthread_mutex_unlock(&mutex)
