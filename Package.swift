@@ -8,6 +8,7 @@ let package = Package(
         .executable(name: "swiftplex-relay", targets: ["swiftplex-relay"]),
         .executable(name: "swiftplex-bench", targets: ["swiftplex-bench"]),
         .library(name: "RelayClient", targets: ["RelayClient"]),
+        .library(name: "SwiftplexPluginTesting", targets: ["SwiftplexPluginTesting"]),
         .library(name: "simplex", type: .dynamic, targets: ["SimplexLib"]),
         .executable(name: "swiftplex-plugin-runner", targets: ["swiftplex-plugin-runner"]),
         // A plugin in C that the host's tests and the dispatch benchmark control.
@@ -140,6 +141,16 @@ let package = Package(
         ),
         .executableTarget(name: "swiftplex-plugin-runner", dependencies: ["PluginHost"]),
 
+        // The test harness for plugin authors: a real bot host, relay and scripted contacts.
+        .target(
+            name: "SwiftplexPluginTesting",
+            dependencies: [
+                "BotHost", "ChatAPI", "ChatCore", "PluginHost", "RelayProtocol",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
+
         // The bot host: engine, optional embedded relay, contact address, plugins.
         .target(
             name: "BotHost",
@@ -193,6 +204,13 @@ let package = Package(
 
         // Tests.
         .testTarget(name: "SwiftplexCryptoTests", dependencies: ["SwiftplexCrypto"]),
+        .testTarget(
+            name: "BotHostTests",
+            dependencies: [
+                "BotHost", "ChatCore", "PluginHost", "SwiftplexPluginTesting",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(
             name: "PluginHostTests",
             dependencies: [
