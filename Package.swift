@@ -9,6 +9,13 @@ let package = Package(
         .executable(name: "swiftplex-bench", targets: ["swiftplex-bench"]),
         .library(name: "RelayClient", targets: ["RelayClient"]),
         .library(name: "simplex", type: .dynamic, targets: ["SimplexLib"]),
+        // The plugin SDK (linked into each plugin) and the built-in plugins, one lib<name>.so each.
+        .library(name: "SwiftplexPluginKit", targets: ["SwiftplexPluginKit"]),
+        .library(name: "PluginScaffold", targets: ["PluginScaffold"]),
+        .library(name: "SwiftplexPluginTesting", targets: ["SwiftplexPluginTesting"]),
+        .library(name: "auto-accept", type: .dynamic, targets: ["AutoAccept"]),
+        .library(name: "auto-reply", type: .dynamic, targets: ["AutoReply"]),
+        .library(name: "broadcast", type: .dynamic, targets: ["Broadcast"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -124,6 +131,17 @@ let package = Package(
             ]
         ),
 
+        // The plugin SDK: Swift over the C ABI, Foundation only (plugins share no Swift types with the host).
+        .target(name: "SwiftplexPluginKit", dependencies: ["CSwiftplexPlugin"]),
+        // Writes a new out-of-tree plugin package (`swiftplex plugin new NAME`).
+        .target(name: "PluginScaffold"),
+        // A fake host over the real C ABI for plugin tests: records commands, answers with scripted responses.
+        .target(name: "SwiftplexPluginTesting", dependencies: ["CSwiftplexPlugin"]),
+        // Built-in plugins.
+        .target(name: "AutoAccept", dependencies: ["SwiftplexPluginKit"], path: "Plugins/AutoAccept"),
+        .target(name: "AutoReply", dependencies: ["SwiftplexPluginKit"], path: "Plugins/AutoReply"),
+        .target(name: "Broadcast", dependencies: ["SwiftplexPluginKit"], path: "Plugins/Broadcast"),
+
         // Executables.
         .executableTarget(
             name: "swiftplex-relay",
@@ -168,6 +186,9 @@ let package = Package(
         ),
         .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore"]),
         .testTarget(name: "SimplexLibTests"),
+        .testTarget(name: "SwiftplexPluginKitTests", dependencies: ["SwiftplexPluginKit", "SwiftplexPluginTesting", "CSwiftplexPlugin"]),
+        // Loads the built plugin libraries (lib<name>.so) and the C example through the C ABI only.
+        .testTarget(name: "PluginsTests", dependencies: ["CSwiftplexPlugin", "SwiftplexPluginTesting", "PluginScaffold"]),
         .testTarget(
             name: "ChatAPITests",
             dependencies: [
