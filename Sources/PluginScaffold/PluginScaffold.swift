@@ -10,6 +10,10 @@ public enum PluginScaffold {
         public let code: Code
         public let message: String
         public var description: String { message }
+        public init(code: Code, message: String) {
+            self.code = code
+            self.message = message
+        }
         public static func == (l: Failure, r: Failure) -> Bool { l.code == r.code }
         public func hash(into h: inout Hasher) { h.combine(code) }
     }

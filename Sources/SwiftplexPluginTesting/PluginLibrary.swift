@@ -10,6 +10,7 @@ public final class PluginLibrary: @unchecked Sendable {
 
     public struct LoadError: Error, CustomStringConvertible, Sendable {
         public let description: String
+        public init(description: String) { self.description = description }
     }
 
     /// dlopens `path` and calls its `swiftplex_plugin_entry`.

@@ -64,6 +64,19 @@ func temporaryDirectory(_ tag: String) throws -> URL {
         #expect(PluginScaffold.moduleName(for: "dice-bot-2") == "DiceBot2")
     }
 
+    /// examples/swift-plugin is exactly what `swiftplex plugin new dice-bot` writes (so the build
+    /// test below covers the example too).
+    @Test func theSwiftExampleIsTheScaffoldsOutput() throws {
+        let dir = try temporaryDirectory("scaffold-compare").appendingPathComponent("dice-bot")
+        try PluginScaffold.create(name: "dice-bot", in: dir, sdkPath: "../..")
+        let example = repoRoot.appendingPathComponent("examples/swift-plugin")
+        for file in ["Package.swift", "Sources/DiceBot/DiceBot.swift", "README.md", ".gitignore"] {
+            let written = try String(contentsOf: dir.appendingPathComponent(file), encoding: .utf8)
+            let committed = try String(contentsOf: example.appendingPathComponent(file), encoding: .utf8)
+            #expect(written == committed, "\(file) differs")
+        }
+    }
+
     /// Slow (a SwiftPM build of its own): the scaffolded package builds lib<name>.so, which loads.
     @Test(.timeLimit(.minutes(15))) func aScaffoldedPackageBuildsAndLoads() throws {
         let dir = try temporaryDirectory("scaffold-build").appendingPathComponent("dice-bot")
