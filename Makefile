@@ -5,7 +5,7 @@ DATA_DIR ?= .swiftplex
 RELAY_LISTEN ?= 127.0.0.1:5223
 SYSTEM_PACKAGES := libsodium-dev libyaml-dev libsqlite3-dev pkg-config
 
-.PHONY: run test python-test deps build release bench clean
+.PHONY: run test python-test deps build release bench clean plugins
 
 # Installs the system libraries Swiftplex links against, when they are missing.
 deps:
@@ -23,6 +23,12 @@ build: deps
 release: deps
 	$(SWIFT) build -c release
 
+# The built-in plugins as lib<name>.so in the build directory.
+plugins:
+	$(SWIFT) build --product auto-accept
+	$(SWIFT) build --product auto-reply
+	$(SWIFT) build --product broadcast
+
 # The main job. Until the bot host lands this runs a relay on $(RELAY_LISTEN) with its data in
 # $(DATA_DIR)/relay; it prints its smp:// address and stops on Ctrl-C.
 run: deps
@@ -34,6 +40,9 @@ run: deps
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) build --product simplex
+	$(SWIFT) build --product auto-accept
+	$(SWIFT) build --product auto-reply
+	$(SWIFT) build --product broadcast
 	@set -o pipefail; $(SWIFT) test --skip-build 2>&1 | tee .build/test.log
 	@n=$$(grep -oE 'Test run with [0-9]+ tests?' .build/test.log | grep -oE '[0-9]+' | tail -n 1); \
 	  echo "swift: $${n:-0} passed, 0 failed"

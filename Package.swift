@@ -13,6 +13,12 @@ let package = Package(
         .executable(name: "swiftplex-plugin-runner", targets: ["swiftplex-plugin-runner"]),
         // A plugin in C that the host's tests and the dispatch benchmark control.
         .library(name: "swiftplex-test-plugin", type: .dynamic, targets: ["SwiftplexTestPlugin"]),
+        // The plugin SDK (linked into each plugin) and the built-in plugins, one lib<name>.so each.
+        .library(name: "SwiftplexPluginKit", targets: ["SwiftplexPluginKit"]),
+        .library(name: "PluginScaffold", targets: ["PluginScaffold"]),
+        .library(name: "auto-accept", type: .dynamic, targets: ["AutoAccept"]),
+        .library(name: "auto-reply", type: .dynamic, targets: ["AutoReply"]),
+        .library(name: "broadcast", type: .dynamic, targets: ["Broadcast"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -168,6 +174,17 @@ let package = Package(
             publicHeadersPath: ".",
             cSettings: [.headerSearchPath("../../../Sources/CSwiftplexPlugin/include")]
         ),
+        // The plugin SDK: Swift over the C ABI, Foundation only (plugins share no Swift types with the host).
+        .target(name: "SwiftplexPluginKit", dependencies: ["CSwiftplexPlugin"]),
+        // Writes a new out-of-tree plugin package (`swiftplex plugin new NAME`).
+        .target(name: "PluginScaffold"),
+        // Test support only: drives a plugin's C descriptor directly with scripted Chat API
+        // answers, for unit tests of plugin logic (end-to-end tests use SwiftplexPluginTesting).
+        .target(name: "PluginABITesting", dependencies: ["CSwiftplexPlugin"], path: "Tests/Support/PluginABITesting"),
+        // Built-in plugins.
+        .target(name: "AutoAccept", dependencies: ["SwiftplexPluginKit"], path: "Plugins/AutoAccept"),
+        .target(name: "AutoReply", dependencies: ["SwiftplexPluginKit"], path: "Plugins/AutoReply"),
+        .target(name: "Broadcast", dependencies: ["SwiftplexPluginKit"], path: "Plugins/Broadcast"),
 
         // Executables.
         .executableTarget(
@@ -229,6 +246,9 @@ let package = Package(
         ),
         .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore"]),
         .testTarget(name: "SimplexLibTests"),
+        .testTarget(name: "SwiftplexPluginKitTests", dependencies: ["SwiftplexPluginKit", "PluginABITesting", "CSwiftplexPlugin"]),
+        // Loads the built plugin libraries (lib<name>.so) and the C example through the C ABI only.
+        .testTarget(name: "PluginsTests", dependencies: ["CSwiftplexPlugin", "PluginABITesting", "PluginScaffold"]),
         .testTarget(
             name: "ChatAPITests",
             dependencies: [

@@ -1,0 +1,221 @@
+import CSwiftplexPlugin
+import Foundation
+
+/// What an instance can ask of the host: run Chat API commands, send messages, log, keep data
+/// in storage, set timers. Wraps the host's callback table; callbacks may be used from any
+/// thread (the ABI allows it) but are normally used inside handlers.
+public final class PluginContext: @unchecked Sendable {
+    // @unchecked: `host` is an immutable pointer the host keeps valid until stop; the timer
+    // table and the cached user id are guarded by `lock`.
+    private let host: UnsafePointer<swiftplex_host_api>
+    private let lock = NSLock()
+    private var timers: [UInt64: () throws -> Void] = [:]
+    private var cachedUserId: Int64?
+    private var stopped = false
+
+    /// Per-instance key-value storage in the host's database.
+    public let storage: PluginStorage
+    /// The host's log, under the instance's name.
+    public let log: PluginLog
+
+    /// The host's table as it must look: this ABI version, and at least as large as this SDK knows it.
+    init(host: UnsafePointer<swiftplex_host_api>?) throws(PluginError) {
+        guard let host else { throw PluginError(.host, "the host passed no callback table") }
+        guard host.pointee.abi_version == SWIFTPLEX_PLUGIN_ABI_VERSION else {
+            throw PluginError(.host, "host ABI version \(host.pointee.abi_version), plugin ABI version \(SWIFTPLEX_PLUGIN_ABI_VERSION)")
+        }
+        guard Int(host.pointee.struct_size) >= MemoryLayout<swiftplex_host_api>.size else {
+            throw PluginError(.host, "the host's callback table is \(host.pointee.struct_size) bytes, expected \(MemoryLayout<swiftplex_host_api>.size)")
+        }
+        let t = host.pointee
+        guard t.command != nil, t.log != nil, t.storage_get != nil, t.storage_set != nil, t.timer_start != nil,
+              t.timer_cancel != nil, t.set_commands != nil, t.free_string != nil else {
+            throw PluginError(.host, "the host's callback table has empty entries")
+        }
+        self.host = host
+        storage = PluginStorage(host: host)
+        log = PluginLog(host: host)
+    }
+
+    // MARK: Chat API
+
+    /// Runs a Chat API command (`/_send @3 json [...]`, `/user`, …) as the bot and returns its
+    /// response. A `chatCmdError` (or an `{"error": …}` envelope) throws, naming the command's
+    /// keyword only (arguments may carry message text).
+    @discardableResult
+    public func command(_ command: String) throws(PluginError) -> ChatEvent {
+        let t = host.pointee
+        guard let raw = command.withCString({ t.command!(t.context, $0) }) else {
+            throw PluginError(.command, "\(Self.keyword(command)): the host returned no response")
+        }
+        defer { t.free_string!(raw) }
+        var json = try JSONValue.parse(String(cString: raw), as: .command)
+        if let result = json["result"] { json = result }
+        if let error = json["error"], json["type"] == nil { json = ["type": "chatCmdError", "chatError": error] }
+        let response = try ChatEvent(json: json)
+        if response.type == "chatCmdError" || response.type == "chatError" {
+            throw PluginError(.command, "\(Self.keyword(command)): \(Self.errorSummary(json["chatError"]))")
+        }
+        return response
+    }
+
+    /// Runs a command that must answer with `type` (e.g. `/_accept 3` → `acceptingContactRequest`).
+    @discardableResult
+    public func command(_ command: String, expecting type: String) throws(PluginError) -> ChatEvent {
+        let response = try self.command(command)
+        guard response.type == type else {
+            throw PluginError(.command, "\(Self.keyword(command)): expected \(type), got \(response.type)")
+        }
+        return response
+    }
+
+    /// The bot user's id (from `/user`, asked once).
+    public func userId() throws(PluginError) -> Int64 {
+        if let id = lock.withLock({ cachedUserId }) { return id }
+        let r = try command("/user", expecting: "activeUser")
+        guard let id = r.json["user"]?["userId"]?.int64Value else { throw PluginError(.command, "/user: no userId") }
+        lock.withLock { cachedUserId = id }
+        return id
+    }
+
+    /// Sends a text to a contact; returns the response (`newChatItems`).
+    @discardableResult
+    public func send(contactId: Int64, text: String) throws(PluginError) -> ChatEvent {
+        try send(chatRef: "@\(contactId)", content: ["type": "text", "text": .string(text)])
+    }
+
+    /// Sends a text to a group.
+    @discardableResult
+    public func send(groupId: Int64, text: String) throws(PluginError) -> ChatEvent {
+        try send(chatRef: "#\(groupId)", content: ["type": "text", "text": .string(text)])
+    }
+
+    /// Sends any message content (`{"type":"text","text":…}`, a link, an image, …) to `@id` / `#id`.
+    @discardableResult
+    public func send(chatRef: String, content: JSONValue, quotedItemId: Int64? = nil) throws(PluginError) -> ChatEvent {
+        var composed: [String: JSONValue] = ["msgContent": content, "mentions": [:]]
+        if let quotedItemId { composed["quotedItemId"] = .int(quotedItemId) }
+        return try command("/_send \(chatRef) json \(JSONValue.array([.object(composed)]).text)", expecting: "newChatItems")
+    }
+
+    /// Answers a message in its chat (the contact's direct chat, or the group).
+    @discardableResult
+    public func reply(to message: Message, text: String) throws(PluginError) -> ChatEvent {
+        try send(chatRef: message.chatRef, content: ["type": "text", "text": .string(text)])
+    }
+
+    /// The bot's contacts (`/_contacts <userId>`).
+    public func contacts() throws(PluginError) -> [Contact] {
+        let r = try command("/_contacts \(try userId())", expecting: "contactsList")
+        return (r.json["contacts"]?.arrayValue ?? []).compactMap(Contact.init(json:))
+    }
+
+    // MARK: Timers
+
+    /// Runs `handler` every `interval` (first after one interval) until cancelled or stopped.
+    @discardableResult
+    public func every(_ interval: Duration, name: String = "every", _ handler: @escaping () throws -> Void) throws(PluginError) -> TimerID {
+        try startTimer(name: name, delay: interval, repeat: interval, handler)
+    }
+
+    /// Runs `handler` once after `delay`.
+    @discardableResult
+    public func after(_ delay: Duration, name: String = "after", _ handler: @escaping () throws -> Void) throws(PluginError) -> TimerID {
+        try startTimer(name: name, delay: delay, repeat: nil, handler)
+    }
+
+    /// Cancels a timer; false if it had already fired (one-shot) or was cancelled.
+    @discardableResult
+    public func cancel(_ timer: TimerID) -> Bool {
+        guard lock.withLock({ timers.removeValue(forKey: timer.rawValue) }) != nil else { return false }
+        let t = host.pointee
+        return t.timer_cancel!(t.context, timer.rawValue) == Int32(SWIFTPLEX_OK)
+    }
+
+    private func startTimer(name: String, delay: Duration, repeat every: Duration?, _ handler: @escaping () throws -> Void) throws(PluginError) -> TimerID {
+        let t = host.pointee
+        let id = name.withCString { t.timer_start!(t.context, $0, Self.milliseconds(delay), every.map(Self.milliseconds) ?? 0) }
+        guard id != 0 else { throw PluginError(.host, "the host refused timer \(name)") }
+        let oneShot = every == nil
+        lock.withLock {
+            timers[id] = oneShot ? { [weak self] in self?.lock.withLock { _ = self?.timers.removeValue(forKey: id) }; try handler() } : handler
+        }
+        return TimerID(rawValue: id)
+    }
+
+    /// Runs the handler of a `swiftplex.timer` event; false if the timer is unknown (cancelled).
+    func fireTimer(_ id: UInt64) throws -> Bool {
+        guard let handler = lock.withLock({ timers[id] }) else { return false }
+        try handler()
+        return true
+    }
+
+    // MARK: Command menu
+
+    /// Publishes this instance's entries of the bot command menu.
+    func setCommands(_ commands: [BotCommand]) throws(PluginError) {
+        let t = host.pointee
+        let json = JSONValue.array(commands.map(\.json)).text
+        guard json.withCString({ t.set_commands!(t.context, $0) }) == Int32(SWIFTPLEX_OK) else {
+            throw PluginError(.host, "the host refused the command menu")
+        }
+    }
+
+    /// Drops timer handlers (they may hold the plugin), so stop frees everything.
+    func close() {
+        lock.withLock {
+            stopped = true
+            timers.removeAll()
+        }
+    }
+
+    // MARK: Helpers
+
+    static func milliseconds(_ d: Duration) -> UInt64 {
+        let c = d.components
+        let ms = c.seconds * 1000 + c.attoseconds / 1_000_000_000_000_000
+        return UInt64(max(ms, 1))
+    }
+
+    static func keyword(_ command: String) -> String {
+        String(command.prefix { !$0.isWhitespace })
+    }
+
+    /// `errorStore/userContactLinkNotFound`-style summary of a ChatError.
+    static func errorSummary(_ error: JSONValue?) -> String {
+        guard let error else { return "error" }
+        var parts: [String] = []
+        var node: JSONValue? = error
+        while let n = node, let type = n["type"]?.stringValue {
+            parts.append(type)
+            node = n.objectValue?.first { $0.key != "type" && $0.value["type"] != nil }?.value
+        }
+        if let text = error["errorType"]?["message"]?.stringValue ?? error["errorType"]?["commandError"]?.stringValue {
+            parts.append(text)
+        }
+        return parts.isEmpty ? error.text : parts.joined(separator: "/")
+    }
+}
+
+/// A timer made by `every` or `after`.
+public struct TimerID: Hashable, Sendable {
+    public let rawValue: UInt64
+}
+
+/// The host's log for one instance. Keep message contents and secrets out of it.
+public struct PluginLog: @unchecked Sendable {
+    // @unchecked: an immutable pointer the host keeps valid until stop.
+    let host: UnsafePointer<swiftplex_host_api>
+
+    public func trace(_ message: String) { write(Int32(SWIFTPLEX_LOG_TRACE), message) }
+    public func debug(_ message: String) { write(Int32(SWIFTPLEX_LOG_DEBUG), message) }
+    public func info(_ message: String) { write(Int32(SWIFTPLEX_LOG_INFO), message) }
+    public func notice(_ message: String) { write(Int32(SWIFTPLEX_LOG_NOTICE), message) }
+    public func warning(_ message: String) { write(Int32(SWIFTPLEX_LOG_WARNING), message) }
+    public func error(_ message: String) { write(Int32(SWIFTPLEX_LOG_ERROR), message) }
+
+    func write(_ level: Int32, _ message: String) {
+        let t = host.pointee
+        message.withCString { t.log!(t.context, level, $0) }
+    }
+}
