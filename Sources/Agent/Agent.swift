@@ -29,6 +29,10 @@ public actor Agent {
     private let newConnections: AsyncStream<(RelayAddress, RelayConnection)>
     private let newConnectionSink: AsyncStream<(RelayAddress, RelayConnection)>.Continuation
     private var deliveringOutbox: Set<Int64> = []
+    /// Receipts waiting to be sent, per connection (see ``acknowledgeDelivery(_:seq:)``).
+    private var pendingReceipts: [Int64: [UInt64]] = [:]
+    /// How long receipts gather before one receipt message carries them all.
+    static let receiptDelay = Duration.milliseconds(20)
 
     /// - Parameters:
     ///   - databasePath: the agent database file (created 0600).
@@ -293,6 +297,69 @@ public actor Agent {
         return seq
     }
 
+    /// Acknowledges, end to end, that message `seq` received on connection `id` was processed.
+    /// Receipts are batched: those given within ``receiptDelay`` on one connection travel as one
+    /// encrypted receipt message; the sender's agent reports them as `delivered`.
+    public func acknowledgeDelivery(_ id: Int64, seq: UInt64) {
+        if pendingReceipts[id] != nil {
+            pendingReceipts[id]!.append(seq)
+            return
+        }
+        pendingReceipts[id] = [seq]
+        Task {
+            try? await Task.sleep(for: Self.receiptDelay)
+            await self.flushReceipts(id)
+        }
+    }
+
+    private func flushReceipts(_ id: Int64) async {
+        guard var seqs = pendingReceipts.removeValue(forKey: id) else { return }
+        do {
+            while !seqs.isEmpty {
+                let batch = Array(seqs.prefix(AgentMessage.maxReceiptSeqs))
+                seqs.removeFirst(batch.count)
+                try await sendUnnumbered(id, .receipt(seqs: batch))
+            }
+        } catch {
+            logger.debug("receipt not sent", metadata: ["connection": "\(id)", "error": "\(error)"])
+        }
+    }
+
+    /// Encrypts and queues an agent control message (outside the numbered application messages).
+    private func sendUnnumbered(_ id: Int64, _ message: AgentMessage) async throws {
+        guard var r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else {
+            throw AgentError(.unknownConnection, "no connection \(id)")
+        }
+        guard r.status == .connected, var ratchet = r.ratchet, let ad = r.associatedData else {
+            throw AgentError(.wrongState, "connection \(id) is not connected")
+        }
+        let frame = try ratchet.encrypt(message.encoded(), associatedData: [UInt8](ad))
+        let envelope = try sealForPeer(frame, record: r)
+        r.ratchet = ratchet
+        let record = r
+        try await store.queue.write { db in
+            try AgentStore.save(db, record)
+            try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: nil)
+        }
+        await deliverOutbox(id)
+    }
+
+    /// Deletes a connection: first delivers what its outbox still holds (such as a goodbye), then
+    /// deletes its receiving queue on the relay (unless `deleteQueue` is false), then its state.
+    public func deleteConnection(_ id: Int64, deleteQueue: Bool = true) async throws {
+        guard let r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else {
+            throw AgentError(.unknownConnection, "no connection \(id)")
+        }
+        pendingReceipts[id] = nil
+        if deleteQueue {
+            await deliverOutbox(id)
+            if let q = try? r.receivingQueue, let relay = try? RelayAddress(parsing: r.rcv.relay) {
+                try? await relayConnection(relay).delete(q)
+            }
+        }
+        try await store.queue.write { db in try AgentStore.delete(db, id: id) }
+    }
+
     private func sealForPeer(_ frame: [UInt8], record r: ConnectionRecord) throws -> [UInt8] {
         guard let sndText = r.sndQueue, let e2e = r.sndE2E else { throw AgentError(.wrongState, "no sending queue yet") }
         let snd = try QueueURI(parsing: sndText)
@@ -430,7 +497,12 @@ public actor Agent {
         case (_, .connected, .message):
             guard var ratchet = r.ratchet, let ad = r.associatedData else { throw AgentError(.wrongState, "no ratchet") }
             let plain = try ratchet.decrypt(opened.plaintext, associatedData: [UInt8](ad))
-            guard case let .message(seq, previousHash, body) = try AgentMessage.decode(plain) else {
+            let decoded = try AgentMessage.decode(plain)
+            if case let .receipt(seqs) = decoded {
+                r.ratchet = ratchet
+                return ([.delivered(connection: r.id, seqs: seqs.filter { $0 <= r.sndSeq })], nil)
+            }
+            guard case let .message(seq, previousHash, body) = decoded else {
                 throw AgentError(.badEnvelope, "unexpected message on a connected connection")
             }
             let integrity: MessageIntegrity
@@ -469,12 +541,12 @@ public actor Agent {
     }
 
     /// Deletes an address: its queue on the relay, its pending requests. Connections made through it stay.
-    public func deleteAddress(_ id: Int64) async throws {
+    public func deleteAddress(_ id: Int64, deleteQueue: Bool = true) async throws {
         guard let a = try await store.queue.read({ db in try AgentStore.address(db, id: id) }) else {
             throw AgentError(.unknownConnection, "no address \(id)")
         }
         let q = try a.receivingQueue
-        try? await relayConnection(q.relay).delete(q)
+        if deleteQueue { try? await relayConnection(q.relay).delete(q) }
         try await store.queue.write { db in try AgentStore.deleteAddress(db, id: id) }
     }
 
@@ -539,6 +611,58 @@ public actor Agent {
         } catch {
             try? await connection.acknowledge(q, messageId: messageId)
             logger.info("dropped an unreadable contact request", metadata: ["address": "\(a.id)"])
+        }
+    }
+
+    // MARK: - Short links
+
+    /// Stores an invitation's full link, encrypted, on the relay of the connection's own queue
+    /// (`LSET`); returns the short link that finds and decrypts it.
+    public func shortLink(forConnection id: Int64, link: InvitationLink) async throws -> ShortLink {
+        guard let r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else {
+            throw AgentError(.unknownConnection, "no connection \(id)")
+        }
+        return try await setLinkData(try r.receivingQueue, kind: .invitation, link: link.description)
+    }
+
+    /// The same for a contact address (on the address's own queue).
+    public func shortLink(forAddress id: Int64, link: ContactAddressLink) async throws -> ShortLink {
+        guard let a = try await store.queue.read({ db in try AgentStore.address(db, id: id) }) else {
+            throw AgentError(.unknownConnection, "no address \(id)")
+        }
+        return try await setLinkData(try a.receivingQueue, kind: .contact, link: link.description)
+    }
+
+    private func setLinkData(_ q: RecipientQueue, kind: ShortLink.Kind, link: String) async throws -> ShortLink {
+        let key = XChaChaPoly.randomKey()
+        let data = try ShortLink.seal(link, kind: kind, key: key)
+        let linkId: [UInt8]
+        do {
+            linkId = try await relayConnection(q.relay).setLinkData(q, data: data)
+        } catch let e as AgentError {
+            throw e
+        } catch {
+            throw AgentError(.relay, "cannot store the short link's data: \(error)")
+        }
+        return ShortLink(kind: kind, relay: q.relay, linkId: linkId, key: key)
+    }
+
+    /// Reads a short link's data from its relay (`LGET`) and decrypts it into the full link.
+    public func resolve(_ short: ShortLink) async throws -> AgentLink {
+        let connection = try await relayConnection(short.relay)
+        let data: [UInt8]
+        do {
+            data = try await connection.linkData(linkId: short.linkId)
+        } catch {
+            throw AgentError(.linkNotFound, "the relay has no data for this short link")
+        }
+        let link: AgentLink
+        do { link = try AgentLink(parsing: try short.open(data)) } catch let e as AgentError { throw e } catch {
+            throw AgentError(.badLink, "the short link's data is not a link: \(error)")
+        }
+        switch (short.kind, link) {
+        case (.invitation, .invitation), (.contact, .contact): return link
+        default: throw AgentError(.badLink, "the short link's data is a link of another kind")
         }
     }
 }
