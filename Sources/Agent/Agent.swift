@@ -31,6 +31,8 @@ public actor Agent {
     private var deliveringOutbox: Set<Int64> = []
     /// Receipts waiting to be sent, per connection (see ``acknowledgeDelivery(_:seq:)``).
     private var pendingReceipts: [Int64: [UInt64]] = [:]
+    /// Connections whose state is being changed, with the tasks waiting their turn (see ``withConnectionLock(_:_:)``).
+    private var connectionLocks: [Int64: [CheckedContinuation<Void, Never>]] = [:]
     /// How long receipts gather before one receipt message carries them all.
     static let receiptDelay = Duration.milliseconds(20)
 
@@ -242,29 +244,31 @@ public actor Agent {
 
     /// Inviter: accepts a confirmed joiner, sending it `info`.
     public func allow(_ id: Int64, info: [UInt8]) async throws {
-        guard var r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else {
-            throw AgentError(.unknownConnection, "no connection \(id)")
-        }
-        guard r.role == .inviter, r.status == .confirmed, var ratchet = r.ratchet, let ad = r.associatedData,
-              let sndText = r.sndQueue else {
-            throw AgentError(.wrongState, "connection \(id) is not waiting to be allowed")
-        }
-        let snd = try QueueURI(parsing: sndText)
-        let sndKey = AuthPrivateKey.newX25519()
-        let sndE2E = X25519.PrivateKey()
-        let peer = try await relayConnection(snd.relay)
-        try await peer.secureAsSender(senderId: snd.senderId, senderKey: sndKey)
-        let frame = try ratchet.encrypt(AgentMessage.connectionInfo(replyQueue: nil, info: info).encoded(), associatedData: [UInt8](ad))
-        let envelope = try Envelope.seal(frame, kind: .confirmation, own: sndE2E, peer: snd.recipientDhKey)
-        r.ratchet = ratchet
-        r.sndKey = Data(sndKey.secretBytes)
-        r.sndE2E = Data(sndE2E.secretBytes)
-        r.sndConfirmationSent = true
-        r.status = .accepted
-        let record = r
-        try await store.queue.write { db in
-            try AgentStore.save(db, record)
-            try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: nil)
+        try await withConnectionLock(id) { () async throws in
+            guard var r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else {
+                throw AgentError(.unknownConnection, "no connection \(id)")
+            }
+            guard r.role == .inviter, r.status == .confirmed, var ratchet = r.ratchet, let ad = r.associatedData,
+                  let sndText = r.sndQueue else {
+                throw AgentError(.wrongState, "connection \(id) is not waiting to be allowed")
+            }
+            let snd = try QueueURI(parsing: sndText)
+            let sndKey = AuthPrivateKey.newX25519()
+            let sndE2E = X25519.PrivateKey()
+            let peer = try await relayConnection(snd.relay)
+            try await peer.secureAsSender(senderId: snd.senderId, senderKey: sndKey)
+            let frame = try ratchet.encrypt(AgentMessage.connectionInfo(replyQueue: nil, info: info).encoded(), associatedData: [UInt8](ad))
+            let envelope = try Envelope.seal(frame, kind: .confirmation, own: sndE2E, peer: snd.recipientDhKey)
+            r.ratchet = ratchet
+            r.sndKey = Data(sndKey.secretBytes)
+            r.sndE2E = Data(sndE2E.secretBytes)
+            r.sndConfirmationSent = true
+            r.status = .accepted
+            let record = r
+            try await store.queue.write { db in
+                try AgentStore.save(db, record)
+                try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: nil)
+            }
         }
         await deliverOutbox(id)
     }
@@ -275,23 +279,26 @@ public actor Agent {
     /// follows when the peer's relay has it.
     @discardableResult
     public func send(_ id: Int64, _ body: [UInt8]) async throws -> UInt64 {
-        guard var r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else {
-            throw AgentError(.unknownConnection, "no connection \(id)")
-        }
-        guard r.status == .connected, var ratchet = r.ratchet, let ad = r.associatedData else {
-            throw AgentError(.wrongState, "connection \(id) is not connected")
-        }
-        let seq = r.sndSeq + 1
-        let message = AgentMessage.message(seq: seq, previousHash: [UInt8](r.sndLastHash), body: body).encoded()
-        let frame = try ratchet.encrypt(message, associatedData: [UInt8](ad))
-        let envelope = try sealForPeer(frame, record: r)
-        r.ratchet = ratchet
-        r.sndSeq = seq
-        r.sndLastHash = Data(Digest.sha256(message))
-        let record = r
-        try await store.queue.write { db in
-            try AgentStore.save(db, record)
-            try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: seq)
+        let seq = try await withConnectionLock(id) { () async throws -> UInt64 in
+            guard var r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else {
+                throw AgentError(.unknownConnection, "no connection \(id)")
+            }
+            guard r.status == .connected, var ratchet = r.ratchet, let ad = r.associatedData else {
+                throw AgentError(.wrongState, "connection \(id) is not connected")
+            }
+            let seq = r.sndSeq + 1
+            let message = AgentMessage.message(seq: seq, previousHash: [UInt8](r.sndLastHash), body: body).encoded()
+            let frame = try ratchet.encrypt(message, associatedData: [UInt8](ad))
+            let envelope = try sealForPeer(frame, record: r)
+            r.ratchet = ratchet
+            r.sndSeq = seq
+            r.sndLastHash = Data(Digest.sha256(message))
+            let record = r
+            try await store.queue.write { db in
+                try AgentStore.save(db, record)
+                try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: seq)
+            }
+            return seq
         }
         await deliverOutbox(id)
         return seq
@@ -327,19 +334,21 @@ public actor Agent {
 
     /// Encrypts and queues an agent control message (outside the numbered application messages).
     private func sendUnnumbered(_ id: Int64, _ message: AgentMessage) async throws {
-        guard var r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else {
-            throw AgentError(.unknownConnection, "no connection \(id)")
-        }
-        guard r.status == .connected, var ratchet = r.ratchet, let ad = r.associatedData else {
-            throw AgentError(.wrongState, "connection \(id) is not connected")
-        }
-        let frame = try ratchet.encrypt(message.encoded(), associatedData: [UInt8](ad))
-        let envelope = try sealForPeer(frame, record: r)
-        r.ratchet = ratchet
-        let record = r
-        try await store.queue.write { db in
-            try AgentStore.save(db, record)
-            try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: nil)
+        try await withConnectionLock(id) { () async throws in
+            guard var r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else {
+                throw AgentError(.unknownConnection, "no connection \(id)")
+            }
+            guard r.status == .connected, var ratchet = r.ratchet, let ad = r.associatedData else {
+                throw AgentError(.wrongState, "connection \(id) is not connected")
+            }
+            let frame = try ratchet.encrypt(message.encoded(), associatedData: [UInt8](ad))
+            let envelope = try sealForPeer(frame, record: r)
+            r.ratchet = ratchet
+            let record = r
+            try await store.queue.write { db in
+                try AgentStore.save(db, record)
+                try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: nil)
+            }
         }
         await deliverOutbox(id)
     }
@@ -402,36 +411,40 @@ public actor Agent {
         if let address = try? await store.queue.read({ db in try AgentStore.address(db, recipientId: recipientId) }) {
             return await receiveRequest(address, relay: relay, connection: connection, messageId: messageId, sealed: sealed)
         }
-        guard var r = try? await store.queue.read({ db in try AgentStore.connection(db, recipientId: recipientId) }),
-              var q = try? r.receivingQueue else {
+        guard let found = try? await store.queue.read({ db in try AgentStore.connection(db, recipientId: recipientId) }),
+              var q = try? found.receivingQueue else {
             logger.warning("message for an unknown queue")
             return
         }
         q.relay = relay
         let ack = { try? await connection.acknowledge(q, messageId: messageId) }
-        if r.lastRelayMessageId == Data(messageId) {
-            _ = await ack() // processed before a restart; only the ACK was lost
-            return
-        }
+        let id = found.id
         do {
-            let delivered = try q.open(messageId: messageId, sealed: sealed)
-            let known = try r.rcvPeerE2E.map { try X25519.PublicKey(bytes: [UInt8]($0)) }
-            let opened = try Envelope.open(delivered.body, own: try r.rcv.e2eKey, knownSender: known)
-            if let sender = opened.senderKey {
-                guard r.rcvPeerE2E == nil || r.rcvPeerE2E == Data(sender.bytes) else {
-                    throw AgentError(.badEnvelope, "a second confirmation with another key")
+            // The state is read again under the connection's lock: a send may have moved the ratchet.
+            let applied = try await withConnectionLock(id) { () async throws -> (ConnectionRecord, [AgentEvent], [UInt8]?)? in
+                guard var r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else { return nil }
+                if r.lastRelayMessageId == Data(messageId) { return nil } // processed before a restart; only the ACK was lost
+                let delivered = try q.open(messageId: messageId, sealed: sealed)
+                let known = try r.rcvPeerE2E.map { try X25519.PublicKey(bytes: [UInt8]($0)) }
+                let opened = try Envelope.open(delivered.body, own: try r.rcv.e2eKey, knownSender: known)
+                if let sender = opened.senderKey {
+                    guard r.rcvPeerE2E == nil || r.rcvPeerE2E == Data(sender.bytes) else {
+                        throw AgentError(.badEnvelope, "a second confirmation with another key")
+                    }
+                    r.rcvPeerE2E = Data(sender.bytes)
                 }
-                r.rcvPeerE2E = Data(sender.bytes)
-            }
-            let (events, reply) = try process(&r, opened)
-            r.lastRelayMessageId = Data(messageId)
-            let record = r
-            // The new state and any answer are committed together before the relay is told.
-            try await store.queue.write { db in
-                try AgentStore.save(db, record)
-                if let reply { try AgentStore.enqueue(db, connectionId: record.id, envelope: reply, messageSeq: nil) }
+                let (events, reply) = try process(&r, opened)
+                r.lastRelayMessageId = Data(messageId)
+                let record = r
+                // The new state and any answer are committed together before the relay is told.
+                try await store.queue.write { db in
+                    try AgentStore.save(db, record)
+                    if let reply { try AgentStore.enqueue(db, connectionId: record.id, envelope: reply, messageSeq: nil) }
+                }
+                return (record, events, reply)
             }
             _ = await ack()
+            guard let (r, events, reply) = applied else { return }
             if let info = r.autoAllowInfo, r.status == .confirmed {
                 // We asked for this connection through the peer's address: accept its answer.
                 try await allow(r.id, info: [UInt8](info))
@@ -443,11 +456,33 @@ public actor Agent {
             // The sender re-sent a message it had already delivered (a crash before it recorded
             // the relay's OK): already processed, nothing to report.
             _ = await ack()
-            logger.debug("duplicate message dropped", metadata: ["connection": "\(r.id)"])
+            logger.debug("duplicate message dropped", metadata: ["connection": "\(id)"])
         } catch {
             _ = await ack()
-            eventSink.yield(.rejected(connection: r.id, reason: "\(error)"))
+            eventSink.yield(.rejected(connection: id, reason: "\(error)"))
         }
+    }
+
+    /// Runs `body` while no other state change of connection `id` runs. The agent is an actor,
+    /// but its database reads and writes suspend, so without this a send and a receive (or two
+    /// sends) on one connection could each start from the same ratchet state and one would undo
+    /// the other.
+    private func withConnectionLock<T>(_ id: Int64, _ body: () async throws -> T) async rethrows -> T {
+        if connectionLocks[id] != nil {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in connectionLocks[id]!.append(c) }
+        } else {
+            connectionLocks[id] = []
+        }
+        defer {
+            if var waiting = connectionLocks[id], !waiting.isEmpty {
+                let next = waiting.removeFirst()
+                connectionLocks[id] = waiting // still held: handed to the next waiter
+                next.resume()
+            } else {
+                connectionLocks[id] = nil
+            }
+        }
+        return try await body()
     }
 
     /// Applies one opened envelope to a connection; returns the events it produces. Throws

@@ -84,6 +84,7 @@ public final class RelayConnection: Sendable {
             channel = try await bootstrap.connect(host: address.host, port: address.port).get()
         } catch {
             continuation.finish()
+            helloPromise.fail(error) // never completed otherwise: NIO traps on a leaked promise
             throw RelayClientError(.connectFailed, "cannot connect to relay \(address.host):\(address.port): \(error)")
         }
         let timer = loop.scheduleTask(in: .nanoseconds(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)) {

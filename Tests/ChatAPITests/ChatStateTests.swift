@@ -324,7 +324,7 @@ func sendText(_ contact: Int, _ text: String, quoting: Int? = nil) -> String {
                 await startUser(a, "anna")
                 await startUser(b, "ben")
                 let (ben, anna) = try await connect(a, aInbox, b, bInbox)
-                func status(_ e: JSONValue) -> [String] {
+                @Sendable func status(_ e: JSONValue) -> [String] {
                     guard case let .array(items)? = e["chatItems"] else { return [] }
                     return items.compactMap { $0["chatItem"]?["meta"]?["itemStatus"]?["type"]?.stringValue }
                 }
@@ -417,7 +417,8 @@ func sendText(_ contact: Int, _ text: String, quoting: Int? = nil) -> String {
                 try await withEngine(dir, "c", relays: [relay.address]) { c, cInbox in
                     await startUser(c, "carl")
                     #expect(await c.execute("/connect \(shortAddress)")["type"]?.stringValue == "sentInvitation")
-                    #expect(try await cInbox.next("contactConnected")["contact"]?["profile"]?["displayName"]?.stringValue == "anna")
+                    let connected = try await cInbox.next("contactConnected")
+                    #expect(connected["contact"]?["profile"]?["displayName"]?.stringValue == "anna")
                 }
                 // Deleting the address deletes its queue and with it the link data.
                 _ = await a.execute("/_delete_address 1")
