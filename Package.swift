@@ -12,7 +12,7 @@ let package = Package(
         // The plugin SDK (linked into each plugin) and the built-in plugins, one lib<name>.so each.
         .library(name: "SwiftplexPluginKit", targets: ["SwiftplexPluginKit"]),
         .library(name: "PluginScaffold", targets: ["PluginScaffold"]),
-        .library(name: "SwiftplexPluginTesting", targets: ["SwiftplexPluginTesting"]),
+        .library(name: "PluginFakeHost", targets: ["PluginFakeHost"]),
         .library(name: "auto-accept", type: .dynamic, targets: ["AutoAccept"]),
         .library(name: "auto-reply", type: .dynamic, targets: ["AutoReply"]),
         .library(name: "broadcast", type: .dynamic, targets: ["Broadcast"]),
@@ -136,7 +136,7 @@ let package = Package(
         // Writes a new out-of-tree plugin package (`swiftplex plugin new NAME`).
         .target(name: "PluginScaffold"),
         // A fake host over the real C ABI for plugin tests: records commands, answers with scripted responses.
-        .target(name: "SwiftplexPluginTesting", dependencies: ["CSwiftplexPlugin"]),
+        .target(name: "PluginFakeHost", dependencies: ["CSwiftplexPlugin"]),
         // Built-in plugins.
         .target(name: "AutoAccept", dependencies: ["SwiftplexPluginKit"], path: "Plugins/AutoAccept"),
         .target(name: "AutoReply", dependencies: ["SwiftplexPluginKit"], path: "Plugins/AutoReply"),
@@ -186,9 +186,9 @@ let package = Package(
         ),
         .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore"]),
         .testTarget(name: "SimplexLibTests"),
-        .testTarget(name: "SwiftplexPluginKitTests", dependencies: ["SwiftplexPluginKit", "SwiftplexPluginTesting", "CSwiftplexPlugin"]),
+        .testTarget(name: "SwiftplexPluginKitTests", dependencies: ["SwiftplexPluginKit", "PluginFakeHost", "CSwiftplexPlugin"]),
         // Loads the built plugin libraries (lib<name>.so) and the C example through the C ABI only.
-        .testTarget(name: "PluginsTests", dependencies: ["CSwiftplexPlugin", "SwiftplexPluginTesting", "PluginScaffold"]),
+        .testTarget(name: "PluginsTests", dependencies: ["CSwiftplexPlugin", "PluginFakeHost", "PluginScaffold"]),
         .testTarget(
             name: "ChatAPITests",
             dependencies: [

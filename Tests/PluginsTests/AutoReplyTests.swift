@@ -1,5 +1,5 @@
 import Foundation
-import SwiftplexPluginTesting
+import PluginFakeHost
 import Testing
 
 @Suite(.serialized) struct AutoReplyTests {

@@ -1,6 +1,6 @@
 import Foundation
 import PluginScaffold
-import SwiftplexPluginTesting
+import PluginFakeHost
 import Testing
 
 /// Runs a program and returns its exit status and output.

@@ -1,4 +1,4 @@
-import SwiftplexPluginTesting
+import PluginFakeHost
 import Testing
 @testable import SwiftplexPluginKit
 

@@ -1,6 +1,6 @@
 import CSwiftplexPlugin
 import Foundation
-import SwiftplexPluginTesting
+import PluginFakeHost
 import Testing
 @testable import SwiftplexPluginKit
 
