@@ -8,6 +8,7 @@ let package = Package(
         .executable(name: "swiftplex-relay", targets: ["swiftplex-relay"]),
         .executable(name: "swiftplex-bench", targets: ["swiftplex-bench"]),
         .library(name: "RelayClient", targets: ["RelayClient"]),
+        .library(name: "SwiftplexPluginTesting", targets: ["SwiftplexPluginTesting"]),
         .library(name: "simplex", type: .dynamic, targets: ["SimplexLib"]),
         // The plugin SDK (linked into each plugin) and the built-in plugins, one lib<name>.so each.
         .library(name: "SwiftplexPluginKit", targets: ["SwiftplexPluginKit"]),
@@ -16,6 +17,9 @@ let package = Package(
         .library(name: "auto-accept", type: .dynamic, targets: ["AutoAccept"]),
         .library(name: "auto-reply", type: .dynamic, targets: ["AutoReply"]),
         .library(name: "broadcast", type: .dynamic, targets: ["Broadcast"]),
+        .executable(name: "swiftplex-plugin-runner", targets: ["swiftplex-plugin-runner"]),
+        // A plugin in C that the host's tests and the dispatch benchmark control.
+        .library(name: "swiftplex-test-plugin", type: .dynamic, targets: ["SwiftplexTestPlugin"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -141,6 +145,46 @@ let package = Package(
         .target(name: "AutoAccept", dependencies: ["SwiftplexPluginKit"], path: "Plugins/AutoAccept"),
         .target(name: "AutoReply", dependencies: ["SwiftplexPluginKit"], path: "Plugins/AutoReply"),
         .target(name: "Broadcast", dependencies: ["SwiftplexPluginKit"], path: "Plugins/Broadcast"),
+        // The bot host's plugin runtime: loading, per-instance queues, isolation, storage, timers.
+        .target(
+            name: "PluginHost",
+            dependencies: [
+                "CSwiftplexPlugin",
+                "SwiftplexStorage",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
+        .executableTarget(name: "swiftplex-plugin-runner", dependencies: ["PluginHost"]),
+
+        // The test harness for plugin authors: a real bot host, relay and scripted contacts.
+        .target(
+            name: "SwiftplexPluginTesting",
+            dependencies: [
+                "BotHost", "ChatAPI", "ChatCore", "PluginHost", "RelayProtocol",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
+
+        // The bot host: engine, optional embedded relay, contact address, plugins.
+        .target(
+            name: "BotHost",
+            dependencies: [
+                "ChatAPI", "ChatCore", "PluginHost", "RelayServer", "RelayProtocol",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        .target(
+            name: "SwiftplexTestPlugin",
+            dependencies: ["CSwiftplexPlugin"],
+            path: "Tests/Fixtures/TestPlugin",
+            publicHeadersPath: ".",
+            cSettings: [.headerSearchPath("../../../Sources/CSwiftplexPlugin/include")]
+        ),
 
         // Executables.
         .executableTarget(
@@ -165,6 +209,7 @@ let package = Package(
                 "SimplexLib",
                 "ChatAPI",
                 "ChatCore",
+                "PluginHost",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -176,6 +221,21 @@ let package = Package(
 
         // Tests.
         .testTarget(name: "SwiftplexCryptoTests", dependencies: ["SwiftplexCrypto"]),
+        .testTarget(
+            name: "BotHostTests",
+            dependencies: [
+                "BotHost", "ChatCore", "PluginHost", "SwiftplexPluginTesting",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "PluginHostTests",
+            dependencies: [
+                "PluginHost",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
         .testTarget(
             name: "RelayProtocolTests",
             dependencies: [

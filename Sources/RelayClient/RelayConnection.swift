@@ -84,7 +84,9 @@ public final class RelayConnection: Sendable {
             channel = try await bootstrap.connect(host: address.host, port: address.port).get()
         } catch {
             continuation.finish()
-            throw RelayClientError(.connectFailed, "cannot connect to relay \(address.host):\(address.port): \(error)")
+            let failure = RelayClientError(.connectFailed, "cannot connect to relay \(address.host):\(address.port): \(error)")
+            helloPromise.fail(failure)  // a promise must be completed, even when no channel ever existed
+            throw failure
         }
         let timer = loop.scheduleTask(in: .nanoseconds(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)) {
             helloPromise.fail(RelayClientError(.timeout, "relay did not complete the hello in time"))

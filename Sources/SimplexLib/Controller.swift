@@ -14,10 +14,13 @@ final class LibController: @unchecked Sendable {
     private var queued: [JSONValue] = []
     private var closed = false
     private var tasks: [Task<Void, Never>] = []
+    private let commands: AsyncStream<(String, ReplySlot)>.Continuation
 
     init(api: ChatAPI) {
         self.api = api
         let controller = api.controller
+        let (commandStream, commands) = AsyncStream.makeStream(of: (String, ReplySlot).self, bufferingPolicy: .unbounded)
+        self.commands = commands
         // The C ABI has no async context to lend us: the engine and its event pump run in tasks
         // owned by this controller and cancelled by `close()`.
         let engine = Task { _ = try? await controller.run() }
@@ -27,7 +30,10 @@ final class LibController: @unchecked Sendable {
                 self.enqueue(event)
             }
         }
-        tasks = [engine, pump]
+        let commandPump = Task {
+            for await (line, slot) in commandStream { slot.fill(await api.run(line)) }
+        }
+        tasks = [engine, pump, commandPump]
     }
 
     func enqueueForBenchmark(_ e: JSONValue) { enqueue(e) }
@@ -51,18 +57,15 @@ final class LibController: @unchecked Sendable {
     }
 
     /// Runs a command to completion on behalf of a blocking C caller.
+    ///
+    /// Commands go to one long-lived pump task (no task is created per command), and the caller
+    /// spins briefly before it sleeps, since most commands answer within tens of microseconds:
+    /// the sleep-and-wake of a blocked thread is what made the C path slower than the Swift one.
     func send(_ command: String) -> String {
         if isClosed { return Envelope.error(ChatFailure(commandError: "the chat controller is closed")) }
-        let box = NIOLockedValueBox<Result<JSONValue, ChatFailure>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        let api = self.api
-        Task {
-            let r = await api.run(command)
-            box.withLockedValue { $0 = r }
-            done.signal()
-        }
-        done.wait()
-        switch box.withLockedValue({ $0 })! {
+        let slot = ReplySlot()
+        commands.yield((command, slot))
+        switch slot.wait() {
         case let .success(r): return Envelope.result(r)
         case let .failure(f): return Envelope.error(f)
         }
@@ -81,6 +84,7 @@ final class LibController: @unchecked Sendable {
         closed = true
         condition.broadcast()
         condition.unlock()
+        commands.finish()
         let running = tasks
         let controller = api.controller
         let done = DispatchSemaphore(value: 0)
@@ -97,4 +101,34 @@ final class LibController: @unchecked Sendable {
 enum Envelope {
     static func result(_ v: JSONValue) -> String { JSONValue.object([("result", v)]).description }
     static func error(_ f: ChatFailure) -> String { JSONValue.object([("error", f.chatError)]).description }
+}
+
+/// Where the command pump leaves one command's result for the blocked C caller.
+final class ReplySlot: @unchecked Sendable {  // `value` is guarded by `lock`; `ready` is atomic
+    private let lock = NSLock()
+    private let ready = SpinFlag()
+    private var value: Result<JSONValue, ChatFailure>?
+    private let semaphore = DispatchSemaphore(value: 0)
+
+    func fill(_ v: Result<JSONValue, ChatFailure>) {
+        lock.withLock { value = v }
+        ready.set()
+        semaphore.signal()
+    }
+
+    func wait() -> Result<JSONValue, ChatFailure> {
+        // Spin up to ~100 µs, then sleep.
+        let deadline = DispatchTime.now().uptimeNanoseconds + 100_000
+        while !ready.isSet && DispatchTime.now().uptimeNanoseconds < deadline { sched_yield() }
+        semaphore.wait()
+        return lock.withLock { value! }
+    }
+}
+
+/// A boolean flag readable without a lock (for spinning).
+final class SpinFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var flag = false
+    func set() { lock.withLock { flag = true } }
+    var isSet: Bool { lock.withLock { flag } }
 }

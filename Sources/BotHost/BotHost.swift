@@ -1,0 +1,230 @@
+import ChatAPI
+import ChatCore
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOPosix
+import PluginHost
+import RelayProtocol
+import RelayServer
+
+/// A running bot: the chat engine (and, with `relays: embedded`, a relay) plus its plugins.
+///
+/// ```swift
+/// let host = try await BotHost.start(options, logger: logger)
+/// print(host.address ?? "")           // the bot's contact address
+/// try await host.run()                 // dispatches events to plugins until cancelled
+/// ```
+/// Start-up is the headless form of SimpleX's onboarding: open and migrate the databases,
+/// create the bot user on first start, start chat, create or reuse the contact address, load the
+/// plugins, then publish the profile (peer type, command menu, address).
+public final class BotHost: Sendable {
+    public let api: ChatAPI
+    public let plugins: PluginManager
+    /// The embedded relay's address, when there is one.
+    public let relayAddress: RelayAddress?
+    /// The bot's contact address link, when `createAddress` is on.
+    public let address: String?
+    public let userId: Int64
+    private let relay: RelayServer?
+    private let engine: Task<Void, Never>
+    private let options: BotHostOptions
+    private let logger: Logger
+    private let menu = NIOLockedValueBox<[[String: String]]>([])
+    private let profileUpdates = ProfilePublisher()
+
+    /// Starts everything up to and including the plugins; events flow once `run()` is called.
+    public static func start(_ options: BotHostOptions, logger: Logger) async throws -> BotHost {
+        let fm = FileManager.default
+        try fm.createDirectory(at: options.dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        chmod(options.dataDirectory.path, 0o700)
+
+        var relay: RelayServer?
+        let relays: [RelayAddress]
+        switch options.relays {
+        case let .embedded(host, port, publicHost):
+            let configuration = RelayConfiguration(dataDirectory: options.dataDirectory.appendingPathComponent("relay"),
+                                                   host: host, port: port, publicHost: publicHost)
+            do {
+                relay = try await RelayServer.start(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton, logger: logger)
+            } catch {
+                throw BotHostError("cannot start the embedded relay on \(host):\(port): \(error)")
+            }
+            relays = [relay!.address]
+            logger.info("embedded relay listening", metadata: ["address": "\(relay!.address)"])
+        case let .external(list):
+            relays = list
+        }
+
+        let controller: ChatController
+        do {
+            controller = try ChatController(prefix: options.dataDirectory.appendingPathComponent("bot").path, defaultRelays: relays, logger: logger)
+        } catch {
+            await relay?.shutdown()
+            throw BotHostError("cannot open the bot's databases in \(options.dataDirectory.path): \(error)")
+        }
+        let engine = Task<Void, Never> { _ = try? await controller.run() }
+        let api = ChatAPI(controller: controller)
+        do {
+            let userId = try await Self.ensureUser(api, options.profile, logger: logger)
+            try await Self.expect(api, "/_start", ["chatStarted", "chatRunning"])
+            let address = options.createAddress ? try await Self.ensureAddress(api, userId: userId, logger: logger) : nil
+            let storage = try PluginStorage(path: options.dataDirectory.appendingPathComponent("plugins.db"))
+            let box = NIOLockedValueBox<BotHost?>(nil)
+            let manager = PluginManager(storage: storage, runCommand: { await api.execute($0).description },
+                                        runnerExecutable: options.runnerExecutable, logger: logger,
+                                        commandsChanged: { menu in box.withLockedValue { $0 }?.menuChanged(menu) })
+            let host = BotHost(api: api, plugins: manager, relayAddress: relay?.address, address: address, userId: userId,
+                               relay: relay, engine: engine, options: options, logger: logger)
+            box.withLockedValue { $0 = host }
+            await host.reload(options.plugins)
+            return host
+        } catch {
+            engine.cancel()
+            await relay?.shutdown()
+            throw error
+        }
+    }
+
+    private init(api: ChatAPI, plugins: PluginManager, relayAddress: RelayAddress?, address: String?, userId: Int64,
+                 relay: RelayServer?, engine: Task<Void, Never>, options: BotHostOptions, logger: Logger) {
+        self.api = api
+        self.plugins = plugins
+        self.relayAddress = relayAddress
+        self.address = address
+        self.userId = userId
+        self.relay = relay
+        self.engine = engine
+        self.options = options
+        self.logger = logger
+    }
+
+    /// Dispatches chat events to plugins (and watches their timeouts) until cancelled.
+    public func run() async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.plugins.runWatchdog() }
+            group.addTask {
+                for await event in self.api.events {
+                    guard let type = event["type"]?.stringValue else { continue }
+                    self.plugins.dispatch(type: type, json: event.description)
+                }
+            }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Applies a new plugin list: changed instances restart (rolling back on failure), others keep running.
+    @discardableResult
+    public func reload(_ specs: [PluginSpec]) async -> [(name: String, outcome: PluginOutcome)] {
+        let results = await plugins.apply(specs)
+        for (name, outcome) in results where outcome.isFailure {
+            logger.error("plugin \(name): \(outcome)")
+        }
+        await publishProfile()
+        return results
+    }
+
+    /// Stops plugins, the engine and the embedded relay.
+    public func shutdown() async {
+        await plugins.stopAll()
+        _ = await api.execute("/_stop")
+        engine.cancel()
+        await relay?.shutdown()
+    }
+
+    // MARK: Profile
+
+    private func menuChanged(_ commands: [[String: String]]) {
+        menu.withLockedValue { $0 = commands }
+        Task { await self.publishProfile() }
+    }
+
+    /// Puts the peer type, the command menu and the address into the bot's profile when they changed.
+    func publishProfile() async {
+        var preferences: [(String, JSONValue)] = []
+        if options.profile.publishCommands {
+            let commands = menu.withLockedValue { $0 }.map { c -> JSONValue in
+                .object([("type", .string("command")), ("keyword", .string(c["keyword"] ?? "")), ("label", .string(c["label"] ?? ""))])
+            }
+            if !commands.isEmpty { preferences.append(("commands", .array(commands))) }
+        }
+        var profile: [(String, JSONValue)] = [
+            ("displayName", .string(options.profile.displayName)),
+            ("fullName", .string(options.profile.fullName)),
+            ("peerType", .string(options.profile.peerType)),
+            ("preferences", .object(preferences)),
+        ]
+        if let address { profile.append(("contactLink", .string(address))) }
+        let line = "/_profile \(userId) \(JSONValue.object(profile).description)"
+        await profileUpdates.publish(line) { [api, logger] line in
+            let r = await api.execute(line)
+            if r["type"]?.stringValue == "chatCmdError" {
+                logger.warning("cannot update the bot's profile", metadata: ["error": "\(r["chatError"] ?? .null)"])
+            }
+        }
+    }
+
+    // MARK: Start-up steps
+
+    static func ensureUser(_ api: ChatAPI, _ profile: BotHostOptions.Profile, logger: Logger) async throws -> Int64 {
+        let active = await api.execute("/user")
+        if let id = active["user"]?["userId"]?.intValue { return Int64(id) }
+        let newUser: JSONValue = .object([
+            ("profile", .object([("displayName", .string(profile.displayName)), ("fullName", .string(profile.fullName)),
+                                 ("peerType", .string(profile.peerType))])),
+            ("pastTimestamp", .bool(false)), ("userChatRelay", .bool(false)), ("clientService", .bool(false)),
+        ])
+        let created = await api.execute("/_create user \(newUser.description)")
+        guard let id = created["user"]?["userId"]?.intValue else {
+            throw BotHostError("cannot create the bot user \"\(profile.displayName)\": \(Self.describe(created))")
+        }
+        logger.info("created the bot user", metadata: ["name": "\(profile.displayName)"])
+        return Int64(id)
+    }
+
+    static func ensureAddress(_ api: ChatAPI, userId: Int64, logger: Logger) async throws -> String {
+        var shown = await api.execute("/_show_address \(userId)")
+        if shown["type"]?.stringValue != "userContactLink" {
+            let created = await api.execute("/_address \(userId)")
+            guard created["type"]?.stringValue == "userContactLinkCreated" else {
+                throw BotHostError("cannot create the bot's contact address: \(Self.describe(created))")
+            }
+            shown = await api.execute("/_show_address \(userId)")
+            logger.info("created the bot's contact address")
+        }
+        let link = shown["contactLink"]?["connLinkContact"]
+        guard let text = link?["connShortLink"]?.stringValue ?? link?["connFullLink"]?.stringValue, !text.isEmpty else {
+            throw BotHostError("the bot's contact address has no link: \(Self.describe(shown))")
+        }
+        return text
+    }
+
+    static func expect(_ api: ChatAPI, _ command: String, _ types: [String]) async throws {
+        let r = await api.execute(command)
+        guard let t = r["type"]?.stringValue, types.contains(t) else {
+            throw BotHostError("\(command) failed: \(describe(r))")
+        }
+    }
+
+    /// A response in words for an error message (the chat error's type, not user content).
+    static func describe(_ r: JSONValue) -> String {
+        if let e = r["chatError"] {
+            let inner = e["errorType"] ?? e["storeError"] ?? e["agentError"] ?? e
+            let message = inner["message"]?.stringValue.map { ": \($0)" } ?? ""
+            return "\(inner["type"]?.stringValue ?? "error")\(message)"
+        }
+        return r["type"]?.stringValue ?? "unexpected response"
+    }
+}
+
+/// Sends profile updates one at a time, skipping one identical to the last sent.
+actor ProfilePublisher {
+    private var last: String?
+
+    func publish(_ line: String, _ send: @Sendable (String) async -> Void) async {
+        guard line != last else { return }
+        last = line
+        await send(line)
+    }
+}

@@ -1,0 +1,55 @@
+import Foundation
+import PluginHost
+import RelayProtocol
+
+/// Everything a bot host needs to run, already validated (the `swiftplex` executable builds it
+/// from the YAML configuration; tests and the plugin test harness build it directly).
+public struct BotHostOptions: Sendable {
+    public enum Relays: Sendable {
+        /// Run a relay inside the host, its data under `<data dir>/relay`.
+        case embedded(host: String, port: Int, publicHost: String?)
+        /// Use these relays.
+        case external([RelayAddress])
+    }
+
+    public struct Profile: Sendable, Equatable {
+        public var displayName: String
+        public var fullName: String
+        public var peerType: String
+        /// Put the plugins' commands in the profile's command menu.
+        public var publishCommands: Bool
+
+        public init(displayName: String, fullName: String = "", peerType: String = "bot", publishCommands: Bool = true) {
+            self.displayName = displayName
+            self.fullName = fullName
+            self.peerType = peerType
+            self.publishCommands = publishCommands
+        }
+    }
+
+    /// Databases (`bot_chat.db`, `bot_agent.db`, `plugins.db`) and the embedded relay's data.
+    public var dataDirectory: URL
+    public var profile: Profile
+    public var relays: Relays
+    /// Create (or reuse) the bot's contact address at start.
+    public var createAddress: Bool
+    public var plugins: [PluginSpec]
+    /// The `swiftplex-plugin-runner` binary for `isolation: process`.
+    public var runnerExecutable: URL
+
+    public init(dataDirectory: URL, profile: Profile, relays: Relays, createAddress: Bool = true,
+                plugins: [PluginSpec] = [], runnerExecutable: URL) {
+        self.dataDirectory = dataDirectory
+        self.profile = profile
+        self.relays = relays
+        self.createAddress = createAddress
+        self.plugins = plugins
+        self.runnerExecutable = runnerExecutable
+    }
+}
+
+/// Why the host could not start.
+public struct BotHostError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,146 @@
+import CSwiftplexPlugin
+import Foundation
+
+/// What the host offers a plugin instance through `swiftplex_host_api`. In the host process
+/// these are answered locally; in an isolated plugin's child process they are forwarded to the
+/// host over a pipe. Every method may block its calling (plugin) thread.
+package protocol HostServices: AnyObject, Sendable {
+    func command(_ line: String) -> String
+    func log(level: Int32, message: String)
+    func storageGet(_ key: String) -> String?
+    func storageSet(_ key: String, _ value: String?) -> Bool
+    func timerStart(name: String, delayMs: UInt64, repeatMs: UInt64) -> UInt64
+    func timerCancel(_ id: UInt64) -> Bool
+    func setCommands(_ json: String) -> Bool
+}
+
+/// The C callback table for one instance, pointing back at its `HostServices`.
+///
+/// The table owns a strong reference to the services until `release()`; the plugin sees
+/// `context` as an opaque pointer.
+final class HostAPITable: @unchecked Sendable {
+    let table: UnsafeMutablePointer<swiftplex_host_api>
+    private let services: Unmanaged<AnyObject>
+
+    init(_ services: any HostServices) {
+        self.services = Unmanaged.passRetained(services as AnyObject)
+        table = .allocate(capacity: 1)
+        table.initialize(to: swiftplex_host_api(
+            abi_version: SWIFTPLEX_PLUGIN_ABI_VERSION,
+            struct_size: UInt32(MemoryLayout<swiftplex_host_api>.size),
+            context: self.services.toOpaque(),
+            command: { ctx, line in
+                let s = HostAPITable.services(ctx)
+                return strdup(s.command(line.map { String(cString: $0) } ?? ""))
+            },
+            log: { ctx, level, message in
+                HostAPITable.services(ctx).log(level: level, message: message.map { String(cString: $0) } ?? "")
+            },
+            storage_get: { ctx, key in
+                guard let key else { return nil }
+                return HostAPITable.services(ctx).storageGet(String(cString: key)).flatMap { strdup($0) }
+            },
+            storage_set: { ctx, key, value in
+                guard let key else { return Int32(SWIFTPLEX_ERROR) }
+                let ok = HostAPITable.services(ctx).storageSet(String(cString: key), value.map { String(cString: $0) })
+                return ok ? Int32(SWIFTPLEX_OK) : Int32(SWIFTPLEX_ERROR)
+            },
+            timer_start: { ctx, name, delay, repeatMs in
+                HostAPITable.services(ctx).timerStart(name: name.map { String(cString: $0) } ?? "", delayMs: delay, repeatMs: repeatMs)
+            },
+            timer_cancel: { ctx, id in
+                HostAPITable.services(ctx).timerCancel(id) ? Int32(SWIFTPLEX_OK) : Int32(SWIFTPLEX_ERROR)
+            },
+            set_commands: { ctx, json in
+                guard let json else { return Int32(SWIFTPLEX_ERROR) }
+                return HostAPITable.services(ctx).setCommands(String(cString: json)) ? Int32(SWIFTPLEX_OK) : Int32(SWIFTPLEX_ERROR)
+            },
+            free_string: { free($0) }
+        ))
+    }
+
+    private static func services(_ ctx: UnsafeMutableRawPointer?) -> any HostServices {
+        // swiftlint-style guard: a NULL context is a plugin bug; crash loudly rather than guess.
+        Unmanaged<AnyObject>.fromOpaque(ctx!).takeUnretainedValue() as! any HostServices
+    }
+
+    /// Frees the table; call only after the plugin's `stop` returned.
+    func release() {
+        table.deinitialize(count: 1)
+        table.deallocate()
+        services.release()
+    }
+}
+
+/// A started plugin instance: the vtable calls, made on the instance's own thread.
+final class PluginInstance: @unchecked Sendable {
+    private let descriptor: UnsafePointer<swiftplex_plugin_descriptor>
+    private let api: HostAPITable
+    private var instance: UnsafeMutableRawPointer?
+
+    private init(descriptor: UnsafePointer<swiftplex_plugin_descriptor>, api: HostAPITable, instance: UnsafeMutableRawPointer) {
+        self.descriptor = descriptor
+        self.api = api
+        self.instance = instance
+    }
+
+    /// Calls the plugin's `start`. On failure returns the plugin's message.
+    static func start(_ library: PluginLibrary, services: any HostServices, configJSON: String) -> Result<PluginInstance, PluginError> {
+        let api = HostAPITable(services)
+        let d = library.descriptor
+        var error: UnsafeMutablePointer<CChar>?
+        let handle = configJSON.withCString { d.pointee.start(UnsafePointer(api.table), $0, &error) }
+        let message = take(error, descriptor: d)
+        guard let handle else {
+            api.release()
+            return .failure(PluginError(.startFailed, message ?? "start returned no instance"))
+        }
+        return .success(PluginInstance(descriptor: d, api: api, instance: handle))
+    }
+
+    /// Calls `handle_event`. Returns the plugin's error message if it reported one.
+    func handle(_ eventJSON: String) -> PluginError? {
+        guard let instance else { return PluginError(.stopped, "instance is stopped") }
+        var error: UnsafeMutablePointer<CChar>?
+        let rc = eventJSON.withCString { descriptor.pointee.handle_event(instance, $0, &error) }
+        let message = Self.take(error, descriptor: descriptor)
+        return rc == SWIFTPLEX_OK ? nil : PluginError(.handlerFailed, message ?? "handler returned error \(rc)")
+    }
+
+    /// Calls `stop` once, then frees the host table.
+    func stop() {
+        guard let instance else { return }
+        self.instance = nil
+        descriptor.pointee.stop(instance)
+        api.release()
+    }
+
+    private static func take(_ p: UnsafeMutablePointer<CChar>?, descriptor: UnsafePointer<swiftplex_plugin_descriptor>) -> String? {
+        guard let p else { return nil }
+        defer { descriptor.pointee.free_string(p) }
+        return String(cString: p)
+    }
+}
+
+/// A failure of a running plugin (start, handler, timeout, crash), as logged and counted.
+public struct PluginError: Error, Sendable, CustomStringConvertible {
+    public enum Code: String, Sendable {
+        case startFailed = "start failed"
+        case handlerFailed = "handler failed"
+        case timeout = "timed out"
+        case crashed = "crashed"
+        case stopped = "stopped"
+        case invalidConfig = "invalid config"
+        case queueFull = "queue full"
+    }
+
+    public let code: Code
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(code.rawValue): \(message)" }
+}

@@ -1,0 +1,153 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+/// The child side of `isolation: process`: loads one plugin and serves it over stdin/stdout
+/// frames (see ``Frames``). Run by the `swiftplex-plugin-runner` executable.
+public enum PluginChild {
+    /// Serves the plugin at `path` until the host says stop or goes away; returns the exit code.
+    public static func run(path: String) -> Int32 {
+        signal(SIGPIPE, SIG_IGN)
+        // The frames get private descriptors; the plugin's own stdout goes to stderr (logged by
+        // the host) and its stdin is /dev/null, so nothing it prints or reads can break a frame.
+        let framesOut = dup(STDOUT_FILENO)
+        let framesIn = dup(STDIN_FILENO)
+        dup2(STDERR_FILENO, STDOUT_FILENO)
+        let devNull = open("/dev/null", O_RDONLY)
+        if devNull >= 0 { dup2(devNull, STDIN_FILENO); close(devNull) }
+        let writer = FrameWriter(fd: framesOut)
+        let library: PluginLibrary
+        do {
+            library = try PluginLibrary.load(path: path)
+        } catch {
+            writer.send(["op": "loadFailed", "code": "\(error.code)", "error": error.message])
+            return 2
+        }
+        writer.send(["op": "hello", "info": library.info.json])
+
+        let worker = SerialWorker(name: "plugin-child")
+        let services = RemoteServices(writer: writer)
+        let finished = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var instance: PluginInstance?
+        services.timers = PluginTimers { json in
+            worker.submit { _ = instance?.handle(json) }
+        }
+
+        let reader = FrameReader(fd: framesIn)
+        Thread.detachNewThread {
+            while true {
+                let frame: [String: Any]
+                switch Result(catching: { try reader.next() }) {
+                case let .success(.event(seq, event)):
+                    worker.submit {
+                        let error = instance?.handle(event)
+                        writer.send(.done(seq: seq, error: error?.message))
+                    }
+                    continue
+                case let .success(.control(object)):
+                    frame = object
+                case .success(.done), .failure:
+                    // The host went away (or wrote garbage): stop the plugin and leave.
+                    worker.submit { instance?.stop(); instance = nil; finished.signal() }
+                    return
+                }
+                switch frame["op"] as? String {
+                case "start":
+                    let config = frame["config"] as? String ?? "{}"
+                    worker.submit {
+                        switch PluginInstance.start(library, services: services, configJSON: config) {
+                        case let .success(i):
+                            instance = i
+                            writer.send(["op": "started"])
+                        case let .failure(e):
+                            writer.send(["op": "startFailed", "error": e.message])
+                        }
+                    }
+                case "result":
+                    services.resolve(frame)
+                case "stop":
+                    worker.submit {
+                        services.timers?.close()
+                        instance?.stop()
+                        instance = nil
+                        finished.signal()
+                    }
+                default:
+                    break
+                }
+            }
+        }
+        finished.wait()
+        return 0
+    }
+}
+
+/// Host callbacks in the child process: forwarded to the host and answered by it, except timers,
+/// which run in the child and feed its own queue.
+final class RemoteServices: HostServices, @unchecked Sendable {
+    private let writer: FrameWriter
+    private let lock = NSLock()
+    private var nextId = 1
+    private var waiting: [Int: (DispatchSemaphore, Box)] = [:]
+    var timers: PluginTimers?
+
+    final class Box: @unchecked Sendable { var value: [String: Any] = [:] }
+
+    init(writer: FrameWriter) { self.writer = writer }
+
+    private func call(_ fn: String, _ args: [String: Any]) -> [String: Any] {
+        let sem = DispatchSemaphore(value: 0)
+        let box = Box()
+        lock.lock()
+        let id = nextId
+        nextId += 1
+        waiting[id] = (sem, box)
+        lock.unlock()
+        var frame = args
+        frame["op"] = "call"
+        frame["id"] = id
+        frame["fn"] = fn
+        guard writer.send(frame) else {
+            lock.lock()
+            waiting[id] = nil
+            lock.unlock()
+            return [:]
+        }
+        sem.wait()
+        return box.value
+    }
+
+    func resolve(_ frame: [String: Any]) {
+        guard let id = frame["id"] as? Int else { return }
+        lock.lock()
+        let w = waiting.removeValue(forKey: id)
+        lock.unlock()
+        guard let (sem, box) = w else { return }
+        box.value = frame
+        sem.signal()
+    }
+
+    func command(_ line: String) -> String {
+        call("command", ["command": line])["value"] as? String
+            ?? #"{"type":"chatCmdError","chatError":{"type":"error","errorType":{"type":"commandError","message":"the host did not answer"}}}"#
+    }
+
+    func log(level: Int32, message: String) {
+        writer.send(["op": "log", "level": Int(level), "message": message])
+    }
+
+    func storageGet(_ key: String) -> String? { call("storageGet", ["key": key])["value"] as? String }
+
+    func storageSet(_ key: String, _ value: String?) -> Bool {
+        var args: [String: Any] = ["key": key]
+        if let value { args["value"] = value }
+        return call("storageSet", args)["ok"] as? Bool ?? false
+    }
+
+    func timerStart(name: String, delayMs: UInt64, repeatMs: UInt64) -> UInt64 {
+        timers?.start(name: name, delayMs: delayMs, repeatMs: repeatMs) ?? 0
+    }
+
+    func timerCancel(_ id: UInt64) -> Bool { timers?.cancel(id) ?? false }
+
+    func setCommands(_ json: String) -> Bool { call("setCommands", ["commands": json])["ok"] as? Bool ?? false }
+}

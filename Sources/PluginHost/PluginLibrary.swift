@@ -1,0 +1,145 @@
+import CSwiftplexPlugin
+import Foundation
+
+/// Why a plugin could not be loaded. Each case names the file and what to do about it.
+public struct PluginLoadError: Error, Equatable, CustomStringConvertible {
+    public enum Code: Sendable, Equatable {
+        case fileNotFound
+        case notLoadable
+        case missingEntryPoint
+        case abiMismatch
+        case badDescriptor
+    }
+
+    public let code: Code
+    public let path: String
+    public let message: String
+
+    public var description: String { "\(path): \(message)" }
+    public static func == (l: Self, r: Self) -> Bool { l.code == r.code }
+}
+
+/// What a plugin says about itself in its descriptor, copied out of the shared object.
+public struct PluginInfo: Sendable, Equatable {
+    public var name: String
+    public var version: String
+    public var description: String
+    /// Event types the plugin wants; `["*"]` for all.
+    public var events: [String]
+    /// JSON Schema of its `config:`, or nil to accept any object.
+    public var configSchema: String?
+
+    public func wants(_ eventType: String) -> Bool {
+        eventType == PluginEvents.timer || events.contains("*") || events.contains(eventType)
+    }
+
+    /// The descriptor as JSON (for the child-process protocol).
+    var json: [String: Any] {
+        var d: [String: Any] = ["name": name, "version": version, "description": description, "events": events]
+        if let configSchema { d["configSchema"] = configSchema }
+        return d
+    }
+
+    init(name: String, version: String, description: String, events: [String], configSchema: String?) {
+        self.name = name
+        self.version = version
+        self.description = description
+        self.events = events
+        self.configSchema = configSchema
+    }
+
+    init?(json d: [String: Any]) {
+        guard let name = d["name"] as? String, let version = d["version"] as? String,
+              let events = d["events"] as? [String] else { return nil }
+        self.init(name: name, version: version, description: d["description"] as? String ?? "",
+                  events: events, configSchema: d["configSchema"] as? String)
+    }
+}
+
+/// Event type names the host itself produces.
+public enum PluginEvents {
+    /// A timer the plugin started has fired.
+    public static let timer = "swiftplex.timer"
+}
+
+/// A plugin shared object opened with dlopen, with its descriptor checked.
+///
+/// Each load opens a private copy of the file, so a rebuilt plugin at the same path loads as new
+/// code on reload (dlopen would otherwise hand back the already-mapped old one). Libraries are
+/// never closed: Swift and C runtimes register state that does not survive dlclose, and a
+/// reload keeps the old code for rollback anyway.
+public final class PluginLibrary: @unchecked Sendable {
+    public let path: String
+    public let info: PluginInfo
+    let descriptor: UnsafePointer<swiftplex_plugin_descriptor>
+
+    /// Opens the plugin at `path` and validates its descriptor.
+    public static func load(path: String) throws(PluginLoadError) -> PluginLibrary {
+        func fail(_ code: PluginLoadError.Code, _ message: String) -> PluginLoadError {
+            PluginLoadError(code: code, path: path, message: message)
+        }
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw fail(.fileNotFound, "no such plugin file")
+        }
+        let copy = try privateCopy(of: path)
+        defer { unlink(copy) }
+        guard let handle = dlopen(copy, RTLD_NOW | RTLD_LOCAL) else {
+            let reason = dlerror().map { String(cString: $0) } ?? "unknown error"
+            throw fail(.notLoadable, "cannot load: \(reason.replacingOccurrences(of: copy, with: path))")
+        }
+        guard let symbol = dlsym(handle, SWIFTPLEX_PLUGIN_ENTRY_SYMBOL) else {
+            throw fail(.missingEntryPoint, "not a Swiftplex plugin: it does not export `\(SWIFTPLEX_PLUGIN_ENTRY_SYMBOL)`")
+        }
+        let entry = unsafeBitCast(symbol, to: swiftplex_plugin_entry_fn.self)
+        guard let descriptor = entry() else {
+            throw fail(.badDescriptor, "`\(SWIFTPLEX_PLUGIN_ENTRY_SYMBOL)` returned no descriptor")
+        }
+        let d = descriptor.pointee
+        guard d.abi_version == SWIFTPLEX_PLUGIN_ABI_VERSION else {
+            throw fail(.abiMismatch, "built for plugin ABI version \(d.abi_version), this host speaks version \(SWIFTPLEX_PLUGIN_ABI_VERSION); rebuild it against this host's swiftplex_plugin.h")
+        }
+        guard d.struct_size >= UInt32(MemoryLayout<swiftplex_plugin_descriptor>.size) else {
+            throw fail(.badDescriptor, "descriptor is \(d.struct_size) bytes, expected \(MemoryLayout<swiftplex_plugin_descriptor>.size)")
+        }
+        guard let namePtr = d.name, let versionPtr = d.version else {
+            throw fail(.badDescriptor, "descriptor has no name or version")
+        }
+        guard d.start != nil, d.handle_event != nil, d.stop != nil, d.free_string != nil else {
+            throw fail(.badDescriptor, "descriptor lacks one of start, handle_event, stop, free_string")
+        }
+        let name = String(cString: namePtr)
+        guard !name.isEmpty else { throw fail(.badDescriptor, "descriptor has an empty name") }
+        var events = ["*"]
+        if let e = d.events {
+            guard let data = String(cString: e).data(using: .utf8),
+                  let list = try? JSONSerialization.jsonObject(with: data) as? [String] else {
+                throw fail(.badDescriptor, "descriptor `events` is not a JSON array of strings")
+            }
+            events = list
+        }
+        let schema = d.config_schema.map { String(cString: $0) }
+        let info = PluginInfo(name: name, version: String(cString: versionPtr),
+                              description: d.description.map { String(cString: $0) } ?? "",
+                              events: events, configSchema: schema)
+        return PluginLibrary(path: path, info: info, descriptor: descriptor)
+    }
+
+    private init(path: String, info: PluginInfo, descriptor: UnsafePointer<swiftplex_plugin_descriptor>) {
+        self.path = path
+        self.info = info
+        self.descriptor = descriptor
+    }
+
+    /// Copies the file into a private temporary directory so that each load maps fresh code.
+    private static func privateCopy(of path: String) throws(PluginLoadError) -> String {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-plugins-\(getpid())")
+        let target = dir.appendingPathComponent("\(UUID().uuidString)-\((path as NSString).lastPathComponent)")
+        do {
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try FileManager.default.copyItem(atPath: path, toPath: target.path)
+        } catch {
+            throw PluginLoadError(code: .notLoadable, path: path, message: "cannot read the plugin file: \(error.localizedDescription)")
+        }
+        return target.path
+    }
+}

@@ -1,0 +1,351 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+
+/// How one configured plugin instance should run.
+public struct PluginSpec: Sendable {
+    public enum Isolation: String, Sendable { case inProcess = "in-process", process }
+
+    public struct Backoff: Sendable, Equatable {
+        public var initial: Duration
+        public var max: Duration
+        public init(initial: Duration, max: Duration) {
+            self.initial = initial
+            self.max = max
+        }
+    }
+
+    /// Instance name, unique in the host (`greeter-en`).
+    public var name: String
+    /// The shared object's file path, resolved.
+    public var path: String
+    public var isolation: Isolation
+    public var timeout: Duration
+    public var queueLimit: Int
+    public var backoff: Backoff
+    /// Text that changes whenever the instance's configuration changes (reload compares it).
+    public var configFingerprint: String
+    /// Validates the instance's `config:` against the loaded plugin's schema; returns its JSON.
+    public var configure: @Sendable (PluginInfo) -> Result<String, PluginError>
+
+    public init(name: String, path: String, isolation: Isolation = .inProcess, timeout: Duration = .seconds(5),
+                queueLimit: Int = 1000, backoff: Backoff = Backoff(initial: .seconds(1), max: .seconds(60)),
+                configFingerprint: String, configure: @escaping @Sendable (PluginInfo) -> Result<String, PluginError>) {
+        self.name = name
+        self.path = path
+        self.isolation = isolation
+        self.timeout = timeout
+        self.queueLimit = queueLimit
+        self.backoff = backoff
+        self.configFingerprint = configFingerprint
+        self.configure = configure
+    }
+}
+
+/// What happened to one instance when a configuration was applied.
+public enum PluginOutcome: Sendable, CustomStringConvertible {
+    case started(PluginInfo)
+    case unchanged
+    case stopped
+    /// Did not start; nothing of it runs.
+    case failed(any Error & Sendable)
+    /// The new version failed; the previous one runs again.
+    case rolledBack(any Error & Sendable)
+
+    public var description: String {
+        switch self {
+        case let .started(info): "started \(info.name) \(info.version)"
+        case .unchanged: "unchanged"
+        case .stopped: "stopped"
+        case let .failed(e): "failed: \(e)"
+        case let .rolledBack(e): "new version failed (\(e)); rolled back to the previous one"
+        }
+    }
+
+    public var isFailure: Bool {
+        switch self {
+        case .failed, .rolledBack: true
+        default: false
+        }
+    }
+}
+
+/// A running instance as `status` shows it.
+public struct PluginStatus: Sendable {
+    public var name: String
+    public var info: PluginInfo
+    public var isolation: PluginSpec.Isolation
+    public var stats: PluginStats
+}
+
+/// Loads plugin instances, keeps them running, and dispatches events to them in order.
+///
+/// Each instance has its own queue (a thread in process, or a child process), so a slow or
+/// hung plugin delays only itself. `apply` is both the first load and a reload: changed
+/// instances are stopped, loaded and started again, and rolled back to the old version if the
+/// new one fails; unchanged ones keep running without a hiccup.
+public final class PluginManager: Sendable {
+    private let storage: PluginStorage
+    private let runCommand: CommandRunner
+    private let runnerExecutable: URL
+    private let logger: Logger
+    private let commandsChanged: @Sendable ([[String: String]]) -> Void
+    private let slots = NIOLockedValueBox<[Slot]>([])
+    private let menus = NIOLockedValueBox<[String: [[String: String]]]>([:])
+    private let applying = AsyncSerial()
+
+    /// - Parameters:
+    ///   - runCommand: runs a Chat API command as the bot.
+    ///   - runnerExecutable: the `swiftplex-plugin-runner` binary for `isolation: process`.
+    ///   - commandsChanged: receives the merged bot command menu whenever a plugin publishes one.
+    public init(storage: PluginStorage, runCommand: @escaping CommandRunner, runnerExecutable: URL, logger: Logger,
+                commandsChanged: @escaping @Sendable ([[String: String]]) -> Void = { _ in }) {
+        self.storage = storage
+        self.runCommand = runCommand
+        self.runnerExecutable = runnerExecutable
+        self.logger = logger
+        self.commandsChanged = commandsChanged
+    }
+
+    /// Routes one event (its `type` and JSON text) to every instance that wants it, in order.
+    public func dispatch(type: String, json: String) {
+        for slot in slots.withLockedValue({ $0 }) where slot.info.wants(type) {
+            slot.deliver(json)
+        }
+    }
+
+    /// Waits until every instance has handled what it was given.
+    public func drain() async {
+        for slot in slots.withLockedValue({ $0 }) { await slot.runner.drain() }
+    }
+
+    public func statuses() -> [PluginStatus] {
+        slots.withLockedValue { $0 }.map { PluginStatus(name: $0.spec.name, info: $0.info, isolation: $0.spec.isolation, stats: $0.runner.stats) }
+    }
+
+    /// Reports handlers running past their timeouts (and kills hung isolated plugins) until cancelled.
+    public func runWatchdog(every interval: Duration = .milliseconds(200)) async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: interval)
+            let now = ContinuousClock.now
+            for slot in slots.withLockedValue({ $0 }) {
+                (slot.runner as? InProcessRunner)?.checkTimeout(now: now)
+                (slot.runner as? IsolatedRunner)?.checkTimeout(now: now)
+            }
+        }
+    }
+
+    /// Brings the running instances in line with `specs` and reports each instance's outcome.
+    @discardableResult
+    public func apply(_ specs: [PluginSpec]) async -> [(name: String, outcome: PluginOutcome)] {
+        await applying.run { await self.applyNow(specs) }
+    }
+
+    /// Stops every instance.
+    public func stopAll() async {
+        _ = await apply([])
+    }
+
+    private func applyNow(_ specs: [PluginSpec]) async -> [(name: String, outcome: PluginOutcome)] {
+        var results: [(String, PluginOutcome)] = []
+        let current = slots.withLockedValue { $0 }
+        let wanted = Set(specs.map(\.name))
+        for old in current where !wanted.contains(old.spec.name) {
+            await old.runner.stop()
+            slots.withLockedValue { $0.removeAll { $0 === old } }
+            clearMenu(old.spec.name)
+            logger.info("plugin stopped", metadata: ["plugin": "\(old.spec.name)"])
+            results.append((old.spec.name, .stopped))
+        }
+        for spec in specs {
+            let fingerprint = Self.fingerprint(spec)
+            if let old = current.first(where: { $0.spec.name == spec.name }) {
+                if old.fingerprint == fingerprint {
+                    results.append((spec.name, .unchanged))
+                    continue
+                }
+                results.append((spec.name, await replace(old, with: spec, fingerprint: fingerprint)))
+            } else {
+                switch await launch(spec) {
+                case let .success(runner):
+                    slots.withLockedValue { $0.append(Slot(spec: spec, fingerprint: fingerprint, runner: runner)) }
+                    logger.info("plugin started", metadata: ["plugin": "\(spec.name)", "version": "\(runner.info.version)", "isolation": "\(spec.isolation.rawValue)"])
+                    results.append((spec.name, .started(runner.info)))
+                case let .failure(error):
+                    logger.error("plugin not started", metadata: ["plugin": "\(spec.name)", "error": "\(error)"])
+                    results.append((spec.name, .failed(error)))
+                }
+            }
+        }
+        // Keep dispatch order equal to the configuration's order.
+        let order = Dictionary(uniqueKeysWithValues: specs.enumerated().map { ($1.name, $0) })
+        slots.withLockedValue { $0.sort { order[$0.spec.name, default: .max] < order[$1.spec.name, default: .max] } }
+        publishMenu()
+        return results
+    }
+
+    /// Stop → load → start; on failure start the old version again.
+    private func replace(_ old: Slot, with spec: PluginSpec, fingerprint: String) async -> PluginOutcome {
+        let previous = old.spec
+        let previousFingerprint = old.fingerprint
+        old.holdEvents()
+        await old.runner.stop()
+        clearMenu(spec.name)
+        switch await launch(spec) {
+        case let .success(runner):
+            old.resume(with: runner, spec: spec, fingerprint: fingerprint)
+            logger.info("plugin reloaded", metadata: ["plugin": "\(spec.name)", "version": "\(runner.info.version)"])
+            return .started(runner.info)
+        case let .failure(error):
+            logger.error("reloaded plugin failed; rolling back", metadata: ["plugin": "\(spec.name)", "error": "\(error)"])
+            switch await launch(previous) {
+            case let .success(runner):
+                old.resume(with: runner, spec: previous, fingerprint: previousFingerprint)
+                return .rolledBack(error)
+            case let .failure(second):
+                logger.error("rollback failed too; plugin stopped", metadata: ["plugin": "\(spec.name)", "error": "\(second)"])
+                slots.withLockedValue { $0.removeAll { $0 === old } }
+                return .failed(error)
+            }
+        }
+    }
+
+    private func launch(_ spec: PluginSpec) async -> Result<any PluginRunner, any Error & Sendable> {
+        let slotRef = RunnerRef()
+        let services = LocalServices(
+            instanceName: spec.name, runCommand: runCommand, storage: storage, logger: logger,
+            deliverTimer: { json in _ = slotRef.runner?.deliver(json) },
+            commandsChanged: { [weak self] name, menu in self?.setMenu(name, menu) })
+        let runner: any PluginRunner
+        do {
+            switch spec.isolation {
+            case .inProcess:
+                let library = try PluginLibrary.load(path: spec.path)
+                runner = InProcessRunner(library: library, services: services, queueLimit: spec.queueLimit, timeout: spec.timeout, logger: logger)
+            case .process:
+                runner = try await IsolatedRunner.launch(path: spec.path, runnerExecutable: runnerExecutable, services: services,
+                                                         runCommand: runCommand, queueLimit: spec.queueLimit, timeout: spec.timeout,
+                                                         backoff: (spec.backoff.initial, spec.backoff.max), logger: logger)
+            }
+        } catch let e as PluginLoadError {
+            return .failure(e)
+        } catch {
+            return .failure(PluginLoadError(code: .notLoadable, path: spec.path, message: "\(error)"))
+        }
+        switch spec.configure(runner.info) {
+        case let .failure(error):
+            await runner.stop()
+            return .failure(error)
+        case let .success(config):
+            slotRef.runner = runner
+            if let error = await runner.start(configJSON: config) {
+                await runner.stop()
+                return .failure(error)
+            }
+            return .success(runner)
+        }
+    }
+
+    /// Identity of what an instance runs: the spec, and the file as it is on disk now.
+    private static func fingerprint(_ spec: PluginSpec) -> String {
+        let attributes = try? FileManager.default.attributesOfItem(atPath: spec.path)
+        let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
+        let size = attributes?[.size] as? Int ?? -1
+        return "\(spec.path)|\(modified)|\(size)|\(spec.isolation)|\(spec.timeout)|\(spec.queueLimit)|\(spec.backoff)|\(spec.configFingerprint)"
+    }
+
+    private func setMenu(_ name: String, _ menu: [[String: String]]) {
+        menus.withLockedValue { $0[name] = menu }
+        publishMenu()
+    }
+
+    private func clearMenu(_ name: String) {
+        menus.withLockedValue { $0[name] = nil }
+    }
+
+    private func publishMenu() {
+        let names = slots.withLockedValue { $0.map(\.spec.name) }
+        let all = menus.withLockedValue { m in names.flatMap { m[$0] ?? [] } }
+        commandsChanged(all)
+    }
+}
+
+/// One instance in the dispatch list. While it is being reloaded its events wait in a buffer,
+/// then go, in order and before any newer event, to whichever runner comes next, so a reload
+/// loses nothing.
+final class Slot: @unchecked Sendable {
+    private let lock = NSLock()
+    private var _spec: PluginSpec
+    private var _fingerprint: String
+    private var _runner: any PluginRunner
+    private var held: [String]?
+
+    var spec: PluginSpec { lock.withLock { _spec } }
+    var fingerprint: String { lock.withLock { _fingerprint } }
+    var runner: any PluginRunner { lock.withLock { _runner } }
+    var info: PluginInfo { runner.info }
+
+    init(spec: PluginSpec, fingerprint: String, runner: any PluginRunner) {
+        _spec = spec
+        _fingerprint = fingerprint
+        _runner = runner
+    }
+
+    func deliver(_ json: String) {
+        lock.lock()
+        if held != nil {
+            if held!.count < _spec.queueLimit { held!.append(json) }
+            lock.unlock()
+            return
+        }
+        let r = _runner
+        lock.unlock()
+        _ = r.deliver(json)
+    }
+
+    func holdEvents() {
+        lock.withLock { held = [] }
+    }
+
+    /// Installs the next runner and gives it the events that waited, before any newer one.
+    func resume(with runner: any PluginRunner, spec: PluginSpec, fingerprint: String) {
+        lock.withLock {
+            _runner = runner
+            _spec = spec
+            _fingerprint = fingerprint
+            held?.forEach { _ = runner.deliver($0) }
+            held = nil
+        }
+    }
+}
+
+/// Late binding from an instance's timers to its runner.
+final class RunnerRef: @unchecked Sendable {
+    private let lock = NSLock()
+    private var _runner: (any PluginRunner)?
+    var runner: (any PluginRunner)? {
+        get { lock.withLock { _runner } }
+        set { lock.withLock { _runner = newValue } }
+    }
+}
+
+/// Runs async operations one at a time, in the order they arrive.
+final class AsyncSerial: Sendable {
+    private let tail = NIOLockedValueBox<Task<Void, Never>?>(nil)
+
+    func run<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T {
+        let box = NIOLockedValueBox<T?>(nil)
+        let task = tail.withLockedValue { tail -> Task<Void, Never> in
+            let previous = tail
+            let t = Task {
+                await previous?.value
+                let r = await body()
+                box.withLockedValue { $0 = r }
+            }
+            tail = t
+            return t
+        }
+        await task.value
+        return box.withLockedValue { $0! }
+    }
+}

@@ -1,0 +1,233 @@
+import BotHost
+import ChatAPI
+import ChatCore
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import PluginHost
+import RelayProtocol
+
+/// A test harness for plugin authors: a real bot host (engine, in-process relay on loopback TLS,
+/// real SQLite files in a temporary directory) running your plugin, and scripted contacts that
+/// connect to the bot and talk to it.
+///
+/// ```swift
+/// let bench = try await PluginTestBench.start(plugins: [
+///     .init(name: "echo", path: PluginTestBench.product("libauto-reply.so"), config: #"{"echo": true}"#),
+/// ])
+/// defer { Task { await bench.shutdown() } }
+/// let alice = try await bench.connect("alice")
+/// try await alice.send("hello")
+/// #expect(try await alice.nextMessage() == "hello")
+/// ```
+public final class PluginTestBench: Sendable {
+    /// A plugin instance to run: the shared object, its config JSON, how it runs.
+    public struct Plugin: Sendable {
+        public var name: String
+        public var path: String
+        public var config: String
+        public var isolation: PluginSpec.Isolation
+
+        public init(name: String, path: String, config: String = "{}", isolation: PluginSpec.Isolation = .inProcess) {
+            self.name = name
+            self.path = path
+            self.config = config
+            self.isolation = isolation
+        }
+
+        var spec: PluginSpec {
+            let config = config
+            return PluginSpec(name: name, path: path, isolation: isolation, timeout: .seconds(10),
+                              backoff: .init(initial: .milliseconds(100), max: .seconds(2)),
+                              configFingerprint: config, configure: { _ in .success(config) })
+        }
+    }
+
+    public let host: BotHost
+    public let directory: URL
+    private let hostTask: Task<Void, Never>
+    private let contacts = NIOLockedValueBox<[ScriptedContact]>([])
+    private let logger: Logger
+
+    /// A built product (plugin or runner) next to the running test binary, or in `SWIFTPLEX_BIN_DIR`.
+    public static func product(_ file: String) -> String {
+        binDirectory.appendingPathComponent(file).path
+    }
+
+    static var binDirectory: URL {
+        if let dir = ProcessInfo.processInfo.environment["SWIFTPLEX_BIN_DIR"] { return URL(fileURLWithPath: dir) }
+        return URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    }
+
+    /// Starts a bot named `botName` with `plugins`, its own relay, and a contact address.
+    public static func start(plugins: [Plugin], botName: String = "test-bot", logLevel: Logger.Level = .critical) async throws -> PluginTestBench {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-plugin-test-\(UUID().uuidString)")
+        var logger = Logger(label: "plugin-test")
+        logger.logLevel = logLevel
+        let options = BotHostOptions(dataDirectory: directory.appendingPathComponent("bot"),
+                                     profile: .init(displayName: botName),
+                                     relays: .embedded(host: "127.0.0.1", port: 0, publicHost: nil),
+                                     plugins: plugins.map(\.spec),
+                                     runnerExecutable: binDirectory.appendingPathComponent("swiftplex-plugin-runner"))
+        let host = try await BotHost.start(options, logger: logger)
+        for status in plugins where !host.plugins.statuses().contains(where: { $0.name == status.name }) {
+            await host.shutdown()
+            throw HarnessError("plugin \(status.name) did not start (see the log; run with logLevel: .info)")
+        }
+        let task = Task { await host.run() }
+        return PluginTestBench(host: host, directory: directory, hostTask: task, logger: logger)
+    }
+
+    private init(host: BotHost, directory: URL, hostTask: Task<Void, Never>, logger: Logger) {
+        self.host = host
+        self.directory = directory
+        self.hostTask = hostTask
+        self.logger = logger
+    }
+
+    /// A new person named `name` who connects to the bot's contact address and waits until connected.
+    public func connect(_ name: String, timeout: Duration = .seconds(20)) async throws -> ScriptedContact {
+        guard let address = host.address, let relay = host.relayAddress else { throw HarnessError("the bot has no address") }
+        let contact = try await ScriptedContact.start(name: name, directory: directory.appendingPathComponent("contact-\(name)"),
+                                                      relay: relay, logger: logger)
+        contacts.withLockedValue { $0.append(contact) }
+        try await contact.connect(to: address, timeout: timeout)
+        return contact
+    }
+
+    /// Sends a contact request to the bot and returns without waiting for acceptance (for
+    /// plugins that may reject it).
+    public func request(_ name: String) async throws -> ScriptedContact {
+        guard let address = host.address, let relay = host.relayAddress else { throw HarnessError("the bot has no address") }
+        let contact = try await ScriptedContact.start(name: name, directory: directory.appendingPathComponent("contact-\(name)"),
+                                                      relay: relay, logger: logger)
+        contacts.withLockedValue { $0.append(contact) }
+        try await contact.request(address)
+        return contact
+    }
+
+    /// Stops everything and removes the temporary directory.
+    public func shutdown() async {
+        for c in contacts.withLockedValue({ $0 }) { await c.stop() }
+        hostTask.cancel()
+        await host.shutdown()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+/// A person talking to the bot through their own engine.
+public final class ScriptedContact: Sendable {
+    public let name: String
+    public let api: ChatAPI
+    private let inbox: EventInbox
+    private let engine: Task<Void, Never>
+    /// The bot as this person's contact, once connected.
+    private let botContactId = NIOLockedValueBox<Int?>(nil)
+
+    static func start(name: String, directory: URL, relay: RelayAddress, logger: Logger) async throws -> ScriptedContact {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let controller = try ChatController(prefix: directory.appendingPathComponent("chat").path, defaultRelays: [relay], logger: logger)
+        let engine = Task<Void, Never> { _ = try? await controller.run() }
+        let api = ChatAPI(controller: controller)
+        let contact = ScriptedContact(name: name, api: api, engine: engine)
+        let user: JSONValue = .object([("profile", .object([("displayName", .string(name)), ("fullName", .string(""))])),
+                                       ("pastTimestamp", .bool(false)), ("userChatRelay", .bool(false)), ("clientService", .bool(false))])
+        try await contact.expect("/_create user \(user.description)", "activeUser")
+        try await contact.expect("/_start", "chatStarted")
+        return contact
+    }
+
+    private init(name: String, api: ChatAPI, engine: Task<Void, Never>) {
+        self.name = name
+        self.api = api
+        self.engine = engine
+        inbox = EventInbox(api.events)
+    }
+
+    func request(_ address: String) async throws {
+        try await expect("/connect \(address)", "sentInvitation", "sentConfirmation")
+    }
+
+    func connect(to address: String, timeout: Duration) async throws {
+        try await request(address)
+        let connected = try await inbox.next("contactConnected", timeout: timeout)
+        botContactId.withLockedValue { $0 = connected["contact"]?["contactId"]?.intValue }
+    }
+
+    /// Sends a text message to the bot.
+    public func send(_ text: String) async throws {
+        guard let id = botContactId.withLockedValue({ $0 }) else { throw HarnessError("\(name) is not connected to the bot") }
+        let message: JSONValue = .array([.object([("msgContent", .object([("type", .string("text")), ("text", .string(text))])), ("mentions", .object([]))])])
+        try await expect("/_send @\(id) json \(message.description)", "newChatItems")
+    }
+
+    /// The text of the next message the bot sends this person.
+    public func nextMessage(timeout: Duration = .seconds(20)) async throws -> String {
+        let event = try await inbox.next("newChatItems", timeout: timeout) { e in
+            e["chatItems"]?.items?.contains { $0["chatItem"]?["chatDir"]?["type"]?.stringValue == "directRcv" } == true
+        }
+        let items = event["chatItems"]?.items ?? []
+        let texts = items.compactMap { $0["chatItem"]?["content"]?["msgContent"]?["text"]?.stringValue }
+        return texts.joined(separator: "\n")
+    }
+
+    /// Waits for the next event of `type` (e.g. `contactDeletedByContact`, `contactRequestRejected`).
+    public func nextEvent(_ type: String, timeout: Duration = .seconds(20)) async throws -> JSONValue {
+        try await inbox.next(type, timeout: timeout)
+    }
+
+    /// True if no message from the bot arrives within `duration`.
+    public func receivesNothing(for duration: Duration) async -> Bool {
+        (try? await nextMessage(timeout: duration)) == nil
+    }
+
+    func stop() async {
+        _ = await api.execute("/_stop")
+        engine.cancel()
+    }
+
+    @discardableResult
+    func expect(_ command: String, _ types: String...) async throws -> JSONValue {
+        let r = await api.execute(command)
+        guard let t = r["type"]?.stringValue, types.contains(t) else {
+            throw HarnessError("\(name): \(command.prefix(40))… answered \(r)")
+        }
+        return r
+    }
+}
+
+/// Events of one engine, taken in order by type.
+final class EventInbox: Sendable {
+    private let buffer = NIOLockedValueBox<[JSONValue]>([])
+    private let task: Task<Void, Never>
+
+    init(_ events: AsyncStream<JSONValue>) {
+        let b = buffer
+        task = Task { for await e in events { b.withLockedValue { $0.append(e) } } }
+    }
+
+    deinit { task.cancel() }
+
+    func next(_ type: String, timeout: Duration, where predicate: @Sendable (JSONValue) -> Bool = { _ in true }) async throws -> JSONValue {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let found = buffer.withLockedValue { b -> JSONValue? in
+                guard let i = b.firstIndex(where: { $0["type"]?.stringValue == type && predicate($0) }) else { return nil }
+                return b.remove(at: i)
+            }
+            if let found { return found }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        let seen = buffer.withLockedValue { $0.map { $0["type"]?.stringValue ?? "?" } }
+        throw HarnessError("timed out after \(timeout) waiting for \(type); unconsumed events: \(seen)")
+    }
+}
+
+public struct HarnessError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ d: String) { description = d }
+}
+
+extension JSONValue {
+    fileprivate var items: [JSONValue]? { if case let .array(a) = self { a } else { nil } }
+}

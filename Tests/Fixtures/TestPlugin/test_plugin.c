@@ -1,0 +1,119 @@
+/*
+ * The host's test plugin, in C against swiftplex_plugin.h: it proves the ABI works from plain C
+ * and gives the tests and the dispatch benchmark a plugin whose behaviour they control.
+ *
+ * Config: {"tag": "a", "fail_start": false, "count_only": false}
+ * Events: an event whose JSON contains "crash-now" aborts the process; "hang-now" sleeps for
+ * an hour; "slow-<tag>" sleeps 300 ms; any other event is reported back to the host as the
+ * command "/seen <tag> <event json>" (unless count_only). A "swiftplex.timer" event is
+ * reported the same way. The plugin also stores the number of events in its storage ("count").
+ */
+#include "swiftplex_plugin.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    const swiftplex_host_api *host;
+    char tag[64];
+    int count_only;
+    unsigned long count;
+} test_instance;
+
+static char *dup_string(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+static void config_string(const char *json, const char *key, char *out, size_t size) {
+    char pattern[80];
+    snprintf(pattern, sizeof pattern, "\"%s\":\"", key);
+    const char *p = strstr(json, pattern);
+    out[0] = 0;
+    if (!p) return;
+    p += strlen(pattern);
+    size_t i = 0;
+    while (*p && *p != '"' && i + 1 < size) out[i++] = *p++;
+    out[i] = 0;
+}
+
+static int config_true(const char *json, const char *key) {
+    char pattern[80];
+    snprintf(pattern, sizeof pattern, "\"%s\":true", key);
+    return strstr(json, pattern) != NULL;
+}
+
+static swiftplex_plugin_instance *start(const swiftplex_host_api *host, const char *config, char **error) {
+    if (host->abi_version != SWIFTPLEX_PLUGIN_ABI_VERSION) {
+        *error = dup_string("host ABI version differs");
+        return NULL;
+    }
+    if (config_true(config, "fail_start")) {
+        *error = dup_string("configured to fail at start");
+        return NULL;
+    }
+    test_instance *t = calloc(1, sizeof *t);
+    t->host = host;
+    config_string(config, "tag", t->tag, sizeof t->tag);
+    t->count_only = config_true(config, "count_only");
+    char timer_name[80];
+    config_string(config, "timer", timer_name, sizeof timer_name);
+    if (timer_name[0]) host->timer_start(host->context, timer_name, 50, 0);
+    char menu[200];
+    snprintf(menu, sizeof menu, "[{\"keyword\":\"%s\",\"label\":\"test command %s\"}]", t->tag[0] ? t->tag : "test", t->tag);
+    host->set_commands(host->context, menu);
+    host->log(host->context, SWIFTPLEX_LOG_INFO, "test plugin started");
+    return t;
+}
+
+static int32_t handle_event(swiftplex_plugin_instance *instance, const char *event, char **error) {
+    test_instance *t = instance;
+    t->count++;
+    if (t->count_only) return SWIFTPLEX_OK;
+    if (strstr(event, "crash-now")) abort();
+    if (strstr(event, "hang-now")) sleep(3600);
+    char slow[80];
+    snprintf(slow, sizeof slow, "slow-%s", t->tag);
+    if (strstr(event, slow)) usleep(300 * 1000);
+    if (strstr(event, "fail-now")) {
+        *error = dup_string("failing as asked");
+        return SWIFTPLEX_ERROR;
+    }
+    char count[32];
+    snprintf(count, sizeof count, "%lu", t->count);
+    t->host->storage_set(t->host->context, "count", count);
+    size_t n = strlen(event) + strlen(t->tag) + 16;
+    char *command = malloc(n);
+    snprintf(command, n, "/seen %s %s", t->tag, event);
+    char *response = t->host->command(t->host->context, command);
+    free(command);
+    if (response) t->host->free_string(response);
+    return SWIFTPLEX_OK;
+}
+
+static void stop(swiftplex_plugin_instance *instance) {
+    free(instance);
+}
+
+static void free_string(char *s) { free(s); }
+
+static const swiftplex_plugin_descriptor descriptor = {
+    .abi_version = SWIFTPLEX_PLUGIN_ABI_VERSION,
+    .struct_size = sizeof(swiftplex_plugin_descriptor),
+    .name = "test-plugin",
+    .version = "1.0.0",
+    .description = "the host's test plugin",
+    .events = "[\"*\"]",
+    .config_schema = "{\"type\":\"object\",\"properties\":{\"tag\":{\"type\":\"string\"},\"fail_start\":{\"type\":\"boolean\"},"
+                     "\"count_only\":{\"type\":\"boolean\"},\"timer\":{\"type\":\"string\"}},\"additionalProperties\":false}",
+    .start = start,
+    .handle_event = handle_event,
+    .stop = stop,
+    .free_string = free_string,
+};
+
+const swiftplex_plugin_descriptor *swiftplex_plugin_entry(void) { return &descriptor; }

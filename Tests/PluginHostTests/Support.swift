@@ -1,0 +1,92 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+@testable import PluginHost
+
+/// Where the built products are: next to the test binary (or `SWIFTPLEX_BIN_DIR`).
+enum Build {
+    static var directory: URL {
+        if let dir = ProcessInfo.processInfo.environment["SWIFTPLEX_BIN_DIR"] { return URL(fileURLWithPath: dir) }
+        return URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    }
+
+    static var testPlugin: String { directory.appendingPathComponent("libswiftplex-test-plugin.so").path }
+    static var runner: URL { directory.appendingPathComponent("swiftplex-plugin-runner") }
+    static var header: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Sources/CSwiftplexPlugin/include").path
+    }
+}
+
+var quiet: Logger {
+    var l = Logger(label: "plugin-test")
+    l.logLevel = .critical
+    return l
+}
+
+func temporaryDirectory() -> URL {
+    let u = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-plugins-test-\(UUID().uuidString)")
+    try? FileManager.default.createDirectory(at: u, withIntermediateDirectories: true)
+    return u
+}
+
+/// The commands plugins ran, in order, as the host's command runner saw them.
+final class CommandLog: Sendable {
+    private let lines = NIOLockedValueBox<[String]>([])
+
+    var runner: CommandRunner {
+        { [lines] line in
+            lines.withLockedValue { $0.append(line) }
+            return #"{"type":"cmdOk"}"#
+        }
+    }
+
+    var all: [String] { lines.withLockedValue { $0 } }
+
+    /// The `n` of every `/seen <tag> {"type":"t","n":N}` line for `tag`, in order.
+    func seen(_ tag: String) -> [Int] {
+        all.compactMap { line -> Int? in
+            guard line.hasPrefix("/seen \(tag) "), let r = line.range(of: #""n":"#) else { return nil }
+            return Int(line[r.upperBound...].prefix { $0.isNumber })
+        }
+    }
+
+    /// Waits until `predicate` holds (events are handled on other threads).
+    func wait(timeout: Duration = .seconds(20), until predicate: @Sendable (CommandLog) -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while !predicate(self) {
+            guard ContinuousClock.now < deadline else { throw TestFailure("timed out; commands so far: \(all.suffix(5))") }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ d: String) { description = d }
+}
+
+/// A spec for the C test plugin with a fixed config JSON.
+func testSpec(_ name: String, config: String, isolation: PluginSpec.Isolation = .inProcess, path: String = Build.testPlugin,
+              timeout: Duration = .seconds(5), queueLimit: Int = 1000) -> PluginSpec {
+    PluginSpec(name: name, path: path, isolation: isolation, timeout: timeout, queueLimit: queueLimit,
+               backoff: .init(initial: .milliseconds(50), max: .seconds(1)), configFingerprint: config,
+               configure: { _ in .success(config) })
+}
+
+func event(_ n: Int, _ extra: String = "") -> String { #"{"type":"newChatItems","n":\#(n)\#(extra)}"# }
+
+/// Compiles a C plugin variant with the toolchain's clang (or cc) into `dir`.
+func compilePlugin(_ source: String, named name: String, in dir: URL) throws -> String {
+    let c = dir.appendingPathComponent("\(name).c")
+    let so = dir.appendingPathComponent("lib\(name).so")
+    try source.write(to: c, atomically: true, encoding: .utf8)
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    let compiler = FileManager.default.isExecutableFile(atPath: "/usr/bin/cc") ? "cc" : "clang"
+    p.arguments = [compiler, "-shared", "-fPIC", "-I", Build.header, "-o", so.path, c.path]
+    try p.run()
+    p.waitUntilExit()
+    guard p.terminationStatus == 0 else { throw TestFailure("cannot compile \(name)") }
+    return so.path
+}
