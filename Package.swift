@@ -249,7 +249,7 @@ let package = Package(
         .testTarget(name: "SwiftplexPluginKitTests", dependencies: ["SwiftplexPluginKit", "PluginFakeHost", "CSwiftplexPlugin"]),
         // Loads the built plugin libraries (lib<name>.so) and the C example through the C ABI only.
         // The built-in plugins in the real bot host with scripted contacts.
-        .testTarget(name: "PluginsEndToEndTests", dependencies: ["SwiftplexPluginTesting"]),
+        .testTarget(name: "PluginsEndToEndTests", dependencies: ["SwiftplexPluginTesting", "PluginHost"]),
         .testTarget(name: "PluginsTests", dependencies: ["CSwiftplexPlugin", "PluginFakeHost", "PluginScaffold"]),
         .testTarget(
             name: "ChatAPITests",

@@ -69,6 +69,17 @@ public final class PluginContext: @unchecked Sendable {
         return response
     }
 
+    /// Runs a command and decodes its response into your own `Decodable` type (only the fields
+    /// you declare are read), e.g. `struct Contacts: Decodable { var contacts: [C] }`.
+    public func command<T: Decodable>(_ command: String, decoding type: T.Type) throws(PluginError) -> T {
+        let response = try self.command(command)
+        do {
+            return try response.json.decode(T.self)
+        } catch {
+            throw PluginError(.command, "\(Self.keyword(command)): response \(response.type) does not decode as \(T.self): \(JSONValue.describe(error))")
+        }
+    }
+
     /// The bot user's id (from `/user`, asked once).
     public func userId() throws(PluginError) -> Int64 {
         if let id = lock.withLock({ cachedUserId }) { return id }

@@ -1,12 +1,33 @@
 import Foundation
+import PluginHost
 import SwiftplexPluginTesting
 import Testing
 
 /// The built-in plugins in the real bot host (engine, embedded relay on loopback TLS, SQLite files)
 /// with scripted people connecting through their own engines.
 @Suite(.serialized, .timeLimit(.minutes(3))) struct PluginsEndToEndTests {
-    func plugin(_ name: String, _ config: String, as instance: String? = nil) -> PluginTestBench.Plugin {
-        .init(name: instance ?? name, path: PluginTestBench.product("lib\(name).so"), config: config)
+    func plugin(_ name: String, _ config: String, isolation: PluginSpec.Isolation = .inProcess) -> PluginTestBench.Plugin {
+        .init(name: name, path: PluginTestBench.product("lib\(name).so"), config: config, isolation: isolation)
+    }
+
+    /// SDK plugins run the same in a child process (`isolation: process`), timers and storage included.
+    @Test func swiftPluginsWorkIsolatedInAChildProcess() async throws {
+        let bench = try await PluginTestBench.start(plugins: [
+            plugin("auto-accept", #"{"welcome":"isolated hello","max_per_hour":5}"#, isolation: .process),
+            plugin("auto-reply", #"{"rules":[{"regex":"^ping$","reply":"pong"}],"echo":true}"#, isolation: .process),
+        ])
+        do {
+            let alice = try await bench.connect("alice")
+            #expect(try await alice.nextMessage() == "isolated hello")
+            try await alice.send("ping")
+            #expect(try await alice.nextMessage() == "pong")
+            try await alice.send("other")
+            #expect(try await alice.nextMessage() == "other")
+        } catch {
+            await bench.shutdown()
+            throw error
+        }
+        await bench.shutdown()
     }
 
     @Test func aPersonGetsTheWelcomeAndEveryMessageEchoed() async throws {
