@@ -10,16 +10,15 @@ let package = Package(
         .library(name: "RelayClient", targets: ["RelayClient"]),
         .library(name: "SwiftplexPluginTesting", targets: ["SwiftplexPluginTesting"]),
         .library(name: "simplex", type: .dynamic, targets: ["SimplexLib"]),
-        // The plugin SDK (linked into each plugin) and the built-in plugins, one lib<name>.so each.
-        .library(name: "SwiftplexPluginKit", targets: ["SwiftplexPluginKit"]),
-        .library(name: "PluginScaffold", targets: ["PluginScaffold"]),
-        .library(name: "PluginFakeHost", targets: ["PluginFakeHost"]),
-        .library(name: "auto-accept", type: .dynamic, targets: ["AutoAccept"]),
-        .library(name: "auto-reply", type: .dynamic, targets: ["AutoReply"]),
-        .library(name: "broadcast", type: .dynamic, targets: ["Broadcast"]),
         .executable(name: "swiftplex-plugin-runner", targets: ["swiftplex-plugin-runner"]),
         // A plugin in C that the host's tests and the dispatch benchmark control.
         .library(name: "swiftplex-test-plugin", type: .dynamic, targets: ["SwiftplexTestPlugin"]),
+        // The plugin SDK (linked into each plugin) and the built-in plugins, one lib<name>.so each.
+        .library(name: "SwiftplexPluginKit", targets: ["SwiftplexPluginKit"]),
+        .library(name: "PluginScaffold", targets: ["PluginScaffold"]),
+        .library(name: "auto-accept", type: .dynamic, targets: ["AutoAccept"]),
+        .library(name: "auto-reply", type: .dynamic, targets: ["AutoReply"]),
+        .library(name: "broadcast", type: .dynamic, targets: ["Broadcast"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -135,16 +134,6 @@ let package = Package(
             ]
         ),
 
-        // The plugin SDK: Swift over the C ABI, Foundation only (plugins share no Swift types with the host).
-        .target(name: "SwiftplexPluginKit", dependencies: ["CSwiftplexPlugin"]),
-        // Writes a new out-of-tree plugin package (`swiftplex plugin new NAME`).
-        .target(name: "PluginScaffold"),
-        // A fake host over the real C ABI for plugin tests: records commands, answers with scripted responses.
-        .target(name: "PluginFakeHost", dependencies: ["CSwiftplexPlugin"]),
-        // Built-in plugins.
-        .target(name: "AutoAccept", dependencies: ["SwiftplexPluginKit"], path: "Plugins/AutoAccept"),
-        .target(name: "AutoReply", dependencies: ["SwiftplexPluginKit"], path: "Plugins/AutoReply"),
-        .target(name: "Broadcast", dependencies: ["SwiftplexPluginKit"], path: "Plugins/Broadcast"),
         // The bot host's plugin runtime: loading, per-instance queues, isolation, storage, timers.
         .target(
             name: "PluginHost",
@@ -185,6 +174,17 @@ let package = Package(
             publicHeadersPath: ".",
             cSettings: [.headerSearchPath("../../../Sources/CSwiftplexPlugin/include")]
         ),
+        // The plugin SDK: Swift over the C ABI, Foundation only (plugins share no Swift types with the host).
+        .target(name: "SwiftplexPluginKit", dependencies: ["CSwiftplexPlugin"]),
+        // Writes a new out-of-tree plugin package (`swiftplex plugin new NAME`).
+        .target(name: "PluginScaffold"),
+        // Test support only: drives a plugin's C descriptor directly with scripted Chat API
+        // answers, for unit tests of plugin logic (end-to-end tests use SwiftplexPluginTesting).
+        .target(name: "PluginABITesting", dependencies: ["CSwiftplexPlugin"], path: "Tests/Support/PluginABITesting"),
+        // Built-in plugins.
+        .target(name: "AutoAccept", dependencies: ["SwiftplexPluginKit"], path: "Plugins/AutoAccept"),
+        .target(name: "AutoReply", dependencies: ["SwiftplexPluginKit"], path: "Plugins/AutoReply"),
+        .target(name: "Broadcast", dependencies: ["SwiftplexPluginKit"], path: "Plugins/Broadcast"),
 
         // Executables.
         .executableTarget(
@@ -246,11 +246,9 @@ let package = Package(
         ),
         .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore"]),
         .testTarget(name: "SimplexLibTests"),
-        .testTarget(name: "SwiftplexPluginKitTests", dependencies: ["SwiftplexPluginKit", "PluginFakeHost", "CSwiftplexPlugin"]),
+        .testTarget(name: "SwiftplexPluginKitTests", dependencies: ["SwiftplexPluginKit", "PluginABITesting", "CSwiftplexPlugin"]),
         // Loads the built plugin libraries (lib<name>.so) and the C example through the C ABI only.
-        // The built-in plugins in the real bot host with scripted contacts.
-        .testTarget(name: "PluginsEndToEndTests", dependencies: ["SwiftplexPluginTesting", "PluginHost"]),
-        .testTarget(name: "PluginsTests", dependencies: ["CSwiftplexPlugin", "PluginFakeHost", "PluginScaffold"]),
+        .testTarget(name: "PluginsTests", dependencies: ["CSwiftplexPlugin", "PluginABITesting", "PluginScaffold"]),
         .testTarget(
             name: "ChatAPITests",
             dependencies: [

@@ -1,5 +1,5 @@
 import Foundation
-import PluginFakeHost
+import PluginABITesting
 import Testing
 
 @Suite(.serialized) struct AutoReplyTests {

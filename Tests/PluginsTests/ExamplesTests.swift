@@ -1,6 +1,6 @@
 import Foundation
 import PluginScaffold
-import PluginFakeHost
+import PluginABITesting
 import Testing
 
 /// Runs a program and returns its exit status and output.

@@ -1,5 +1,5 @@
 import Foundation
-import PluginFakeHost
+import PluginABITesting
 import Testing
 
 /// Where `swift build` put the plugin libraries (the test bundle's directory, or SWIFTPLEX_BIN_DIR).

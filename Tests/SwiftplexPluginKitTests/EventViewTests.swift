@@ -1,4 +1,4 @@
-import PluginFakeHost
+import PluginABITesting
 import Testing
 @testable import SwiftplexPluginKit
 

@@ -1,6 +1,6 @@
 import CSwiftplexPlugin
 import Foundation
-import PluginFakeHost
+import PluginABITesting
 import Testing
 @testable import SwiftplexPluginKit
 

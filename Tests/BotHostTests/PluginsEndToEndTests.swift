@@ -1,0 +1,102 @@
+import ChatCore
+import Foundation
+import PluginHost
+import SwiftplexPluginTesting
+import Testing
+
+/// The built-in plugins, loaded with dlopen into a real bot host, talking to people who run
+/// their own engines through the host's embedded relay.
+@Suite(.timeLimit(.minutes(3))) struct PluginsEndToEndTests {
+    static let welcome = "Hello! I am a Swiftplex bot. Every message you send me comes back."
+
+    static func acceptAndEcho(isolation: PluginSpec.Isolation = .inProcess) -> [PluginTestBench.Plugin] {
+        [
+            .init(name: "welcome", path: PluginTestBench.product("libauto-accept.so"), config: #"{"welcome": "\#(welcome)"}"#),
+            .init(name: "echo", path: PluginTestBench.product("libauto-reply.so"), config: #"{"echo": true}"#, isolation: isolation),
+        ]
+    }
+
+    @Test func aPersonConnectsGetsTheWelcomeAndEveryMessageEchoed() async throws {
+        let bench = try await PluginTestBench.start(plugins: Self.acceptAndEcho())
+        do {
+            let alice = try await bench.connect("alice")
+            #expect(try await alice.nextMessage() == Self.welcome)
+            for text in ["hello", "second message", "ünïcödé ✓"] {
+                try await alice.send(text)
+                #expect(try await alice.nextMessage() == text)
+            }
+            let bob = try await bench.connect("bob")
+            #expect(try await bob.nextMessage() == Self.welcome)
+            try await bob.send("hi from bob")
+            #expect(try await bob.nextMessage() == "hi from bob")
+        } catch {
+            await bench.shutdown()
+            throw error
+        }
+        await bench.shutdown()
+    }
+
+    @Test func anIsolatedEchoPluginWorksTheSame() async throws {
+        let bench = try await PluginTestBench.start(plugins: Self.acceptAndEcho(isolation: .process))
+        do {
+            let alice = try await bench.connect("alice")
+            #expect(try await alice.nextMessage() == Self.welcome)
+            try await alice.send("through a child process")
+            #expect(try await alice.nextMessage() == "through a child process")
+            #expect(bench.host.plugins.statuses().first { $0.name == "echo" }?.isolation == .process)
+        } catch {
+            await bench.shutdown()
+            throw error
+        }
+        await bench.shutdown()
+    }
+
+    @Test func autoAcceptRulesDenyNamesAndCapTheHourlyRate() async throws {
+        let bench = try await PluginTestBench.start(plugins: [
+            .init(name: "gate", path: PluginTestBench.product("libauto-accept.so"),
+                  config: #"{"welcome": "welcome in", "deny": ["mallory*"], "max_per_hour": 2}"#),
+        ])
+        do {
+            let alice = try await bench.connect("alice")
+            #expect(try await alice.nextMessage() == "welcome in")
+            _ = try await bench.request("mallory-the-spammer")
+            let bob = try await bench.connect("bob")
+            #expect(try await bob.nextMessage() == "welcome in")
+            // Two accepted this hour: the third is refused although its name is allowed.
+            let carol = try await bench.request("carol")
+            #expect(await carol.receivesNothing(for: .seconds(3)))
+            let contacts = await bench.host.api.execute("/_contacts \(bench.host.userId)").description
+            #expect(contacts.contains(#""displayName":"alice""#) && contacts.contains(#""displayName":"bob""#))
+            #expect(!contacts.contains("mallory") && !contacts.contains(#""displayName":"carol""#))
+        } catch {
+            await bench.shutdown()
+            throw error
+        }
+        await bench.shutdown()
+    }
+
+    @Test func broadcastReachesEveryContactAndOthersGetTheNotice() async throws {
+        let bench = try await PluginTestBench.start(plugins: [
+            .init(name: "welcome", path: PluginTestBench.product("libauto-accept.so"), config: "{}"),
+            .init(name: "news", path: PluginTestBench.product("libbroadcast.so"),
+                  config: #"{"admins": ["alice"], "notice": "This bot only forwards announcements."}"#),
+        ])
+        do {
+            let alice = try await bench.connect("alice")
+            let bob = try await bench.connect("bob")
+            let carol = try await bench.connect("carol")
+            try await alice.send("the meeting moves to 3pm")
+            #expect(try await bob.nextMessage() == "the meeting moves to 3pm")
+            #expect(try await carol.nextMessage() == "the meeting moves to 3pm")
+            let summary = try await alice.nextMessage()
+            #expect(summary.contains("2"))
+            try await bob.send("can I broadcast?")
+            #expect(try await bob.nextMessage() == "This bot only forwards announcements.")
+            #expect(await carol.receivesNothing(for: .seconds(1)))
+        } catch {
+            await bench.shutdown()
+            throw error
+        }
+        await bench.shutdown()
+    }
+}
