@@ -78,6 +78,16 @@ final class Minimal: Plugin {
     static func routes(_ r: inout Routes<Minimal>) {}
 }
 
+/// Hands its context to the test, as a plugin thread that outlives the instance would keep it.
+final class Keeper: Plugin {
+    nonisolated(unsafe) static var onStart: (PluginContext) -> Void = { _ in }
+    static let name = "keeper"
+    static let version = "1"
+    static let description = "keeps its context"
+    init(config: EmptyConfig, context: PluginContext) { Self.onStart(context) }
+    static func routes(_ r: inout Routes<Keeper>) {}
+}
+
 @Suite struct RuntimeTests {
     let library = PluginLibrary(descriptor: PluginExport.descriptor(for: Probe.self))
 
@@ -204,6 +214,19 @@ final class Minimal: Plugin {
         h.respond { _ in ChatFixtures.sent(to: 7, text: "") }
         #expect(p.handle(ChatFixtures.directMessage(from: 7, name: "alice", text: "hi")) == nil)
         p.stop()
+    }
+
+    @Test func aContextKeptPastStopRefusesToCallTheHost() throws {
+        let h = host()
+        nonisolated(unsafe) var kept: PluginContext?
+        let lib = PluginLibrary(descriptor: PluginExport.descriptor(for: Keeper.self))
+        Keeper.onStart = { kept = $0 }
+        let p = try lib.start(host: h, config: "{}").get()
+        p.stop()
+        let context = try #require(kept)
+        #expect(throws: PluginError(.host, "")) { try context.command("/user") }
+        #expect(throws: PluginError(.host, "")) { try context.after(.seconds(1)) {} }
+        #expect(h.commands.isEmpty)
     }
 
     @Test func timersAndStorage() throws {
