@@ -121,7 +121,8 @@ public enum PluginScaffold {
                 r.onCommand("roll", label: "Roll a dice (/roll or /roll 20)") { plugin, command in
                     let sides = command.arguments.first.flatMap { Int($0) } ?? plugin.config.sides ?? 6
                     guard (2...1000).contains(sides) else {
-                        return try plugin.context.reply(to: command.message, text: "A dice has 2 to 1000 sides.")
+                        try plugin.context.reply(to: command.message, text: "A dice has 2 to 1000 sides.")
+                        return
                     }
                     try plugin.context.reply(to: command.message, text: "🎲 \\(Int.random(in: 1...sides)) (d\\(sides))")
                 }

@@ -44,6 +44,7 @@ public final class PluginContext: @unchecked Sendable {
     /// keyword only (arguments may carry message text).
     @discardableResult
     public func command(_ command: String) throws(PluginError) -> ChatEvent {
+        try ensureRunning()
         let t = host.pointee
         guard let raw = command.withCString({ t.command!(t.context, $0) }) else {
             throw PluginError(.command, "\(Self.keyword(command)): the host returned no response")
@@ -67,6 +68,17 @@ public final class PluginContext: @unchecked Sendable {
             throw PluginError(.command, "\(Self.keyword(command)): expected \(type), got \(response.type)")
         }
         return response
+    }
+
+    /// Runs a command and decodes its response into your own `Decodable` type (only the fields
+    /// you declare are read), e.g. `struct Contacts: Decodable { var contacts: [C] }`.
+    public func command<T: Decodable>(_ command: String, decoding type: T.Type) throws(PluginError) -> T {
+        let response = try self.command(command)
+        do {
+            return try response.json.decode(T.self)
+        } catch {
+            throw PluginError(.command, "\(Self.keyword(command)): response \(response.type) does not decode as \(T.self): \(JSONValue.describe(error))")
+        }
     }
 
     /// The bot user's id (from `/user`, asked once).
@@ -133,6 +145,7 @@ public final class PluginContext: @unchecked Sendable {
     }
 
     private func startTimer(name: String, delay: Duration, repeat every: Duration?, _ handler: @escaping () throws -> Void) throws(PluginError) -> TimerID {
+        try ensureRunning()
         let t = host.pointee
         let id = name.withCString { t.timer_start!(t.context, $0, Self.milliseconds(delay), every.map(Self.milliseconds) ?? 0) }
         guard id != 0 else { throw PluginError(.host, "the host refused timer \(name)") }
@@ -170,6 +183,12 @@ public final class PluginContext: @unchecked Sendable {
     }
 
     // MARK: Helpers
+
+    /// The host's table is invalid once stop returns; a plugin thread that outlives the instance
+    /// gets an error instead of calling through a dangling pointer.
+    private func ensureRunning() throws(PluginError) {
+        if lock.withLock({ stopped }) { throw PluginError(.host, "the instance is stopped; no host callbacks after stop") }
+    }
 
     static func milliseconds(_ d: Duration) -> UInt64 {
         let c = d.components

@@ -53,6 +53,16 @@ final class Probe: Plugin {
         r.onCommand("contacts", label: "Count contacts") { p, c in
             try p.context.reply(to: c.message, text: "\(try p.context.contacts().count)")
         }
+        r.onCommand("names", label: "List contact names") { p, c in
+            struct Listed: Decodable {
+                struct Entry: Decodable { var localDisplayName: String }
+                var contacts: [Entry]
+            }
+            let listed = try p.context.command("/_contacts \(try p.context.userId())", decoding: Listed.self)
+            try p.context.reply(to: c.message, text: listed.contacts.map(\.localDisplayName).joined(separator: ","))
+            struct Wrong: Decodable { var nope: Int }
+            _ = try p.context.command("/user", decoding: Wrong.self)
+        }
         r.onEvent("contactConnected") { p, e in
             try p.context.send(contactId: e.connectedContact?.contactId ?? 0, text: p.config.greeting)
         }
@@ -66,6 +76,16 @@ final class Minimal: Plugin {
     static let description = "no config, no handlers"
     init(config: EmptyConfig, context: PluginContext) {}
     static func routes(_ r: inout Routes<Minimal>) {}
+}
+
+/// Hands its context to the test, as a plugin thread that outlives the instance would keep it.
+final class Keeper: Plugin {
+    nonisolated(unsafe) static var onStart: (PluginContext) -> Void = { _ in }
+    static let name = "keeper"
+    static let version = "1"
+    static let description = "keeps its context"
+    init(config: EmptyConfig, context: PluginContext) { Self.onStart(context) }
+    static func routes(_ r: inout Routes<Keeper>) {}
 }
 
 @Suite struct RuntimeTests {
@@ -108,14 +128,23 @@ final class Minimal: Plugin {
         m.stop()
     }
 
+    /// The start error for `config`, or nil (recorded as an issue) if it started.
+    func startError(_ config: String) -> String? {
+        switch library.start(host: host(), config: config) {
+        case let .failure(e): return e.message
+        case let .success(p):
+            p.stop()
+            Issue.record("started with \(config)")
+            return nil
+        }
+    }
+
     @Test func configErrorsNameTheField() {
-        let h = host()
-        #expect(throws: (any Error).self) { try start(h, #"{"greeting":5}"#) }
-        if case let .failure(e) = library.start(host: h, config: #"{"greeting":5}"#) { #expect(e.message == "config.greeting: expected a string") }
-        if case let .failure(e) = library.start(host: h, config: #"{}"#) { #expect(e.message == "config.greeting: missing") }
-        if case let .failure(e) = library.start(host: h, config: #"{"greeting":"x","count":"many"}"#) { #expect(e.message == "config.count: expected an integer") }
-        if case let .failure(e) = library.start(host: h, config: #"{"greeting":"x","count":13}"#) { #expect(e.message == "config.count: unlucky") }
-        if case let .failure(e) = library.start(host: h, config: #"[1,2"#) { #expect(e.message.hasPrefix("config")) }
+        #expect(startError(#"{"greeting":5}"#) == "config.greeting: expected a string")
+        #expect(startError(#"{}"#) == "config.greeting: missing")
+        #expect(startError(#"{"greeting":"x","count":"many"}"#) == "config.count: expected an integer")
+        #expect(startError(#"{"greeting":"x","count":13}"#) == "config.count: unlucky")
+        #expect(startError(#"[1,2"#)?.hasPrefix("config: ") == true)
     }
 
     @Test func aHostOfAnotherABIIsRefused() {
@@ -134,7 +163,7 @@ final class Minimal: Plugin {
         let p = try start(h)
         let menu = try JSONValue.parse(try #require(h.menu))
         #expect(menu == [["keyword": "echo", "label": "Echo the arguments"], ["keyword": "store", "label": "Store a value"],
-                         ["keyword": "contacts", "label": "Count contacts"]])
+                         ["keyword": "contacts", "label": "Count contacts"], ["keyword": "names", "label": "List contact names"]])
         p.stop()
         let h2 = host()
         let p2 = try start(h2, #"{"greeting":"x","count":1}"#)
@@ -163,6 +192,9 @@ final class Minimal: Plugin {
         #expect(p.handle(ChatFixtures.directMessage(from: 7, name: "a", text: "/hidden")) == nil)
         #expect(p.handle(ChatFixtures.directMessage(from: 7, name: "a", text: "/contacts")) == nil)
         #expect(sent(h) == ["@7 one|two three", "@7 3"])
+        // Responses decoded into the plugin's own types; a mismatch names the command and the field.
+        #expect(p.handle(ChatFixtures.directMessage(from: 7, name: "a", text: "/names")) == "/names handler: /user: response activeUser does not decode as Wrong: nope: missing")
+        #expect(sent(h).last == "@7 a,b,c")
         #expect(h.commands.contains("/user") && h.commands.contains("/_contacts 4"))
         p.stop()
     }
@@ -182,6 +214,19 @@ final class Minimal: Plugin {
         h.respond { _ in ChatFixtures.sent(to: 7, text: "") }
         #expect(p.handle(ChatFixtures.directMessage(from: 7, name: "alice", text: "hi")) == nil)
         p.stop()
+    }
+
+    @Test func aContextKeptPastStopRefusesToCallTheHost() throws {
+        let h = host()
+        nonisolated(unsafe) var kept: PluginContext?
+        let lib = PluginLibrary(descriptor: PluginExport.descriptor(for: Keeper.self))
+        Keeper.onStart = { kept = $0 }
+        let p = try lib.start(host: h, config: "{}").get()
+        p.stop()
+        let context = try #require(kept)
+        #expect(throws: PluginError(.host, "")) { try context.command("/user") }
+        #expect(throws: PluginError(.host, "")) { try context.after(.seconds(1)) {} }
+        #expect(h.commands.isEmpty)
     }
 
     @Test func timersAndStorage() throws {
