@@ -63,7 +63,11 @@ public final class BotHost: Sendable {
             await relay?.shutdown()
             throw BotHostError("cannot open the bot's databases in \(options.dataDirectory.path): \(error)")
         }
-        let engine = Task<Void, Never> { _ = try? await controller.run() }
+        let engine = Task<Void, Never> {
+            do { try await controller.run() } catch is CancellationError {} catch {
+                logger.critical("the chat engine stopped: \(error)")
+            }
+        }
         let api = ChatAPI(controller: controller)
         do {
             let userId = try await Self.ensureUser(api, options.profile, logger: logger)
@@ -127,6 +131,10 @@ public final class BotHost: Sendable {
 
     /// Stops plugins, the engine and the embedded relay.
     public func shutdown() async {
+        for s in plugins.statuses() {
+            let c = s.stats
+            logger.info("plugin \(s.name): \(c.delivered) events handled, \(c.failed) failed, \(c.timedOut) timed out, \(c.dropped) dropped, \(c.crashes) crashes, \(c.restarts) restarts")
+        }
         await plugins.stopAll()
         _ = await api.execute("/_stop")
         engine.cancel()
