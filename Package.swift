@@ -229,6 +229,13 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "SwiftplexCLITests",
+            dependencies: [
+                "SwiftplexPluginTesting", "RelayProtocol",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
             name: "PluginHostTests",
             dependencies: [
                 "PluginHost",

@@ -29,6 +29,12 @@ public actor Agent {
     private let newConnections: AsyncStream<(RelayAddress, RelayConnection)>
     private let newConnectionSink: AsyncStream<(RelayAddress, RelayConnection)>.Continuation
     private var deliveringOutbox: Set<Int64> = []
+    /// Receipts waiting to be sent, per connection (see ``acknowledgeDelivery(_:seq:)``).
+    private var pendingReceipts: [Int64: [UInt64]] = [:]
+    /// Connections whose state is being changed, with the tasks waiting their turn (see ``withConnectionLock(_:_:)``).
+    private var connectionLocks: [Int64: [CheckedContinuation<Void, Never>]] = [:]
+    /// How long receipts gather before one receipt message carries them all.
+    static let receiptDelay = Duration.milliseconds(20)
 
     /// - Parameters:
     ///   - databasePath: the agent database file (created 0600).
@@ -238,29 +244,31 @@ public actor Agent {
 
     /// Inviter: accepts a confirmed joiner, sending it `info`.
     public func allow(_ id: Int64, info: [UInt8]) async throws {
-        guard var r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else {
-            throw AgentError(.unknownConnection, "no connection \(id)")
-        }
-        guard r.role == .inviter, r.status == .confirmed, var ratchet = r.ratchet, let ad = r.associatedData,
-              let sndText = r.sndQueue else {
-            throw AgentError(.wrongState, "connection \(id) is not waiting to be allowed")
-        }
-        let snd = try QueueURI(parsing: sndText)
-        let sndKey = AuthPrivateKey.newX25519()
-        let sndE2E = X25519.PrivateKey()
-        let peer = try await relayConnection(snd.relay)
-        try await peer.secureAsSender(senderId: snd.senderId, senderKey: sndKey)
-        let frame = try ratchet.encrypt(AgentMessage.connectionInfo(replyQueue: nil, info: info).encoded(), associatedData: [UInt8](ad))
-        let envelope = try Envelope.seal(frame, kind: .confirmation, own: sndE2E, peer: snd.recipientDhKey)
-        r.ratchet = ratchet
-        r.sndKey = Data(sndKey.secretBytes)
-        r.sndE2E = Data(sndE2E.secretBytes)
-        r.sndConfirmationSent = true
-        r.status = .accepted
-        let record = r
-        try await store.queue.write { db in
-            try AgentStore.save(db, record)
-            try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: nil)
+        try await withConnectionLock(id) { () async throws in
+            guard var r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else {
+                throw AgentError(.unknownConnection, "no connection \(id)")
+            }
+            guard r.role == .inviter, r.status == .confirmed, var ratchet = r.ratchet, let ad = r.associatedData,
+                  let sndText = r.sndQueue else {
+                throw AgentError(.wrongState, "connection \(id) is not waiting to be allowed")
+            }
+            let snd = try QueueURI(parsing: sndText)
+            let sndKey = AuthPrivateKey.newX25519()
+            let sndE2E = X25519.PrivateKey()
+            let peer = try await relayConnection(snd.relay)
+            try await peer.secureAsSender(senderId: snd.senderId, senderKey: sndKey)
+            let frame = try ratchet.encrypt(AgentMessage.connectionInfo(replyQueue: nil, info: info).encoded(), associatedData: [UInt8](ad))
+            let envelope = try Envelope.seal(frame, kind: .confirmation, own: sndE2E, peer: snd.recipientDhKey)
+            r.ratchet = ratchet
+            r.sndKey = Data(sndKey.secretBytes)
+            r.sndE2E = Data(sndE2E.secretBytes)
+            r.sndConfirmationSent = true
+            r.status = .accepted
+            let record = r
+            try await store.queue.write { db in
+                try AgentStore.save(db, record)
+                try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: nil)
+            }
         }
         await deliverOutbox(id)
     }
@@ -271,26 +279,94 @@ public actor Agent {
     /// follows when the peer's relay has it.
     @discardableResult
     public func send(_ id: Int64, _ body: [UInt8]) async throws -> UInt64 {
-        guard var r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else {
-            throw AgentError(.unknownConnection, "no connection \(id)")
-        }
-        guard r.status == .connected, var ratchet = r.ratchet, let ad = r.associatedData else {
-            throw AgentError(.wrongState, "connection \(id) is not connected")
-        }
-        let seq = r.sndSeq + 1
-        let message = AgentMessage.message(seq: seq, previousHash: [UInt8](r.sndLastHash), body: body).encoded()
-        let frame = try ratchet.encrypt(message, associatedData: [UInt8](ad))
-        let envelope = try sealForPeer(frame, record: r)
-        r.ratchet = ratchet
-        r.sndSeq = seq
-        r.sndLastHash = Data(Digest.sha256(message))
-        let record = r
-        try await store.queue.write { db in
-            try AgentStore.save(db, record)
-            try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: seq)
+        let seq = try await withConnectionLock(id) { () async throws -> UInt64 in
+            guard var r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else {
+                throw AgentError(.unknownConnection, "no connection \(id)")
+            }
+            guard r.status == .connected, var ratchet = r.ratchet, let ad = r.associatedData else {
+                throw AgentError(.wrongState, "connection \(id) is not connected")
+            }
+            let seq = r.sndSeq + 1
+            let message = AgentMessage.message(seq: seq, previousHash: [UInt8](r.sndLastHash), body: body).encoded()
+            let frame = try ratchet.encrypt(message, associatedData: [UInt8](ad))
+            let envelope = try sealForPeer(frame, record: r)
+            r.ratchet = ratchet
+            r.sndSeq = seq
+            r.sndLastHash = Data(Digest.sha256(message))
+            let record = r
+            try await store.queue.write { db in
+                try AgentStore.save(db, record)
+                try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: seq)
+            }
+            return seq
         }
         await deliverOutbox(id)
         return seq
+    }
+
+    /// Acknowledges, end to end, that message `seq` received on connection `id` was processed.
+    /// Receipts are batched: those given within ``receiptDelay`` on one connection travel as one
+    /// encrypted receipt message; the sender's agent reports them as `delivered`.
+    public func acknowledgeDelivery(_ id: Int64, seq: UInt64) {
+        if pendingReceipts[id] != nil {
+            pendingReceipts[id]!.append(seq)
+            return
+        }
+        pendingReceipts[id] = [seq]
+        Task {
+            try? await Task.sleep(for: Self.receiptDelay)
+            await self.flushReceipts(id)
+        }
+    }
+
+    private func flushReceipts(_ id: Int64) async {
+        guard var seqs = pendingReceipts.removeValue(forKey: id) else { return }
+        do {
+            while !seqs.isEmpty {
+                let batch = Array(seqs.prefix(AgentMessage.maxReceiptSeqs))
+                seqs.removeFirst(batch.count)
+                try await sendUnnumbered(id, .receipt(seqs: batch))
+            }
+        } catch {
+            logger.debug("receipt not sent", metadata: ["connection": "\(id)", "error": "\(error)"])
+        }
+    }
+
+    /// Encrypts and queues an agent control message (outside the numbered application messages).
+    private func sendUnnumbered(_ id: Int64, _ message: AgentMessage) async throws {
+        try await withConnectionLock(id) { () async throws in
+            guard var r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else {
+                throw AgentError(.unknownConnection, "no connection \(id)")
+            }
+            guard r.status == .connected, var ratchet = r.ratchet, let ad = r.associatedData else {
+                throw AgentError(.wrongState, "connection \(id) is not connected")
+            }
+            let frame = try ratchet.encrypt(message.encoded(), associatedData: [UInt8](ad))
+            let envelope = try sealForPeer(frame, record: r)
+            r.ratchet = ratchet
+            let record = r
+            try await store.queue.write { db in
+                try AgentStore.save(db, record)
+                try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: nil)
+            }
+        }
+        await deliverOutbox(id)
+    }
+
+    /// Deletes a connection: first delivers what its outbox still holds (such as a goodbye), then
+    /// deletes its receiving queue on the relay (unless `deleteQueue` is false), then its state.
+    public func deleteConnection(_ id: Int64, deleteQueue: Bool = true) async throws {
+        guard let r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else {
+            throw AgentError(.unknownConnection, "no connection \(id)")
+        }
+        pendingReceipts[id] = nil
+        if deleteQueue {
+            await deliverOutbox(id)
+            if let q = try? r.receivingQueue, let relay = try? RelayAddress(parsing: r.rcv.relay) {
+                try? await relayConnection(relay).delete(q)
+            }
+        }
+        try await store.queue.write { db in try AgentStore.delete(db, id: id) }
     }
 
     private func sealForPeer(_ frame: [UInt8], record r: ConnectionRecord) throws -> [UInt8] {
@@ -335,36 +411,40 @@ public actor Agent {
         if let address = try? await store.queue.read({ db in try AgentStore.address(db, recipientId: recipientId) }) {
             return await receiveRequest(address, relay: relay, connection: connection, messageId: messageId, sealed: sealed)
         }
-        guard var r = try? await store.queue.read({ db in try AgentStore.connection(db, recipientId: recipientId) }),
-              var q = try? r.receivingQueue else {
+        guard let found = try? await store.queue.read({ db in try AgentStore.connection(db, recipientId: recipientId) }),
+              var q = try? found.receivingQueue else {
             logger.warning("message for an unknown queue")
             return
         }
         q.relay = relay
         let ack = { try? await connection.acknowledge(q, messageId: messageId) }
-        if r.lastRelayMessageId == Data(messageId) {
-            _ = await ack() // processed before a restart; only the ACK was lost
-            return
-        }
+        let id = found.id
         do {
-            let delivered = try q.open(messageId: messageId, sealed: sealed)
-            let known = try r.rcvPeerE2E.map { try X25519.PublicKey(bytes: [UInt8]($0)) }
-            let opened = try Envelope.open(delivered.body, own: try r.rcv.e2eKey, knownSender: known)
-            if let sender = opened.senderKey {
-                guard r.rcvPeerE2E == nil || r.rcvPeerE2E == Data(sender.bytes) else {
-                    throw AgentError(.badEnvelope, "a second confirmation with another key")
+            // The state is read again under the connection's lock: a send may have moved the ratchet.
+            let applied = try await withConnectionLock(id) { () async throws -> (ConnectionRecord, [AgentEvent], [UInt8]?)? in
+                guard var r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else { return nil }
+                if r.lastRelayMessageId == Data(messageId) { return nil } // processed before a restart; only the ACK was lost
+                let delivered = try q.open(messageId: messageId, sealed: sealed)
+                let known = try r.rcvPeerE2E.map { try X25519.PublicKey(bytes: [UInt8]($0)) }
+                let opened = try Envelope.open(delivered.body, own: try r.rcv.e2eKey, knownSender: known)
+                if let sender = opened.senderKey {
+                    guard r.rcvPeerE2E == nil || r.rcvPeerE2E == Data(sender.bytes) else {
+                        throw AgentError(.badEnvelope, "a second confirmation with another key")
+                    }
+                    r.rcvPeerE2E = Data(sender.bytes)
                 }
-                r.rcvPeerE2E = Data(sender.bytes)
-            }
-            let (events, reply) = try process(&r, opened)
-            r.lastRelayMessageId = Data(messageId)
-            let record = r
-            // The new state and any answer are committed together before the relay is told.
-            try await store.queue.write { db in
-                try AgentStore.save(db, record)
-                if let reply { try AgentStore.enqueue(db, connectionId: record.id, envelope: reply, messageSeq: nil) }
+                let (events, reply) = try process(&r, opened)
+                r.lastRelayMessageId = Data(messageId)
+                let record = r
+                // The new state and any answer are committed together before the relay is told.
+                try await store.queue.write { db in
+                    try AgentStore.save(db, record)
+                    if let reply { try AgentStore.enqueue(db, connectionId: record.id, envelope: reply, messageSeq: nil) }
+                }
+                return (record, events, reply)
             }
             _ = await ack()
+            guard let (r, events, reply) = applied else { return }
             if let info = r.autoAllowInfo, r.status == .confirmed {
                 // We asked for this connection through the peer's address: accept its answer.
                 try await allow(r.id, info: [UInt8](info))
@@ -376,11 +456,33 @@ public actor Agent {
             // The sender re-sent a message it had already delivered (a crash before it recorded
             // the relay's OK): already processed, nothing to report.
             _ = await ack()
-            logger.debug("duplicate message dropped", metadata: ["connection": "\(r.id)"])
+            logger.debug("duplicate message dropped", metadata: ["connection": "\(id)"])
         } catch {
             _ = await ack()
-            eventSink.yield(.rejected(connection: r.id, reason: "\(error)"))
+            eventSink.yield(.rejected(connection: id, reason: "\(error)"))
         }
+    }
+
+    /// Runs `body` while no other state change of connection `id` runs. The agent is an actor,
+    /// but its database reads and writes suspend, so without this a send and a receive (or two
+    /// sends) on one connection could each start from the same ratchet state and one would undo
+    /// the other.
+    private func withConnectionLock<T>(_ id: Int64, _ body: () async throws -> T) async rethrows -> T {
+        if connectionLocks[id] != nil {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in connectionLocks[id]!.append(c) }
+        } else {
+            connectionLocks[id] = []
+        }
+        defer {
+            if var waiting = connectionLocks[id], !waiting.isEmpty {
+                let next = waiting.removeFirst()
+                connectionLocks[id] = waiting // still held: handed to the next waiter
+                next.resume()
+            } else {
+                connectionLocks[id] = nil
+            }
+        }
+        return try await body()
     }
 
     /// Applies one opened envelope to a connection; returns the events it produces. Throws
@@ -430,7 +532,12 @@ public actor Agent {
         case (_, .connected, .message):
             guard var ratchet = r.ratchet, let ad = r.associatedData else { throw AgentError(.wrongState, "no ratchet") }
             let plain = try ratchet.decrypt(opened.plaintext, associatedData: [UInt8](ad))
-            guard case let .message(seq, previousHash, body) = try AgentMessage.decode(plain) else {
+            let decoded = try AgentMessage.decode(plain)
+            if case let .receipt(seqs) = decoded {
+                r.ratchet = ratchet
+                return ([.delivered(connection: r.id, seqs: seqs.filter { $0 <= r.sndSeq })], nil)
+            }
+            guard case let .message(seq, previousHash, body) = decoded else {
                 throw AgentError(.badEnvelope, "unexpected message on a connected connection")
             }
             let integrity: MessageIntegrity
@@ -469,12 +576,12 @@ public actor Agent {
     }
 
     /// Deletes an address: its queue on the relay, its pending requests. Connections made through it stay.
-    public func deleteAddress(_ id: Int64) async throws {
+    public func deleteAddress(_ id: Int64, deleteQueue: Bool = true) async throws {
         guard let a = try await store.queue.read({ db in try AgentStore.address(db, id: id) }) else {
             throw AgentError(.unknownConnection, "no address \(id)")
         }
         let q = try a.receivingQueue
-        try? await relayConnection(q.relay).delete(q)
+        if deleteQueue { try? await relayConnection(q.relay).delete(q) }
         try await store.queue.write { db in try AgentStore.deleteAddress(db, id: id) }
     }
 
@@ -539,6 +646,58 @@ public actor Agent {
         } catch {
             try? await connection.acknowledge(q, messageId: messageId)
             logger.info("dropped an unreadable contact request", metadata: ["address": "\(a.id)"])
+        }
+    }
+
+    // MARK: - Short links
+
+    /// Stores an invitation's full link, encrypted, on the relay of the connection's own queue
+    /// (`LSET`); returns the short link that finds and decrypts it.
+    public func shortLink(forConnection id: Int64, link: InvitationLink) async throws -> ShortLink {
+        guard let r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else {
+            throw AgentError(.unknownConnection, "no connection \(id)")
+        }
+        return try await setLinkData(try r.receivingQueue, kind: .invitation, link: link.description)
+    }
+
+    /// The same for a contact address (on the address's own queue).
+    public func shortLink(forAddress id: Int64, link: ContactAddressLink) async throws -> ShortLink {
+        guard let a = try await store.queue.read({ db in try AgentStore.address(db, id: id) }) else {
+            throw AgentError(.unknownConnection, "no address \(id)")
+        }
+        return try await setLinkData(try a.receivingQueue, kind: .contact, link: link.description)
+    }
+
+    private func setLinkData(_ q: RecipientQueue, kind: ShortLink.Kind, link: String) async throws -> ShortLink {
+        let key = XChaChaPoly.randomKey()
+        let data = try ShortLink.seal(link, kind: kind, key: key)
+        let linkId: [UInt8]
+        do {
+            linkId = try await relayConnection(q.relay).setLinkData(q, data: data)
+        } catch let e as AgentError {
+            throw e
+        } catch {
+            throw AgentError(.relay, "cannot store the short link's data: \(error)")
+        }
+        return ShortLink(kind: kind, relay: q.relay, linkId: linkId, key: key)
+    }
+
+    /// Reads a short link's data from its relay (`LGET`) and decrypts it into the full link.
+    public func resolve(_ short: ShortLink) async throws -> AgentLink {
+        let connection = try await relayConnection(short.relay)
+        let data: [UInt8]
+        do {
+            data = try await connection.linkData(linkId: short.linkId)
+        } catch {
+            throw AgentError(.linkNotFound, "the relay has no data for this short link")
+        }
+        let link: AgentLink
+        do { link = try AgentLink(parsing: try short.open(data)) } catch let e as AgentError { throw e } catch {
+            throw AgentError(.badLink, "the short link's data is not a link: \(error)")
+        }
+        switch (short.kind, link) {
+        case (.invitation, .invitation), (.contact, .contact): return link
+        default: throw AgentError(.badLink, "the short link's data is a link of another kind")
         }
     }
 }

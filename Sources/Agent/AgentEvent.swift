@@ -20,6 +20,8 @@ public enum AgentEvent: Sendable, Equatable {
     case message(connection: Int64, seq: UInt64, body: [UInt8], integrity: MessageIntegrity)
     /// A message from `send` reached the peer's relay.
     case sent(connection: Int64, seq: UInt64)
+    /// The peer confirmed (with a delivery receipt) that it received these messages of ours.
+    case delivered(connection: Int64, seqs: [UInt64])
     /// Something arrived on the connection that could not be opened (tampered, replayed or corrupt).
     case rejected(connection: Int64, reason: String)
     /// Someone sent a contact request to an address; accept or reject it by `request`.

@@ -79,6 +79,12 @@ enum AgentMessage: Equatable {
     case message(seq: UInt64, previousHash: [UInt8], body: [UInt8])
     /// A contact request sent to an address: the requester's own invitation and its info.
     case contactRequest(invitation: InvitationLink, info: [UInt8])
+    /// Delivery receipt: the receiver processed the sender's messages with these numbers. Not
+    /// numbered itself (a receipt is never acknowledged), so it does not disturb the integrity chain.
+    case receipt(seqs: [UInt64])
+
+    /// The most sequence numbers one receipt carries (8 bytes each, well inside one envelope).
+    static let maxReceiptSeqs = 1_000
 
     func encoded() -> [UInt8] {
         switch self {
@@ -94,6 +100,12 @@ enum AgentMessage: Equatable {
         case let .contactRequest(invitation, info):
             let link = Array(invitation.description.utf8)
             return [UInt8(ascii: "R"), UInt8(link.count >> 8), UInt8(link.count & 0xFF)] + link + info
+        case let .receipt(seqs):
+            var out: [UInt8] = [UInt8(ascii: "V"), UInt8(seqs.count >> 8), UInt8(seqs.count & 0xFF)]
+            for seq in seqs {
+                for i in (0..<8).reversed() { out.append(UInt8((seq >> (UInt64(i) * 8)) & 0xFF)) }
+            }
+            return out
         }
     }
 
@@ -113,6 +125,11 @@ enum AgentMessage: Equatable {
             let n = Int(b[1]) << 8 | Int(b[2])
             guard b.count >= 3 + n, let link = try? InvitationLink(parsing: String(decoding: b[3..<3 + n], as: UTF8.self)) else { break }
             return .contactRequest(invitation: link, info: Array(b[(3 + n)...]))
+        case UInt8(ascii: "V"):
+            guard b.count >= 3 else { break }
+            let n = Int(b[1]) << 8 | Int(b[2])
+            guard n > 0, n <= maxReceiptSeqs, b.count == 3 + 8 * n else { break }
+            return .receipt(seqs: (0..<n).map { k in b[(3 + 8 * k)..<(11 + 8 * k)].reduce(UInt64(0)) { ($0 << 8) | UInt64($1) } })
         case UInt8(ascii: "H"):
             guard b.count == 1 else { break }
             return .hello
@@ -131,6 +148,10 @@ enum AgentMessage: Equatable {
 public struct AgentError: CodedError {
     public enum Code: String, Sendable {
         case noRelay, unknownConnection, wrongState, badEnvelope, messageTooLarge, relay, store, ownLink
+        /// A short link the relay does not know (never set, or deleted with its queue).
+        case linkNotFound
+        /// A short link whose data does not decrypt or is not a link of its kind.
+        case badLink
     }
     public let code: Code
     public let message: String

@@ -183,3 +183,83 @@ public enum AgentLink: Sendable, Hashable, CustomStringConvertible {
         }
     }
 }
+
+/// A short link: `https://<relay host>[:port]/<i|a>?c=<relay fingerprint>#<link ID>/<key>`.
+///
+/// The full link (invitation or contact address) is stored on the relay, encrypted with `key`,
+/// under `link ID` (`LSET` on the owner's receiving queue); whoever holds the short link reads it
+/// with `LGET` and decrypts it. The key travels only in the fragment, which is never sent to the
+/// relay; the relay fingerprint in the query pins the relay as `smp://` addresses do.
+public struct ShortLink: Sendable, Hashable, CustomStringConvertible {
+    public enum Kind: String, Sendable {
+        case invitation = "i"
+        case contact = "a"
+    }
+
+    public var kind: Kind
+    public var relay: RelayAddress
+    public var linkId: [UInt8]
+    public var key: [UInt8]
+
+    public init(kind: Kind, relay: RelayAddress, linkId: [UInt8], key: [UInt8]) {
+        self.kind = kind
+        self.relay = relay
+        self.linkId = linkId
+        self.key = key
+    }
+
+    public init(parsing text: String) throws {
+        let t = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard t.hasPrefix("https://") else { throw LinkError(.scheme, "a short link starts with https://") }
+        let rest = t.dropFirst("https://".count)
+        guard let hash = rest.firstIndex(of: "#") else { throw LinkError(.parameters, "the short link has no #<link id>/<key>") }
+        let beforeFragment = rest[..<hash]
+        let fragment = rest[rest.index(after: hash)...]
+        guard let slash = beforeFragment.firstIndex(of: "/") else { throw LinkError(.kind, "the short link has no /i or /a path") }
+        let hostPort = beforeFragment[..<slash]
+        var path = beforeFragment[beforeFragment.index(after: slash)...]
+        var fingerprint: Substring?
+        if let q = path.firstIndex(of: "?") {
+            guard let params = PercentEncoding.parameters(path[path.index(after: q)...]) else { throw LinkError(.parameters, "malformed short link query") }
+            fingerprint = params.first(where: { $0.0 == "c" })?.1
+            path = path[..<q]
+        }
+        guard let kind = Kind(rawValue: String(path)) else { throw LinkError(.kind, "a short link's path is /i (invitation) or /a (address)") }
+        guard let fingerprint else { throw LinkError(.parameters, "the short link has no relay fingerprint (?c=)") }
+        let relay: RelayAddress
+        do { relay = try RelayAddress(parsing: "smp://\(fingerprint)@\(hostPort)") } catch {
+            throw LinkError(.queue, "the short link's relay is invalid: \(error)")
+        }
+        let parts = fragment.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 2, let id = Base64URL.decode(parts[0]), !id.isEmpty, let key = Base64URL.decode(parts[1]),
+              key.count == XChaChaPoly.keyLength else {
+            throw LinkError(.keys, "the short link's fragment must be <link id>/<32-byte key> in base64url")
+        }
+        self.init(kind: kind, relay: relay, linkId: id, key: key)
+    }
+
+    public var description: String {
+        let h = relay.host.contains(":") ? "[\(relay.host)]" : relay.host
+        let hostPort = relay.port == RelayAddress.defaultPort ? h : "\(h):\(relay.port)"
+        return "https://\(hostPort)/\(kind.rawValue)?c=\(Base64URL.encode(relay.fingerprint))#\(Base64URL.encode(linkId))/\(Base64URL.encode(key))"
+    }
+
+    /// The relay's `LSET` data for a full link: `[1][nonce][XChaCha20-Poly1305(link)]`, bound to the link kind.
+    static func seal(_ link: String, kind: Kind, key: [UInt8]) throws -> [UInt8] {
+        let nonce = XChaChaPoly.randomNonce()
+        return [1] + nonce + (try XChaChaPoly.seal(Array(link.utf8), key: key, nonce: nonce, associatedData: associatedData(kind)))
+    }
+
+    /// Decrypts `LGET` data into the full link's text.
+    func open(_ data: [UInt8]) throws -> String {
+        let n = XChaChaPoly.nonceLength
+        guard data.count > 1 + n, data[0] == 1 else { throw AgentError(.badLink, "the short link's data is not version 1 link data") }
+        guard let plain = try? XChaChaPoly.open(Array(data[(1 + n)...]), key: key, nonce: Array(data[1..<1 + n]), associatedData: Self.associatedData(kind)),
+              let text = String(validating: plain, as: UTF8.self) else {
+            throw AgentError(.badLink, "the short link's data does not decrypt with its key")
+        }
+        return text
+    }
+
+    private static func associatedData(_ kind: Kind) -> [UInt8] { Array("swiftplex short link \(kind.rawValue)".utf8) }
+}

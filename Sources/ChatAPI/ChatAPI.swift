@@ -44,19 +44,41 @@ public struct ChatAPI: Sendable {
         case let .createActiveUser(newUser): return try await c.createActiveUser(newUser)
         case .listUsers: return try await c.listUsers()
         case let .updateProfile(userId, profile): return try await c.updateProfile(userId: userId, profile: profile)
+        case let .setActiveUser(userId, password):
+            guard password == nil else { throw ChatFailure(commandError: "hidden users (view passwords) are not supported") }
+            return try await c.setActiveUser(userId: userId)
+        case let .deleteUser(userId, deleteQueues, password):
+            guard password == nil else { throw ChatFailure(commandError: "hidden users (view passwords) are not supported") }
+            return try await c.deleteUser(userId: userId, deleteQueues: deleteQueues)
+        case let .setContactReceipts(userId, enabled): return try await c.setContactReceipts(userId: userId, enabled: enabled)
+        case let .setContactPreferences(contactId, preferences): return try await c.setContactPreferences(contactId: contactId, preferences: preferences)
+        case let .setContactCustomData(contactId, data): return try await c.setCustomData(contactId: contactId, data: data)
+        case let .getChats(userId, pcc, count, query):
+            return try await c.getChats(userId: userId, pendingConnections: pcc, count: count, query: query)
+        case let .getChat(.direct(contactId), pagination):
+            let page: ItemPage = switch pagination {
+            case let .last(n): .last(n)
+            case let .after(id, n): .after(id, n)
+            case let .before(id, n): .before(id, n)
+            }
+            return try await c.getChat(contactId: contactId, page: page)
+        case let .readChat(.direct(contactId)): return try await c.readChat(contactId: contactId)
+        case let .deleteChat(.direct(contactId), mode):
+            switch mode {
+            case let .full(notify), let .entity(notify): return try await c.deleteContact(contactId: contactId, notify: notify, messagesOnly: false)
+            case .messages: return try await c.deleteContact(contactId: contactId, notify: false, messagesOnly: true)
+            }
         case .startChat: return try await c.start()
         case .stopChat: return await c.stop()
-        case let .createAddress(userId): return try await c.createAddress(userId: userId)
+        case let .createAddress(userId, short): return try await c.createAddress(userId: userId, short: short)
         case let .showAddress(userId): return try await c.showAddress(userId: userId)
         case let .deleteAddress(userId): return try await c.deleteAddress(userId: userId)
         case let .setAddressSettings(userId, settings): return try await c.setAddressSettings(userId: userId, settings: settings)
-        case let .addContact(userId, incognito):
-            guard !incognito else { throw ChatFailure(commandError: "incognito connections are not supported yet") }
-            return try await c.addContact(userId: userId)
+        case let .addContact(userId, incognito, short): return try await c.addContact(userId: userId, incognito: incognito, short: short)
         case let .connectPlan(userId, link): return try await c.connectPlan(userId: userId, link: link)
-        case let .connect(userId, _, fullLink, _): return try await c.connect(userId: userId, link: fullLink)
-        case let .connectActiveUser(_, link?): return try await c.connect(userId: nil, link: link)
-        case let .acceptContact(requestId, _): return try await c.acceptRequest(requestId)
+        case let .connect(userId, incognito, fullLink, _): return try await c.connect(userId: userId, link: fullLink, incognito: incognito)
+        case let .connectActiveUser(incognito, link?): return try await c.connect(userId: nil, link: link, incognito: incognito)
+        case let .acceptContact(requestId, incognito): return try await c.acceptRequest(requestId, incognito: incognito)
         case let .rejectContact(requestId): return try await c.rejectRequest(requestId)
         case let .listContacts(userId): return try await c.listContacts(userId: userId)
         case let .sendMessages(.direct(contactId), _, _, _, messages): return try await c.send(contactId: contactId, messages: messages)

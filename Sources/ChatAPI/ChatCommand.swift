@@ -12,11 +12,14 @@ public enum ChatCommand: Sendable, Equatable {
     case deleteUser(userId: Int64, deleteQueues: Bool, viewPassword: String?)
     case updateProfile(userId: Int64, profile: JSONValue)
     case setContactPreferences(contactId: Int64, preferences: JSONValue)
+    /// `/_set receipts contacts <userId> on|off` (upstream SimpleX Chat's syntax; not in the bot API).
+    case setContactReceipts(userId: Int64, enabled: Bool)
     // Lifecycle
     case startChat
     case stopChat
     // Address
-    case createAddress(userId: Int64)
+    /// `short`: also a short link (`/_address <userId> short=on`, a Swiftplex extension).
+    case createAddress(userId: Int64, short: Bool = false)
     case deleteAddress(userId: Int64)
     case showAddress(userId: Int64)
     case setProfileAddress(userId: Int64, enabled: Bool)
@@ -27,7 +30,8 @@ public enum ChatCommand: Sendable, Equatable {
     case deleteChatItems(chat: ChatRef, itemIds: [Int64], mode: DeleteMode)
     case reaction(chat: ChatRef, itemId: Int64, add: Bool, reaction: JSONValue)
     // Connections
-    case addContact(userId: Int64, incognito: Bool)
+    /// `short`: also a short link (`/_connect <userId> short=on`).
+    case addContact(userId: Int64, incognito: Bool, short: Bool = false)
     case connectPlan(userId: Int64, link: String)
     case connect(userId: Int64, incognito: Bool, fullLink: String, shortLink: String?)
     case connectActiveUser(incognito: Bool, link: String?)

@@ -33,7 +33,14 @@ public enum CommandParser {
         case "/_stop":
             command = .stopChat
         case "/_address":
-            command = .createAddress(userId: try s.id("userId"))
+            let id = try s.id("userId")
+            var short = false
+            if let w = s.peekWord(), w.hasPrefix("short=") {
+                _ = s.word()
+                guard let v = Scanner.onOffValue(w.dropFirst("short=".count)) else { throw CommandParseError(.badArguments, "short must be on or off") }
+                short = v
+            }
+            command = .createAddress(userId: id, short: short)
         case "/_delete_address":
             command = .deleteAddress(userId: try s.id("userId"))
         case "/_show_address":
@@ -134,6 +141,10 @@ public enum CommandParser {
         case "prefs":
             guard case let .direct(id) = try s.chatRef() else { throw CommandParseError(.badArguments, "/_set prefs takes @<contactId>") }
             return .setContactPreferences(contactId: id, preferences: try s.jsonObject("Preferences"))
+        case "receipts":
+            try s.expect("contacts")
+            let id = try s.id("userId")
+            return .setContactReceipts(userId: id, enabled: try s.onOff("receipts"))
         case "custom":
             let chat = try s.chatRef()
             let data = s.atEnd ? nil : try s.jsonObject("custom data")
@@ -175,9 +186,15 @@ public enum CommandParser {
             return .connectPlan(userId: id, link: link)
         }
         let id = try s.id("userId")
-        var incognito = false
-        if s.peekWord() == "incognito=on" { _ = s.word(); incognito = true }
-        guard let full = s.word() else { return .addContact(userId: id, incognito: incognito) }
+        var incognito = false, makeShort = false
+        while let w = s.peekWord(), w.hasPrefix("incognito=") || w.hasPrefix("short=") {
+            _ = s.word()
+            let (name, value) = w.hasPrefix("short=") ? ("short", w.dropFirst(6)) : ("incognito", w.dropFirst(10))
+            guard let v = Scanner.onOffValue(value) else { throw CommandParseError(.badArguments, "\(name) must be on or off") }
+            if name == "short" { makeShort = v } else { incognito = v }
+        }
+        guard let full = s.word() else { return .addContact(userId: id, incognito: incognito, short: makeShort) }
+        guard !makeShort else { throw CommandParseError(.badArguments, "short=on makes a new invitation; it takes no link") }
         let short = s.word()
         return .connect(userId: id, incognito: incognito, fullLink: String(full), shortLink: short.map(String.init))
     }
@@ -193,11 +210,12 @@ public enum CommandParser {
             return .getChats(userId: id, pendingConnections: pcc, count: count, query: query)
         case "chat":
             let chat = try s.chatRef()
-            guard let w = s.word() else { throw CommandParseError(.badArguments, "expected count=<n>, after=<id> count=<n> or before=<id> count=<n>") }
+            guard let w = s.word() else { throw CommandParseError(.badArguments, "expected count=<n>, last=<n>, after=<id> count=<n> or before=<id> count=<n>") }
             if w.hasPrefix("count="), let n = Int(w.dropFirst(6)), n > 0 { return .getChat(chat: chat, pagination: .last(n)) }
+            if w.hasPrefix("last="), let n = Int(w.dropFirst(5)), n > 0 { return .getChat(chat: chat, pagination: .last(n)) }
             if w.hasPrefix("after="), let id = Int64(w.dropFirst(6)) { return .getChat(chat: chat, pagination: .after(id, try s.keyedInt("count"))) }
             if w.hasPrefix("before="), let id = Int64(w.dropFirst(7)) { return .getChat(chat: chat, pagination: .before(id, try s.keyedInt("count"))) }
-            throw CommandParseError(.badArguments, "expected count=<n>, after=<id> count=<n> or before=<id> count=<n>")
+            throw CommandParseError(.badArguments, "expected count=<n>, last=<n>, after=<id> count=<n> or before=<id> count=<n>")
         default:
             throw CommandParseError(.unknownCommand, "unknown /_get command")
         }

@@ -5,12 +5,13 @@ import GRDB
 extension ChatController {
     // MARK: - Address
 
-    struct AddressRow { var agentId: Int64; var link: String; var settings: JSONValue }
+    struct AddressRow { var agentId: Int64; var link: String; var shortLink: String?; var settings: JSONValue }
 
     func address(userId: Int64) throws -> AddressRow? {
         try dbRead { db in
             try Row.fetchOne(db, sql: "SELECT * FROM address WHERE user_id = ?", arguments: [userId]).map {
-                AddressRow(agentId: $0["agent_address_id"], link: $0["link"], settings: (try? JSONValue.parse($0["settings"])) ?? .object([]))
+                AddressRow(agentId: $0["agent_address_id"], link: $0["link"], shortLink: $0["short_link"],
+                           settings: (try? JSONValue.parse($0["settings"])) ?? .object([]))
             }
         }
     }
@@ -18,23 +19,34 @@ extension ChatController {
     func addressJSON(_ a: AddressRow, userId: Int64) -> JSONValue {
         .object([
             ("userContactLinkId", .number(Double(userId))),
-            ("connLinkContact", .object([("connFullLink", .string(a.link))])),
-            ("shortLinkDataSet", .bool(false)), ("shortLinkLargeDataSet", .bool(false)),
+            ("connLinkContact", ChatJSON.createdConnLink(full: a.link, short: a.shortLink)),
+            ("shortLinkDataSet", .bool(a.shortLink != nil)), ("shortLinkLargeDataSet", .bool(false)),
             ("addressSettings", a.settings),
         ])
     }
 
-    public func createAddress(userId: Int64) async throws -> JSONValue {
+    /// Creates the user's contact address; with `short`, also a short link to it (its full link
+    /// stored encrypted on the address's relay).
+    public func createAddress(userId: Int64, short: Bool = false) async throws -> JSONValue {
         let u = try user(userId)
         try requireStarted()
         if try address(userId: userId) != nil { throw ChatFailure(ChatJSON.chatError("userContactLinkExists")) }
         let (agentId, link) = try await agentCall { try await agent.createAddress() }
+        var shortLink: String?
+        if short {
+            do {
+                shortLink = try await agentCall { try await agent.shortLink(forAddress: agentId, link: link) }.description
+            } catch {
+                try? await agent.deleteAddress(agentId)
+                throw error
+            }
+        }
         let settings = JSONValue.object([("businessAddress", .bool(false))])
         try dbWrite { db in
-            try db.execute(sql: "INSERT INTO address (user_id, agent_address_id, link, settings) VALUES (?, ?, ?, ?)",
-                           arguments: [userId, agentId, link.description, settings.description])
+            try db.execute(sql: "INSERT INTO address (user_id, agent_address_id, link, short_link, settings) VALUES (?, ?, ?, ?, ?)",
+                           arguments: [userId, agentId, link.description, shortLink, settings.description])
         }
-        return response("userContactLinkCreated", u, [("connLinkContact", .object([("connFullLink", .string(link.description))]))])
+        return response("userContactLinkCreated", u, [("connLinkContact", ChatJSON.createdConnLink(full: link.description, short: shortLink))])
     }
 
     public func showAddress(userId: Int64) throws -> JSONValue {
@@ -46,6 +58,11 @@ extension ChatController {
     public func setAddressSettings(userId: Int64, settings: JSONValue) throws -> JSONValue {
         let u = try user(userId)
         guard settings["businessAddress"]?.boolValue != nil else { throw ChatFailure.command("AddressSettings needs businessAddress") }
+        if let auto = settings["autoAccept"] {
+            guard case .object = auto, auto["acceptIncognito"]?.boolValue != nil else {
+                throw ChatFailure.command("autoAccept must be {\"acceptIncognito\": true|false}")
+            }
+        }
         guard var a = try address(userId: userId) else { throw ChatFailure(ChatJSON.storeError("userContactLinkNotFound")) }
         a.settings = settings
         try dbWrite { db in try db.execute(sql: "UPDATE address SET settings = ? WHERE user_id = ?", arguments: [settings.description, userId]) }
@@ -60,11 +77,25 @@ extension ChatController {
         return response("userContactLinkDeleted", u)
     }
 
-    // MARK: - Connections
+    // MARK: - Profiles
 
     /// What a peer learns about this user: `x.info` with the profile.
-    func profileInfo(_ u: UserRow) -> [UInt8] {
-        ChatMessage(event: "x.info", params: .object([("profile", u.profile)])).encoded
+    func profileInfo(_ profile: JSONValue) -> [UInt8] {
+        ChatMessage(event: "x.info", params: .object([("profile", profile)])).encoded
+    }
+
+    /// The profile this user shows a contact: the random incognito profile or the user's own,
+    /// with the preferences set for this contact alone laid over the profile's.
+    func ownProfile(for c: ChatJSON.ContactRow, user u: UserRow) -> JSONValue {
+        let base = c.incognitoProfile ?? u.profile
+        guard case let .object(overrides)? = c.userPreferences, !overrides.isEmpty, case var .object(pairs) = base else { return base }
+        var prefs: [(String, JSONValue)] = []
+        if case let .object(p)? = base["preferences"] { prefs = p }
+        for (k, v) in overrides {
+            if let i = prefs.firstIndex(where: { $0.0 == k }) { prefs[i].1 = v } else { prefs.append((k, v)) }
+        }
+        if let i = pairs.firstIndex(where: { $0.0 == "preferences" }) { pairs[i].1 = .object(prefs) } else { pairs.append(("preferences", .object(prefs))) }
+        return .object(pairs)
     }
 
     static func profile(fromInfo info: [UInt8]) -> JSONValue? {
@@ -72,47 +103,134 @@ extension ChatController {
         return m.params["profile"]
     }
 
-    func insertContact(userId: Int64, agentConnId: Int64, profile: JSONValue?, viaAddress: Bool, invitation: String?, accepted: Bool = false) throws -> Int64 {
+    static let incognitoAdjectives = ["Quiet", "Brave", "Amber", "Swift", "Gentle", "Silver", "Clever", "Misty", "Bright", "Calm",
+                                      "Rusty", "Lucky", "Nimble", "Frosty", "Velvet", "Sunny"]
+    static let incognitoNouns = ["Otter", "Falcon", "Maple", "River", "Comet", "Badger", "Heron", "Cedar", "Lynx", "Pebble",
+                                 "Willow", "Marten", "Finch", "Harbor", "Ember", "Fox"]
+
+    /// A fresh random profile for one incognito connection: a name and nothing that links it to the user.
+    static func randomProfile() -> JSONValue {
+        let name = "\(incognitoAdjectives.randomElement()!)\(incognitoNouns.randomElement()!)\(Int.random(in: 10...99))"
+        return .object([("displayName", .string(name)), ("fullName", .string(""))])
+    }
+
+    // MARK: - Contacts
+
+    func insertContact(userId: Int64, agentConnId: Int64, profile: JSONValue?, viaAddress: Bool, invitation: String?, shortLink: String? = nil,
+                       incognito: JSONValue? = nil, accepted: Bool = false) throws -> Int64 {
         try dbWrite { db in
             let now = Timestamp.now()
-            try db.execute(sql: "INSERT INTO contact (user_id, agent_conn_id, profile, status, via_address, accepted, invitation, created_at, updated_at) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
-                           arguments: [userId, agentConnId, profile?.description, viaAddress, accepted, invitation, now, now])
+            try db.execute(sql: """
+                INSERT INTO contact (user_id, agent_conn_id, profile, status, via_address, accepted, invitation, short_link, incognito_profile, created_at, updated_at)
+                VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [userId, agentConnId, profile?.description, viaAddress, accepted, invitation, shortLink, incognito?.description, now, now])
             return db.lastInsertedRowID
         }
     }
 
     nonisolated static func contactRow(_ db: Database, where clause: String, _ args: StatementArguments) throws -> (userId: Int64, row: ChatJSON.ContactRow)? {
-        try Row.fetchOne(db, sql: "SELECT * FROM contact WHERE \(clause)", arguments: args).map {
-            ($0["user_id"], ChatJSON.ContactRow(
-                id: $0["id"], agentConnId: $0["agent_conn_id"], profile: ($0["profile"] as String?).flatMap { try? JSONValue.parse($0) },
-                ready: ($0["status"] as String) == "ready", viaAddress: $0["via_address"], createdAt: $0["created_at"], updatedAt: $0["updated_at"]))
+        try Row.fetchOne(db, sql: "SELECT * FROM contact WHERE \(clause)", arguments: args).map { contactRow($0) }
+    }
+
+    nonisolated static func contactRow(_ r: Row) -> (userId: Int64, row: ChatJSON.ContactRow) {
+        func json(_ column: String) -> JSONValue? { (r[column] as String?).flatMap { try? JSONValue.parse($0) } }
+        return (r["user_id"], ChatJSON.ContactRow(
+            id: r["id"], agentConnId: r["agent_conn_id"], profile: json("profile"), status: r["status"], viaAddress: r["via_address"],
+            createdAt: r["created_at"], updatedAt: r["updated_at"], chatTs: r["chat_ts"], customData: json("custom_data"),
+            userPreferences: json("user_prefs"), incognitoProfile: json("incognito_profile"), invitation: r["invitation"], shortLink: r["short_link"]))
+    }
+
+    func contacts(userId: Int64, where clause: String) throws -> [ChatJSON.ContactRow] {
+        try dbRead { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM contact WHERE user_id = ? AND \(clause) ORDER BY id", arguments: [userId]).map { Self.contactRow($0).row }
         }
+    }
+
+    /// A contact and its user, or `contactNotFound`.
+    func contact(_ contactId: Int64) throws -> (UserRow, ChatJSON.ContactRow) {
+        guard let (userId, row) = try dbRead({ db in try Self.contactRow(db, where: "id = ?", [contactId]) }) else {
+            throw ChatFailure(ChatJSON.storeError("contactNotFound", [("contactId", .number(Double(contactId)))]))
+        }
+        return (try user(userId), row)
     }
 
     func contactJSON(_ c: ChatJSON.ContactRow, user u: UserRow) -> JSONValue { ChatJSON.contact(c, userProfile: u.profile) }
 
     func pendingJSON(_ c: ChatJSON.ContactRow, link: String?) -> JSONValue {
-        ChatJSON.pendingConnection(id: c.id, agentConnId: c.agentConnId, viaAddress: c.viaAddress, link: link, createdAt: c.createdAt)
+        ChatJSON.pendingConnection(id: c.id, agentConnId: c.agentConnId, viaAddress: c.viaAddress, link: link, shortLink: c.shortLink,
+                                   incognito: c.incognitoProfile != nil, createdAt: c.createdAt)
     }
 
-    public func addContact(userId: Int64) async throws -> JSONValue {
+    func cmdOk(_ u: UserRow?) -> JSONValue {
+        var pairs: [(String, JSONValue)] = [("type", .string("cmdOk"))]
+        if let u { pairs.append(("user_", userJSON(u))) }
+        return .object(pairs)
+    }
+
+    /// Sends one chat-protocol message to a contact; returns its agent message number.
+    @discardableResult
+    func sendChatMessage(_ c: ChatJSON.ContactRow, _ message: ChatMessage) async throws -> UInt64 {
+        try await agentCall { try await agent.send(c.agentConnId, message.encoded) }
+    }
+
+    // MARK: - Connections
+
+    /// Creates a one-time invitation; `incognito` shows the joiner a random profile, `short` also
+    /// makes a short link.
+    public func addContact(userId: Int64, incognito: Bool = false, short: Bool = false) async throws -> JSONValue {
         let u = try user(userId)
         try requireStarted()
         let (conn, link) = try await agentCall { try await agent.createInvitation() }
-        let id = try insertContact(userId: userId, agentConnId: conn, profile: nil, viaAddress: false, invitation: link.description)
-        let row = try dbRead { db in try Self.contactRow(db, where: "id = ?", [id]) }!.row
+        var shortLink: String?
+        if short {
+            do {
+                shortLink = try await agentCall { try await agent.shortLink(forConnection: conn, link: link) }.description
+            } catch {
+                try? await agent.deleteConnection(conn)
+                throw error
+            }
+        }
+        let id = try insertContact(userId: userId, agentConnId: conn, profile: nil, viaAddress: false, invitation: link.description,
+                                   shortLink: shortLink, incognito: incognito ? Self.randomProfile() : nil)
+        let row = try contact(id).1
         return response("invitation", u, [
-            ("connLinkInvitation", .object([("connFullLink", .string(link.description))])),
+            ("connLinkInvitation", ChatJSON.createdConnLink(full: link.description, short: shortLink)),
             ("connection", pendingJSON(row, link: link.description)),
         ])
     }
 
+    /// Parses a link; a short link (`https://…`) is resolved on its relay into the full link.
+    func resolveLink(_ text: String) async throws -> (link: AgentLink, short: String?) {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        if trimmed.hasPrefix("https://") {
+            let short: ShortLink
+            do { short = try ShortLink(parsing: trimmed) } catch { throw ChatFailure(ChatJSON.chatError("invalidConnReq")) }
+            let full = try await agentCall { try await agent.resolve(short) }
+            return (full, short.description)
+        }
+        do { return (try AgentLink(parsing: trimmed), nil) } catch { throw ChatFailure(ChatJSON.chatError("invalidConnReq")) }
+    }
+
     public func connectPlan(userId: Int64, link text: String) async throws -> JSONValue {
         let u = try user(userId)
-        let link: AgentLink
-        do { link = try AgentLink(parsing: text) } catch { throw ChatFailure(ChatJSON.chatError("invalidConnReq")) }
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let ownShort = try dbRead { db -> Bool in
+            try Bool.fetchOne(db, sql: "SELECT 1 FROM contact WHERE short_link = ? UNION SELECT 1 FROM address WHERE short_link = ?",
+                              arguments: [trimmed, trimmed]) ?? false
+        }
+        let (link, short): (AgentLink, String?)
+        if ownShort, let own = try dbRead({ db in
+            try String.fetchOne(db, sql: "SELECT invitation FROM contact WHERE short_link = ? UNION SELECT link FROM address WHERE short_link = ?",
+                                arguments: [trimmed, trimmed])
+        }) {
+            do { link = try AgentLink(parsing: own) } catch { throw ChatFailure(ChatJSON.chatError("invalidConnReq")) }
+            short = trimmed
+        } else {
+            (link, short) = try await resolveLink(trimmed)
+        }
+        let full = link.description
         let own = try dbRead { db -> Bool in
-            try Bool.fetchOne(db, sql: "SELECT 1 FROM contact WHERE invitation = ? UNION SELECT 1 FROM address WHERE link = ?", arguments: [text, text]) ?? false
+            try Bool.fetchOne(db, sql: "SELECT 1 FROM contact WHERE invitation = ? UNION SELECT 1 FROM address WHERE link = ?", arguments: [full, full]) ?? false
         }
         let plan: JSONValue
         switch link {
@@ -121,60 +239,57 @@ extension ChatController {
         case .contact:
             plan = .object([("type", .string("contactAddress")), ("contactAddressPlan", .object([("type", .string(own ? "ownLink" : "ok"))]))])
         }
-        return response("connectionPlan", u, [("connLink", .object([("connFullLink", .string(link.description))])), ("connectionPlan", plan)])
+        return response("connectionPlan", u, [("connLink", ChatJSON.createdConnLink(full: full, short: short)), ("connectionPlan", plan)])
     }
 
-    /// Connects the user through an invitation link or a contact address.
-    public func connect(userId: Int64?, link text: String) async throws -> JSONValue {
+    /// Connects the user through an invitation link or a contact address (full or short);
+    /// `incognito` shows the peer a random profile made for this connection only.
+    public func connect(userId: Int64?, link text: String, incognito: Bool = false) async throws -> JSONValue {
         let u = try userId.map { try user($0) } ?? activeUser()
         try requireStarted()
-        let link: AgentLink
-        do { link = try AgentLink(parsing: text) } catch { throw ChatFailure(ChatJSON.chatError("invalidConnReq")) }
+        let (link, _) = try await resolveLink(text)
+        let custom = incognito ? Self.randomProfile() : nil
+        let info = profileInfo(custom ?? u.profile)
+        var extra: [(String, JSONValue)] = []
+        if let custom { extra.append(("customUserProfile", custom)) }
         switch link {
         case let .invitation(inv):
-            let info = profileInfo(u)
             let conn = try await agentCall { try await agent.join(inv, info: info) }
-            let id = try insertContact(userId: u.id, agentConnId: conn, profile: nil, viaAddress: false, invitation: nil)
-            let row = try dbRead { db in try Self.contactRow(db, where: "id = ?", [id]) }!.row
-            return response("sentConfirmation", u, [("connection", pendingJSON(row, link: nil))])
+            let id = try insertContact(userId: u.id, agentConnId: conn, profile: nil, viaAddress: false, invitation: nil, incognito: custom)
+            return response("sentConfirmation", u, [("connection", pendingJSON(try contact(id).1, link: nil))] + extra)
         case let .contact(address):
-            let info = profileInfo(u)
             let conn = try await agentCall { try await agent.joinAddress(address, info: info) }
-            let id = try insertContact(userId: u.id, agentConnId: conn, profile: nil, viaAddress: true, invitation: nil)
-            let row = try dbRead { db in try Self.contactRow(db, where: "id = ?", [id]) }!.row
-            return response("sentInvitation", u, [("connection", pendingJSON(row, link: nil))])
+            let id = try insertContact(userId: u.id, agentConnId: conn, profile: nil, viaAddress: true, invitation: nil, incognito: custom)
+            return response("sentInvitation", u, [("connection", pendingJSON(try contact(id).1, link: nil))] + extra)
         }
     }
 
+    /// Contacts that are connected, or were until the contact deleted them (`contactStatus` says which).
     public func listContacts(userId: Int64) throws -> JSONValue {
         let u = try user(userId)
-        let rows = try dbRead { db in
-            try Int64.fetchAll(db, sql: "SELECT id FROM contact WHERE user_id = ? AND status = 'ready' ORDER BY id", arguments: [userId]).compactMap {
-                try Self.contactRow(db, where: "id = ?", [$0])?.row
-            }
-        }
+        let rows = try contacts(userId: userId, where: "status IN ('ready', 'deleted')")
         return response("contactsList", u, [("contacts", .array(rows.map { contactJSON($0, user: u) }))])
     }
 
     // MARK: - Requests
 
-    public func acceptRequest(_ requestId: Int64) async throws -> JSONValue {
+    public func acceptRequest(_ requestId: Int64, incognito: Bool = false) async throws -> JSONValue {
         guard let (userId, agentRequest, profile) = try dbRead({ db in
             try Row.fetchOne(db, sql: "SELECT * FROM contact_request WHERE id = ?", arguments: [requestId]).map {
                 ($0["user_id"] as Int64, $0["agent_request_id"] as Int64, (try? JSONValue.parse($0["profile"] as String)) ?? .object([]))
             }
-        }) else { throw ChatFailure(ChatJSON.storeError("contactRequestNotFound")) }
+        }) else { throw ChatFailure(ChatJSON.storeError("contactRequestNotFound", [("contactRequestId", .number(Double(requestId)))])) }
         let u = try user(userId)
-        return try await accept(user: u, requestId: requestId, agentRequest: agentRequest, profile: profile)
+        return try await accept(user: u, requestId: requestId, agentRequest: agentRequest, profile: profile, incognito: incognito)
     }
 
-    func accept(user u: UserRow, requestId: Int64, agentRequest: Int64, profile: JSONValue) async throws -> JSONValue {
-        let info = profileInfo(u)
+    func accept(user u: UserRow, requestId: Int64, agentRequest: Int64, profile: JSONValue, incognito: Bool) async throws -> JSONValue {
+        let custom = incognito ? Self.randomProfile() : nil
+        let info = profileInfo(custom ?? u.profile)
         let conn = try await agentCall { try await agent.acceptRequest(agentRequest, info: info) }
-        let id = try insertContact(userId: u.id, agentConnId: conn, profile: profile, viaAddress: true, invitation: nil, accepted: true)
+        let id = try insertContact(userId: u.id, agentConnId: conn, profile: profile, viaAddress: true, invitation: nil, incognito: custom, accepted: true)
         try dbWrite { db in try db.execute(sql: "DELETE FROM contact_request WHERE id = ?", arguments: [requestId]) }
-        let row = try dbRead { db in try Self.contactRow(db, where: "id = ?", [id]) }!.row
-        return response("acceptingContactRequest", u, [("contact", contactJSON(row, user: u))])
+        return response("acceptingContactRequest", u, [("contact", contactJSON(try contact(id).1, user: u))])
     }
 
     public func rejectRequest(_ requestId: Int64) async throws -> JSONValue {
@@ -182,47 +297,68 @@ extension ChatController {
             try Row.fetchOne(db, sql: "SELECT * FROM contact_request WHERE id = ?", arguments: [requestId]).map {
                 ($0["user_id"] as Int64, $0["agent_request_id"] as Int64, (try? JSONValue.parse($0["profile"] as String)) ?? .object([]), $0["created_at"] as String)
             }
-        }) else { throw ChatFailure(ChatJSON.storeError("contactRequestNotFound")) }
+        }) else { throw ChatFailure(ChatJSON.storeError("contactRequestNotFound", [("contactRequestId", .number(Double(requestId)))])) }
         let u = try user(userId)
         try? await agent.rejectRequest(agentRequest)
         try dbWrite { db in try db.execute(sql: "DELETE FROM contact_request WHERE id = ?", arguments: [requestId]) }
         return response("contactRequestRejected", u, [("contactRequest", ChatJSON.contactRequest(id: requestId, profile: profile, createdAt: createdAt))])
     }
 
-    // MARK: - Messages
+    // MARK: - Contact state
 
-    public func send(contactId: Int64, messages: [JSONValue]) async throws -> JSONValue {
-        guard let (userId, row) = try dbRead({ db in try Self.contactRow(db, where: "id = ?", [contactId]) }) else {
-            throw ChatFailure(ChatJSON.storeError("contactNotFound"))
+    /// Deletes a contact (`full`/`entity`): tells the peer (`x.direct.del`) when `notify`, deletes
+    /// the connection and its queue on the relay, then the contact and its items. `messages`
+    /// deletes only the items. A pending connection is deleted as `contactConnectionDeleted`.
+    public func deleteContact(contactId: Int64, notify: Bool, messagesOnly: Bool) async throws -> JSONValue {
+        let (u, c) = try contact(contactId)
+        if messagesOnly {
+            try dbWrite { db in try db.execute(sql: "DELETE FROM chat_item WHERE contact_id = ?", arguments: [contactId]) }
+            return response("chatCleared", u, [("chatInfo", .object([("type", .string("direct")), ("contact", contactJSON(c, user: u))]))])
         }
-        let u = try user(userId)
-        guard row.ready else { throw ChatFailure(ChatJSON.chatError("contactNotReady", [("contact", contactJSON(row, user: u))])) }
-        var items: [JSONValue] = []
-        for m in messages {
-            guard let content = m["msgContent"], case .object = content, content["type"]?.stringValue != nil else {
-                throw ChatFailure.command("each message needs a msgContent object with a type")
+        if c.ready, notify {
+            do { try await sendChatMessage(c, ChatMessage(event: "x.direct.del", params: .object([]))) } catch {
+                logger.info("could not tell the contact about the deletion", metadata: ["contact": "\(contactId)"])
             }
-            let item = try await sendItem(user: u, contact: row, content: content)
-            items.append(item)
         }
-        return response("newChatItems", u, [("chatItems", .array(items))])
+        try? await agent.deleteConnection(c.agentConnId)
+        try dbWrite { db in try db.execute(sql: "DELETE FROM contact WHERE id = ?", arguments: [contactId]) }
+        if c.status == "pending" {
+            return response("contactConnectionDeleted", u, [("connection", pendingJSON(c, link: c.invitation))])
+        }
+        return response("contactDeleted", u, [("contact", contactJSON(c, user: u))])
     }
 
-    /// Sends one message content to a ready contact, stores it and returns its AChatItem.
-    func sendItem(user u: UserRow, contact row: ChatJSON.ContactRow, content: JSONValue) async throws -> JSONValue {
-        let message = ChatMessage(event: "x.msg.new", params: .object([("content", content)]))
-        let seq = try await agentCall { try await agent.send(row.agentConnId, message.encoded) }
-        let now = Timestamp.now()
-        let itemId = try dbWrite { db in
-            try db.execute(sql: "INSERT INTO chat_item (user_id, contact_id, sent, content, shared_msg_id, agent_seq, status, created_at) VALUES (?, ?, 1, ?, ?, ?, 'sndNew', ?)",
-                           arguments: [u.id, row.id, content.description, message.msgId, Int64(seq), now])
-            return db.lastInsertedRowID
-        }
-        return aChatItem(user: u, contact: row, item: ChatJSON.chatItem(id: itemId, sent: true, content: content, sharedMsgId: message.msgId, status: "sndNew", createdAt: now))
+    /// Sets (or, with nil, clears) the application's own JSON on a contact.
+    public func setCustomData(contactId: Int64, data: JSONValue?) throws -> JSONValue {
+        let (u, _) = try contact(contactId)
+        try dbWrite { db in try db.execute(sql: "UPDATE contact SET custom_data = ? WHERE id = ?", arguments: [data?.description, contactId]) }
+        return cmdOk(u)
     }
 
-    func aChatItem(user u: UserRow, contact row: ChatJSON.ContactRow, item: JSONValue) -> JSONValue {
-        .object([("chatInfo", .object([("type", .string("direct")), ("contact", contactJSON(row, user: u))])), ("chatItem", item)])
+    static let allowValues: Set<String> = ["always", "yes", "no"]
+
+    /// Sets this user's preferences for one contact and sends the contact the resulting profile.
+    public func setContactPreferences(contactId: Int64, preferences: JSONValue) async throws -> JSONValue {
+        let (u, c) = try contact(contactId)
+        guard case let .object(pairs) = preferences else { throw ChatFailure.command("Preferences must be a JSON object") }
+        for (key, value) in pairs {
+            if key == "commands" {
+                guard case .array = value else { throw ChatFailure.command("preferences.commands must be an array") }
+                continue
+            }
+            guard ChatJSON.features.contains(key) else { throw ChatFailure.command("unknown preference \(key)") }
+            guard let allow = value["allow"]?.stringValue, Self.allowValues.contains(allow) else {
+                throw ChatFailure.command("preference \(key) needs allow: always, yes or no")
+            }
+        }
+        try dbWrite { db in
+            try db.execute(sql: "UPDATE contact SET user_prefs = ?, updated_at = ? WHERE id = ?", arguments: [preferences.description, Timestamp.now(), contactId])
+        }
+        let updated = try contact(contactId).1
+        if updated.ready {
+            try await sendChatMessage(updated, ChatMessage(event: "x.info", params: .object([("profile", ownProfile(for: updated, user: u))])))
+        }
+        return response("contactPrefsUpdated", u, [("fromContact", contactJSON(c, user: u)), ("toContact", contactJSON(updated, user: u))])
     }
 
     // MARK: - Agent events
@@ -232,22 +368,21 @@ extension ChatController {
             switch event {
             case let .confirmation(conn, info):
                 // Someone joined our one-time invitation: keep their profile and accept.
-                guard let (userId, _) = try dbRead({ db in try Self.contactRow(db, where: "agent_conn_id = ?", [conn]) }) else { return }
+                guard let (userId, row) = try dbRead({ db in try Self.contactRow(db, where: "agent_conn_id = ?", [conn]) }) else { return }
                 let profile = Self.profile(fromInfo: info)
                 try dbWrite { db in try db.execute(sql: "UPDATE contact SET profile = ? WHERE agent_conn_id = ?", arguments: [profile?.description, conn]) }
-                let own = profileInfo(try user(userId))
+                let own = profileInfo(ownProfile(for: row, user: try user(userId)))
                 try await agent.allow(conn, info: own)
             case let .connected(conn, info):
                 try await connected(conn, info: info)
             case let .contactRequest(addressId, request, info):
                 try await contactRequest(addressId: addressId, request: request, info: info)
-            case let .message(conn, _, body, _):
-                try received(conn, body: body)
+            case let .message(conn, seq, body, _):
+                if try await received(conn, body: body) { await agent.acknowledgeDelivery(conn, seq: seq) }
             case let .sent(conn, seq):
-                try dbWrite { db in
-                    try db.execute(sql: "UPDATE chat_item SET status = 'sndSent' WHERE agent_seq = ? AND contact_id = (SELECT id FROM contact WHERE agent_conn_id = ?)",
-                                   arguments: [Int64(seq), conn])
-                }
+                try statusChanged(conn, seqs: [seq], to: "sndSent", from: ["sndNew"])
+            case let .delivered(conn, seqs):
+                try statusChanged(conn, seqs: seqs, to: "sndRcvd", from: ["sndNew", "sndSent"])
             case let .hostConnected(relay):
                 sink.yield(.object([("type", .string("hostConnected")), ("protocol", .string("smp")), ("transportHost", .string(relay.host))]))
             case let .hostDisconnected(relay):
@@ -262,16 +397,49 @@ extension ChatController {
         }
     }
 
+    /// Moves sent items to a later status and reports them in `chatItemsStatusesUpdated`. A
+    /// `sent` that arrives before its item is stored is remembered for ``sendItem``.
+    private func statusChanged(_ conn: Int64, seqs: [UInt64], to status: String, from: [String]) throws {
+        guard let (userId, row) = try dbRead({ db in try Self.contactRow(db, where: "agent_conn_id = ?", [conn]) }) else { return }
+        let ids = try dbWrite { db -> [Int64] in
+            var ids: [Int64] = []
+            for seq in seqs {
+                let found = try Int64.fetchOne(db, sql: "SELECT id FROM chat_item WHERE contact_id = ? AND agent_seq = ? AND sent = 1 AND status IN (\(from.map { "'\($0)'" }.joined(separator: ",")))",
+                                               arguments: [row.id, Int64(seq)])
+                if let found {
+                    try db.execute(sql: "UPDATE chat_item SET status = ? WHERE id = ?", arguments: [status, found])
+                    ids.append(found)
+                }
+            }
+            return ids
+        }
+        if status == "sndSent", itemSendsInFlight[conn] != nil {
+            for seq in seqs {
+                let stored = try dbRead { db in
+                    try Bool.fetchOne(db, sql: "SELECT 1 FROM chat_item WHERE contact_id = ? AND agent_seq = ?", arguments: [row.id, Int64(seq)]) ?? false
+                }
+                if !stored { sentBeforeStored.insert("\(conn):\(seq)") }
+            }
+        }
+        guard !ids.isEmpty else { return }
+        let u = try user(userId)
+        let items = try ids.compactMap { id in try dbRead { db in try Self.itemRow(db, where: "id = ?", [id]) } }
+        sink.yield(response("chatItemsStatusesUpdated", u, [("chatItems", .array(try items.map { aChatItem(user: u, contact: row, item: try itemJSON($0)) }))]))
+    }
+
     private func connected(_ conn: Int64, info: [UInt8]) async throws {
         guard let (userId, _) = try dbRead({ db in try Self.contactRow(db, where: "agent_conn_id = ?", [conn]) }) else { return }
         let profile = Self.profile(fromInfo: info)
+        let now = Timestamp.now()
         try dbWrite { db in
-            try db.execute(sql: "UPDATE contact SET status = 'ready', profile = COALESCE(?, profile), updated_at = ? WHERE agent_conn_id = ?",
-                           arguments: [profile?.description, Timestamp.now(), conn])
+            try db.execute(sql: "UPDATE contact SET status = 'ready', profile = COALESCE(?, profile), updated_at = ?, chat_ts = ? WHERE agent_conn_id = ?",
+                           arguments: [profile?.description, now, now, conn])
         }
         let u = try user(userId)
         guard let (_, row) = try dbRead({ db in try Self.contactRow(db, where: "agent_conn_id = ?", [conn]) }) else { return }
-        sink.yield(response("contactConnected", u, [("contact", contactJSON(row, user: u))]))
+        var fields: [(String, JSONValue)] = [("contact", contactJSON(row, user: u))]
+        if let custom = row.incognitoProfile { fields.append(("userCustomProfile", custom)) }
+        sink.yield(response("contactConnected", u, fields))
         // A contact accepted from our address gets the welcome message, if one is set.
         let accepted = try dbRead { db in
             try Bool.fetchOne(db, sql: "SELECT accepted FROM contact WHERE agent_conn_id = ?", arguments: [conn]) ?? false
@@ -292,37 +460,55 @@ extension ChatController {
                            arguments: [userId, request, profile.description, now])
             return db.lastInsertedRowID
         }
-        if try address(userId: userId)?.settings["autoAccept"] != nil {
-            let accepted = try await accept(user: u, requestId: requestId, agentRequest: request, profile: profile)
+        if let auto = try address(userId: userId)?.settings["autoAccept"] {
+            let incognito = auto["acceptIncognito"]?.boolValue ?? false
+            let accepted = try await accept(user: u, requestId: requestId, agentRequest: request, profile: profile, incognito: incognito)
             sink.yield(accepted)
         } else {
             sink.yield(response("receivedContactRequest", u, [("contactRequest", ChatJSON.contactRequest(id: requestId, profile: profile, createdAt: now))]))
         }
     }
 
-    private func received(_ conn: Int64, body: [UInt8]) throws {
-        guard let (userId, row) = try dbRead({ db in try Self.contactRow(db, where: "agent_conn_id = ?", [conn]) }) else { return }
+    /// Applies one chat message from a contact. Returns whether it deserves a delivery receipt
+    /// (a new message, when the user sends receipts).
+    private func received(_ conn: Int64, body: [UInt8]) async throws -> Bool {
+        guard let (userId, row) = try dbRead({ db in try Self.contactRow(db, where: "agent_conn_id = ?", [conn]) }) else { return false }
         let u = try user(userId)
         let message = try ChatMessage(decoding: body)
         switch message.event {
         case "x.msg.new":
             guard let content = message.params["content"], case .object = content else { throw ChatFailure.command("x.msg.new without content") }
+            let quoted = try receivedQuote(message.params["quote"], contactId: row.id)
             let now = Timestamp.now()
             let itemId = try dbWrite { db in
-                try db.execute(sql: "INSERT INTO chat_item (user_id, contact_id, sent, content, shared_msg_id, status, created_at) VALUES (?, ?, 0, ?, ?, 'rcvNew', ?)",
-                               arguments: [userId, row.id, content.description, message.msgId, now])
+                try db.execute(sql: "INSERT INTO chat_item (user_id, contact_id, sent, content, shared_msg_id, status, quoted, created_at) VALUES (?, ?, 0, ?, ?, 'rcvNew', ?, ?)",
+                               arguments: [userId, row.id, content.description, message.msgId, quoted?.description, now])
+                try db.execute(sql: "UPDATE contact SET chat_ts = ? WHERE id = ?", arguments: [now, row.id])
                 return db.lastInsertedRowID
             }
-            let item = ChatJSON.chatItem(id: itemId, sent: false, content: content, sharedMsgId: message.msgId, status: "rcvNew", createdAt: now)
-            sink.yield(response("newChatItems", u, [("chatItems", .array([aChatItem(user: u, contact: row, item: item)]))]))
+            let item = try dbRead { db in try Self.itemRow(db, where: "id = ?", [itemId]) }!
+            sink.yield(response("newChatItems", u, [("chatItems", .array([aChatItem(user: u, contact: row, item: try itemJSON(item))]))]))
+            return u.sendReceipts
         case "x.msg.update", "x.msg.del", "x.msg.react":
             try receivedItemEvent(message, user: u, contact: row)
         case "x.info":
-            if let p = message.params["profile"] {
-                try dbWrite { db in try db.execute(sql: "UPDATE contact SET profile = ? WHERE id = ?", arguments: [p.description, row.id]) }
+            guard let p = message.params["profile"], case .object = p, p["displayName"]?.stringValue != nil else {
+                throw ChatFailure.command("x.info without a profile")
             }
+            guard p != row.profile else { return false }
+            try dbWrite { db in try db.execute(sql: "UPDATE contact SET profile = ?, updated_at = ? WHERE id = ?", arguments: [p.description, Timestamp.now(), row.id]) }
+            let updated = try contact(row.id).1
+            sink.yield(response("contactUpdated", u, [("fromContact", contactJSON(row, user: u)), ("toContact", contactJSON(updated, user: u))]))
+        case "x.direct.del":
+            try dbWrite { db in try db.execute(sql: "UPDATE contact SET status = 'deleted', updated_at = ? WHERE id = ?", arguments: [Timestamp.now(), row.id]) }
+            let updated = try contact(row.id).1
+            sink.yield(response("contactDeletedByContact", u, [("contact", contactJSON(updated, user: u))]))
+            // The peer's side is gone: our queue for it is of no use either.
+            let agent = self.agent
+            Task { try? await agent.deleteConnection(conn) }
         default:
             logger.debug("unsupported chat event", metadata: ["event": "\(message.event)"])
         }
+        return false
     }
 }

@@ -13,12 +13,14 @@ extension ChatController {
         var edited: Bool
         var deleted: Bool
         var createdAt: String
+        var quoted: JSONValue?
     }
 
     nonisolated static func itemRow(_ db: Database, where clause: String, _ args: StatementArguments) throws -> ItemRow? {
         try Row.fetchOne(db, sql: "SELECT * FROM chat_item WHERE \(clause)", arguments: args).map {
             ItemRow(id: $0["id"], contactId: $0["contact_id"], sent: $0["sent"], content: (try? JSONValue.parse($0["content"] as String)) ?? .object([]),
-                    sharedMsgId: $0["shared_msg_id"], status: $0["status"], edited: $0["edited"], deleted: $0["deleted"], createdAt: $0["created_at"])
+                    sharedMsgId: $0["shared_msg_id"], status: $0["status"], edited: $0["edited"], deleted: $0["deleted"], createdAt: $0["created_at"],
+                    quoted: ($0["quoted"] as String?).flatMap { try? JSONValue.parse($0) })
         }
     }
 
@@ -31,23 +33,108 @@ extension ChatController {
             }
         }
         return ChatJSON.chatItem(id: i.id, sent: i.sent, content: i.content, sharedMsgId: i.sharedMsgId, status: i.status,
-                                 createdAt: i.createdAt, edited: i.edited, deleted: i.deleted, reactions: .array(counts))
+                                 createdAt: i.createdAt, edited: i.edited, deleted: i.deleted, reactions: .array(counts), quoted: i.quoted)
     }
 
     /// The contact, its user and one of its items, or the store error the API reports.
     private func target(contactId: Int64, itemId: Int64) throws -> (UserRow, ChatJSON.ContactRow, ItemRow) {
-        guard let (userId, contact) = try dbRead({ db in try Self.contactRow(db, where: "id = ?", [contactId]) }) else {
-            throw ChatFailure(ChatJSON.storeError("contactNotFound"))
-        }
+        let (u, contact) = try contact(contactId)
+        return (u, contact, try item(itemId, contactId: contactId))
+    }
+
+    /// One item of a contact's chat, or `chatItemNotFound`.
+    func item(_ itemId: Int64, contactId: Int64) throws -> ItemRow {
         guard let item = try dbRead({ db in try Self.itemRow(db, where: "id = ? AND contact_id = ?", [itemId, contactId]) }) else {
-            throw ChatFailure(ChatJSON.storeError("chatItemNotFound"))
+            throw ChatFailure(ChatJSON.storeError("chatItemNotFound", [("itemId", .number(Double(itemId)))]))
         }
-        return (try user(userId), contact, item)
+        return item
+    }
+
+    // MARK: - Sending
+
+    public func send(contactId: Int64, messages: [JSONValue]) async throws -> JSONValue {
+        let (u, row) = try contact(contactId)
+        guard row.ready else {
+            throw ChatFailure(ChatJSON.chatError(row.status == "deleted" ? "contactNotActive" : "contactNotReady", [("contact", contactJSON(row, user: u))]))
+        }
+        // Everything is checked before anything is sent, so a bad message loses none of the others.
+        var checked: [(JSONValue, ItemRow?)] = []
+        for m in messages {
+            guard let content = m["msgContent"], case .object = content, content["type"]?.stringValue != nil else {
+                throw ChatFailure.command("each message needs a msgContent object with a type")
+            }
+            var quoted: ItemRow?
+            if let q = m["quotedItemId"], q != .null {
+                guard let qid = q.intValue else { throw ChatFailure.command("quotedItemId must be a chat item id") }
+                quoted = try item(Int64(qid), contactId: contactId)
+                guard !quoted!.deleted, quoted!.sharedMsgId != nil else { throw ChatFailure(ChatJSON.storeError("invalidQuote")) }
+            }
+            checked.append((content, quoted))
+        }
+        var items: [JSONValue] = []
+        for (content, quoted) in checked {
+            items.append(try await sendItem(user: u, contact: row, content: content, quoting: quoted))
+        }
+        return response("newChatItems", u, [("chatItems", .array(items))])
+    }
+
+    /// Sends one message content to a ready contact, stores it and returns its AChatItem. A quote
+    /// travels as SimpleX's `quote`: the quoted message's shared id, time and direction, and its content.
+    func sendItem(user u: UserRow, contact row: ChatJSON.ContactRow, content: JSONValue, quoting quoted: ItemRow? = nil) async throws -> JSONValue {
+        var params: [(String, JSONValue)] = [("content", content)]
+        var ciQuote: JSONValue?
+        if let quoted, let msgId = quoted.sharedMsgId {
+            params.append(("quote", .object([
+                ("msgRef", .object([("msgId", .string(msgId)), ("sentAt", .string(quoted.createdAt)), ("sent", .bool(quoted.sent))])),
+                ("content", quoted.content),
+            ])))
+            ciQuote = .object([
+                ("chatDir", .object([("type", .string(quoted.sent ? "directSnd" : "directRcv"))])), ("itemId", .number(Double(quoted.id))),
+                ("sharedMsgId", .string(msgId)), ("sentAt", .string(quoted.createdAt)), ("content", quoted.content),
+            ])
+        }
+        let message = ChatMessage(event: "x.msg.new", params: .object(params))
+        itemSendsInFlight[row.agentConnId, default: 0] += 1
+        defer {
+            itemSendsInFlight[row.agentConnId, default: 1] -= 1
+            if itemSendsInFlight[row.agentConnId] == 0 { itemSendsInFlight[row.agentConnId] = nil }
+        }
+        let seq = try await sendChatMessage(row, message)
+        let now = Timestamp.now()
+        let status = sentBeforeStored.remove("\(row.agentConnId):\(seq)") != nil ? "sndSent" : "sndNew"
+        let itemId = try dbWrite { db in
+            try db.execute(sql: "INSERT INTO chat_item (user_id, contact_id, sent, content, shared_msg_id, agent_seq, status, quoted, created_at) VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?)",
+                           arguments: [u.id, row.id, content.description, message.msgId, Int64(seq), status, ciQuote?.description, now])
+            try db.execute(sql: "UPDATE contact SET chat_ts = ? WHERE id = ?", arguments: [now, row.id])
+            return db.lastInsertedRowID
+        }
+        let item = try dbRead { db in try Self.itemRow(db, where: "id = ?", [itemId]) }!
+        return aChatItem(user: u, contact: row, item: try itemJSON(item))
+    }
+
+    func aChatItem(user u: UserRow, contact row: ChatJSON.ContactRow, item: JSONValue) -> JSONValue {
+        .object([("chatInfo", .object([("type", .string("direct")), ("contact", contactJSON(row, user: u))])), ("chatItem", item)])
+    }
+
+    /// The CIQuote of a received `quote`: the peer's `sent` is from its side, so it flips; the
+    /// quoted item's id is filled in when this side has it.
+    func receivedQuote(_ quote: JSONValue?, contactId: Int64) throws -> JSONValue? {
+        guard let quote, let ref = quote["msgRef"], let content = quote["content"], case .object = content else { return nil }
+        var pairs: [(String, JSONValue)] = []
+        if let sent = ref["sent"]?.boolValue { pairs.append(("chatDir", .object([("type", .string(sent ? "directRcv" : "directSnd"))]))) }
+        if let msgId = ref["msgId"]?.stringValue {
+            if let local = try dbRead({ db in try Self.itemRow(db, where: "contact_id = ? AND shared_msg_id = ?", [contactId, msgId]) }) {
+                pairs.append(("itemId", .number(Double(local.id))))
+            }
+            pairs.append(("sharedMsgId", .string(msgId)))
+        }
+        pairs.append(("sentAt", ref["sentAt"] ?? .string(Timestamp.now())))
+        pairs.append(("content", content))
+        return .object(pairs)
     }
 
     private func sendEvent(_ contact: ChatJSON.ContactRow, _ event: String, _ params: [(String, JSONValue)]) async throws {
-        let m = ChatMessage(event: event, params: .object(params))
-        _ = try await agentCall { try await agent.send(contact.agentConnId, m.encoded) }
+        try await sendChatMessage(contact, ChatMessage(event: event, params: .object(params)))
     }
 
     // MARK: - Commands

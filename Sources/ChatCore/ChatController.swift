@@ -24,6 +24,10 @@ public actor ChatController {
     private let defaultRelays: [RelayAddress]
     let logger: Logger
     private(set) var started = false
+    /// `<agent connection>:<seq>` of messages whose `sent` event came before their item was stored.
+    var sentBeforeStored: Set<String> = []
+    /// Items being sent per agent connection: only while one is, an early `sent` is remembered.
+    var itemSendsInFlight: [Int64: Int] = [:]
 
     /// Opens (creating and migrating) `<prefix>_chat.db` and `<prefix>_agent.db`.
     /// - Parameter defaultRelays: used for users with no relays of their own (`SWIFTPLEX_SERVERS`).
@@ -60,7 +64,7 @@ public actor ChatController {
 
     // MARK: - Users
 
-    struct UserRow { var id: Int64; var profile: JSONValue; var active: Bool; var relays: [String] }
+    struct UserRow { var id: Int64; var profile: JSONValue; var active: Bool; var relays: [String]; var sendReceipts: Bool }
 
     func activeUser() throws -> UserRow {
         guard let u = try dbRead({ db in try Self.fetchUser(db, sql: "SELECT * FROM user WHERE active = 1") }) else {
@@ -71,7 +75,7 @@ public actor ChatController {
 
     func user(_ id: Int64) throws -> UserRow {
         guard let u = try dbRead({ db in try Self.fetchUser(db, sql: "SELECT * FROM user WHERE id = ?", [id]) }) else {
-            throw ChatFailure(ChatJSON.chatError("userUnknown"))
+            throw ChatFailure(ChatJSON.storeError("userNotFound", [("userId", .number(Double(id)))]))
         }
         return u
     }
@@ -79,11 +83,11 @@ public actor ChatController {
     static func fetchUser(_ db: Database, sql: String, _ args: StatementArguments = []) throws -> UserRow? {
         try Row.fetchOne(db, sql: sql, arguments: args).map {
             UserRow(id: $0["id"], profile: (try? JSONValue.parse($0["profile"])) ?? .object([]), active: $0["active"],
-                    relays: ($0["relays"] as String).split(separator: ",").map(String.init))
+                    relays: ($0["relays"] as String).split(separator: ",").map(String.init), sendReceipts: $0["send_receipts"])
         }
     }
 
-    func userJSON(_ u: UserRow) -> JSONValue { ChatJSON.user(id: u.id, profile: u.profile, active: u.active) }
+    func userJSON(_ u: UserRow) -> JSONValue { ChatJSON.user(id: u.id, profile: u.profile, active: u.active, sendReceipts: u.sendReceipts) }
 
     func response(_ type: String, _ user: UserRow?, _ fields: [(String, JSONValue)] = []) -> JSONValue {
         var pairs: [(String, JSONValue)] = [("type", .string(type))]
@@ -128,19 +132,78 @@ public actor ChatController {
         return .object([("type", .string("usersList")), ("users", .array(infos))])
     }
 
-    public func updateProfile(userId: Int64, profile: JSONValue) throws -> JSONValue {
+    /// Replaces a user's profile and sends it (`x.info`) to every connected contact that knows
+    /// this user by it (not to incognito contacts); they report `contactUpdated`.
+    public func updateProfile(userId: Int64, profile: JSONValue) async throws -> JSONValue {
         let u = try user(userId)
-        guard profile["displayName"]?.stringValue?.isEmpty == false else { throw ChatFailure.command("a profile needs a displayName") }
+        guard let name = profile["displayName"]?.stringValue?.trimmingCharacters(in: .whitespacesAndNewlines), !name.isEmpty,
+              !name.hasPrefix("@"), !name.hasPrefix("#") else {
+            let raw = profile["displayName"]?.stringValue ?? ""
+            throw ChatFailure(ChatJSON.chatError("invalidDisplayName", [("displayName", .string(raw)),
+                                                                        ("validName", .string(String(raw.drop(while: { $0 == "@" || $0 == "#" || $0 == " " }))))]))
+        }
         if u.profile == profile { return response("userProfileNoChange", u) }
         try dbWrite { db in
-            try db.execute(sql: "UPDATE user SET profile = ?, display_name = ? WHERE id = ?",
-                           arguments: [profile.description, profile["displayName"]!.stringValue!, userId])
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM user WHERE display_name = ? AND id != ?", arguments: [name, userId]) == true {
+                throw ChatFailure(ChatJSON.chatError("userExists", [("contactName", .string(name))]))
+            }
+            try db.execute(sql: "UPDATE user SET profile = ?, display_name = ? WHERE id = ?", arguments: [profile.description, name, userId])
         }
         let updated = try user(userId)
+        var successes = 0, failures = 0
+        var changed: [JSONValue] = []
+        for c in try contacts(userId: userId, where: "status = 'ready' AND incognito_profile IS NULL") {
+            do {
+                try await sendChatMessage(c, ChatMessage(event: "x.info", params: .object([("profile", ownProfile(for: c, user: updated))])))
+                successes += 1
+                changed.append(contactJSON(c, user: updated))
+            } catch {
+                failures += 1
+            }
+        }
         return response("userProfileUpdated", updated, [
             ("fromProfile", u.profile), ("toProfile", profile),
-            ("updateSummary", .object([("updateSuccesses", .number(0)), ("updateFailures", .number(0)), ("changedContacts", .array([]))])),
+            ("updateSummary", .object([("updateSuccesses", .number(Double(successes))), ("updateFailures", .number(Double(failures))),
+                                       ("changedContacts", .array(changed))])),
         ])
+    }
+
+    /// Makes a user the active one (new connections use its relays).
+    public func setActiveUser(userId: Int64) async throws -> JSONValue {
+        let u = try user(userId)
+        try dbWrite { db in
+            try db.execute(sql: "UPDATE user SET active = 0")
+            try db.execute(sql: "UPDATE user SET active = 1 WHERE id = ?", arguments: [userId])
+        }
+        await agent.setRelays(try relays(for: u))
+        return response("activeUser", try user(userId))
+    }
+
+    /// Deletes a user that is neither the active nor the last one, with its contacts (their
+    /// connections, and their queues on the relays when `deleteQueues`), address, requests and items.
+    public func deleteUser(userId: Int64, deleteQueues: Bool) async throws -> JSONValue {
+        let u = try user(userId)
+        let count = try dbRead { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM user") ?? 0 }
+        if count <= 1 { throw ChatFailure(ChatJSON.chatError("cantDeleteLastUser", [("userId", .number(Double(userId)))])) }
+        if u.active { throw ChatFailure(ChatJSON.chatError("cantDeleteActiveUser", [("userId", .number(Double(userId)))])) }
+        let (connections, agentAddress, requests) = try dbRead { db in
+            (try Int64.fetchAll(db, sql: "SELECT agent_conn_id FROM contact WHERE user_id = ?", arguments: [userId]),
+             try Int64.fetchOne(db, sql: "SELECT agent_address_id FROM address WHERE user_id = ?", arguments: [userId]),
+             try Int64.fetchAll(db, sql: "SELECT agent_request_id FROM contact_request WHERE user_id = ?", arguments: [userId]))
+        }
+        for conn in connections { try? await agent.deleteConnection(conn, deleteQueue: deleteQueues) }
+        if let agentAddress { try? await agent.deleteAddress(agentAddress, deleteQueue: deleteQueues) }
+        for r in requests { try? await agent.rejectRequest(r) }
+        // Contacts, items, reactions, address and requests go with the user (ON DELETE CASCADE).
+        try dbWrite { db in try db.execute(sql: "DELETE FROM user WHERE id = ?", arguments: [userId]) }
+        return cmdOk(nil)
+    }
+
+    /// Turns delivery receipts for a user's contacts on or off (`/_set receipts contacts <userId> on|off`).
+    public func setContactReceipts(userId: Int64, enabled: Bool) throws -> JSONValue {
+        let u = try user(userId)
+        try dbWrite { db in try db.execute(sql: "UPDATE user SET send_receipts = ? WHERE id = ?", arguments: [enabled, userId]) }
+        return cmdOk(try user(u.id))
     }
 
     // MARK: - Lifecycle and relays

@@ -25,49 +25,69 @@ enum ChatJSON {
         return .object(pairs)
     }
 
-    static func user(id: Int64, profile: JSONValue, active: Bool) -> JSONValue {
+    static func user(id: Int64, profile: JSONValue, active: Bool, sendReceipts: Bool = true) -> JSONValue {
         obj([
             ("userId", int(id)), ("agentUserId", int(1)), ("userContactId", int(id)),
             ("localDisplayName", profile["displayName"] ?? str("")),
             ("profile", localProfile(id: id, profile: profile)),
             ("fullPreferences", fullPreferences(profile)),
             ("activeUser", .bool(active)), ("activeOrder", int(id)),
-            ("showNtfs", .bool(true)), ("sendRcptsContacts", .bool(true)), ("sendRcptsSmallGroups", .bool(true)),
+            ("showNtfs", .bool(true)), ("sendRcptsContacts", .bool(sendReceipts)), ("sendRcptsSmallGroups", .bool(true)),
             ("autoAcceptMemberContacts", .bool(false)), ("userChatRelay", .bool(false)), ("clientService", .bool(false)),
         ])
     }
 
-    static func connStatus(_ ready: Bool) -> JSONValue { obj([("type", str(ready ? "ready" : "joined"))]) }
+    static func connStatus(_ status: String) -> JSONValue {
+        obj([("type", str(status == "ready" ? "ready" : status == "deleted" ? "deleted" : "joined"))])
+    }
 
-    static func connection(id: Int64, agentConnId: Int64, ready: Bool, viaAddress: Bool, createdAt: String) -> JSONValue {
-        obj([
+    /// The id under which an incognito contact's random profile is reported (`customUserProfileId`).
+    static func incognitoProfileId(contactId: Int64) -> Int64 { 3_000_000 + contactId }
+
+    static func connection(id: Int64, agentConnId: Int64, status: String, viaAddress: Bool, incognito: Bool, createdAt: String) -> JSONValue {
+        var pairs: [(String, JSONValue)] = [
             ("connId", int(id)), ("agentConnId", str(String(agentConnId))), ("connChatVersion", int(1)),
             ("peerChatVRange", obj([("minVersion", int(1)), ("maxVersion", int(1))])), ("connLevel", int(0)),
-            ("viaGroupLink", .bool(false)), ("connType", str("contact")), ("connStatus", connStatus(ready)),
+            ("viaGroupLink", .bool(false)),
+        ]
+        if incognito { pairs.append(("customUserProfileId", int(incognitoProfileId(contactId: id)))) }
+        return .object(pairs + [
+            ("connType", str("contact")), ("connStatus", connStatus(status)),
             ("contactConnInitiated", .bool(!viaAddress)), ("localAlias", str("")), ("entityId", int(id)),
             ("pqSupport", .bool(false)), ("pqEncryption", .bool(false)), ("authErrCounter", int(0)),
             ("quotaErrCounter", int(0)), ("createdAt", str(createdAt)),
         ])
     }
 
-    static func pendingConnection(id: Int64, agentConnId: Int64, viaAddress: Bool, link: String?, createdAt: String) -> JSONValue {
+    static func pendingConnection(id: Int64, agentConnId: Int64, viaAddress: Bool, link: String?, shortLink: String?, incognito: Bool, createdAt: String) -> JSONValue {
         var pairs: [(String, JSONValue)] = [
             ("pccConnId", int(id)), ("pccAgentConnId", str(String(agentConnId))),
             ("pccConnStatus", obj([("type", str("new"))])), ("viaContactUri", .bool(viaAddress)),
         ]
-        if let link { pairs.append(("connLinkInv", obj([("connFullLink", str(link))]))) }
+        if incognito { pairs.append(("customUserProfileId", int(incognitoProfileId(contactId: id)))) }
+        if let link { pairs.append(("connLinkInv", createdConnLink(full: link, short: shortLink))) }
         pairs += [("localAlias", str("")), ("createdAt", str(createdAt)), ("updatedAt", str(createdAt))]
         return .object(pairs)
     }
 
-    static func mergedPreferences(user: JSONValue, contact: JSONValue?) -> JSONValue {
+    /// A CreatedConnLink: the full link and, when one was made, the short link.
+    static func createdConnLink(full: String, short: String?) -> JSONValue {
+        var pairs: [(String, JSONValue)] = [("connFullLink", str(full))]
+        if let short { pairs.append(("connShortLink", str(short))) }
+        return .object(pairs)
+    }
+
+    /// `user` is the profile this user shows the contact (incognito or not); `overrides` are the
+    /// preferences set for this contact alone (`/_set prefs`), which win over the profile's.
+    static func mergedPreferences(user: JSONValue, overrides: JSONValue?, contact: JSONValue?) -> JSONValue {
         var pairs: [(String, JSONValue)] = features.map { f in
-            let mine = user["preferences"]?[f] ?? obj([("allow", str("yes"))])
+            let own = overrides?[f]
+            let mine = own ?? user["preferences"]?[f] ?? obj([("allow", str("yes"))])
             let theirs = contact?["preferences"]?[f] ?? obj([("allow", str("yes"))])
             let allowed = { (p: JSONValue) in p["allow"]?.stringValue != "no" }
             return (f, obj([
                 ("enabled", obj([("forUser", .bool(allowed(mine) && allowed(theirs))), ("forContact", .bool(allowed(mine) && allowed(theirs)))])),
-                ("userPreference", obj([("type", str("user")), ("preference", mine)])),
+                ("userPreference", obj([("type", str(own == nil ? "user" : "contact")), ("preference", mine)])),
                 ("contactPreference", theirs),
             ]))
         }
@@ -79,24 +99,40 @@ enum ChatJSON {
         var id: Int64
         var agentConnId: Int64
         var profile: JSONValue?
-        var ready: Bool
+        /// `pending`, `ready`, or `deleted` (by the contact).
+        var status: String
         var viaAddress: Bool
         var createdAt: String
         var updatedAt: String
+        var chatTs: String?
+        var customData: JSONValue?
+        /// Preferences set for this contact alone (`/_set prefs`).
+        var userPreferences: JSONValue?
+        /// The random profile this user shows this contact, when connected incognito.
+        var incognitoProfile: JSONValue?
+        var invitation: String?
+        var shortLink: String?
+
+        var ready: Bool { status == "ready" }
     }
 
     static func contact(_ c: ContactRow, userProfile: JSONValue) -> JSONValue {
         let profile = c.profile ?? obj([("displayName", str("contact \(c.id)")), ("fullName", str(""))])
-        return obj([
+        var pairs: [(String, JSONValue)] = [
             ("contactId", int(c.id)), ("localDisplayName", profile["displayName"] ?? str("")),
             ("profile", localProfile(id: 1_000_000 + c.id, profile: profile)),
-            ("activeConn", connection(id: c.id, agentConnId: c.agentConnId, ready: c.ready, viaAddress: c.viaAddress, createdAt: c.createdAt)),
-            ("contactUsed", .bool(true)), ("contactStatus", str("active")),
+            ("activeConn", connection(id: c.id, agentConnId: c.agentConnId, status: c.status, viaAddress: c.viaAddress,
+                                      incognito: c.incognitoProfile != nil, createdAt: c.createdAt)),
+            ("contactUsed", .bool(true)), ("contactStatus", str(c.status == "deleted" ? "deleted" : "active")),
             ("chatSettings", obj([("enableNtfs", str("all")), ("favorite", .bool(false))])),
-            ("userPreferences", obj([])), ("mergedPreferences", mergedPreferences(user: userProfile, contact: c.profile)),
+            ("userPreferences", c.userPreferences ?? obj([])),
+            ("mergedPreferences", mergedPreferences(user: c.incognitoProfile ?? userProfile, overrides: c.userPreferences, contact: c.profile)),
             ("createdAt", str(c.createdAt)), ("updatedAt", str(c.updatedAt)),
-            ("contactGrpInvSent", .bool(false)), ("chatTags", .array([])), ("chatDeleted", .bool(false)),
-        ])
+        ]
+        if let ts = c.chatTs { pairs.append(("chatTs", str(ts))) }
+        pairs += [("contactGrpInvSent", .bool(false)), ("chatTags", .array([])), ("chatDeleted", .bool(false))]
+        if let data = c.customData { pairs.append(("customData", data)) }
+        return .object(pairs)
     }
 
     static func contactRequest(id: Int64, profile: JSONValue, createdAt: String) -> JSONValue {
@@ -109,11 +145,20 @@ enum ChatJSON {
         ])
     }
 
+    /// A CIStatus from the stored status name (`sndNew`, `sndSent`, `sndRcvd`, `rcvNew`, `rcvRead`).
+    static func itemStatus(_ status: String) -> JSONValue {
+        switch status {
+        case "sndSent": obj([("type", str(status)), ("sndProgress", str("complete"))])
+        case "sndRcvd": obj([("type", str(status)), ("msgRcptStatus", str("ok")), ("sndProgress", str("complete"))])
+        default: obj([("type", str(status))])
+        }
+    }
+
     static func chatItem(id: Int64, sent: Bool, content: JSONValue, sharedMsgId: String?, status: String, createdAt: String,
-                         edited: Bool = false, deleted: Bool = false, reactions: JSONValue = .array([])) -> JSONValue {
+                         edited: Bool = false, deleted: Bool = false, reactions: JSONValue = .array([]), quoted: JSONValue? = nil) -> JSONValue {
         let text = content["text"]?.stringValue ?? ""
         var meta: [(String, JSONValue)] = [
-            ("itemId", int(id)), ("itemTs", str(createdAt)), ("itemText", str(text)), ("itemStatus", obj([("type", str(status))])),
+            ("itemId", int(id)), ("itemTs", str(createdAt)), ("itemText", str(text)), ("itemStatus", itemStatus(status)),
         ]
         if let sharedMsgId { meta.append(("itemSharedMsgId", str(sharedMsgId))) }
         meta += [
@@ -123,19 +168,28 @@ enum ChatJSON {
         let itemContent = deleted
             ? obj([("type", str(sent ? "sndDeleted" : "rcvDeleted")), ("deleteMode", str("broadcast"))])
             : obj([("type", str(sent ? "sndMsgContent" : "rcvMsgContent")), ("msgContent", content)])
-        return obj([
+        var pairs: [(String, JSONValue)] = [
             ("chatDir", obj([("type", str(sent ? "directSnd" : "directRcv"))])),
             ("meta", .object(meta)),
             ("content", itemContent),
-            ("mentions", obj([])), ("reactions", reactions),
-        ])
+            ("mentions", obj([])),
+        ]
+        if let quoted { pairs.append(("quotedItem", quoted)) }
+        pairs.append(("reactions", reactions))
+        return .object(pairs)
+    }
+
+    /// A ChatStats: unread counts of one chat.
+    static func chatStats(unread: Int64, minUnreadItemId: Int64) -> JSONValue {
+        obj([("unreadCount", int(unread)), ("unreadMentions", int(0)), ("reportsCount", int(0)),
+             ("minUnreadItemId", int(minUnreadItemId)), ("unreadChat", .bool(false))])
     }
 
     static func chatError(_ type: String, _ fields: [(String, JSONValue)] = []) -> JSONValue {
         obj([("type", str("error")), ("errorType", .object([("type", str(type))] + fields))])
     }
 
-    static func storeError(_ type: String) -> JSONValue {
-        obj([("type", str("errorStore")), ("storeError", obj([("type", str(type))]))])
+    static func storeError(_ type: String, _ fields: [(String, JSONValue)] = []) -> JSONValue {
+        obj([("type", str("errorStore")), ("storeError", .object([("type", str(type))] + fields))])
     }
 }

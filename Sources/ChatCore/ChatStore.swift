@@ -72,6 +72,20 @@ final class ChatStore: Sendable {
                 );
                 """)
         }
+        m.registerMigration("v2: quotes, chat state, incognito, short links, receipts") { db in
+            try db.execute(sql: """
+                ALTER TABLE user ADD COLUMN send_receipts INTEGER NOT NULL DEFAULT 1;
+                ALTER TABLE address ADD COLUMN short_link TEXT;
+                ALTER TABLE contact ADD COLUMN custom_data TEXT;
+                ALTER TABLE contact ADD COLUMN user_prefs TEXT;
+                ALTER TABLE contact ADD COLUMN incognito_profile TEXT;
+                ALTER TABLE contact ADD COLUMN short_link TEXT;
+                ALTER TABLE contact ADD COLUMN chat_ts TEXT;
+                ALTER TABLE chat_item ADD COLUMN quoted TEXT;
+                CREATE INDEX chat_item_by_seq ON chat_item(contact_id, agent_seq);
+                CREATE INDEX chat_item_by_shared_id ON chat_item(contact_id, shared_msg_id);
+                """)
+        }
         return m
     }
 }

@@ -30,7 +30,12 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
         var lastProgress = ContinuousClock.now
         var stats = PluginStats()
         var stopping = false
+        /// Set while the child is down and a restart is pending.
         var restartDelay: Duration?
+        /// The delay of the last restart, and when the current child started: a child that
+        /// crashes within `stableAfter` of starting doubles the next delay, up to the maximum.
+        var lastDelay: Duration?
+        var childSince = ContinuousClock.now
         var drainWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
@@ -47,6 +52,9 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
     }
 
     var stats: PluginStats { lock.withLock { state.stats } }
+
+    /// A child that ran this long before crashing restarts after the initial delay again.
+    static let stableAfter = Duration.seconds(30)
 
     /// Spawns the child and waits for its descriptor; throws the load error if the plugin does not load.
     static func launch(path: String, runnerExecutable: URL, services: LocalServices, runCommand: @escaping CommandRunner,
@@ -105,12 +113,15 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
             }
         }
         if result == nil {
-            // Send what waited while the child was down.
-            let pending = lock.withLock { () -> [(Int, String)] in
+            // Send what waited while the child was down, then let `deliver` send directly again.
+            // Both under the lock, so no event can overtake the ones that waited. (Writing under
+            // the lock cannot deadlock: the child's reader thread always drains its stdin.)
+            lock.withLock {
                 state.lastProgress = .now
-                return state.inFlight.map { ($0.seq, $0.json) }
+                for event in state.inFlight { child.writer.send(.event(seq: UInt64(event.seq), json: event.json)) }
+                state.restartDelay = nil
+                state.childSince = .now
             }
-            for (seq, json) in pending { child.writer.send(.event(seq: UInt64(seq), json: json)) }
         }
         return result
     }
@@ -247,7 +258,9 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
             state.stats.crashes += 1
             // The event being handled may be what killed it: drop it, keep the rest.
             let lost = state.inFlight.isEmpty ? nil : state.inFlight.removeFirst().seq
-            let next = state.restartDelay.map { min($0 * 2, backoff.max) } ?? backoff.initial
+            let crashedQuickly = ContinuousClock.now - state.childSince < Self.stableAfter
+            let next = crashedQuickly ? state.lastDelay.map { min($0 * 2, backoff.max) } ?? backoff.initial : backoff.initial
+            state.lastDelay = next
             state.restartDelay = next
             return (false, next, lost)
         }
@@ -272,14 +285,13 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
                 logger.error("restarted plugin failed to start", metadata: ["plugin": "\(services.instanceName)", "error": "\(error)"])
                 return  // its exit (or the next crash) schedules another restart
             }
-            lock.withLock { state.restartDelay = nil }
             logger.notice("isolated plugin restarted", metadata: ["plugin": "\(services.instanceName)"])
-            // Backoff grows again only if it keeps crashing; a clean start resets it.
         } catch {
             logger.error("cannot restart isolated plugin", metadata: ["plugin": "\(services.instanceName)", "error": "\(error)"])
             let next = lock.withLock { () -> Duration in
                 let d = min((state.restartDelay ?? backoff.initial) * 2, backoff.max)
                 state.restartDelay = d
+                state.lastDelay = d
                 return d
             }
             Task { await restart(after: next) }
@@ -324,6 +336,11 @@ struct Spawned: @unchecked Sendable {
         let process = Process()
         process.executableURL = runner
         process.arguments = [path]
+        // Swift's crash backtracer symbolicates for seconds before the process exits; a plugin
+        // crash should be noticed (EOF on the pipe) and restarted at once. The host logs the signal.
+        var environment = ProcessInfo.processInfo.environment
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        process.environment = environment
         let toChild = Pipe(), fromChild = Pipe(), errors = Pipe()
         process.standardInput = toChild
         process.standardOutput = fromChild

@@ -124,7 +124,9 @@ public final class ScriptedContact: Sendable {
     /// The bot as this person's contact, once connected.
     private let botContactId = NIOLockedValueBox<Int?>(nil)
 
-    static func start(name: String, directory: URL, relay: RelayAddress, logger: Logger) async throws -> ScriptedContact {
+    /// A person with their own engine in `directory`, using `relay` (for bots running elsewhere,
+    /// e.g. a `swiftplex` process; a `PluginTestBench` makes its contacts itself).
+    public static func start(name: String, directory: URL, relay: RelayAddress, logger: Logger = Logger(label: "scripted-contact", factory: { _ in SwiftLogNoOpLogHandler() })) async throws -> ScriptedContact {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let controller = try ChatController(prefix: directory.appendingPathComponent("chat").path, defaultRelays: [relay], logger: logger)
         let engine = Task<Void, Never> { _ = try? await controller.run() }
@@ -148,7 +150,8 @@ public final class ScriptedContact: Sendable {
         try await expect("/connect \(address)", "sentInvitation", "sentConfirmation")
     }
 
-    func connect(to address: String, timeout: Duration) async throws {
+    /// Connects to a bot's contact address and waits until connected.
+    public func connect(to address: String, timeout: Duration = .seconds(20)) async throws {
         try await request(address)
         let connected = try await inbox.next("contactConnected", timeout: timeout)
         botContactId.withLockedValue { $0 = connected["contact"]?["contactId"]?.intValue }
@@ -181,7 +184,8 @@ public final class ScriptedContact: Sendable {
         (try? await nextMessage(timeout: duration)) == nil
     }
 
-    func stop() async {
+    /// Stops this person's engine.
+    public func stop() async {
         _ = await api.execute("/_stop")
         engine.cancel()
     }

@@ -69,3 +69,58 @@ import Testing
         #expect(throws: AgentError(.badEnvelope, "")) { try AgentMessage.decode([]) }
     }
 }
+
+@Suite struct ShortLinkTests {
+    let relay = RelayAddress(fingerprint: Sodium.randomBytes(32), host: "relay.example.org", port: 5224)
+
+    @Test func shortLinksRoundTripAndKeepTheKeyInTheFragment() throws {
+        let link = ShortLink(kind: .invitation, relay: relay, linkId: Sodium.randomBytes(24), key: XChaChaPoly.randomKey())
+        let text = link.description
+        #expect(text.hasPrefix("https://relay.example.org:5224/i?c="))
+        let fragment = try #require(text.split(separator: "#").last)
+        #expect(fragment == "\(Base64URL.encode(link.linkId))/\(Base64URL.encode(link.key))")
+        #expect(try ShortLink(parsing: text) == link)
+        let address = ShortLink(kind: .contact, relay: RelayAddress(fingerprint: relay.fingerprint, host: "relay.example.org"), linkId: [1, 2, 3], key: link.key)
+        #expect(address.description.hasPrefix("https://relay.example.org/a?c="))
+        #expect(try ShortLink(parsing: address.description) == address)
+    }
+
+    @Test func malformedShortLinksGiveTypedErrors() {
+        let good = ShortLink(kind: .contact, relay: relay, linkId: [9, 9, 9], key: XChaChaPoly.randomKey()).description
+        let cases: [(String, LinkError.Code)] = [
+            ("simplex:/contact#/?v=1", .scheme),
+            ("https://relay.example.org/a", .parameters),
+            (good.replacingOccurrences(of: "/a?", with: "/x?"), .kind),
+            (good.replacingOccurrences(of: "?c=", with: "?d="), .parameters),
+            (good.components(separatedBy: "/").dropLast().joined(separator: "/") + "/AAAA", .keys),
+            (good.replacingOccurrences(of: "#", with: "#x/"), .keys),
+        ]
+        for (text, code) in cases {
+            #expect(throws: LinkError(code, "")) { try ShortLink(parsing: text) }
+        }
+    }
+
+    @Test func linkDataOpensOnlyWithItsKeyAndKind() throws {
+        let key = XChaChaPoly.randomKey()
+        let data = try ShortLink.seal("simplex:/contact#/?v=1&smp=x", kind: .contact, key: key)
+        #expect(!String(decoding: data, as: UTF8.self).contains("simplex:/"))
+        let right = ShortLink(kind: .contact, relay: relay, linkId: [1], key: key)
+        #expect(try right.open(data) == "simplex:/contact#/?v=1&smp=x")
+        var wrongKey = right
+        wrongKey.key = XChaChaPoly.randomKey()
+        #expect(throws: AgentError(.badLink, "")) { try wrongKey.open(data) }
+        var wrongKind = right
+        wrongKind.kind = .invitation
+        #expect(throws: AgentError(.badLink, "")) { try wrongKind.open(data) }
+        var tampered = data
+        tampered[tampered.count - 1] ^= 1
+        #expect(throws: AgentError(.badLink, "")) { try right.open(tampered) }
+    }
+
+    @Test func receiptsCarryManySequenceNumbers() throws {
+        let seqs: [UInt64] = [1, 2, 3, 1 << 40]
+        #expect(try AgentMessage.decode(AgentMessage.receipt(seqs: seqs).encoded()) == .receipt(seqs: seqs))
+        #expect(throws: AgentError(.badEnvelope, "")) { try AgentMessage.decode([UInt8(ascii: "V"), 0, 2, 1, 2, 3]) }
+        #expect(throws: AgentError(.badEnvelope, "")) { try AgentMessage.decode([UInt8(ascii: "V"), 0, 0]) }
+    }
+}

@@ -59,6 +59,14 @@ import Testing
             ("/_set custom @12", .setContactCustomData(contactId: 12, data: nil)),
             ("/_relays 1 smp://a@h1:5223,smp://b@h2", .setUserRelays(userId: 1, relays: ["smp://a@h1:5223", "smp://b@h2"])),
             ("/_relays 1", .getUserRelays(userId: 1)),
+            // Swiftplex's additions and upstream syntax beyond the bot library's generated commands.
+            ("/_address 1 short=on", .createAddress(userId: 1, short: true)),
+            ("/_connect 1 short=on", .addContact(userId: 1, incognito: false, short: true)),
+            ("/_connect 1 incognito=on short=on", .addContact(userId: 1, incognito: true, short: true)),
+            ("/_connect 1 incognito=on simplex:/contact#/?v=1&smp=x", .connect(userId: 1, incognito: true, fullLink: "simplex:/contact#/?v=1&smp=x", shortLink: nil)),
+            ("/_get chat @12 last=3", .getChat(chat: .direct(12), pagination: .last(3))),
+            ("/_get chat @12 after=7 count=2", .getChat(chat: .direct(12), pagination: .after(7, 2))),
+            ("/_set receipts contacts 1 off", .setContactReceipts(userId: 1, enabled: false)),
         ]
         for (text, expected) in cases {
             #expect(try CommandParser.parse(text) == expected, "\(text)")
@@ -87,6 +95,12 @@ import Testing
             ("/_connect plan 1", .badArguments),
             ("/_send #3(_support:x) json [{}]", .badArguments),
             (#"/_user 2 secret"#, .badJSON),
+            ("/_address 1 short=maybe", .badArguments),
+            ("/_connect 1 short=on simplex:/contact#/?v=1&smp=x", .badArguments),
+            ("/_connect 1 incognito=yes", .badArguments),
+            ("/_set receipts contacts 1", .badArguments),
+            ("/_set receipts groups 1 on", .badArguments),
+            ("/_get chat @12 after=7", .badArguments),
         ]
         for (text, code) in cases {
             #expect(throws: CommandParseError(code, "")) { try CommandParser.parse(text) }

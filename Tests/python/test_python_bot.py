@@ -96,6 +96,11 @@ async def first_session(client, received, link):
     check(welcome == "Send me a number and I will square it.", "the engine sends the address welcome message")
     reply = await client.send_and_wait(contact["contactId"], "5", timeout=30)
     check(reply.text == "25", "send_and_wait gets the square")
+    quoted = reply.chat_item["chatItem"].get("quotedItem") or {}
+    check(quoted.get("content", {}).get("text") == "5" and quoted.get("chatDir", {}).get("type") == "directSnd",
+          "Message.reply quotes the question (quotedItemId), and the quote reaches the client")
+    chat = await client.api.api_get_chat("direct", contact["contactId"], 2)
+    check([i["content"]["msgContent"]["text"] for i in chat["chatItems"]] == ["5", "25"], "api_get_chat pages the chat, oldest first")
     reply = await client.send_and_wait(contact["contactId"], "/help", timeout=30)
     check("square" in (reply.text or ""), "bot commands are dispatched by on_command")
     contacts = await client.api.api_list_contacts(1)
@@ -168,6 +173,22 @@ async def clients_among_themselves(work):
         check(event["added"] is True and event["reaction"]["chatReaction"]["reaction"]["emoji"] == "👍",
               "a reaction arrives as chatItemReaction")
 
+        # Chat state through the library: list with unread counts, read, custom data, preferences.
+        chats = await ann.api.api_get_chats(1, {"type": "last", "count": 10})
+        ben_chat = [c for c in chats if c["chatInfo"].get("contact", {}).get("contactId") == ben_at_ann["contactId"]]
+        check(len(ben_chat) == 1 and ben_chat[0]["chatStats"]["unreadCount"] >= 1, "api_get_chats lists the chat with its unread count")
+        await ann.api.send_chat_cmd(f"/_read chat @{ben_at_ann['contactId']}")
+        chats = await ann.api.api_get_chats(1, {"type": "last", "count": 10}, {"type": "filters", "favorite": False, "unread": True})
+        check(chats == [], "after /_read chat no chat is unread")
+        await ann.api.api_set_contact_custom_data(ben_at_ann["contactId"], {"tier": "gold"})
+        listed = await ann.api.api_list_contacts(1)
+        check(listed[0].get("customData") == {"tier": "gold"}, "api_set_contact_custom_data is stored on the contact")
+        ben_updates: asyncio.Queue = asyncio.Queue()
+        ben.on_event("contactUpdated")(lambda event, q=ben_updates: q.put(event))
+        await ann.api.api_set_contact_prefs(ben_at_ann["contactId"], {"files": {"allow": "no"}})
+        event = await asyncio.wait_for(ben_updates.get(), 30)
+        check(event["toContact"]["profile"]["preferences"]["files"]["allow"] == "no", "api_set_contact_prefs reaches the contact as contactUpdated")
+
         address = await ann.api.api_create_user_address(1)
         link = address["connFullLink"]
         await cat.api.api_connect_active_user(link)
@@ -180,6 +201,21 @@ async def clients_among_themselves(work):
         check(dan_contact["profile"]["displayName"] == "ann" and decisions == ["cat", "dan"], "an accepted request connects")
         cat_contacts = await cat.api.api_list_contacts(1)
         check(cat_contacts == [], "a rejected requester gets no contact")
+
+        # Deleting a contact tells the peer.
+        dan_deleted: asyncio.Queue = asyncio.Queue()
+        dan.on_event("contactDeletedByContact")(lambda event, q=dan_deleted: q.put(event))
+        dan_at_ann = [c for c in await ann.api.api_list_contacts(1) if c["profile"]["displayName"] == "dan"][0]
+        await ann.api.api_delete_chat("direct", dan_at_ann["contactId"])
+        event = await asyncio.wait_for(dan_deleted.get(), 30)
+        check(event["contact"]["contactStatus"] == "deleted", "api_delete_chat: the peer gets contactDeletedByContact")
+
+        # A second user: switch to it and back, then delete it.
+        await cat.api.api_create_active_user({"displayName": "cat2", "fullName": ""})
+        user = await cat.api.api_set_active_user(1)
+        check(user["userId"] == 1, "api_set_active_user switches the active user")
+        await cat.api.api_delete_user(2, True)
+        check(len(await cat.api.api_list_users()) == 1, "api_delete_user deletes a user that is not active")
         for c in (ann, ben, cat, dan):
             c.stop()
         await asyncio.gather(*tasks)
