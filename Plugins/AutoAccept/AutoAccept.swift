@@ -185,7 +185,7 @@ public final class AutoAccept: Plugin {
         let now = Date().timeIntervalSince1970
         for (id, at) in due where at <= now {
             do {
-                try context.command("/_delete @\(id) full notify=off", expecting: "contactDeleted")
+                try context.command("/_delete @\(id) full", expecting: "contactDeleted")
                 context.log.info("rejected contact \(id) deleted after its notice")
             } catch {
                 context.log.warning("could not delete rejected contact \(id): \(error)")

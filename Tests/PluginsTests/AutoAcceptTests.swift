@@ -85,7 +85,7 @@ import Testing
         #expect(chat.actions == ["/_accept 21"])
         #expect(p.handle(ChatFixtures.contactConnected(101, name: "troll")) == nil)
         #expect(chat.sent == ["@101 Sorry, not accepting you."])
-        #expect(chat.actions.last == "/_delete @101 full notify=off")
+        #expect(chat.actions.last == "/_delete @101 full")
         #expect(chat.host.storage["pending-deletions"] == nil)
         p.stop()
     }
@@ -102,7 +102,7 @@ import Testing
         let timer = try #require(chat.host.timers.first)
         #expect(timer.repeatMs == 1000)
         #expect(p.handle(TestHost.timerEvent(timer)) == nil)
-        #expect(chat.actions.last == "/_delete @101 full notify=off")
+        #expect(chat.actions.last == "/_delete @101 full")
         p.stop()
     }
 
