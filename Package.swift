@@ -121,6 +121,9 @@ let package = Package(
             ]
         ),
 
+        // The bot host's typed YAML configuration (libyaml only; no engine dependency).
+        .target(name: "HostConfig", dependencies: ["CLibYAML"]),
+
         // Executables.
         .executableTarget(
             name: "swiftplex-relay",
@@ -164,6 +167,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore"]),
+        .testTarget(name: "HostConfigTests", dependencies: ["HostConfig"]),
         .testTarget(name: "SimplexLibTests"),
         .testTarget(
             name: "ChatAPITests",
