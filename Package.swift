@@ -186,6 +186,9 @@ let package = Package(
         .target(name: "AutoReply", dependencies: ["SwiftplexPluginKit"], path: "Plugins/AutoReply"),
         .target(name: "Broadcast", dependencies: ["SwiftplexPluginKit"], path: "Plugins/Broadcast"),
 
+        // The bot host's typed YAML configuration (libyaml only; no engine dependency).
+        .target(name: "HostConfig", dependencies: ["CLibYAML"]),
+
         // Executables.
         .executableTarget(
             name: "swiftplex-relay",
@@ -252,6 +255,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore"]),
+        .testTarget(name: "HostConfigTests", dependencies: ["HostConfig"]),
         .testTarget(name: "SimplexLibTests"),
         .testTarget(name: "SwiftplexPluginKitTests", dependencies: ["SwiftplexPluginKit", "PluginABITesting", "CSwiftplexPlugin"]),
         // Loads the built plugin libraries (lib<name>.so) and the C example through the C ABI only.

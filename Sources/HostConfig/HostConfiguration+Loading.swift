@@ -1,0 +1,313 @@
+import Foundation
+
+extension HostConfiguration {
+    /// Config files are small; anything bigger is refused before libyaml sees it.
+    public static let maxFileSize = 1 << 20
+
+    /// Reads, parses, interpolates and decodes a config file.
+    ///
+    /// - Parameters:
+    ///   - path: the config file; messages name it as given.
+    ///   - environment: variables for `${NAME}` substitution (the process's by default).
+    /// - Throws: every problem found, each at its `FILE:LINE:COLUMN`.
+    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigErrors) -> HostConfiguration {
+        let bytes = try readFile(path)
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent().standardizedFileURL.path
+        return try parse(bytes: bytes, file: path, directory: directory, environment: environment)
+    }
+
+    /// Parses config text that did not come from ``load(path:environment:)`` (standard input,
+    /// tests). `directory` is what relative paths resolve against.
+    public static func parse(text: String, file: String, directory: String, environment: [String: String]) throws(ConfigErrors) -> HostConfiguration {
+        try parse(bytes: Array(text.utf8), file: file, directory: directory, environment: environment)
+    }
+
+    static func parse(bytes: [UInt8], file: String, directory: String, environment: [String: String]) throws(ConfigErrors) -> HostConfiguration {
+        let raw = try YAMLReader.parse(bytes, file: file)
+        let (root, interpolationProblems) = Interpolation.apply(to: raw, environment: environment, file: file)
+        var decoder = NodeDecoder(file: file)
+        let config = decoder.hostConfiguration(root, file: file, directory: directory)
+        // A scalar whose substitution failed still holds `${…}`; its type errors would only
+        // repeat the substitution problem at the same place.
+        let failed = Set(interpolationProblems.map(\.mark))
+        let problems = interpolationProblems + decoder.sink.problems.filter { !failed.contains($0.mark) }
+        guard problems.isEmpty, let config else { throw ConfigErrors(problems) }
+        return config
+    }
+
+    static func readFile(_ path: String) throws(ConfigErrors) -> [UInt8] {
+        func fail(_ message: String) -> ConfigErrors {
+            ConfigErrors([ConfigProblem(file: path, line: 0, column: 0, message: message)])
+        }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw fail("no such file")
+        }
+        guard !isDirectory.boolValue else { throw fail("is a directory, not a config file") }
+        let handle: FileHandle
+        do {
+            handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
+        } catch {
+            throw fail("cannot be read (\(String(cString: strerror(errno))))")
+        }
+        defer { try? handle.close() }
+        let data: Data?
+        do {
+            data = try handle.read(upToCount: maxFileSize + 1)
+        } catch {
+            throw fail("cannot be read")
+        }
+        let bytes = [UInt8](data ?? Data())
+        guard bytes.count <= maxFileSize else { throw fail("is larger than 1 MiB; is it really a config file?") }
+        return bytes
+    }
+
+    /// Resolves a path from the config file against its directory.
+    static func resolve(_ path: String, against directory: String) -> String {
+        URL(fileURLWithPath: path, relativeTo: URL(fileURLWithPath: directory, isDirectory: true)).standardizedFileURL.path
+    }
+}
+
+extension NodeDecoder {
+    static let topKeys = ["data_dir", "log_level", "bot", "relays", "embedded_relay", "address", "plugin_dirs", "plugins"]
+
+    /// Decodes the whole file; nil when something required is missing or wrong (the problems
+    /// are in `sink` either way).
+    mutating func hostConfiguration(_ root: ConfigNode, file: String, directory: String) -> HostConfiguration? {
+        guard root.entries != nil else {
+            problem(root, "", root.isNull
+                ? "the file holds no settings; it needs at least bot.display_name"
+                : "expected a mapping of settings at the top level, got \(root.shown)")
+            return nil
+        }
+        guard let f = fields(root, "", known: Self.topKeys) else { return nil }
+        var warnings: [ConfigProblem] = []
+
+        var dataDirectory = HostConfiguration.resolve(HostConfiguration.defaultDataDirectory, against: directory)
+        if let n = f("data_dir"), let s = nonEmptyString(n, "data_dir") {
+            dataDirectory = HostConfiguration.resolve(s, against: directory)
+        }
+        let logLevel = f("log_level").map { choice($0, "log_level", as: HostConfiguration.LogLevel.self) ?? .info } ?? .info
+
+        var bot: HostConfiguration.Bot?
+        if let n = f("bot") {
+            bot = self.bot(n)
+        } else {
+            problem(root, "", "missing required key \"bot\" (the bot's profile; it needs at least display_name)")
+        }
+
+        var relays = HostConfiguration.Relays.embedded
+        if let n = f("relays") { relays = self.relays(n) ?? .embedded }
+
+        var embedded = HostConfiguration.EmbeddedRelay(host: HostConfiguration.defaultListenHost, port: HostConfiguration.defaultListenPort, publicHost: nil)
+        if let n = f("embedded_relay") {
+            if case .external = relays {
+                warnings.append(ConfigProblem(file: file, at: n.mark, "embedded_relay has no effect because relays lists external relays"))
+            }
+            if let e = embeddedRelay(n) { embedded = e }
+        }
+
+        var address = HostConfiguration.Address(enabled: true, printQR: true)
+        if let n = f("address"), let a = fields(n, "address", known: ["enabled", "print_qr"]) {
+            if let v = a("enabled") { address.enabled = bool(v, "address.enabled") ?? true }
+            if let v = a("print_qr") { address.printQR = bool(v, "address.print_qr") ?? true }
+        }
+
+        var pluginDirectories: [String] = []
+        if let n = f("plugin_dirs"), let items = list(n, "plugin_dirs") {
+            for (i, item) in items.enumerated() {
+                if let s = nonEmptyString(item, "plugin_dirs[\(i)]") {
+                    pluginDirectories.append(HostConfiguration.resolve(s, against: directory))
+                }
+            }
+        }
+
+        var plugins: [HostConfiguration.Plugin] = []
+        if let n = f("plugins"), let items = list(n, "plugins") {
+            var firstByName: [String: ConfigMark] = [:]
+            for (i, item) in items.enumerated() {
+                // Names are checked for duplicates even when the rest of an entry is wrong.
+                if let nameNode = item["name"], let name = nameNode.scalar, PluginName.isValid(name) {
+                    if let first = firstByName[name] {
+                        problem(nameNode, "plugins[\(i)].name", "duplicate plugin name \(JSONText.quote(name)) (first used at \(first)); give each instance its own name")
+                        continue
+                    }
+                    firstByName[name] = nameNode.mark
+                }
+                if let p = plugin(item, "plugins[\(i)]", directory: directory) { plugins.append(p) }
+            }
+        }
+
+        guard let bot else { return nil }
+        return HostConfiguration(
+            file: file, directory: directory, dataDirectory: dataDirectory, logLevel: logLevel, bot: bot,
+            relays: relays, embeddedRelay: embedded, address: address, pluginDirectories: pluginDirectories,
+            plugins: plugins, warnings: warnings
+        )
+    }
+
+    mutating func nonEmptyString(_ node: ConfigNode, _ path: String) -> String? {
+        guard let s = string(node, path) else { return nil }
+        guard !s.isEmpty else {
+            problem(node, path, "must not be empty")
+            return nil
+        }
+        return s
+    }
+
+    mutating func bot(_ node: ConfigNode) -> HostConfiguration.Bot? {
+        guard let f = fields(node, "bot", known: ["display_name", "full_name", "peer_type", "publish_commands"]) else { return nil }
+        var displayName: String?
+        if let n = f("display_name") {
+            if let s = string(n, "bot.display_name") {
+                let trimmed = s.trimmingCharacters(in: .whitespacesAndNewlines)
+                if trimmed.isEmpty {
+                    problem(n, "bot.display_name", "must not be empty")
+                } else if trimmed.hasPrefix("@") || trimmed.hasPrefix("#") {
+                    problem(n, "bot.display_name", "must not start with @ or #")
+                } else if trimmed.contains(where: \.isNewline) {
+                    problem(n, "bot.display_name", "must be a single line")
+                } else {
+                    displayName = trimmed
+                }
+            }
+        } else {
+            problem(f.node, "bot", "missing required key \"display_name\" (the name people see)")
+        }
+        var fullName = ""
+        if let n = f("full_name") { fullName = string(n, "bot.full_name")?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "" }
+        let peerType = f("peer_type").map { choice($0, "bot.peer_type", as: HostConfiguration.PeerType.self) } ?? .bot
+        let publishCommands = f("publish_commands").map { bool($0, "bot.publish_commands") } ?? true
+        guard let displayName, let peerType, let publishCommands else { return nil }
+        return HostConfiguration.Bot(displayName: displayName, fullName: fullName, peerType: peerType, publishCommands: publishCommands)
+    }
+
+    mutating func relays(_ node: ConfigNode) -> HostConfiguration.Relays? {
+        if let word = node.scalar {
+            guard word == "embedded" else {
+                expected("the word embedded or a list of smp:// relay addresses", node, "relays")
+                return nil
+            }
+            return .embedded
+        }
+        guard let items = node.sequence else {
+            expected("the word embedded or a list of smp:// relay addresses", node, "relays")
+            return nil
+        }
+        guard !items.isEmpty else {
+            problem(node, "relays", "the list of relays is empty; list at least one smp:// address, or write relays: embedded")
+            return nil
+        }
+        var addresses: [String] = []
+        for (i, item) in items.enumerated() {
+            let path = "relays[\(i)]"
+            guard let s = string(item, path) else { continue }
+            if let why = RelayAddressSyntax.problem(s) {
+                problem(item, path, "\(why) (expected smp://<fingerprint>@host[:port], got \(item.shown))")
+            } else if addresses.contains(s) {
+                problem(item, path, "this relay is listed twice")
+            } else {
+                addresses.append(s)
+            }
+        }
+        return addresses.count == items.count ? .external(addresses) : nil
+    }
+
+    mutating func embeddedRelay(_ node: ConfigNode) -> HostConfiguration.EmbeddedRelay? {
+        guard let f = fields(node, "embedded_relay", known: ["listen", "public_host"]) else { return nil }
+        var relay = HostConfiguration.EmbeddedRelay(host: HostConfiguration.defaultListenHost, port: HostConfiguration.defaultListenPort, publicHost: nil)
+        var ok = true
+        if let n = f("listen") {
+            if let s = string(n, "embedded_relay.listen"), let (host, port) = HostPortSyntax.parse(s, allowPortZero: true) {
+                relay.host = host
+                relay.port = port
+            } else {
+                if n.scalar != nil { expected("host:port with a port in 0...65535 (like 127.0.0.1:5223)", n, "embedded_relay.listen") }
+                ok = false
+            }
+        }
+        if let n = f("public_host"), let s = string(n, "embedded_relay.public_host") {
+            if HostPortSyntax.isHost(s) {
+                relay.publicHost = s
+            } else {
+                expected("a host name or IP address", n, "embedded_relay.public_host")
+                ok = false
+            }
+        }
+        return ok ? relay : nil
+    }
+
+    static let pluginKeys = ["name", "path", "enabled", "isolation", "timeout", "queue_limit", "restart_backoff", "config"]
+
+    mutating func plugin(_ node: ConfigNode, _ path: String, directory: String) -> HostConfiguration.Plugin? {
+        guard let f = fields(node, path, known: Self.pluginKeys), !node.isNull else {
+            if node.isNull { expected("a plugin entry (a mapping with name and path)", node, path) }
+            return nil
+        }
+        var name: String?
+        if let n = f("name") {
+            if let s = string(n, f.path("name")) {
+                if PluginName.isValid(s) { name = s } else { problem(n, f.path("name"), PluginName.rule + ", got \(n.shown)") }
+            }
+        } else {
+            problem(node, path, "missing required key \"name\"")
+        }
+        var location: HostConfiguration.PluginPath?
+        if let n = f("path") {
+            if let s = nonEmptyString(n, f.path("path")) {
+                if s.contains("/") || s.hasSuffix(".so") {
+                    location = .file(HostConfiguration.resolve(s, against: directory))
+                } else if PluginName.isValid(s) {
+                    location = .name(s)
+                } else {
+                    problem(n, f.path("path"), "a plugin name (no / and no .so) " + PluginName.rule
+                        + "; a file path must contain / or end in .so; got \(n.shown)")
+                }
+            }
+        } else {
+            problem(node, path, "missing required key \"path\" (a plugin name such as auto-reply, or a path to a .so file)")
+        }
+        let enabled = f("enabled").map { bool($0, f.path("enabled")) } ?? true
+        let isolation = f("isolation").map { choice($0, f.path("isolation"), as: HostConfiguration.Isolation.self) } ?? .inProcess
+        let timeout = f("timeout").map { duration($0, f.path("timeout")) } ?? HostConfiguration.defaultPluginTimeout
+        let queueLimit = f("queue_limit").map { integer($0, f.path("queue_limit"), in: HostConfiguration.queueLimitRange) } ?? HostConfiguration.defaultQueueLimit
+        var backoff: HostConfiguration.Backoff? = HostConfiguration.defaultBackoff
+        if let n = f("restart_backoff") { backoff = self.backoff(n, f.path("restart_backoff")) }
+        var config: ConfigNode? = ConfigNode.emptyMapping(at: node.mark)
+        if let n = f("config") {
+            if n.entries != nil { config = n } else {
+                expected("a mapping (the plugin's own settings)", n, f.path("config"))
+                config = nil
+            }
+        }
+        guard let name, let location, let enabled, let isolation, let timeout, let queueLimit, let backoff, let config else { return nil }
+        return HostConfiguration.Plugin(
+            name: name, path: location, enabled: enabled, isolation: isolation, timeout: timeout, queueLimit: queueLimit,
+            restartBackoff: backoff, config: config, mark: node.mark
+        )
+    }
+
+    mutating func backoff(_ node: ConfigNode, _ path: String) -> HostConfiguration.Backoff? {
+        guard let f = fields(node, path, known: ["initial", "max"]) else { return nil }
+        let initial = f("initial").map { duration($0, f.path("initial")) } ?? HostConfiguration.defaultBackoff.initial
+        let max = f("max").map { duration($0, f.path("max")) } ?? HostConfiguration.defaultBackoff.max
+        guard let initial, let max else { return nil }
+        guard initial <= max else {
+            problem(f("max") ?? node, path, "initial (\(DurationText.format(initial))) must not be longer than max (\(DurationText.format(max)))")
+            return nil
+        }
+        return HostConfiguration.Backoff(initial: initial, max: max)
+    }
+}
+
+/// The rule for plugin instance names (and plugin names given as `path`).
+enum PluginName {
+    static let rule = "must match [a-z0-9][a-z0-9_-]{0,63} (lower-case letters, digits, _ and -, up to 64)"
+
+    static func isValid(_ s: String) -> Bool {
+        let u = Array(s.utf8)
+        func ok(_ c: UInt8) -> Bool { (0x61...0x7A).contains(c) || (0x30...0x39).contains(c) }
+        guard let first = u.first, ok(first), u.count <= 64 else { return false }
+        return u.dropFirst().allSatisfy { ok($0) || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") }
+    }
+}

@@ -1,0 +1,128 @@
+/// The bot host's configuration (`swiftplex run --config FILE`), typed, with defaults applied
+/// and relative paths resolved against the config file's directory.
+///
+/// Read it with ``load(path:environment:)``; every problem in the file comes back at once in
+/// ``ConfigErrors`` as `FILE:LINE:COLUMN: message`. The format is documented in
+/// `docs/configuration.md`.
+public struct HostConfiguration: Sendable, Hashable {
+    /// The config file as it was named (used in messages).
+    public var file: String
+    /// The absolute directory of the config file; relative paths in it resolve against this.
+    public var directory: String
+
+    /// Absolute path of the host's data directory (databases, embedded relay, plugin storage).
+    public var dataDirectory: String
+    public var logLevel: LogLevel
+    public var bot: Bot
+    public var relays: Relays
+    /// Where the embedded relay listens; used only when ``relays`` is ``Relays/embedded``.
+    public var embeddedRelay: EmbeddedRelay
+    public var address: Address
+    /// Absolute directories searched, in order, for plugins given by name.
+    public var pluginDirectories: [String]
+    public var plugins: [Plugin]
+    /// Things that are allowed but probably not meant (a setting that has no effect), for
+    /// `swiftplex check-config` to show.
+    public var warnings: [ConfigProblem]
+
+    // The defaults, in one place; docs/configuration.md and the starter template repeat them.
+    public static let defaultDataDirectory = ".swiftplex/bot"
+    public static let defaultListenHost = "127.0.0.1"
+    public static let defaultListenPort = 5223
+    public static let defaultPluginTimeout = Duration.seconds(5)
+    public static let defaultQueueLimit = 1000
+    public static let queueLimitRange = 1...1_000_000
+    public static let defaultBackoff = Backoff(initial: .seconds(1), max: .seconds(60))
+
+    /// The levels of swift-log's `Logger.Level`, by the same names.
+    public enum LogLevel: String, Sendable, Hashable, CaseIterable {
+        case trace, debug, info, notice, warning, error, critical
+    }
+
+    public struct Bot: Sendable, Hashable {
+        /// Trimmed, non-empty, not starting with `@` or `#` (the engine's rules for a user name).
+        public var displayName: String
+        public var fullName: String
+        public var peerType: PeerType
+        /// Put the plugins' commands into the bot profile's command menu.
+        public var publishCommands: Bool
+    }
+
+    public enum PeerType: String, Sendable, Hashable, CaseIterable {
+        case bot, human
+    }
+
+    public enum Relays: Sendable, Hashable {
+        /// Run a relay inside the host (see ``EmbeddedRelay``).
+        case embedded
+        /// External relays, as `smp://<fingerprint>@host[:port]` addresses (syntax checked only;
+        /// the host parses them fully).
+        case external([String])
+    }
+
+    public struct EmbeddedRelay: Sendable, Hashable {
+        public var host: String
+        /// 1...65535, or 0 for an ephemeral port (tests).
+        public var port: Int
+        /// The host name put into the relay's address instead of ``host``.
+        public var publicHost: String?
+    }
+
+    public struct Address: Sendable, Hashable {
+        /// Create the bot's contact address at start, or reuse the existing one.
+        public var enabled: Bool
+        /// Print the address as a QR code in the terminal as well as a link.
+        public var printQR: Bool
+    }
+
+    /// One `plugins:` entry. Several entries may load the same library with different configs.
+    public struct Plugin: Sendable, Hashable {
+        /// Unique instance name, `[a-z0-9][a-z0-9_-]{0,63}`.
+        public var name: String
+        public var path: PluginPath
+        public var enabled: Bool
+        public var isolation: Isolation
+        /// Per-event handler timeout.
+        public var timeout: Duration
+        /// Events queued for this plugin before new ones are dropped.
+        public var queueLimit: Int
+        /// Restart delays for an isolated plugin that crashed: doubling from `initial` to `max`.
+        public var restartBackoff: Backoff
+        /// The raw `config:` mapping with positions (an empty mapping when absent), for
+        /// ``PluginConfigSchema/validate(_:file:path:)`` once the plugin's schema is known.
+        public var config: ConfigNode
+        /// Where the entry starts, for messages about the plugin that come later (load failures).
+        public var mark: ConfigMark
+    }
+
+    /// How a plugin entry names its library.
+    public enum PluginPath: Sendable, Hashable {
+        /// A path (it contained `/` or ended in `.so`), made absolute against the config's directory.
+        case file(String)
+        /// A plugin name, looked up by the host as `lib<name>.so` in the plugin directories.
+        case name(String)
+
+        /// The shared object's file name the host looks for: `lib<name>.so`, or the file's own name.
+        public var libraryFileName: String {
+            switch self {
+            case let .name(n): "lib\(n).so"
+            case let .file(p): String(p.split(separator: "/").last ?? Substring(p))
+            }
+        }
+    }
+
+    public enum Isolation: String, Sendable, Hashable, CaseIterable {
+        case inProcess = "in-process"
+        case process
+    }
+
+    public struct Backoff: Sendable, Hashable {
+        public var initial: Duration
+        public var max: Duration
+
+        public init(initial: Duration, max: Duration) {
+            self.initial = initial
+            self.max = max
+        }
+    }
+}
