@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SWIFT ?= swift
 DATA_DIR ?= .swiftplex
 RELAY_LISTEN ?= 127.0.0.1:5223
-SYSTEM_PACKAGES := libsodium-dev libyaml-dev libsqlite3-dev pkg-config
+SYSTEM_PACKAGES := libsodium-dev libyaml-dev libsqlite3-dev pkg-config zbar-tools
 
 .PHONY: run test python-test deps build release bench clean plugins
 
@@ -66,7 +66,7 @@ python-test: $(VENV)/.installed
 	@if [ -f $(VENV)/.installed ]; then \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_python_bot.py; fi
 
-# Benchmarks (release build). BENCH=relay|… ; extra flags in BENCH_ARGS.
+# Benchmarks (release build). BENCH=relay|libsimplex|echo ; extra flags in BENCH_ARGS.
 BENCH ?= relay
 bench: release
 	$$($(SWIFT) build -c release --show-bin-path)/swiftplex-bench $(BENCH) $(BENCH_ARGS)

@@ -7,6 +7,8 @@ let package = Package(
     products: [
         .executable(name: "swiftplex-relay", targets: ["swiftplex-relay"]),
         .executable(name: "swiftplex-bench", targets: ["swiftplex-bench"]),
+        .executable(name: "swiftplex-chat", targets: ["swiftplex-chat"]),
+        .library(name: "QRCode", targets: ["QRCode"]),
         .library(name: "RelayClient", targets: ["RelayClient"]),
         .library(name: "SwiftplexPluginTesting", targets: ["SwiftplexPluginTesting"]),
         .library(name: "simplex", type: .dynamic, targets: ["SimplexLib"]),
@@ -188,8 +190,18 @@ let package = Package(
 
         // The bot host's typed YAML configuration (libyaml only; no engine dependency).
         .target(name: "HostConfig", dependencies: ["CLibYAML"]),
+        // QR codes (ISO/IEC 18004 byte mode) and their terminal rendering; no dependencies.
+        .target(name: "QRCode"),
 
         // Executables.
+        .executableTarget(
+            name: "swiftplex-chat",
+            dependencies: [
+                "ChatAPI", "ChatCore", "RelayProtocol", "QRCode",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "swiftplex-relay",
             dependencies: [
@@ -224,6 +236,15 @@ let package = Package(
 
         // Tests.
         .testTarget(name: "SwiftplexCryptoTests", dependencies: ["SwiftplexCrypto"]),
+        .testTarget(name: "QRCodeTests", dependencies: ["QRCode"]),
+        .testTarget(
+            name: "ChatClientTests",
+            dependencies: [
+                "swiftplex-relay", "swiftplex-chat", "QRCode", "RelayProtocol",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
         .testTarget(
             name: "BotHostTests",
             dependencies: [

@@ -1,0 +1,200 @@
+import ArgumentParser
+import ChatAPI
+import ChatCore
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import RelayClient
+import RelayProtocol
+import RelayServer
+import SwiftplexCrypto
+
+/// `swiftplex-bench echo`: a client engine sends messages to a bot engine that echoes each one,
+/// through an in-process relay and the Chat API, against a relay-only echo over two queues
+/// (the same relay work without encryption, ratchets or chat databases), in one run.
+struct EchoBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "echo",
+        abstract: "Chat echo through two engines and a relay, against a relay-only echo over two queues."
+    )
+
+    @Option(help: "Messages per measurement.") var messages: Int = 2000
+    @Option(help: "Messages in flight at once.") var window: Int = 8
+    @Option(help: "Messages sent before measuring, to warm up both paths.") var warmup: Int = 200
+
+    func validate() throws {
+        guard messages > 0, window > 0, warmup >= 0 else { throw ValidationError("--messages and --window must be positive, --warmup not negative") }
+    }
+
+    func run() async throws {
+        #if DEBUG
+        print("warning: debug build; figures mean little (use: swift build -c release)")
+        #endif
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-bench-echo-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var logger = Logger(label: "bench.echo")
+        logger.logLevel = .critical
+        let group = MultiThreadedEventLoopGroup.singleton
+        let server = try await RelayServer.start(
+            configuration: RelayConfiguration(dataDirectory: dir.appendingPathComponent("relay"), host: "127.0.0.1", port: 0),
+            group: group, logger: logger)
+        print("echo benchmark: \(messages) messages, \(window) in flight, after \(warmup) warm-up; one in-process relay (durable), two engines in this process")
+
+        let relay = try await relayEcho(server: server, group: group)
+        let echo = try await chatEcho(server: server, dir: dir, logger: logger)
+        print(relay.line("relay"))
+        print(echo.line("echo"))
+        print(String(format: "ratio echo/relay %.2f", echo.perSecond / relay.perSecond))
+        await server.shutdown()
+    }
+
+    /// Runs `warmup + messages` round trips with at most `window` in flight and measures the
+    /// last `messages`: `send` starts one; `receive` consumes the answers and calls `completed`
+    /// with each round trip's latency until it returns false.
+    private func closedLoop(send: @escaping @Sendable () async throws -> Void,
+                            receive: @escaping @Sendable (_ completed: @escaping @Sendable (UInt64) -> Bool) async throws -> Void) async throws -> Summary {
+        let total = warmup + messages
+        let skip = warmup
+        let recorder = Recorder(capacity: messages)
+        let progress = NIOLockedValueBox((done: 0, start: ContinuousClock.now))
+        let (tokens, slot) = AsyncStream.makeStream(of: Void.self)
+        for _ in 0..<window { slot.yield() }
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask {
+                try await receive { latency in
+                    let done = progress.withLockedValue { p -> Int in
+                        p.done += 1
+                        if p.done == skip { p.start = ContinuousClock.now }
+                        return p.done
+                    }
+                    if done > skip { recorder.record(latency) }
+                    if done >= total { slot.finish(); return false }
+                    slot.yield()
+                    return true
+                }
+            }
+            tasks.addTask {
+                var sent = 0
+                for await _ in tokens where sent < total {
+                    try await send()
+                    sent += 1
+                }
+            }
+            try await tasks.waitForAll()
+        }
+        return recorder.summary(elapsed: ContinuousClock.now - progress.withLockedValue { $0.start })
+    }
+
+    // MARK: - Baseline: the relay alone
+
+    /// Client SEND on queue A → echo (subscribed to A) ACKs and SENDs the body on queue B →
+    /// client (subscribed to B) ACKs and records the round trip.
+    private func relayEcho(server: RelayServer, group: any EventLoopGroup) async throws -> Summary {
+        let client = try await RelayConnection.connect(to: server.address, group: group)
+        let echo = try await RelayConnection.connect(to: server.address, group: group)
+        let toEcho = try await echo.createQueue()
+        let toClient = try await client.createQueue()
+        let clientKey = AuthPrivateKey.newX25519()
+        let echoKey = AuthPrivateKey.newX25519()
+        try await client.secureAsSender(senderId: toEcho.senderId, senderKey: clientKey)
+        try await echo.secureAsSender(senderId: toClient.senderId, senderKey: echoKey)
+        try await echo.subscribe(toEcho)
+        try await client.subscribe(toClient)
+
+        let echoTask = Task {
+            for await event in echo.events {
+                guard case let .message(_, id, sealed) = event else { continue }
+                let body = try toEcho.open(messageId: id, sealed: sealed).body
+                async let ack: Void = echo.acknowledge(toEcho, messageId: id)
+                try await echo.sendMessage(senderId: toClient.senderId, key: echoKey, body: body)
+                try await ack
+            }
+        }
+        let inbox = client.events
+        let summary = try await closedLoop(send: {
+            try await client.sendMessage(senderId: toEcho.senderId, key: clientKey, body: .stamped(size: 64))
+        }, receive: { completed in
+            for await event in inbox {
+                guard case let .message(_, id, sealed) = event else { continue }
+                let body = try toClient.open(messageId: id, sealed: sealed).body
+                try await client.acknowledge(toClient, messageId: id)
+                if !completed(monotonicNanos() &- body.stamp) { return }
+            }
+        })
+        echoTask.cancel()
+        await client.close()
+        await echo.close()
+        return summary
+    }
+
+    // MARK: - Two chat engines
+
+    private func chatEcho(server: RelayServer, dir: URL, logger: Logger) async throws -> Summary {
+        let botController = try ChatController(prefix: dir.appendingPathComponent("bot").path, defaultRelays: [server.address], logger: logger)
+        let clientController = try ChatController(prefix: dir.appendingPathComponent("client").path, defaultRelays: [server.address], logger: logger)
+        let bot = ChatAPI(controller: botController)
+        let client = ChatAPI(controller: clientController)
+        let engines = [Task { try await botController.run() }, Task { try await clientController.run() }]
+        defer { engines.forEach { $0.cancel() } }
+        for (api, name) in [(bot, "echo"), (client, "client")] {
+            let newUser = #"/_create user {"profile": {"displayName": "\#(name)", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#
+            try Self.expect(await api.execute(newUser), "activeUser")
+            try Self.expect(await api.execute("/_start"), "chatStarted")
+        }
+        let clientEvents = client.events
+        var clientInbox = clientEvents.makeAsyncIterator()
+
+        // The bot: each text from a contact is sent back to that contact.
+        let botTask = Task {
+            for await event in bot.events where event["type"]?.stringValue == "newChatItems" {
+                guard case let .array(items)? = event["chatItems"] else { continue }
+                for item in items where item["chatItem"]?["content"]?["type"]?.stringValue == "rcvMsgContent" {
+                    guard let contactId = item["chatInfo"]?["contact"]?["contactId"]?.intValue,
+                          let text = item["chatItem"]?["content"]?["msgContent"]?["text"]?.stringValue else { continue }
+                    _ = await bot.execute("/_send @\(contactId) json \(Self.textMessage(text))")
+                }
+            }
+        }
+        defer { botTask.cancel() }
+
+        let invitation = await bot.execute("/_connect 1")
+        guard let link = invitation["connLinkInvitation"]?["connFullLink"]?.stringValue else { throw BenchFailure("no invitation: \(invitation)") }
+        try Self.expect(await client.execute("/_connect 1 \(link)"), "sentConfirmation")
+        var botId: Int?
+        while botId == nil, let event = await clientInbox.next() {
+            if event["type"]?.stringValue == "contactConnected" { botId = event["contact"]?["contactId"]?.intValue }
+        }
+        guard let botId else { throw BenchFailure("the client engine never connected") }
+
+        let summary = try await closedLoop(send: {
+            try Self.expect(await client.execute("/_send @\(botId) json \(Self.textMessage(String(monotonicNanos())))"), "newChatItems")
+        }, receive: { completed in
+            for await event in clientEvents where event["type"]?.stringValue == "newChatItems" {
+                guard case let .array(items)? = event["chatItems"] else { continue }
+                for item in items where item["chatItem"]?["content"]?["type"]?.stringValue == "rcvMsgContent" {
+                    guard let stamp = item["chatItem"]?["content"]?["msgContent"]?["text"]?.stringValue.flatMap(UInt64.init) else { continue }
+                    if !completed(monotonicNanos() &- stamp) { return }
+                }
+            }
+        })
+        _ = await bot.execute("/_stop")
+        _ = await client.execute("/_stop")
+        return summary
+    }
+
+    static func textMessage(_ text: String) -> JSONValue {
+        .array([.object([("msgContent", .object([("type", .string("text")), ("text", .string(text))])), ("mentions", .object([]))])])
+    }
+
+    static func expect(_ response: JSONValue, _ type: String) throws {
+        guard response["type"]?.stringValue == type else { throw BenchFailure("expected \(type), got \(response)") }
+    }
+}
+
+struct BenchFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

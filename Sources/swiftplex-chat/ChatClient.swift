@@ -1,0 +1,229 @@
+import ChatAPI
+import ChatCore
+import QRCode
+
+/// Turns the client's short commands into Chat API commands and the engine's events into
+/// readable lines. Contact and request names are looked up here, since the API works with ids.
+actor ChatClient {
+    enum Outcome { case proceed, quit }
+
+    let api: ChatAPI
+    private let terminal: Terminal
+    private let qrColors: Bool
+    private var userId: Int64 = 0
+    /// Pending contact requests by display name, from `receivedContactRequest` events.
+    private var requests: [String: Int64] = [:]
+
+    init(api: ChatAPI, terminal: Terminal, qrColors: Bool) {
+        self.api = api
+        self.terminal = terminal
+        self.qrColors = qrColors
+    }
+
+    // MARK: - Start-up
+
+    /// Whether there is no profile yet (first start).
+    func needsProfile() async throws -> Bool {
+        let user = await api.execute("/user")
+        if user["type"]?.stringValue == "activeUser" { return false }
+        if user["chatError"]?["errorType"]?["type"]?.stringValue == "noActiveUser" { return true }
+        throw ClientFailure("cannot read the profile: \(EventText.errorWords(user))")
+    }
+
+    /// Creates the profile on first start, stores the relays given on the command line, and
+    /// starts the engine.
+    func setUp(name: String?, servers: [String]) async throws {
+        var user = await api.execute("/user")
+        if user["type"]?.stringValue != "activeUser" {
+            guard let name else { throw ClientFailure("no display name given; a new profile needs one") }
+            let profile = JSONValue.object([("displayName", .string(name)), ("fullName", .string(""))])
+            let newUser = JSONValue.object([("profile", profile), ("pastTimestamp", .bool(false)),
+                                            ("userChatRelay", .bool(false)), ("clientService", .bool(false))])
+            user = await api.execute("/_create user \(newUser)")
+            guard user["type"]?.stringValue == "activeUser" else {
+                throw ClientFailure("cannot create the profile: \(EventText.errorWords(user))")
+            }
+            terminal.line("profile \(user["user"]?["localDisplayName"]?.stringValue ?? name) created")
+        }
+        guard let id = user["user"]?["userId"]?.intValue else { throw ClientFailure("the engine returned a user without an id") }
+        userId = Int64(id)
+        if !servers.isEmpty {
+            let set = await api.execute("/_relays \(userId) \(servers.joined(separator: ","))")
+            guard set["type"]?.stringValue == "userRelays" else { throw ClientFailure("cannot store the relays: \(EventText.errorWords(set))") }
+        }
+        let started = await api.execute("/_start")
+        guard ["chatStarted", "chatRunning"].contains(started["type"]?.stringValue ?? "") else {
+            throw ClientFailure("cannot start the chat: \(EventText.errorWords(started))")
+        }
+        let display = user["user"]?["localDisplayName"]?.stringValue ?? ""
+        terminal.line("\(display) is ready; type /help for commands")
+    }
+
+    // MARK: - Input
+
+    /// Executes one input line.
+    func handle(_ raw: String) async -> Outcome {
+        let line = raw.trimmingCharacters(in: .whitespaces)
+        guard !line.isEmpty else { return .proceed }
+        let (word, rest) = Self.split(line)
+        switch word {
+        case "/q", "/quit": return .quit
+        case "/help", "/h": terminal.line(Self.help)
+        case "/c", "/connect":
+            if rest.isEmpty { await newInvitation() } else { await connect(rest) }
+        case "/ad", "/address": await showAddress()
+        case "/ac", "/accept": await decideRequest(rest, accept: true)
+        case "/rc", "/reject": await decideRequest(rest, accept: false)
+        case "/contacts": await listContacts()
+        default:
+            if line.hasPrefix("@") {
+                await send(line)
+            } else if line.hasPrefix("/") {
+                // Anything else is a Chat API command, answered with its JSON.
+                terminal.line((await api.execute(line)).description)
+            } else {
+                terminal.line("to send a message write @name text; /help lists the commands")
+            }
+        }
+        return .proceed
+    }
+
+    static let help = """
+        /c                 new one-time invitation (link and QR code)
+        /c <link>          connect by an invitation link or a contact address
+        /ad                your contact address (created on first use)
+        /ac <name>         accept the contact request from <name>
+        /rc <name>         reject the contact request from <name>
+        @<name> <text>     send a message (@'two words' text for names with spaces)
+        /contacts          list your contacts
+        /help              this list
+        /q                 quit (also end of input, Ctrl-C)
+        any other /command is passed to the Chat API as it is and its JSON answer printed
+        """
+
+    private func newInvitation() async {
+        let r = await api.execute("/_connect \(userId)")
+        guard r["type"]?.stringValue == "invitation", let link = r["connLinkInvitation"]?["connFullLink"]?.stringValue else {
+            return terminal.line("cannot create an invitation: \(EventText.errorWords(r))")
+        }
+        terminal.line("one-time invitation link (give it to one person; /c <link> on their side):")
+        printLink(link)
+    }
+
+    private func connect(_ link: String) async {
+        let r = await api.execute("/_connect \(userId) \(link)")
+        switch r["type"]?.stringValue {
+        case "sentConfirmation": terminal.line("connection request sent; you are connected when the other side's client answers")
+        case "sentInvitation": terminal.line("contact request sent; you are connected when it is accepted")
+        case "contactAlreadyExists":
+            terminal.line("you are already connected to \(r["contact"]?["localDisplayName"]?.stringValue ?? "this contact")")
+        default: terminal.line("cannot connect: \(EventText.errorWords(r))")
+        }
+    }
+
+    private func showAddress() async {
+        var r = await api.execute("/_show_address \(userId)")
+        var link = r["contactLink"]?["connLinkContact"]?["connFullLink"]?.stringValue
+        if link == nil, r["chatError"]?["storeError"]?["type"]?.stringValue == "userContactLinkNotFound" {
+            r = await api.execute("/_address \(userId)")
+            link = r["connLinkContact"]?["connFullLink"]?.stringValue
+        }
+        guard let link else { return terminal.line("cannot get your address: \(EventText.errorWords(r))") }
+        terminal.line("your contact address (anyone can use it; requests need /ac <name>):")
+        printLink(link)
+    }
+
+    private func printLink(_ link: String) {
+        terminal.line(link)
+        // Low error correction keeps the code small enough for a terminal; a screen is a clean medium.
+        do {
+            terminal.line(try QRCode.encode(link, ecc: .low).terminalString(quietZone: 2, ansiColors: qrColors))
+        } catch {
+            terminal.line("(no QR code: \(error))")
+        }
+    }
+
+    private func decideRequest(_ name: String, accept: Bool) async {
+        let name = Self.unquote(name)
+        guard !name.isEmpty else { return terminal.line("usage: /\(accept ? "ac" : "rc") <name>") }
+        guard let id = requests[name] else { return terminal.line("no contact request from \(name)") }
+        let r = await api.execute(accept ? "/_accept \(id)" : "/_reject \(id)")
+        switch r["type"]?.stringValue {
+        case "acceptingContactRequest":
+            requests[name] = nil
+            terminal.line("accepting \(name); you are connected when their client answers")
+        case "contactRequestRejected":
+            requests[name] = nil
+            terminal.line("contact request from \(name) rejected")
+        default:
+            terminal.line("cannot \(accept ? "accept" : "reject") \(name): \(EventText.errorWords(r))")
+        }
+    }
+
+    private func contacts() async -> [JSONValue]? {
+        let r = await api.execute("/_contacts \(userId)")
+        guard case let .array(list)? = r["contacts"] else {
+            terminal.line("cannot list contacts: \(EventText.errorWords(r))")
+            return nil
+        }
+        return list
+    }
+
+    private func listContacts() async {
+        guard let list = await contacts() else { return }
+        if list.isEmpty { return terminal.line("no contacts yet: /c makes an invitation, /c <link> uses one") }
+        for c in list {
+            let ready = c["activeConn"]?["connStatus"]?["type"]?.stringValue == "ready"
+            terminal.line("\(c["localDisplayName"]?.stringValue ?? "?")\(ready ? "" : " (connecting)")")
+        }
+    }
+
+    private func send(_ line: String) async {
+        let (target, text) = Self.split(String(line.dropFirst()))
+        let name = Self.unquote(target)
+        guard !name.isEmpty, !text.isEmpty else { return terminal.line("usage: @name text") }
+        guard let list = await contacts() else { return }
+        let matches = list.filter { $0["localDisplayName"]?.stringValue == name }
+        guard matches.count == 1, let id = matches[0]["contactId"]?.intValue else {
+            return terminal.line(matches.isEmpty ? "no contact called \(name) (/contacts lists them)" : "several contacts are called \(name); use /_send @<contactId> json …")
+        }
+        let content = JSONValue.object([("type", .string("text")), ("text", .string(text))])
+        let message = JSONValue.array([.object([("msgContent", content), ("mentions", .object([]))])])
+        let r = await api.execute("/_send @\(id) json \(message)")
+        if r["type"]?.stringValue == "newChatItems" {
+            terminal.line("sent to @\(name): \(text)")
+        } else {
+            terminal.line("not sent to \(name): \(EventText.errorWords(r))")
+        }
+    }
+
+    /// The first word (a `'quoted name'` counts as one) and the rest of the line.
+    static func split(_ line: String) -> (String, String) {
+        if line.hasPrefix("'"), let close = line.dropFirst().firstIndex(of: "'") {
+            let word = String(line[...close])
+            return (word, String(line[line.index(after: close)...]).trimmingCharacters(in: .whitespaces))
+        }
+        guard let space = line.firstIndex(of: " ") else { return (line, "") }
+        return (String(line[..<space]), String(line[space...]).trimmingCharacters(in: .whitespaces))
+    }
+
+    static func unquote(_ name: String) -> String {
+        let t = name.trimmingCharacters(in: .whitespaces)
+        if t.count >= 2, t.hasPrefix("'"), t.hasSuffix("'") { return String(t.dropFirst().dropLast()) }
+        return t
+    }
+
+    // MARK: - Events
+
+    /// Prints the engine's events until the stream ends.
+    func printEvents() async {
+        for await event in api.events {
+            if event["type"]?.stringValue == "receivedContactRequest",
+               let id = event["contactRequest"]?["contactRequestId"]?.intValue,
+               let name = event["contactRequest"]?["localDisplayName"]?.stringValue {
+                requests[name] = Int64(id)
+            }
+            for line in EventText.lines(for: event) { terminal.line(line) }
+        }
+    }
+}

@@ -1,0 +1,79 @@
+import ChatCore
+
+/// Readable lines for the engine's events and errors (raw JSON only for typed-in API commands).
+enum EventText {
+    static func lines(for event: JSONValue) -> [String] {
+        func name(_ contact: JSONValue?) -> String { contact?["localDisplayName"]?.stringValue ?? "?" }
+        switch event["type"]?.stringValue {
+        case "contactConnected":
+            return ["\(name(event["contact"])) connected"]
+        case "receivedContactRequest":
+            let n = name(event["contactRequest"])
+            return ["contact request from \(n) (/ac \(quoted(n)) to accept, /rc \(quoted(n)) to reject)"]
+        case "acceptingContactRequest":
+            return ["accepting contact request from \(name(event["contact"]))"]
+        case "contactDeletedByContact":
+            return ["\(name(event["contact"])) deleted the contact"]
+        case "newChatItems":
+            guard case let .array(items)? = event["chatItems"] else { return [] }
+            return items.compactMap { item in
+                let who = name(item["chatInfo"]?["contact"])
+                let content = item["chatItem"]?["content"]
+                switch content?["type"]?.stringValue {
+                case "rcvMsgContent": return "@\(who): \(text(content?["msgContent"]))"
+                case "sndMsgContent": return "sent to @\(who): \(text(content?["msgContent"]))"
+                default: return nil
+                }
+            }
+        case "chatItemUpdated":
+            let item = event["chatItem"]
+            return ["@\(name(item?["chatInfo"]?["contact"])) (edited): \(text(item?["chatItem"]?["content"]?["msgContent"]))"]
+        case "chatItemsDeleted":
+            guard case let .array(deletions)? = event["chatItemDeletions"] else { return [] }
+            return deletions.map { "@\(name($0["deletedChatItem"]?["chatInfo"]?["contact"])) deleted a message" }
+        case "chatItemReaction":
+            let reaction = event["reaction"]
+            let who = name(reaction?["chatInfo"]?["contact"])
+            let emoji = reaction?["chatReaction"]?["reaction"]?["emoji"]?.stringValue ?? "?"
+            return ["@\(who) \(event["added"]?.boolValue == false ? "removed the reaction" : "reacted") \(emoji)"]
+        case "hostConnected":
+            return ["connected to relay \(event["transportHost"]?.stringValue ?? "?")"]
+        case "hostDisconnected":
+            return ["lost the connection to relay \(event["transportHost"]?.stringValue ?? "?"); reconnecting"]
+        case "chatError":
+            return ["error: \(errorWords(event))"]
+        default:
+            return []
+        }
+    }
+
+    /// A message's text, or its content type in brackets for files, images and the like.
+    static func text(_ msgContent: JSONValue?) -> String {
+        let t = msgContent?["text"]?.stringValue ?? ""
+        let type = msgContent?["type"]?.stringValue ?? "?"
+        if type == "text" { return t }
+        return t.isEmpty ? "[\(type)]" : "[\(type)] \(t)"
+    }
+
+    static func quoted(_ name: String) -> String { name.contains(" ") ? "'\(name)'" : name }
+
+    /// An API answer's `chatError` in words: its message when it has one, else its type split
+    /// into words ("noActiveUser" → "no active user").
+    static func errorWords(_ response: JSONValue) -> String {
+        guard let error = response["chatError"] else {
+            return "unexpected answer \(response["type"]?.stringValue ?? "without a type")"
+        }
+        let detail = error["errorType"] ?? error["storeError"] ?? error["agentError"] ?? error
+        if let message = detail["message"]?.stringValue, !message.isEmpty { return message }
+        return words(detail["type"]?.stringValue ?? error["type"]?.stringValue ?? "unknown error")
+    }
+
+    static func words(_ camel: String) -> String {
+        var out = ""
+        for c in camel {
+            if c.isUppercase, !out.isEmpty { out += " " }
+            out += c.lowercased()
+        }
+        return out
+    }
+}

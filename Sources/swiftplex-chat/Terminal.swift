@@ -1,0 +1,60 @@
+import Foundation
+
+/// Standard output and error, one whole line per write so that event lines and command answers
+/// never interleave mid-line, and unbuffered so that a pipe sees each line at once.
+final class Terminal: Sendable {
+    private let lock = NSLock()
+    /// Whether stdout is a terminal: the QR code then sets its own colours.
+    let isInteractive = isatty(STDOUT_FILENO) == 1
+
+    func line(_ text: String) {
+        write(text + "\n", to: FileHandle.standardOutput)
+    }
+
+    /// Text without a newline, e.g. a prompt.
+    func prompt(_ text: String) {
+        write(text, to: FileHandle.standardOutput)
+    }
+
+    func error(_ error: any Error) {
+        write("error: \(error)\n", to: FileHandle.standardError)
+    }
+
+    private func write(_ text: String, to handle: FileHandle) {
+        lock.lock()
+        defer { lock.unlock() }
+        handle.write(Data(text.utf8))
+    }
+}
+
+/// What the input loop reacts to: a typed line, the end of input, or a stop signal.
+enum InputEvent: Sendable {
+    case line(String)
+    case end
+    case signal(Int32)
+}
+
+/// Lines from standard input on a thread of their own (reading blocks), and SIGINT/SIGTERM, as
+/// one stream; the signals are taken from their default handlers so the engine can stop cleanly.
+struct LineInput: Sendable {
+    let events: AsyncStream<InputEvent>
+
+    static func standardInput() -> LineInput {
+        let (stream, continuation) = AsyncStream.makeStream(of: InputEvent.self)
+        let queue = DispatchQueue(label: "swiftplex-chat.signals")
+        let sources = [SIGINT, SIGTERM].map { sig -> any DispatchSourceSignal in
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
+            source.setEventHandler { continuation.yield(.signal(sig)) }
+            source.resume()
+            return source
+        }
+        let thread = Thread {
+            while let line = readLine(strippingNewline: true) { continuation.yield(.line(line)) }
+            continuation.yield(.end)
+        }
+        thread.start()
+        continuation.onTermination = { _ in sources.forEach { $0.cancel() } }
+        return LineInput(events: stream)
+    }
+}

@@ -1,0 +1,248 @@
+import Foundation
+import GRDB
+import QRCode
+import Testing
+
+/// Two-process end-to-end tests: a real `swiftplex-relay` process and `swiftplex-chat`
+/// processes driven over pipes, as a person would type.
+@Suite(.timeLimit(.minutes(5))) struct ChatClientTests {
+    func tempDir() -> URL {
+        let u = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-client-\(UUID().uuidString)")
+        try? FileManager.default.createDirectory(at: u, withIntermediateDirectories: true)
+        return u
+    }
+
+    /// Connects two clients with `/c` and `/c <link>`; returns once both say connected.
+    func connectByInvitation(_ a: ChatProcess, _ b: ChatProcess) async throws -> String {
+        let from = a.lines.count
+        a.send("/c")
+        let (i, link) = try await a.process.waitFor(from: from, "an invitation link") { $0.hasPrefix("simplex:/invitation#/?v=") }
+        let fromB = b.lines.count
+        b.send("/c \(link)")
+        try await b.waitFor(from: fromB, line: "connection request sent; you are connected when the other side's client answers")
+        try await a.waitFor(from: i, line: "\(b.name) connected")
+        try await b.waitFor(from: fromB, line: "\(a.name) connected")
+        return link
+    }
+
+    /// The QR code printed after a link, as lines (stdout is a pipe, so without colours).
+    func printedQR(_ lines: [String], after index: Int) -> [String] {
+        Array(lines[(index + 1)...].prefix { !$0.isEmpty && $0.allSatisfy { " ▀▄█".contains($0) } })
+    }
+
+    @Test func twoClientsConnectByInvitationAndTalkBothWays() async throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let relay = try await RelayProcess.start(dataDirectory: dir.appendingPathComponent("relay"))
+        let alice = try await ChatProcess.start("alice", dataDirectory: dir.appendingPathComponent("alice"), relay: relay)
+        let bob = try await ChatProcess.start("bob", dataDirectory: dir.appendingPathComponent("bob"), relay: relay)
+
+        let link = try await connectByInvitation(alice, bob)
+        // The link is followed by its QR code, which encodes exactly the link.
+        let linkLine = try #require(alice.lines.firstIndex(of: link))
+        let expected = try QRCode.encode(link, ecc: .low).terminalString(quietZone: 2, ansiColors: false)
+        #expect(printedQR(alice.lines, after: linkLine) == expected.split(separator: "\n").map(String.init))
+
+        alice.send("@bob hello bob")
+        try await alice.waitFor(line: "sent to @bob: hello bob")
+        try await bob.waitFor(line: "@alice: hello bob")
+        bob.send("@alice hi alice, how are you?")
+        try await alice.waitFor(line: "@bob: hi alice, how are you?")
+        bob.send("@nobody hi")
+        try await bob.waitFor(line: "no contact called nobody (/contacts lists them)")
+
+        let before = alice.lines.count
+        alice.send("/contacts")
+        try await alice.waitFor(from: before, line: "bob")
+        // Any other /command goes to the Chat API as typed; its JSON answer is printed.
+        alice.send("/_contacts 1")
+        let (_, json) = try await alice.process.waitFor(from: before, "a JSON answer") { $0.hasPrefix("{") }
+        let parsed = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any]
+        #expect(parsed?["type"] as? String == "contactsList")
+        alice.send("/_nonsense")
+        let (_, error) = try await alice.process.waitFor(from: before, "an error answer") { $0.contains("chatCmdError") }
+        #expect(error.hasPrefix("{"))
+
+        // The data directory is private, the databases too.
+        let attributes = try FileManager.default.attributesOfItem(atPath: alice.dataDirectory.path)
+        #expect((attributes[.posixPermissions] as? Int) == 0o700)
+        for file in ["chat_chat.db", "chat_agent.db"] {
+            let a = try FileManager.default.attributesOfItem(atPath: alice.dataDirectory.appendingPathComponent(file).path)
+            #expect((a[.posixPermissions] as? Int) == 0o600, "\(file)")
+        }
+
+        try await alice.quit()
+        try await bob.quit()
+        await relay.stop()
+    }
+
+    @Test func twoClientsConnectByAddressWithManualAcceptAndReject() async throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let relay = try await RelayProcess.start(dataDirectory: dir.appendingPathComponent("relay"))
+        let alice = try await ChatProcess.start("alice", dataDirectory: dir.appendingPathComponent("alice"), relay: relay)
+        let bob = try await ChatProcess.start("bob", dataDirectory: dir.appendingPathComponent("bob"), relay: relay)
+        let carol = try await ChatProcess.start("carol", dataDirectory: dir.appendingPathComponent("carol"), relay: relay)
+
+        alice.send("/ad")
+        let (i, address) = try await alice.process.waitFor("the address") { $0.hasPrefix("simplex:/contact#/?v=") }
+        let expected = try QRCode.encode(address, ecc: .low).terminalString(quietZone: 2, ansiColors: false)
+        #expect(printedQR(alice.lines, after: i) == expected.split(separator: "\n").map(String.init))
+        // The second /ad shows the same address.
+        alice.send("/ad")
+        _ = try await alice.process.waitFor(from: i + 1, "the same address again") { $0 == address }
+
+        bob.send("/c \(address)")
+        try await bob.waitFor(line: "contact request sent; you are connected when it is accepted")
+        try await alice.waitFor(line: "contact request from bob (/ac bob to accept, /rc bob to reject)")
+        carol.send("/c \(address)")
+        try await alice.waitFor(line: "contact request from carol (/ac carol to accept, /rc carol to reject)")
+
+        alice.send("/ac nobody")
+        try await alice.waitFor(line: "no contact request from nobody")
+        alice.send("/rc carol")
+        try await alice.waitFor(line: "contact request from carol rejected")
+        alice.send("/ac bob")
+        try await alice.waitFor(line: "accepting bob; you are connected when their client answers")
+        try await alice.waitFor(line: "bob connected")
+        try await bob.waitFor(line: "alice connected")
+
+        bob.send("@alice hello via your address")
+        try await alice.waitFor(line: "@bob: hello via your address")
+        alice.send("@bob welcome, bob")
+        try await bob.waitFor(line: "@alice: welcome, bob")
+
+        // Carol was rejected: she never gets connected, and alice has one contact.
+        let before = alice.lines.count
+        alice.send("/contacts")
+        try await alice.waitFor(from: before, line: "bob")
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(!carol.lines.contains("alice connected"))
+        #expect(alice.lines[before...].filter { !$0.hasPrefix("connected to relay") } == ["bob"])
+
+        try await alice.quit()
+        try await bob.quit()
+        try await carol.quit()
+        await relay.stop()
+    }
+
+    /// The texts a client's database holds for messages it received, in order.
+    func receivedTexts(_ client: URL) throws -> [String] {
+        let db = try DatabaseQueue(path: client.appendingPathComponent("chat_chat.db").path)
+        defer { try? db.close() }
+        return try db.read { db in
+            try String.fetchAll(db, sql: "SELECT content FROM chat_item WHERE sent = 0 ORDER BY id").map {
+                guard let data = $0.data(using: .utf8),
+                      let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else { return "?" }
+                return object["text"] as? String ?? "?"
+            }
+        }
+    }
+
+    /// The received messages a client printed, e.g. `n7` for `@alice: n7`.
+    func printed(_ lines: [String], from sender: String) -> [String] {
+        lines.compactMap { $0.hasPrefix("@\(sender): ") ? String($0.dropFirst(sender.count + 3)) : nil }
+    }
+
+    /// Sends n<first>…n<last>, each after the previous one was accepted by the engine.
+    func sendSeries(_ client: ChatProcess, to: String, _ range: ClosedRange<Int>) async throws {
+        for n in range {
+            let from = client.lines.count
+            client.send("@\(to) n\(n)")
+            try await client.waitFor(from: from, line: "sent to @\(to): n\(n)")
+        }
+    }
+
+    @Test(arguments: ["receiver", "sender"])
+    func kill9MidConversationLosesAndDuplicatesNothing(victim: String) async throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let relay = try await RelayProcess.start(dataDirectory: dir.appendingPathComponent("relay"))
+        let aliceDir = dir.appendingPathComponent("alice")
+        let bobDir = dir.appendingPathComponent("bob")
+        var alice = try await ChatProcess.start("alice", dataDirectory: aliceDir, relay: relay)
+        var bob = try await ChatProcess.start("bob", dataDirectory: bobDir, relay: relay)
+        _ = try await connectByInvitation(alice, bob)
+        var bobOutputs: [[String]] = []
+        let total = 60
+
+        // Alice sends n1…n60; at n20 and at n40 one side is killed with SIGKILL right after
+        // the engine accepted the message — while earlier ones are still on their way —
+        // and started again on the same data directory.
+        try await sendSeries(alice, to: "bob", 1...20)
+        for (killAt, resumeAt) in [(20, 21), (40, 41)] {
+            if victim == "receiver" {
+                await bob.process.kill9()
+                bobOutputs.append(bob.lines)
+                try await sendSeries(alice, to: "bob", resumeAt...(resumeAt + 9))
+                bob = try await ChatProcess.start("bob", dataDirectory: bobDir, relay: nil)
+                try await sendSeries(alice, to: "bob", (resumeAt + 10)...(killAt + 20))
+            } else {
+                await alice.process.kill9()
+                alice = try await ChatProcess.start("alice", dataDirectory: aliceDir, relay: nil)
+                try await sendSeries(alice, to: "bob", resumeAt...(killAt + 20))
+            }
+        }
+        try await bob.waitFor(timeout: .seconds(60), line: "@alice: n\(total)")
+        // Replies still work after the restarts.
+        bob.send("@alice got them all")
+        try await alice.waitFor(line: "@bob: got them all")
+        try await alice.quit()
+        try await bob.quit()
+        bobOutputs.append(bob.lines)
+
+        let expected = (1...total).map { "n\($0)" }
+        #expect(try receivedTexts(bobDir) == expected)
+        // What bob printed: each message at most once and in order (one killed with SIGKILL
+        // may have stored a message it had no time to print).
+        let shown = bobOutputs.flatMap { printed($0, from: "alice") }
+        #expect(Set(shown).count == shown.count)
+        #expect(shown == expected.filter { shown.contains($0) })
+        if victim == "sender" { #expect(shown == expected) }
+        await relay.stop()
+    }
+
+    @Test func badArgumentsGiveClearErrors() async throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let chat = Binaries.url("swiftplex-chat")
+
+        let badServer = try LineProcess(chat, ["--data-dir", dir.appendingPathComponent("x").path, "--server", "smp://not-a-relay"])
+        #expect(await badServer.waitForExit() == 64)
+        #expect(badServer.errorLines.joined(separator: "\n").contains("invalid --server 'smp://not-a-relay'"))
+        #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("x").path))
+
+        let noDir = try LineProcess(chat, ["--name", "x"])
+        #expect(await noDir.waitForExit() == 64)
+        #expect(noDir.errorLines.joined(separator: "\n").contains("--data-dir"))
+
+        // No --name and the input ends at the prompt: nothing is created but the directory.
+        let noName = try LineProcess(chat, ["--data-dir", dir.appendingPathComponent("y").path])
+        noName.closeInput()
+        #expect(await noName.waitForExit() == 1)
+        #expect(noName.errorLines.joined(separator: "\n").contains("no display name given"))
+
+        // A name typed at the prompt; no relay anywhere: /c explains how to set one.
+        let typed = try LineProcess(chat, ["--data-dir", dir.appendingPathComponent("z").path])
+        typed.send("  zed  ")
+        try await typed.waitFor(line: "zed is ready; type /help for commands")
+        typed.send("/c")
+        let (_, why) = try await typed.waitFor("the missing relay") { $0.hasPrefix("cannot create an invitation:") }
+        #expect(why.contains("SWIFTPLEX_SERVERS") && why.contains("/_relays"))
+        typed.send("@")
+        try await typed.waitFor(line: "usage: @name text")
+        typed.send("hello")
+        try await typed.waitFor(line: "to send a message write @name text; /help lists the commands")
+        typed.send("/c simplex:/invitation#/?v=1")
+        _ = try await typed.waitFor("a bad link refused") { $0.hasPrefix("cannot connect:") }
+        // SIGTERM stops the engine cleanly.
+        typed.process.signal(SIGTERM)
+        #expect(await typed.waitForExit() == 0)
+
+        // Restarted without --name, the stored profile is used.
+        let again = try LineProcess(chat, ["--data-dir", dir.appendingPathComponent("z").path])
+        try await again.waitFor(line: "zed is ready; type /help for commands")
+        again.signal(SIGINT)
+        #expect(await again.waitForExit() == 0)
+    }
+}
