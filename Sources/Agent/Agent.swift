@@ -79,7 +79,22 @@ public actor Agent {
         for c in open { await c.close() }
     }
 
+    /// The chat layer has stored message `seq` of connection `id`: the agent forgets it. Until
+    /// then it is kept, and announced again after a restart (the chat layer drops what it
+    /// already has).
+    public func messageProcessed(_ id: Int64, seq: UInt64) async {
+        do {
+            try await store.queue.write { db in try AgentStore.removeFromInbox(db, connectionId: id, seq: seq) }
+        } catch {
+            logger.error("cannot clear a processed message", metadata: ["connection": "\(id)", "error": "\(error)"])
+        }
+    }
+
     private func runLoops() async throws {
+        // Messages received before a crash and not yet stored by the chat layer come first.
+        for m in try await store.queue.read({ db in try AgentStore.inbox(db) }) {
+            eventSink.yield(.message(connection: m.connectionId, seq: m.seq, body: m.body, integrity: .ok))
+        }
         let relaysInUse = try await store.queue.read { db in
             Set(try AgentStore.allConnections(db).map(\.rcv.relay) + AgentStore.allAddresses(db).map(\.rcv.relay))
         }
@@ -440,6 +455,9 @@ public actor Agent {
                 try await store.queue.write { db in
                     try AgentStore.save(db, record)
                     if let reply { try AgentStore.enqueue(db, connectionId: record.id, envelope: reply, messageSeq: nil) }
+                    for case let .message(_, seq, body, integrity) in events where integrity != .duplicate {
+                        try AgentStore.keepInInbox(db, connectionId: record.id, seq: seq, body: body)
+                    }
                 }
                 return (record, events, reply)
             }

@@ -142,7 +142,38 @@ final class AgentStore: Sendable {
                 );
                 """)
         }
+        m.registerMigration("v3: inbox") { db in
+            // Received messages wait here, committed with the ratchet step that decrypted them,
+            // until the chat layer has stored them (`Agent.messageProcessed`): the relay's ACK can
+            // go out at once, and a crash between the agent and the chat database loses nothing.
+            try db.execute(sql: """
+                CREATE TABLE inbox (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    connection_id INTEGER NOT NULL REFERENCES connection(id) ON DELETE CASCADE,
+                    seq INTEGER NOT NULL,
+                    body BLOB NOT NULL,
+                    UNIQUE (connection_id, seq)
+                );
+                """)
+        }
         return m
+    }
+
+    /// Keeps a received message until the chat layer has stored it.
+    static func keepInInbox(_ db: Database, connectionId: Int64, seq: UInt64, body: [UInt8]) throws {
+        try db.execute(sql: "INSERT OR IGNORE INTO inbox (connection_id, seq, body) VALUES (?, ?, ?)",
+                       arguments: [connectionId, Int64(seq), Data(body)])
+    }
+
+    static func removeFromInbox(_ db: Database, connectionId: Int64, seq: UInt64) throws {
+        try db.execute(sql: "DELETE FROM inbox WHERE connection_id = ? AND seq = ?", arguments: [connectionId, Int64(seq)])
+    }
+
+    /// Messages the chat layer had not stored when the process last stopped, in arrival order.
+    static func inbox(_ db: Database) throws -> [(connectionId: Int64, seq: UInt64, body: [UInt8])] {
+        try Row.fetchAll(db, sql: "SELECT connection_id, seq, body FROM inbox ORDER BY id").map {
+            (connectionId: $0["connection_id"], seq: UInt64(max(0, $0["seq"] as Int64)), body: [UInt8]($0["body"] as Data))
+        }
     }
 
     private static let encoder = JSONEncoder()

@@ -378,7 +378,15 @@ extension ChatController {
             case let .contactRequest(addressId, request, info):
                 try await contactRequest(addressId: addressId, request: request, info: info)
             case let .message(conn, seq, body, _):
-                if try await received(conn, body: body) { await agent.acknowledgeDelivery(conn, seq: seq) }
+                // Stored (or refused) before the agent forgets it: a crash in between means the
+                // agent announces it again after the restart, and `received` drops the repeat.
+                let wantsReceipt: Bool
+                do { wantsReceipt = try await received(conn, seq: seq, body: body) } catch {
+                    await agent.messageProcessed(conn, seq: seq)
+                    throw error
+                }
+                await agent.messageProcessed(conn, seq: seq)
+                if wantsReceipt { await agent.acknowledgeDelivery(conn, seq: seq) }
             case let .sent(conn, seq):
                 try statusChanged(conn, seqs: [seq], to: "sndSent", from: ["sndNew"])
             case let .delivered(conn, seqs):
@@ -471,8 +479,12 @@ extension ChatController {
 
     /// Applies one chat message from a contact. Returns whether it deserves a delivery receipt
     /// (a new message, when the user sends receipts).
-    private func received(_ conn: Int64, body: [UInt8]) async throws -> Bool {
+    private func received(_ conn: Int64, seq: UInt64, body: [UInt8]) async throws -> Bool {
         guard let (userId, row) = try dbRead({ db in try Self.contactRow(db, where: "agent_conn_id = ?", [conn]) }) else { return false }
+        let seen = try dbRead { db in
+            try Bool.fetchOne(db, sql: "SELECT 1 FROM chat_item WHERE contact_id = ? AND agent_seq = ? AND sent = 0", arguments: [row.id, Int64(seq)]) ?? false
+        }
+        if seen { return false }  // stored before a crash; the agent announced it again
         let u = try user(userId)
         let message = try ChatMessage(decoding: body)
         switch message.event {
@@ -481,8 +493,8 @@ extension ChatController {
             let quoted = try receivedQuote(message.params["quote"], contactId: row.id)
             let now = Timestamp.now()
             let itemId = try dbWrite { db in
-                try db.execute(sql: "INSERT INTO chat_item (user_id, contact_id, sent, content, shared_msg_id, status, quoted, created_at) VALUES (?, ?, 0, ?, ?, 'rcvNew', ?, ?)",
-                               arguments: [userId, row.id, content.description, message.msgId, quoted?.description, now])
+                try db.execute(sql: "INSERT INTO chat_item (user_id, contact_id, sent, content, shared_msg_id, agent_seq, status, quoted, created_at) VALUES (?, ?, 0, ?, ?, ?, 'rcvNew', ?, ?)",
+                               arguments: [userId, row.id, content.description, message.msgId, Int64(seq), quoted?.description, now])
                 try db.execute(sql: "UPDATE contact SET chat_ts = ? WHERE id = ?", arguments: [now, row.id])
                 return db.lastInsertedRowID
             }

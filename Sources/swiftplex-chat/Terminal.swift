@@ -54,7 +54,15 @@ struct LineInput: Sendable {
             continuation.yield(.end)
         }
         thread.start()
-        continuation.onTermination = { _ in sources.forEach { $0.cancel() } }
+        let keep = SignalSources(sources)
+        continuation.onTermination = { _ in keep.cancelAll() }
         return LineInput(events: stream)
     }
+}
+
+/// The signal sources, kept alive by the stream and cancelled when it ends.
+final class SignalSources: @unchecked Sendable {  // immutable; cancel is thread-safe
+    private let sources: [any DispatchSourceSignal]
+    init(_ sources: [any DispatchSourceSignal]) { self.sources = sources }
+    func cancelAll() { sources.forEach { $0.cancel() } }
 }
