@@ -1,8 +1,6 @@
 # Swiftplex — the two commands that matter: `make run` and `make test`.
 SHELL := /bin/bash
 SWIFT ?= swift
-DATA_DIR ?= .swiftplex
-RELAY_LISTEN ?= 127.0.0.1:5223
 SYSTEM_PACKAGES := libsodium-dev libyaml-dev libsqlite3-dev pkg-config zbar-tools
 
 .PHONY: run test python-test deps build release bench clean plugins
@@ -29,20 +27,23 @@ plugins:
 	$(SWIFT) build --product auto-reply
 	$(SWIFT) build --product broadcast
 
-# The main job. Until the bot host lands this runs a relay on $(RELAY_LISTEN) with its data in
-# $(DATA_DIR)/relay; it prints its smp:// address and stops on Ctrl-C.
+# The main job: the bot host on config/bot.yaml — an embedded relay on 127.0.0.1:5223, an
+# auto-accept plugin with a welcome and an echoing auto-reply plugin. It prints the relay address
+# and the bot's contact address (link and QR code); talk to it with swiftplex-chat. Ctrl-C stops.
+CONFIG ?= config/bot.yaml
 run: deps
-	$(SWIFT) build --product swiftplex-relay
-	$$($(SWIFT) build --show-bin-path)/swiftplex-relay --data-dir $(DATA_DIR)/relay --listen $(RELAY_LISTEN)
+	@for p in swiftplex swiftplex-plugin-runner swiftplex-chat auto-accept auto-reply broadcast; do \
+	  echo "building $$p"; $(SWIFT) build --product $$p || exit 1; done
+	$$($(SWIFT) build --show-bin-path)/swiftplex run --config $(CONFIG)
 
 # All tests: unit tests and the live ones (real TLS on loopback, real SQLite files, real
 # processes), then the official SimpleX Python library against libsimplex.so.
+# Products the tests run as processes or load with dlopen.
+TEST_PRODUCTS := simplex swiftplex swiftplex-plugin-runner swiftplex-test-plugin swiftplex-relay swiftplex-chat \
+	auto-accept auto-reply broadcast
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) build --product simplex
-	$(SWIFT) build --product auto-accept
-	$(SWIFT) build --product auto-reply
-	$(SWIFT) build --product broadcast
+	@for p in $(TEST_PRODUCTS); do echo "building $$p"; $(SWIFT) build --product $$p || exit 1; done
 	@set -o pipefail; $(SWIFT) test --skip-build 2>&1 | tee .build/test.log
 	@n=$$(grep -oE 'Test run with [0-9]+ tests?' .build/test.log | grep -oE '[0-9]+' | tail -n 1); \
 	  echo "swift: $${n:-0} passed, 0 failed"

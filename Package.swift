@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "RelayClient", targets: ["RelayClient"]),
         .library(name: "SwiftplexPluginTesting", targets: ["SwiftplexPluginTesting"]),
         .library(name: "simplex", type: .dynamic, targets: ["SimplexLib"]),
+        .executable(name: "swiftplex", targets: ["swiftplex"]),
         .executable(name: "swiftplex-plugin-runner", targets: ["swiftplex-plugin-runner"]),
         // A plugin in C that the host's tests and the dispatch benchmark control.
         .library(name: "swiftplex-test-plugin", type: .dynamic, targets: ["SwiftplexTestPlugin"]),
@@ -194,6 +195,15 @@ let package = Package(
         .target(name: "QRCode"),
 
         // Executables.
+        .executableTarget(
+            name: "swiftplex",
+            dependencies: [
+                "BotHost", "HostConfig", "PluginHost", "PluginScaffold", "RelayProtocol", "QRCode",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         .executableTarget(
             name: "swiftplex-chat",
             dependencies: [

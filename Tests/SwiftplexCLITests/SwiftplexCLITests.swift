@@ -21,26 +21,46 @@ import Testing
     @Test func checkConfigReportsEveryProblemWithLineAndColumn() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let file = dir.appendingPathComponent("bad.yaml")
+        // The host's own keys first: every problem in one pass.
+        let host = dir.appendingPathComponent("host.yaml")
+        try """
+            bot:
+              display_name: "@Checker"
+            pluginz: []
+            log_level: loud
+            """.write(to: host, atomically: true, encoding: .utf8)
+        let h = try await CLIProcess.run(["check-config", host.path])
+        #expect(h.status != 0)
+        let hostLines = h.stderr.split(separator: "\n").map(String.init)
+        #expect(hostLines.contains { $0.hasPrefix("\(host.path):2:") && $0.contains("@") }, "\(hostLines)")
+        #expect(hostLines.contains { $0.hasPrefix("\(host.path):3:1:") && $0.contains("pluginz") && $0.contains("plugins") }, "\(hostLines)")
+        #expect(hostLines.contains { $0.hasPrefix("\(host.path):4:") && $0.contains("loud") }, "\(hostLines)")
+
+        // Then each plugin: located, loaded, its config checked against its own schema.
+        let file = dir.appendingPathComponent("plugins.yaml")
         try """
             bot:
               display_name: Checker
-            pluginz: []
             plugins:
               - name: welcome
                 path: auto-accept
                 config:
                   welcome: 42
                   max_per_hour: lots
+                  alow: ["x"]
               - name: ghost
                 path: no-such-plugin
+              - name: junk
+                path: \(host.path)
             """.write(to: file, atomically: true, encoding: .utf8)
         let r = try await CLIProcess.run(["check-config", file.path])
         #expect(r.status != 0)
         let lines = r.stderr.split(separator: "\n").map(String.init)
-        #expect(lines.contains { $0.hasPrefix("\(file.path):3:1:") && $0.contains("pluginz") && $0.contains("plugins") }, "\(lines)")
-        #expect(lines.contains { $0.hasPrefix("\(file.path):9:") && $0.contains("max_per_hour") }, "\(lines)")
-        #expect(lines.contains { $0.hasPrefix("\(file.path):10:") && $0.contains("no-such-plugin") }, "\(lines)")
+        #expect(lines.count == 4, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("\(file.path):8:21:") && $0.contains("max_per_hour") && $0.contains("integer") }, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("\(file.path):9:7:") && $0.contains("did you mean \"allow\"") }, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("\(file.path):10:5:") && $0.contains("libno-such-plugin.so") }, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("\(file.path):12:5:") && $0.contains("cannot load") }, "\(lines)")
 
         let broken = dir.appendingPathComponent("broken.yaml")
         try "bot:\n  display_name: [unclosed\n".write(to: broken, atomically: true, encoding: .utf8)

@@ -1,0 +1,128 @@
+import BotHost
+import Foundation
+import HostConfig
+import Logging
+import PluginHost
+import RelayProtocol
+
+/// Turns a loaded configuration into what the host runs: paths resolved, plugins located, each
+/// plugin's `config:` validated against its own schema once the plugin is loaded.
+struct HostSetup {
+    let config: HostConfiguration
+
+    /// The directory of this executable (where the build puts plugins and the runner).
+    static var executableDirectory: URL {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+    }
+
+    static var runnerExecutable: URL {
+        if let p = ProcessInfo.processInfo.environment["SWIFTPLEX_PLUGIN_RUNNER"] { return URL(fileURLWithPath: p) }
+        return executableDirectory.appendingPathComponent("swiftplex-plugin-runner")
+    }
+
+    var dataDirectory: URL {
+        let d = config.dataDirectory
+        return d.hasPrefix("/") ? URL(fileURLWithPath: d) : URL(fileURLWithPath: config.directory).appendingPathComponent(d)
+    }
+
+    /// Where plugins named by name are looked for, in order.
+    var pluginSearchPath: [String] {
+        var dirs = config.pluginDirectories.map { $0.hasPrefix("/") ? $0 : URL(fileURLWithPath: config.directory).appendingPathComponent($0).path }
+        if let extra = ProcessInfo.processInfo.environment["SWIFTPLEX_PLUGIN_PATH"] {
+            dirs += extra.split(separator: ":").map(String.init)
+        }
+        let exe = Self.executableDirectory
+        dirs.append(exe.path)
+        dirs.append(exe.deletingLastPathComponent().appendingPathComponent("lib/swiftplex/plugins").path)
+        return dirs
+    }
+
+    /// The plugin's file, or a problem at the entry's position.
+    func locate(_ plugin: HostConfiguration.Plugin) -> Result<String, LocateFailure> {
+        switch plugin.path {
+        case let .file(path):
+            guard FileManager.default.fileExists(atPath: path) else {
+                return .failure(LocateFailure(problem: ConfigProblem(file: config.file, at: plugin.mark, "plugin '\(plugin.name)': no such file \(path)")))
+            }
+            return .success(path)
+        case let .name(name):
+            let file = plugin.path.libraryFileName
+            for dir in pluginSearchPath {
+                let candidate = URL(fileURLWithPath: dir).appendingPathComponent(file).path
+                if FileManager.default.fileExists(atPath: candidate) { return .success(candidate) }
+            }
+            return .failure(LocateFailure(problem: ConfigProblem(file: config.file, at: plugin.mark,
+                                          "plugin '\(plugin.name)': \(file) (plugin \(name)) not found in \(pluginSearchPath.joined(separator: ", "))")))
+        }
+    }
+
+    /// Validates an instance's `config:` against the plugin's schema; returns the config JSON.
+    func configure(_ plugin: HostConfiguration.Plugin, index: Int, info: PluginInfo) -> Result<String, ConfigErrors> {
+        guard let schemaText = info.configSchema else { return .success(plugin.config.toJSON()) }
+        let schema: PluginConfigSchema
+        do {
+            schema = try PluginConfigSchema(json: schemaText)
+        } catch {
+            return .failure(ConfigErrors([ConfigProblem(file: config.file, at: plugin.mark,
+                                                        "plugin '\(plugin.name)' (\(info.name) \(info.version)) has an invalid config schema: \(error)")]))
+        }
+        return schema.validate(plugin.config, file: config.file, path: "plugins[\(index)].config")
+    }
+
+    /// Host options plus the plugin entries that could not even be located.
+    func options() throws -> (BotHostOptions, [ConfigProblem]) {
+        let relays: BotHostOptions.Relays
+        switch config.relays {
+        case .embedded:
+            relays = .embedded(host: config.embeddedRelay.host, port: config.embeddedRelay.port, publicHost: config.embeddedRelay.publicHost)
+        case let .external(list):
+            relays = .external(try list.map { text in
+                do { return try RelayAddress(parsing: text) } catch {
+                    throw ValidationErrorText("\(config.file): relays: '\(text)' is not a relay address: \(error)")
+                }
+            })
+        }
+        var problems: [ConfigProblem] = []
+        var specs: [PluginSpec] = []
+        for (index, plugin) in config.plugins.enumerated() where plugin.enabled {
+            switch locate(plugin) {
+            case let .failure(f): problems.append(f.problem)
+            case let .success(path): specs.append(spec(plugin, index: index, path: path))
+            }
+        }
+        let profile = BotHostOptions.Profile(displayName: config.bot.displayName, fullName: config.bot.fullName,
+                                             peerType: config.bot.peerType.rawValue, publishCommands: config.bot.publishCommands)
+        let options = BotHostOptions(dataDirectory: dataDirectory, profile: profile, relays: relays,
+                                     createAddress: config.address.enabled, plugins: specs, runnerExecutable: Self.runnerExecutable)
+        return (options, problems)
+    }
+
+    func spec(_ plugin: HostConfiguration.Plugin, index: Int, path: String) -> PluginSpec {
+        let setup = self
+        return PluginSpec(
+            name: plugin.name, path: path,
+            isolation: plugin.isolation == .process ? .process : .inProcess,
+            timeout: plugin.timeout, queueLimit: plugin.queueLimit,
+            backoff: .init(initial: plugin.restartBackoff.initial, max: plugin.restartBackoff.max),
+            configFingerprint: plugin.config.toJSON(),
+            configure: { info in
+                setup.configure(plugin, index: index, info: info).mapError { PluginError(.invalidConfig, $0.description) }
+            })
+    }
+}
+
+/// A plugin entry whose file could not be found, at the entry's position.
+struct LocateFailure: Error {
+    let problem: ConfigProblem
+}
+
+struct ValidationErrorText: Error, CustomStringConvertible {
+    let description: String
+    init(_ d: String) { description = d }
+}
+
+extension Logger.Level {
+    init(_ level: HostConfiguration.LogLevel) {
+        self = Logger.Level(rawValue: level.rawValue) ?? .info
+    }
+}

@@ -1,0 +1,128 @@
+import ArgumentParser
+import BotHost
+import Foundation
+import HostConfig
+import Logging
+import PluginHost
+import ServiceLifecycle
+
+/// `swiftplex run --config FILE`: starts the bot and serves until SIGTERM/SIGINT; SIGHUP reloads plugins.
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "run", abstract: "Run the bot described by a configuration file.")
+
+    @Option(name: .shortAndLong, help: "The YAML configuration file.") var config: String = "config/bot.yaml"
+    @Option(help: "Override the configuration's log_level (trace, debug, info, notice, warning, error, critical).")
+    var logLevel: String?
+
+    func run() async throws {
+        let configuration: HostConfiguration
+        do {
+            configuration = try HostConfiguration.load(path: config)
+        } catch {
+            FileHandle.standardError.write(Data("\(error.description)\n".utf8))
+            throw ExitCode(78)  // EX_CONFIG
+        }
+        let level = logLevel.flatMap(Logger.Level.init(rawValue:)) ?? Logger.Level(configuration.logLevel)
+        if let logLevel, Logger.Level(rawValue: logLevel) == nil {
+            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
+        }
+        LoggingSystem.bootstrap { label in
+            var h = StreamLogHandler.standardError(label: label)
+            h.logLevel = level
+            return h
+        }
+        let logger = Logger(label: "swiftplex")
+        for warning in configuration.warnings { logger.warning("\(warning)") }
+
+        let setup = HostSetup(config: configuration)
+        let (options, problems) = try setup.options()
+        for p in problems { logger.error("\(p)") }
+        let host: BotHost
+        do {
+            host = try await BotHost.start(options, logger: logger)
+        } catch {
+            logger.critical("the bot did not start: \(error)")
+            throw ExitCode.failure
+        }
+        if let relay = host.relayAddress { print("relay: \(relay)") }
+        if let address = host.address {
+            print("bot address: \(address)")
+            if configuration.address.printQR { AddressPrinter.printQR(address) }
+        }
+        for status in host.plugins.statuses() {
+            print("plugin \(status.name): \(status.info.name) \(status.info.version) (\(status.isolation.rawValue))")
+        }
+        fflush(nil)
+
+        let pidFile = options.dataDirectory.appendingPathComponent("swiftplex.pid")
+        _ = FileManager.default.createFile(atPath: pidFile.path, contents: Data("\(getpid())\n".utf8), attributes: [.posixPermissions: 0o600])
+        defer { try? FileManager.default.removeItem(at: pidFile) }
+
+        let reloader = Reloader(file: config, host: host, logger: logger)
+        signal(SIGHUP, SIG_IGN)
+        let hangup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
+        hangup.setEventHandler { reloader.trigger() }
+        hangup.resume()
+        defer { hangup.cancel() }
+
+        let group = ServiceGroup(configuration: .init(
+            services: [.init(service: BotHostService(host: host))],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger
+        ))
+        logger.info("bot running; SIGHUP reloads plugins, SIGTERM or Ctrl-C stops")
+        try await group.run()
+        logger.info("bot stopped")
+    }
+}
+
+/// Runs a bot host until graceful shutdown, then stops it cleanly.
+struct BotHostService: Service {
+    let host: BotHost
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown { await host.run() }
+        await host.shutdown()
+    }
+}
+
+/// Re-reads the configuration and applies its plugin list, one reload at a time.
+final class Reloader: Sendable {
+    let file: String
+    let host: BotHost
+    let logger: Logger
+
+    init(file: String, host: BotHost, logger: Logger) {
+        self.file = file
+        self.host = host
+        self.logger = logger
+    }
+
+    func trigger() {
+        Task { await self.reload() }
+    }
+
+    func reload() async {
+        logger.notice("reloading \(file)")
+        let configuration: HostConfiguration
+        do {
+            configuration = try HostConfiguration.load(path: file)
+        } catch {
+            logger.error("reload refused; the running plugins are unchanged:\n\(error.description)")
+            return
+        }
+        let setup = HostSetup(config: configuration)
+        let options: BotHostOptions
+        let problems: [ConfigProblem]
+        do { (options, problems) = try setup.options() } catch {
+            logger.error("reload refused: \(error)")
+            return
+        }
+        for p in problems { logger.error("\(p)") }
+        let results = await host.reload(options.plugins)
+        for (name, outcome) in results {
+            logger.notice("plugin \(name): \(outcome)")
+        }
+        logger.notice("reload done (bot profile, relays and data_dir changes need a restart)")
+    }
+}
