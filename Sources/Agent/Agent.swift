@@ -31,6 +31,10 @@ public actor Agent {
     private var deliveringOutbox: Set<Int64> = []
     /// Receipts waiting to be sent, per connection (see ``acknowledgeDelivery(_:seq:)``).
     private var pendingReceipts: [Int64: [UInt64]] = [:]
+    /// Receipt flushes scheduled or running; `close()` waits for them before closing the database.
+    private var receiptTasks: [Int: Task<Void, Never>] = [:]
+    private var nextReceiptTask = 0
+    private var closed = false
     /// Connections whose state is being changed, with the tasks waiting their turn (see ``withConnectionLock(_:_:)``).
     private var connectionLocks: [Int64: [CheckedContinuation<Void, Never>]] = [:]
     /// How long receipts gather before one receipt message carries them all.
@@ -69,6 +73,10 @@ public actor Agent {
 
     /// Closes relay connections and the database; the agent is unusable afterwards.
     public func close() async {
+        closed = true
+        // A receipt flush reads the database: let it see `closed` and finish first.
+        for task in receiptTasks.values { task.cancel() }
+        for task in receiptTasks.values { await task.value }
         await closeConnections()
         try? store.queue.close()
     }
@@ -327,17 +335,21 @@ public actor Agent {
             pendingReceipts[id]!.append(seq)
             return
         }
+        guard !closed else { return }
         pendingReceipts[id] = [seq]
-        Task {
+        let key = nextReceiptTask
+        nextReceiptTask += 1
+        receiptTasks[key] = Task {
             try? await Task.sleep(for: Self.receiptDelay)
             await self.flushReceipts(id)
+            self.receiptTasks[key] = nil
         }
     }
 
     private func flushReceipts(_ id: Int64) async {
         guard var seqs = pendingReceipts.removeValue(forKey: id) else { return }
         do {
-            while !seqs.isEmpty {
+            while !seqs.isEmpty, !closed {
                 let batch = Array(seqs.prefix(AgentMessage.maxReceiptSeqs))
                 seqs.removeFirst(batch.count)
                 try await sendUnnumbered(id, .receipt(seqs: batch))

@@ -126,15 +126,18 @@ extension NodeDecoder {
         if let n = f("plugins"), let items = list(n, "plugins") {
             var firstByName: [String: ConfigMark] = [:]
             for (i, item) in items.enumerated() {
-                // Names are checked for duplicates even when the rest of an entry is wrong.
+                // Names are checked for duplicates even when the rest of an entry is wrong, and
+                // the rest of a duplicate entry is still checked (every problem in one pass).
+                var duplicate = false
                 if let nameNode = item["name"], let name = nameNode.scalar, PluginName.isValid(name) {
                     if let first = firstByName[name] {
                         problem(nameNode, "plugins[\(i)].name", "duplicate plugin name \(JSONText.quote(name)) (first used at \(first)); give each instance its own name")
-                        continue
+                        duplicate = true
+                    } else {
+                        firstByName[name] = nameNode.mark
                     }
-                    firstByName[name] = nameNode.mark
                 }
-                if let p = plugin(item, "plugins[\(i)]", directory: directory) { plugins.append(p) }
+                if let p = plugin(item, "plugins[\(i)]", directory: directory), !duplicate { plugins.append(p) }
             }
         }
 

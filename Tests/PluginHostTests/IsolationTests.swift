@@ -31,7 +31,8 @@ import Testing
         m.dispatch(type: "newChatItems", json: event(1))
         m.dispatch(type: "newChatItems", json: event(2, #","text":"crash-now""#))
         for n in 3...10 { m.dispatch(type: "newChatItems", json: event(n)) }
-        try await log.wait { $0.seen("iso").last == 10 }
+        // Generous: under a full parallel test run the restart competes for two cores.
+        try await log.wait(timeout: .seconds(60)) { $0.seen("iso").last == 10 }
         // The crashing event is dropped; the others arrive once, in order, after the restart.
         #expect(log.seen("iso") == [1] + Array(3...10))
         let stats = m.statuses().first { $0.name == "iso" }!.stats

@@ -65,17 +65,29 @@ final class LibSimplex: @unchecked Sendable {
 @Suite(.serialized, .timeLimit(.minutes(1))) struct ABITests {
     let lib = LibSimplex.shared
 
+    // The C ABI blocks its caller, as it should: C and Python callers are plain threads. Each
+    // test runs on a thread of its own so that it never holds one of Swift's few cooperative
+    // threads, which the engine behind the library needs.
+    @Test func exportsEverySymbolTheLibrariesLookUp() async { await offPool { self.exportsEverySymbolTheLibrariesLookUpBody() } }
+    @Test func migrateInitReportsItsOutcomes() async { await offPool { self.migrateInitReportsItsOutcomesBody() } }
+    @Test func commandsAnswerWithResultOrErrorEnvelopes() async { await offPool { self.commandsAnswerWithResultOrErrorEnvelopesBody() } }
+    @Test func misuseGivesErrorsNotCrashes() async { await offPool { self.misuseGivesErrorsNotCrashesBody() } }
+    @Test func receiveWaitTimesOutWithAnEmptyStringAndCloseWakesAWaiter() async { await offPool { self.receiveWaitTimesOutWithAnEmptyStringAndCloseWakesAWaiterBody() } }
+    @Test func severalControllersAndThreadsAtOnce() async { await offPool { self.severalControllersAndThreadsAtOnceBody() } }
+    @Test func filesAreEncryptedAndAuthenticated() async throws { try await offPool { try self.filesAreEncryptedAndAuthenticatedBody() } }
+
+
     func prefix() -> String {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-abi-\(UUID().uuidString)")
         try! FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         return dir.appendingPathComponent("bot").path
     }
 
-    @Test func exportsEverySymbolTheLibrariesLookUp() {
+    func exportsEverySymbolTheLibrariesLookUpBody() {
         for s in LibSimplex.symbols { #expect(dlsym(lib.handle, s) != nil, "\(s)") }
     }
 
-    @Test func migrateInitReportsItsOutcomes() {
+    func migrateInitReportsItsOutcomesBody() {
         #expect(lib.initialise(prefix(), confirm: "sometimes").0 == #"{"type":"invalidConfirmation"}"#)
         #expect(lib.initialise(prefix(), key: "secret").0.contains(#""type":"errorNotADatabase""#))
         let pending = lib.initialise(prefix(), confirm: "error")
@@ -90,7 +102,7 @@ final class LibSimplex: @unchecked Sendable {
         _ = LibSimplex.take(lib.close(again.1))
     }
 
-    @Test func commandsAnswerWithResultOrErrorEnvelopes() {
+    func commandsAnswerWithResultOrErrorEnvelopesBody() {
         let (_, ctrl) = lib.initialise(prefix())
         #expect(lib.send(ctrl, "/user") == #"{"error":{"type":"error","errorType":{"type":"noActiveUser"}}}"#)
         let created = lib.send(ctrl, #"/_create user {"profile": {"displayName": "abi", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#)
@@ -100,7 +112,7 @@ final class LibSimplex: @unchecked Sendable {
         _ = LibSimplex.take(lib.close(ctrl))
     }
 
-    @Test func misuseGivesErrorsNotCrashes() {
+    func misuseGivesErrorsNotCrashesBody() {
         #expect(lib.send(nil, "/user").contains(#""error""#))
         #expect(lib.send(UnsafeMutableRawPointer(bitPattern: 0xDEAD_BEE0), "/user").contains("invalid or closed"))
         let (_, ctrl) = lib.initialise(prefix())
@@ -113,7 +125,7 @@ final class LibSimplex: @unchecked Sendable {
         #expect(LibSimplex.take(lib.migrateInit(nil, "", "yesUp", &none)).contains("errorSQL"))
     }
 
-    @Test func receiveWaitTimesOutWithAnEmptyStringAndCloseWakesAWaiter() {
+    func receiveWaitTimesOutWithAnEmptyStringAndCloseWakesAWaiterBody() {
         let (_, ctrl) = lib.initialise(prefix())
         let started = ContinuousClock.now
         #expect(LibSimplex.take(lib.recvWait(ctrl, 100_000)) == "")
@@ -134,7 +146,7 @@ final class LibSimplex: @unchecked Sendable {
         #expect(r == "" || r.contains(#""error""#))
     }
 
-    @Test func severalControllersAndThreadsAtOnce() {
+    func severalControllersAndThreadsAtOnceBody() {
         let controllers = (0..<3).map { _ in lib.initialise(prefix()).1 }
         for (i, c) in controllers.enumerated() {
             _ = lib.send(c, #"/_create user {"profile": {"displayName": "u\#(i)", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#)
@@ -152,7 +164,7 @@ final class LibSimplex: @unchecked Sendable {
         }
     }
 
-    @Test func filesAreEncryptedAndAuthenticated() throws {
+    func filesAreEncryptedAndAuthenticatedBody() throws {
         let dir = URL(fileURLWithPath: prefix()).deletingLastPathComponent()
         let path = dir.appendingPathComponent("secret.bin").path
         let data: [UInt8] = Array("file contents\0with a NUL".utf8)
@@ -188,4 +200,17 @@ final class NIOLockedBox: @unchecked Sendable {
     private var value = ""
     func set(_ v: String) { lock.lock(); value = v; lock.unlock() }
     func get() -> String { lock.lock(); defer { lock.unlock() }; return value }
+}
+
+/// Runs `body` on a new thread and waits for it without blocking a cooperative thread.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { cont in
+        Thread.detachNewThread { cont.resume(with: Result { try body() }) }
+    }
+}
+
+func offPool(_ body: @escaping @Sendable () -> Void) async {
+    await withCheckedContinuation { cont in
+        Thread.detachNewThread { body(); cont.resume() }
+    }
 }
