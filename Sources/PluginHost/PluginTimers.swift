@@ -22,7 +22,7 @@ final class PluginTimers: @unchecked Sendable {  // mutable state only under `lo
         let id = nextId
         nextId += 1
         let timer = DispatchSource.makeTimerSource(queue: Self.queue)
-        let event = #"{"type":"swiftplex.timer","timerId":\#(id),"name":\#(JSONText.quote(name))}"#
+        let event = Self.event(id: id, name: name)
         let fire = self.fire
         let clamp = { (ms: UInt64) in Int(min(ms, UInt64(Int32.max))) }
         timer.schedule(deadline: .now() + .milliseconds(clamp(delayMs)),
@@ -53,21 +53,11 @@ final class PluginTimers: @unchecked Sendable {  // mutable state only under `lo
     }
 }
 
-/// Minimal JSON text helpers for the few objects the host writes itself.
-enum JSONText {
-    static func quote(_ s: String) -> String {
-        var out = "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case let c where c.value < 0x20: out += String(format: "\\u%04x", c.value)
-            default: out.unicodeScalars.append(u)
-            }
-        }
-        return out + "\""
+extension PluginTimers {
+    /// `{"type":"swiftplex.timer","timerId":…,"name":…}` as JSON text.
+    static func event(id: UInt64, name: String) -> String {
+        let object: [String: Any] = ["type": PluginEvents.timer, "timerId": id, "name": name]
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
     }
 }
