@@ -14,6 +14,10 @@ public enum PrivateDatabase {
         config.label = label
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA journal_mode = WAL")
+            // In WAL mode NORMAL survives a crash of the process (kill -9) with every committed
+            // transaction; only a power loss can lose the last ones. (The relay, whose OK to a
+            // SEND is a promise to a remote party, keeps FULL.)
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
             try db.execute(sql: "PRAGMA foreign_keys = ON")
         }
         let queue = try DatabaseQueue(path: path.path, configuration: config)
