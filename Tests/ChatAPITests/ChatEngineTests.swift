@@ -62,7 +62,10 @@ func startUser(_ api: ChatAPI, _ name: String) async {
     _ = await api.execute("/_start")
 }
 
-@Suite(.timeLimit(.minutes(2))) struct ChatEngineTests {
+/// Suites that run engines on an in-process relay over loopback TLS, in a temporary directory.
+protocol LiveRelaySuite {}
+
+extension LiveRelaySuite {
     func tempDir() -> URL {
         let u = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-chat-\(UUID().uuidString)")
         try? FileManager.default.createDirectory(at: u, withIntermediateDirectories: true)
@@ -73,7 +76,9 @@ func startUser(_ api: ChatAPI, _ name: String) async {
         try await RelayServer.start(configuration: RelayConfiguration(dataDirectory: dir.appendingPathComponent("relay"), host: "127.0.0.1", port: 0),
                                     group: MultiThreadedEventLoopGroup.singleton, logger: silent)
     }
+}
 
+@Suite(.timeLimit(.minutes(2))) struct ChatEngineTests: LiveRelaySuite {
     @Test func botWithAutoAcceptAddressWelcomesAndReplies() async throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(at: dir) }

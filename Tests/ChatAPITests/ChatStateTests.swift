@@ -17,18 +17,7 @@ func sendText(_ contact: Int, _ text: String, quoting: Int? = nil) -> String {
 
 /// Quotes, chat state, users, incognito, receipts and short links, through command strings on
 /// real relays and real SQLite files.
-@Suite(.timeLimit(.minutes(3))) struct ChatStateTests {
-    func tempDir() -> URL {
-        let u = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-state-\(UUID().uuidString)")
-        try? FileManager.default.createDirectory(at: u, withIntermediateDirectories: true)
-        return u
-    }
-
-    func relay(_ dir: URL) async throws -> RelayServer {
-        try await RelayServer.start(configuration: RelayConfiguration(dataDirectory: dir.appendingPathComponent("relay"), host: "127.0.0.1", port: 0),
-                                    group: MultiThreadedEventLoopGroup.singleton, logger: silent)
-    }
-
+@Suite(.timeLimit(.minutes(3))) struct ChatStateTests: LiveRelaySuite {
     /// `a` invites, `b` joins; returns (b's id at a, a's id at b).
     func connect(_ a: ChatAPI, _ aInbox: ChatInbox, _ b: ChatAPI, _ bInbox: ChatInbox, userA: Int = 1, userB: Int = 1) async throws -> (Int, Int) {
         let link = try #require(await a.execute("/_connect \(userA)")["connLinkInvitation"]?["connFullLink"]?.stringValue)
