@@ -73,6 +73,7 @@ public struct ChatAPI: Sendable {
         case let .createAddress(userId, short): return try await c.createAddress(userId: userId, short: short)
         case let .showAddress(userId): return try await c.showAddress(userId: userId)
         case let .deleteAddress(userId): return try await c.deleteAddress(userId: userId)
+        case let .setProfileAddress(userId, enabled): return try await c.setProfileAddress(userId: userId, enabled: enabled)
         case let .setAddressSettings(userId, settings): return try await c.setAddressSettings(userId: userId, settings: settings)
         case let .addContact(userId, incognito, short): return try await c.addContact(userId: userId, incognito: incognito, short: short)
         case let .connectPlan(userId, link): return try await c.connectPlan(userId: userId, link: link)

@@ -55,6 +55,19 @@ extension ChatController {
         return response("userContactLink", u, [("contactLink", addressJSON(a, userId: userId))])
     }
 
+    /// Puts the user's address into their profile as `contactLink` (or takes it out) and sends
+    /// the profile to their contacts, as `/_profile` does.
+    public func setProfileAddress(userId: Int64, enabled: Bool) async throws -> JSONValue {
+        let u = try user(userId)
+        guard case let .object(fields) = u.profile else { throw ChatFailure.command("the user's profile is not an object") }
+        var updated = fields.filter { $0.0 != "contactLink" }
+        if enabled {
+            guard let a = try address(userId: userId) else { throw ChatFailure(ChatJSON.storeError("userContactLinkNotFound")) }
+            updated.append(("contactLink", .string(a.shortLink ?? a.link)))
+        }
+        return try await updateProfile(userId: userId, profile: .object(updated))
+    }
+
     public func setAddressSettings(userId: Int64, settings: JSONValue) throws -> JSONValue {
         let u = try user(userId)
         guard settings["businessAddress"]?.boolValue != nil else { throw ChatFailure.command("AddressSettings needs businessAddress") }

@@ -27,6 +27,26 @@ func sendText(_ contact: Int, _ text: String, quoting: Int? = nil) -> String {
         return (bAtA, aAtB)
     }
 
+    @Test func theAddressGoesIntoTheProfileAndOut() async throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let relay = try await relay(dir)
+        defer { Task { await relay.shutdown() } }
+        try await withEngine(dir, "bot", relays: [relay.address]) { bot, _ in
+            await startUser(bot, "bot")
+            let missing = await bot.execute("/_profile_address 1 on")
+            #expect(missing["chatError"]?["storeError"]?["type"]?.stringValue == "userContactLinkNotFound")
+            let link = try #require(await bot.execute("/_address 1")["connLinkContact"]?["connFullLink"]?.stringValue)
+            let on = await bot.execute("/_profile_address 1 on")
+            #expect(on["type"]?.stringValue == "userProfileUpdated")
+            #expect(await bot.execute("/user")["user"]?["profile"]?["contactLink"]?.stringValue == link)
+            #expect(await bot.execute("/_profile_address 1 on")["type"]?.stringValue == "userProfileNoChange")
+            #expect(await bot.execute("/_profile_address 1 off")["type"]?.stringValue == "userProfileUpdated")
+            #expect(await bot.execute("/user")["user"]?["profile"]?["contactLink"] == nil)
+            #expect(await bot.execute("/_profile_address 1 maybe")["chatError"]?["errorType"]?["type"]?.stringValue == "commandError")
+        }
+    }
+
     @Test func quotesLinkTheQuotedItemOnBothSides() async throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(at: dir) }
