@@ -31,6 +31,12 @@ public actor Agent {
     private var deliveringOutbox: Set<Int64> = []
     /// Receipts waiting to be sent, per connection (see ``acknowledgeDelivery(_:seq:)``).
     private var pendingReceipts: [Int64: [UInt64]] = [:]
+    /// Connection records as last committed, so the message path does not decode a record (JSON,
+    /// ratchet included) from the database for every message. Filled and updated only under the
+    /// connection's lock (``lockedRecord(_:)``, ``committed(_:)``), where no other change of that
+    /// connection can race; cleared when a connection is deleted.
+    private var records: [Int64: ConnectionRecord] = [:]
+    private var recordByRecipient: [Data: Int64] = [:]
     /// Receipt flushes scheduled or running; `close()` waits for them before closing the database.
     private var receiptTasks: [Int: Task<Void, Never>] = [:]
     private var nextReceiptTask = 0
@@ -268,7 +274,7 @@ public actor Agent {
     /// Inviter: accepts a confirmed joiner, sending it `info`.
     public func allow(_ id: Int64, info: [UInt8]) async throws {
         try await withConnectionLock(id) { () async throws in
-            guard var r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else {
+            guard var r = try await lockedRecord(id) else {
                 throw AgentError(.unknownConnection, "no connection \(id)")
             }
             guard r.role == .inviter, r.status == .confirmed, var ratchet = r.ratchet, let ad = r.associatedData,
@@ -292,6 +298,7 @@ public actor Agent {
                 try AgentStore.save(db, record)
                 try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: nil)
             }
+            committed(record)
         }
         await deliverOutbox(id)
     }
@@ -303,7 +310,7 @@ public actor Agent {
     @discardableResult
     public func send(_ id: Int64, _ body: [UInt8]) async throws -> UInt64 {
         let seq = try await withConnectionLock(id) { () async throws -> UInt64 in
-            guard var r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else {
+            guard var r = try await lockedRecord(id) else {
                 throw AgentError(.unknownConnection, "no connection \(id)")
             }
             guard r.status == .connected, var ratchet = r.ratchet, let ad = r.associatedData else {
@@ -321,6 +328,7 @@ public actor Agent {
                 try AgentStore.save(db, record)
                 try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: seq)
             }
+            committed(record)
             return seq
         }
         await deliverOutbox(id)
@@ -362,7 +370,7 @@ public actor Agent {
     /// Encrypts and queues an agent control message (outside the numbered application messages).
     private func sendUnnumbered(_ id: Int64, _ message: AgentMessage) async throws {
         try await withConnectionLock(id) { () async throws in
-            guard var r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else {
+            guard var r = try await lockedRecord(id) else {
                 throw AgentError(.unknownConnection, "no connection \(id)")
             }
             guard r.status == .connected, var ratchet = r.ratchet, let ad = r.associatedData else {
@@ -376,6 +384,7 @@ public actor Agent {
                 try AgentStore.save(db, record)
                 try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: nil)
             }
+            committed(record)
         }
         await deliverOutbox(id)
     }
@@ -394,6 +403,7 @@ public actor Agent {
             }
         }
         try await store.queue.write { db in try AgentStore.delete(db, id: id) }
+        forgetRecord(id)
     }
 
     private func sealForPeer(_ frame: [UInt8], record r: ConnectionRecord) throws -> [UInt8] {
@@ -438,8 +448,12 @@ public actor Agent {
         if let address = try? await store.queue.read({ db in try AgentStore.address(db, recipientId: recipientId) }) {
             return await receiveRequest(address, relay: relay, connection: connection, messageId: messageId, sealed: sealed)
         }
-        guard let found = try? await store.queue.read({ db in try AgentStore.connection(db, recipientId: recipientId) }),
-              var q = try? found.receivingQueue else {
+        // The receiving queue never changes, so any remembered record serves to find it.
+        var found = recordByRecipient[Data(recipientId)].flatMap { records[$0] }
+        if found == nil {
+            found = try? await store.queue.read({ db in try AgentStore.connection(db, recipientId: recipientId) })
+        }
+        guard let found, var q = try? found.receivingQueue else {
             logger.warning("message for an unknown queue")
             return
         }
@@ -449,7 +463,7 @@ public actor Agent {
         do {
             // The state is read again under the connection's lock: a send may have moved the ratchet.
             let applied = try await withConnectionLock(id) { () async throws -> (ConnectionRecord, [AgentEvent], [UInt8]?)? in
-                guard var r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else { return nil }
+                guard var r = try await lockedRecord(id) else { return nil }
                 if r.lastRelayMessageId == Data(messageId) { return nil } // processed before a restart; only the ACK was lost
                 let delivered = try q.open(messageId: messageId, sealed: sealed)
                 let known = try r.rcvPeerE2E.map { try X25519.PublicKey(bytes: [UInt8]($0)) }
@@ -471,6 +485,7 @@ public actor Agent {
                         try AgentStore.keepInInbox(db, connectionId: record.id, seq: seq, body: body)
                     }
                 }
+                committed(record)
                 return (record, events, reply)
             }
             _ = await ack()
@@ -491,6 +506,24 @@ public actor Agent {
             _ = await ack()
             eventSink.yield(.rejected(connection: id, reason: "\(error)"))
         }
+    }
+
+    /// The connection's record; call only under its lock.
+    private func lockedRecord(_ id: Int64) async throws -> ConnectionRecord? {
+        if let r = records[id] { return r }
+        guard let r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else { return nil }
+        committed(r)
+        return r
+    }
+
+    /// Remembers a record whose state is committed; call only under its lock.
+    private func committed(_ r: ConnectionRecord) {
+        records[r.id] = r
+        recordByRecipient[r.rcv.id] = r.id
+    }
+
+    private func forgetRecord(_ id: Int64) {
+        if let r = records.removeValue(forKey: id) { recordByRecipient[r.rcv.id] = nil }
     }
 
     /// Runs `body` while no other state change of connection `id` runs. The agent is an actor,
