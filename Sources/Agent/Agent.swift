@@ -397,6 +397,12 @@ public actor Agent {
         }
         pendingReceipts[id] = nil
         if deleteQueue {
+            // A delivery already under way returns from `deliverOutbox` at once; wait for it (a
+            // little), or the goodbye it is about to send would be deleted with the connection.
+            let deadline = ContinuousClock.now + .seconds(5)
+            while deliveringOutbox.contains(id), ContinuousClock.now < deadline {
+                try? await Task.sleep(for: .milliseconds(5))
+            }
             await deliverOutbox(id)
             if let q = try? r.receivingQueue, let relay = try? RelayAddress(parsing: r.rcv.relay) {
                 try? await relayConnection(relay).delete(q)
@@ -419,8 +425,10 @@ public actor Agent {
         defer { deliveringOutbox.remove(id) }
         do {
             while true {
+                // The sending queue and key never change once set: a remembered record serves.
+                let remembered = records[id]
                 let (record, items) = try await store.queue.read { db in
-                    (try AgentStore.connection(db, id: id), try AgentStore.pending(db, connectionId: id))
+                    (try remembered ?? AgentStore.connection(db, id: id), try AgentStore.pending(db, connectionId: id))
                 }
                 guard let record, let sndText = record.sndQueue, let keyBytes = record.sndKey, !items.isEmpty else { return }
                 let snd = try QueueURI(parsing: sndText)
