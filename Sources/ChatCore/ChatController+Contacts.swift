@@ -546,7 +546,7 @@ extension ChatController {
     @discardableResult
     public func expireContactRequests(now: Date = Date()) async -> Int {
         let ttl = limits.contactRequestTTL.components
-        let age = Double(ttl.seconds) + Double(ttl.attoseconds) / 1e18
+        let age: TimeInterval = Double(ttl.seconds) + Double(ttl.attoseconds) / 1e18
         let f = ISO8601DateFormatter()
         f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         let cutoff = f.string(from: now.addingTimeInterval(-age))

@@ -33,9 +33,9 @@ public actor ChatController {
     /// When each address's recent contact requests arrived (for `contactRequestsPerWindow`).
     var requestArrivals: [Int64: [ContinuousClock.Instant]] = [:]
     /// Contact requests refused by the limits since the controller started.
-    public private(set) var refusedContactRequests = 0
+    public internal(set) var refusedContactRequests = 0
     /// Contact requests rejected unanswered after `contactRequestTTL` since the controller started.
-    public private(set) var expiredContactRequests = 0
+    public internal(set) var expiredContactRequests = 0
 
     /// Opens (creating and migrating) `<prefix>_chat.db` and `<prefix>_agent.db`.
     /// - Parameter defaultRelays: used for users with no relays of their own (`SWIFTPLEX_SERVERS`).

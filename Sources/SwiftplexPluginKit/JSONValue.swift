@@ -16,7 +16,7 @@ public enum JSONValue: Sendable, Hashable {
     /// an object naming a key twice (readers disagree on which one wins) are refused.
     public static func parse(_ text: String, as code: PluginError.Code = .event) throws(PluginError) -> JSONValue {
         var p = JSONParser(bytes: Array(text.utf8))
-        do {
+        do throws(JSONSyntaxError) {
             let v = try p.value()
             p.skipSpace()
             guard p.i == p.bytes.count else { throw p.fail("unexpected text after the value") }
@@ -221,7 +221,7 @@ struct JSONParser {
     }
 
     mutating func literal(_ word: StaticString) throws(JSONSyntaxError) {
-        let n = word.utf8CodeUnitsCount
+        let n = word.utf8CodeUnitCount
         guard i + n <= bytes.count else { throw fail("unknown word") }
         for k in 0..<n where bytes[i + k] != word.utf8Start[k] { throw fail("unknown word") }
         i += n

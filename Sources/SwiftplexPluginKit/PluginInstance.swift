@@ -40,7 +40,7 @@ final class PluginInstance<P: Plugin>: AnyPluginInstance {
     static func decodeConfig(_ json: String) throws(PluginError) -> P.Config {
         let text = json.isEmpty ? "{}" : json
         // Strict first: JSONDecoder would take `1e999` as infinity and let a repeated key pass.
-        _ = try JSONValue.parse(text, as: .config)
+        do { _ = try JSONValue.parse(text, as: .config) } catch { throw PluginError(.config, "config: \(error.message)") }
         do {
             return try JSONDecoder().decode(P.Config.self, from: Data(text.utf8))
         } catch let error as DecodingError {

@@ -106,8 +106,7 @@ import Testing
             #expect(contacts == ["alice", "alice_1", "bot_1", "alice_2", nil])
             #expect(try String.fetchOne(db, sql: "SELECT local_display_name FROM contact_request") == "alice_3")
         }
-        try store.queue.write { db in
-            #expect(try LocalNames.reserve(db, userId: 1, displayName: "alice") == "alice_4")
-        }
+        let next = try store.queue.write { db in try LocalNames.reserve(db, userId: 1, displayName: "alice") }
+        #expect(next == "alice_4")
     }
 }
