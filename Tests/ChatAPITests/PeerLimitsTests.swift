@@ -25,7 +25,13 @@ func waitUntil(_ what: String, timeout: Duration = .seconds(15), _ condition: ()
         if await condition() { return }
         try await Task.sleep(for: .milliseconds(10))
     }
-    throw CancellationError()
+    throw TimedOut(what: what, after: timeout)
+}
+
+struct TimedOut: Error, CustomStringConvertible {
+    let what: String
+    let after: Duration
+    var description: String { "timed out after \(after) waiting for \(what)" }
 }
 
 /// What peers can make the engine store: names, contact requests, reactions — on real relays
@@ -121,7 +127,7 @@ func waitUntil(_ what: String, timeout: Duration = .seconds(15), _ condition: ()
                 #expect(requestName(first) == "spammer")
                 // 2: one is already waiting (maxPendingContactRequests 1): refused.
                 #expect(await peer.execute("/_connect 1 \(address)")["type"]?.stringValue == "sentInvitation")
-                try await waitUntil("refused") { await controller.refusedContactRequests == 1 }
+                try await waitUntil("the second request to be refused") { await controller.refusedContactRequests == 1 }
                 #expect(await pendingRequests().count == 1)
                 // Not expired a day minus a minute later; expired a day and a minute later.
                 #expect(await controller.expireContactRequests(now: Date().addingTimeInterval(24 * 3600 - 60)) == 0)
@@ -135,7 +141,7 @@ func waitUntil(_ what: String, timeout: Duration = .seconds(15), _ condition: ()
                 #expect(await bot.execute("/_reject \(thirdId)")["type"]?.stringValue == "contactRequestRejected")
                 // 4: nothing waits, but the window (2 per hour) is full: refused.
                 #expect(await peer.execute("/_connect 1 \(address)")["type"]?.stringValue == "sentInvitation")
-                try await waitUntil("refused") { await controller.refusedContactRequests == 2 }
+                try await waitUntil("the fourth request to be refused") { await controller.refusedContactRequests == 2 }
                 #expect(await pendingRequests().isEmpty)
                 #expect(await controller.expiredContactRequests == 1)
             }
