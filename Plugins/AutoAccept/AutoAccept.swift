@@ -12,7 +12,10 @@ import SwiftplexPluginKit
 /// they connect. A rejected requester hears nothing (`/_reject`) unless `rejection_notice` is set:
 /// then the request is accepted, the notice sent when the contact connects, and the contact deleted
 /// `rejection_grace_seconds` later — the tradeoff is that a rejected requester briefly becomes a
-/// contact (and learns the bot exists) so that it can be told why.
+/// contact (and learns the bot exists) so that it can be told why. `max_per_hour` caps every
+/// contact this plugin makes, those accepted only to hear the notice included: once it is reached,
+/// requests are rejected silently (no notice), so a flood of requests never becomes a flood of
+/// contacts.
 public final class AutoAccept: Plugin {
     public struct Config: Decodable, Sendable {
         var welcome: String?
@@ -127,22 +130,26 @@ public final class AutoAccept: Plugin {
     func decide(_ request: ContactRequest) throws {
         if trivial { try accept(request, welcome: true); return }
         let now = Date().timeIntervalSince1970
+        var window = try acceptedInLastHour(now: now)
+        let capReached = config.maxPerHour > 0 && window.count >= config.maxPerHour
         let rejection: Rejection? =
             if deny.contains(where: { $0.matches(request.displayName) }) { .denied }
             else if !allow.contains(where: { $0.matches(request.displayName) }) { .notAllowed }
-            else if config.maxPerHour > 0, try acceptedInLastHour(now: now).count >= config.maxPerHour { .cap }
+            else if capReached { .cap }
             else { nil }
         guard let rejection else {
             try accept(request, welcome: true)
-            var window = try acceptedInLastHour(now: now)
             window.append(now)
             try context.storage.set(window, forKey: Key.acceptedAt)
             return
         }
         context.log.info("contact request \(request.requestId) rejected: \(rejection.rawValue)")
-        if config.rejectionNotice != nil {
+        // A notice needs a contact: it counts against the cap, and past the cap there is none.
+        if config.rejectionNotice != nil, !capReached {
             let contactId = try accept(request, welcome: false)
             try update(Key.notice) { $0.insert(contactId) }
+            window.append(now)
+            try context.storage.set(window, forKey: Key.acceptedAt)
         } else {
             try context.command("/_reject \(request.requestId)", expecting: "contactRequestRejected")
         }

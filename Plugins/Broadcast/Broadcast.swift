@@ -3,21 +3,48 @@ import SwiftplexPluginKit
 /// `broadcast`: a message from an admin goes to every other contact and the admin gets a
 /// summary; anyone else gets the notice.
 ///
-/// Admins are matched by the name unique in the bot's database (`localDisplayName`), not the name
-/// a contact chooses: the first contact called "alice" is `alice`, a later one `alice_1`. So an
-/// admin must connect before anyone else takes the name (trust on first use); the log says who
-/// was treated as an admin by contact id.
+/// Admins are named by contact identity, as `"<contact id>:<local display name>"` (`"1:alice"`,
+/// as SimpleX's broadcast bot takes `--publisher`): a message counts as an admin's only when it
+/// comes from that contact id *and* the contact has that local name. A name alone would not do —
+/// any peer can choose any display name — and the id alone could outlive a contact that was
+/// deleted and replaced. The log says, by contact id, who was treated as an admin and who not.
 public final class Broadcast: Plugin {
     public struct Config: Decodable, Sendable {
         var admins: [String]
         var notice: String
     }
 
+    /// One admin: the contact id and the local display name it must have.
+    struct Admin: Hashable {
+        let contactId: Int64
+        let localName: String
+
+        init(contactId: Int64, localName: String) {
+            self.contactId = contactId
+            self.localName = localName
+        }
+
+        /// `"12:alice"`; anything else is a config error that shows the form.
+        init(_ text: String, field: String) throws(PluginError) {
+            guard let colon = text.firstIndex(of: ":") else {
+                throw PluginError.config(field, "\"\(text)\" is a bare name; an admin is \"<contact id>:<local display name>\", e.g. \"1:\(text)\" (the bot logs each contact's id)")
+            }
+            let id = text[..<colon]
+            let name = String(text[text.index(after: colon)...])
+            guard let contactId = Int64(id), contactId > 0 else {
+                throw PluginError.config(field, "\"\(text)\": the contact id before ':' must be a positive number, as in \"1:alice\"")
+            }
+            guard !name.isEmpty else { throw PluginError.config(field, "\"\(text)\": the local display name after ':' is missing, as in \"1:alice\"") }
+            self.contactId = contactId
+            self.localName = name
+        }
+    }
+
     public static let name = "broadcast"
     public static let version = "1.0.0"
     public static let description = "Forwards admins' messages to every contact; tells others it is a broadcast bot"
     public static let configSchema: JSONSchema? = .object([
-        "admins": .array(of: .string(), "Local display names of the contacts allowed to broadcast"),
+        "admins": .array(of: .string(), "Contacts allowed to broadcast, each as \"<contact id>:<local display name>\" (e.g. \"1:alice\")"),
         "notice": .string("The answer to messages from anyone else"),
     ], required: ["admins", "notice"])
 
@@ -25,11 +52,15 @@ public final class Broadcast: Plugin {
     static let forwardable: Set<String> = ["text", "link"]
 
     let config: Config
+    let admins: Set<Admin>
     let context: PluginContext
 
     public init(config: Config, context: PluginContext) throws {
-        guard !config.admins.isEmpty else { throw PluginError.config("admins", "needs at least one name") }
+        guard !config.admins.isEmpty else { throw PluginError.config("admins", "needs at least one \"<contact id>:<local display name>\"") }
+        var admins: Set<Admin> = []
+        for (i, text) in config.admins.enumerated() { admins.insert(try Admin(text, field: "admins[\(i)]")) }
         self.config = config
+        self.admins = admins
         self.context = context
     }
 
@@ -38,7 +69,8 @@ public final class Broadcast: Plugin {
     }
 
     func handle(_ message: Message) throws {
-        guard config.admins.contains(message.localDisplayName), let sender = message.contactId else {
+        guard let sender = message.contactId, admins.contains(Admin(contactId: sender, localName: message.localDisplayName)) else {
+            if let id = message.contactId { context.log.info("contact \(id) is not an admin: sent the notice") }
             try context.reply(to: message, text: config.notice)
             return
         }

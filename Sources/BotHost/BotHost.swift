@@ -58,7 +58,10 @@ public final class BotHost: Sendable {
 
         let controller: ChatController
         do {
-            controller = try ChatController(prefix: options.dataDirectory.appendingPathComponent("bot").path, defaultRelays: relays, logger: logger)
+            let limits = ChatLimits(contactRequestsPerWindow: options.requestsPerMinute, contactRequestWindow: .seconds(60),
+                                    maxPendingContactRequests: options.maxPendingRequests, contactRequestTTL: options.requestTTL)
+            controller = try ChatController(prefix: options.dataDirectory.appendingPathComponent("bot").path, defaultRelays: relays, logger: logger,
+                                            limits: limits)
         } catch {
             await relay?.shutdown()
             throw BotHostError("cannot open the bot's databases in \(options.dataDirectory.path): \(error)")

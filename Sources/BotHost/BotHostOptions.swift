@@ -36,6 +36,11 @@ public struct BotHostOptions: Sendable {
     public var plugins: [PluginSpec]
     /// The `swiftplex-plugin-runner` binary for `isolation: process`.
     public var runnerExecutable: URL
+    /// Contact requests to the address: taken per minute, waiting at most, and how long one may
+    /// wait unanswered (the engine's `ChatLimits`).
+    public var requestsPerMinute = 30
+    public var maxPendingRequests = 1000
+    public var requestTTL = Duration.seconds(168 * 3600)
 
     public init(dataDirectory: URL, profile: Profile, relays: Relays, createAddress: Bool = true,
                 plugins: [PluginSpec] = [], runnerExecutable: URL) {

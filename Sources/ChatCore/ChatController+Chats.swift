@@ -67,12 +67,13 @@ extension ChatController {
         }
         let requests = try dbRead { db in
             try Row.fetchAll(db, sql: "SELECT * FROM contact_request WHERE user_id = ? ORDER BY id", arguments: [userId]).map { r in
-                (id: r["id"] as Int64, profile: (try? JSONValue.parse(r["profile"] as String)) ?? .object([]), createdAt: r["created_at"] as String)
+                (id: r["id"] as Int64, profile: (try? JSONValue.parse(r["profile"] as String)) ?? .object([]), createdAt: r["created_at"] as String,
+                 localName: r["local_display_name"] as String?)
             }
         }
         for r in requests {
             chats.append((r.createdAt, .object([
-                ("chatInfo", .object([("type", .string("contactRequest")), ("contactRequest", ChatJSON.contactRequest(id: r.id, profile: r.profile, createdAt: r.createdAt))])),
+                ("chatInfo", .object([("type", .string("contactRequest")), ("contactRequest", ChatJSON.contactRequest(id: r.id, profile: r.profile, createdAt: r.createdAt, localName: r.localName))])),
                 ("chatItems", .array([])), ("chatStats", ChatJSON.chatStats(unread: 0, minUnreadItemId: 0)),
             ]), 0, r.profile["displayName"]?.stringValue ?? ""))
         }

@@ -130,15 +130,27 @@ extension ChatController {
     // MARK: - Contacts
 
     func insertContact(userId: Int64, agentConnId: Int64, profile: JSONValue?, viaAddress: Bool, invitation: String?, shortLink: String? = nil,
-                       incognito: JSONValue? = nil, accepted: Bool = false) throws -> Int64 {
+                       incognito: JSONValue? = nil, accepted: Bool = false, localName: String? = nil) throws -> Int64 {
         try dbWrite { db in
             let now = Timestamp.now()
             try db.execute(sql: """
-                INSERT INTO contact (user_id, agent_conn_id, profile, status, via_address, accepted, invitation, short_link, incognito_profile, created_at, updated_at)
-                VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [userId, agentConnId, profile?.description, viaAddress, accepted, invitation, shortLink, incognito?.description, now, now])
+                INSERT INTO contact (user_id, agent_conn_id, profile, status, via_address, accepted, invitation, short_link, incognito_profile, local_display_name, created_at, updated_at)
+                VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [userId, agentConnId, profile?.description, viaAddress, accepted, invitation, shortLink, incognito?.description, localName, now, now])
             return db.lastInsertedRowID
         }
+    }
+
+    /// Stores a contact's profile and gives the contact the local name that profile asks for:
+    /// unchanged while the display name is, else a fresh unique one (``LocalNames``).
+    nonisolated static func storeContactProfile(_ db: Database, contactId: Int64, profile: JSONValue, updatedAt: String? = nil) throws {
+        guard let row = try Row.fetchOne(db, sql: "SELECT user_id, local_display_name FROM contact WHERE id = ?", arguments: [contactId]) else { return }
+        var local: String? = row["local_display_name"]
+        if let base = LocalNames.base(of: profile) {
+            local = try LocalNames.rename(db, userId: row["user_id"], current: local, displayName: base)
+        }
+        try db.execute(sql: "UPDATE contact SET profile = ?, local_display_name = ?, updated_at = COALESCE(?, updated_at) WHERE id = ?",
+                       arguments: [profile.description, local, updatedAt, contactId])
     }
 
     nonisolated static func contactRow(_ db: Database, where clause: String, _ args: StatementArguments) throws -> (userId: Int64, row: ChatJSON.ContactRow)? {
@@ -150,7 +162,8 @@ extension ChatController {
         return (r["user_id"], ChatJSON.ContactRow(
             id: r["id"], agentConnId: r["agent_conn_id"], profile: json("profile"), status: r["status"], viaAddress: r["via_address"],
             createdAt: r["created_at"], updatedAt: r["updated_at"], chatTs: r["chat_ts"], customData: json("custom_data"),
-            userPreferences: json("user_prefs"), incognitoProfile: json("incognito_profile"), invitation: r["invitation"], shortLink: r["short_link"]))
+            userPreferences: json("user_prefs"), incognitoProfile: json("incognito_profile"), invitation: r["invitation"], shortLink: r["short_link"],
+            localName: r["local_display_name"]))
     }
 
     func contacts(userId: Int64, where clause: String) throws -> [ChatJSON.ContactRow] {
@@ -287,34 +300,41 @@ extension ChatController {
     // MARK: - Requests
 
     public func acceptRequest(_ requestId: Int64, incognito: Bool = false) async throws -> JSONValue {
-        guard let (userId, agentRequest, profile) = try dbRead({ db in
+        guard let (userId, agentRequest, profile, localName) = try dbRead({ db in
             try Row.fetchOne(db, sql: "SELECT * FROM contact_request WHERE id = ?", arguments: [requestId]).map {
-                ($0["user_id"] as Int64, $0["agent_request_id"] as Int64, (try? JSONValue.parse($0["profile"] as String)) ?? .object([]))
+                ($0["user_id"] as Int64, $0["agent_request_id"] as Int64, (try? JSONValue.parse($0["profile"] as String)) ?? .object([]),
+                 $0["local_display_name"] as String?)
             }
         }) else { throw ChatFailure(ChatJSON.storeError("contactRequestNotFound", [("contactRequestId", .number(Double(requestId)))])) }
         let u = try user(userId)
-        return try await accept(user: u, requestId: requestId, agentRequest: agentRequest, profile: profile, incognito: incognito)
+        return try await accept(user: u, requestId: requestId, agentRequest: agentRequest, profile: profile, incognito: incognito, localName: localName)
     }
 
-    func accept(user u: UserRow, requestId: Int64, agentRequest: Int64, profile: JSONValue, incognito: Bool) async throws -> JSONValue {
+    /// Accepts a request; the new contact keeps the local name the request had.
+    func accept(user u: UserRow, requestId: Int64, agentRequest: Int64, profile: JSONValue, incognito: Bool, localName: String?) async throws -> JSONValue {
         let custom = incognito ? Self.randomProfile() : nil
         let info = profileInfo(custom ?? u.profile)
         let conn = try await agentCall { try await agent.acceptRequest(agentRequest, info: info) }
-        let id = try insertContact(userId: u.id, agentConnId: conn, profile: profile, viaAddress: true, invitation: nil, incognito: custom, accepted: true)
+        let id = try insertContact(userId: u.id, agentConnId: conn, profile: profile, viaAddress: true, invitation: nil, incognito: custom, accepted: true,
+                                   localName: localName)
         try dbWrite { db in try db.execute(sql: "DELETE FROM contact_request WHERE id = ?", arguments: [requestId]) }
         return response("acceptingContactRequest", u, [("contact", contactJSON(try contact(id).1, user: u))])
     }
 
     public func rejectRequest(_ requestId: Int64) async throws -> JSONValue {
-        guard let (userId, agentRequest, profile, createdAt) = try dbRead({ db in
+        guard let (userId, agentRequest, profile, createdAt, localName) = try dbRead({ db in
             try Row.fetchOne(db, sql: "SELECT * FROM contact_request WHERE id = ?", arguments: [requestId]).map {
-                ($0["user_id"] as Int64, $0["agent_request_id"] as Int64, (try? JSONValue.parse($0["profile"] as String)) ?? .object([]), $0["created_at"] as String)
+                ($0["user_id"] as Int64, $0["agent_request_id"] as Int64, (try? JSONValue.parse($0["profile"] as String)) ?? .object([]), $0["created_at"] as String,
+                 $0["local_display_name"] as String?)
             }
         }) else { throw ChatFailure(ChatJSON.storeError("contactRequestNotFound", [("contactRequestId", .number(Double(requestId)))])) }
         let u = try user(userId)
         try? await agent.rejectRequest(agentRequest)
-        try dbWrite { db in try db.execute(sql: "DELETE FROM contact_request WHERE id = ?", arguments: [requestId]) }
-        return response("contactRequestRejected", u, [("contactRequest", ChatJSON.contactRequest(id: requestId, profile: profile, createdAt: createdAt))])
+        try dbWrite { db in
+            try db.execute(sql: "DELETE FROM contact_request WHERE id = ?", arguments: [requestId])
+            try LocalNames.release(db, userId: userId, name: localName)
+        }
+        return response("contactRequestRejected", u, [("contactRequest", ChatJSON.contactRequest(id: requestId, profile: profile, createdAt: createdAt, localName: localName))])
     }
 
     // MARK: - Contact state
@@ -334,7 +354,10 @@ extension ChatController {
             }
         }
         try? await agent.deleteConnection(c.agentConnId)
-        try dbWrite { db in try db.execute(sql: "DELETE FROM contact WHERE id = ?", arguments: [contactId]) }
+        try dbWrite { db in
+            try db.execute(sql: "DELETE FROM contact WHERE id = ?", arguments: [contactId])
+            try LocalNames.release(db, userId: u.id, name: c.localName)
+        }
         if c.status == "pending" {
             return response("contactConnectionDeleted", u, [("connection", pendingJSON(c, link: c.invitation))])
         }
@@ -382,8 +405,9 @@ extension ChatController {
             case let .confirmation(conn, info):
                 // Someone joined our one-time invitation: keep their profile and accept.
                 guard let (userId, row) = try dbRead({ db in try Self.contactRow(db, where: "agent_conn_id = ?", [conn]) }) else { return }
-                let profile = Self.profile(fromInfo: info)
-                try dbWrite { db in try db.execute(sql: "UPDATE contact SET profile = ? WHERE agent_conn_id = ?", arguments: [profile?.description, conn]) }
+                if let profile = Self.profile(fromInfo: info) {
+                    try dbWrite { db in try Self.storeContactProfile(db, contactId: row.id, profile: profile) }
+                }
                 let own = profileInfo(ownProfile(for: row, user: try user(userId)))
                 try await agent.allow(conn, info: own)
             case let .connected(conn, info):
@@ -449,12 +473,13 @@ extension ChatController {
     }
 
     private func connected(_ conn: Int64, info: [UInt8]) async throws {
-        guard let (userId, _) = try dbRead({ db in try Self.contactRow(db, where: "agent_conn_id = ?", [conn]) }) else { return }
+        guard let (userId, pending) = try dbRead({ db in try Self.contactRow(db, where: "agent_conn_id = ?", [conn]) }) else { return }
         let profile = Self.profile(fromInfo: info)
         let now = Timestamp.now()
         try dbWrite { db in
-            try db.execute(sql: "UPDATE contact SET status = 'ready', profile = COALESCE(?, profile), updated_at = ?, chat_ts = ? WHERE agent_conn_id = ?",
-                           arguments: [profile?.description, now, now, conn])
+            if let profile { try Self.storeContactProfile(db, contactId: pending.id, profile: profile) }
+            try db.execute(sql: "UPDATE contact SET status = 'ready', updated_at = ?, chat_ts = ? WHERE agent_conn_id = ?",
+                           arguments: [now, now, conn])
         }
         let u = try user(userId)
         guard let (_, row) = try dbRead({ db in try Self.contactRow(db, where: "agent_conn_id = ?", [conn]) }) else { return }
@@ -474,20 +499,83 @@ extension ChatController {
     private func contactRequest(addressId: Int64, request: Int64, info: [UInt8]) async throws {
         guard let userId = try dbRead({ db in try Int64.fetchOne(db, sql: "SELECT user_id FROM address WHERE agent_address_id = ?", arguments: [addressId]) }) else { return }
         let u = try user(userId)
+        await expireContactRequests()
+        guard try admitContactRequest(addressId: addressId, userId: userId) else {
+            refusedContactRequests += 1
+            try? await agent.rejectRequest(request)
+            return
+        }
         let profile = Self.profile(fromInfo: info) ?? .object([("displayName", .string("unknown")), ("fullName", .string(""))])
         let now = Timestamp.now()
-        let requestId = try dbWrite { db in
-            try db.execute(sql: "INSERT INTO contact_request (user_id, agent_request_id, profile, created_at) VALUES (?, ?, ?, ?)",
-                           arguments: [userId, request, profile.description, now])
-            return db.lastInsertedRowID
+        let (requestId, localName) = try dbWrite { db in
+            let local = try LocalNames.reserve(db, userId: userId, displayName: LocalNames.base(of: profile) ?? "unknown")
+            try db.execute(sql: "INSERT INTO contact_request (user_id, agent_request_id, profile, local_display_name, created_at) VALUES (?, ?, ?, ?, ?)",
+                           arguments: [userId, request, profile.description, local, now])
+            return (db.lastInsertedRowID, local)
         }
         if let auto = try address(userId: userId)?.settings["autoAccept"] {
             let incognito = auto["acceptIncognito"]?.boolValue ?? false
-            let accepted = try await accept(user: u, requestId: requestId, agentRequest: request, profile: profile, incognito: incognito)
+            let accepted = try await accept(user: u, requestId: requestId, agentRequest: request, profile: profile, incognito: incognito, localName: localName)
             sink.yield(accepted)
         } else {
-            sink.yield(response("receivedContactRequest", u, [("contactRequest", ChatJSON.contactRequest(id: requestId, profile: profile, createdAt: now))]))
+            sink.yield(response("receivedContactRequest", u, [("contactRequest", ChatJSON.contactRequest(id: requestId, profile: profile, createdAt: now, localName: localName))]))
         }
+    }
+
+    /// Whether a new request to an address fits the limits: at most `contactRequestsPerWindow`
+    /// per address in the window, and fewer than `maxPendingContactRequests` waiting.
+    private func admitContactRequest(addressId: Int64, userId: Int64) throws -> Bool {
+        let now = ContinuousClock.now
+        var recent = (requestArrivals[addressId] ?? []).filter { now - $0 < limits.contactRequestWindow }
+        defer { requestArrivals[addressId] = recent.isEmpty ? nil : recent }
+        guard recent.count < limits.contactRequestsPerWindow else {
+            logger.info("a contact request was refused: too many to this address", metadata: ["window": "\(limits.contactRequestWindow)"])
+            return false
+        }
+        let pending = try dbRead { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM contact_request WHERE user_id = ?", arguments: [userId]) ?? 0 }
+        guard pending < limits.maxPendingContactRequests else {
+            logger.info("a contact request was refused: too many waiting", metadata: ["pending": "\(pending)"])
+            return false
+        }
+        recent.append(now)
+        return true
+    }
+
+    /// Rejects and forgets contact requests older than `contactRequestTTL` (as of `now`), freeing
+    /// their names; returns how many.
+    @discardableResult
+    public func expireContactRequests(now: Date = Date()) async -> Int {
+        let ttl = limits.contactRequestTTL.components
+        let age: TimeInterval = Double(ttl.seconds) + Double(ttl.attoseconds) / 1e18
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let cutoff = f.string(from: now.addingTimeInterval(-age))
+        let expired: [(id: Int64, userId: Int64, agentRequest: Int64, name: String?)]
+        do {
+            expired = try dbRead { db in
+                try Row.fetchAll(db, sql: "SELECT id, user_id, agent_request_id, local_display_name FROM contact_request WHERE created_at < ? ORDER BY id",
+                                 arguments: [cutoff]).map { ($0["id"], $0["user_id"], $0["agent_request_id"], $0["local_display_name"]) }
+            }
+        } catch {
+            logger.warning("could not look for expired contact requests", metadata: ["error": "\(error)"])
+            return 0
+        }
+        var count = 0
+        for r in expired {
+            try? await agent.rejectRequest(r.agentRequest)
+            do {
+                try dbWrite { db in
+                    try db.execute(sql: "DELETE FROM contact_request WHERE id = ?", arguments: [r.id])
+                    try LocalNames.release(db, userId: r.userId, name: r.name)
+                }
+                count += 1
+            } catch {
+                logger.warning("could not delete an expired contact request", metadata: ["error": "\(error)"])
+            }
+        }
+        if count > 0 { logger.info("expired unanswered contact requests", metadata: ["count": "\(count)"]) }
+        expiredContactRequests += count
+        return count
     }
 
     /// Applies one chat message from a contact. Returns whether it deserves a delivery receipt
@@ -521,7 +609,7 @@ extension ChatController {
                 throw ChatFailure.command("x.info without a profile")
             }
             guard p != row.profile else { return false }
-            try dbWrite { db in try db.execute(sql: "UPDATE contact SET profile = ?, updated_at = ? WHERE id = ?", arguments: [p.description, Timestamp.now(), row.id]) }
+            try dbWrite { db in try Self.storeContactProfile(db, contactId: row.id, profile: p, updatedAt: Timestamp.now()) }
             let updated = try contact(row.id).1
             sink.yield(response("contactUpdated", u, [("fromContact", contactJSON(row, user: u)), ("toContact", contactJSON(updated, user: u))]))
         case "x.direct.del":

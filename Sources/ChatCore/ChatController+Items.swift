@@ -174,13 +174,28 @@ extension ChatController {
 
     public func react(contactId: Int64, itemId: Int64, add: Bool, reaction: JSONValue) async throws -> JSONValue {
         let (u, contact, item) = try target(contactId: contactId, itemId: itemId)
-        guard reaction["type"]?.stringValue == "emoji", reaction["emoji"]?.stringValue?.isEmpty == false else {
-            throw ChatFailure.command("a reaction is {\"type\":\"emoji\",\"emoji\":…}")
+        guard let reaction = Reactions.canonical(reaction) else {
+            throw ChatFailure.command("a reaction is {\"type\":\"emoji\",\"emoji\":…} with one of \(Reactions.allowedEmoji.sorted().joined(separator: " "))")
         }
         guard !item.deleted, let msgId = item.sharedMsgId else { throw ChatFailure(ChatJSON.chatError("invalidChatItemUpdate")) }
+        if add, try !reactionFits(itemId: itemId, sent: true, reaction: reaction) {
+            throw ChatFailure.command("too many reactions on this item (at most \(limits.maxReactionsPerMember) of yours, \(limits.maxReactionsPerItem) in all)")
+        }
         try await sendEvent(contact, "x.msg.react", [("msgId", .string(msgId)), ("reaction", reaction), ("add", .bool(add))])
         try storeReaction(itemId: itemId, sent: true, reaction: reaction, add: add)
         return response("chatItemReaction", u, [("added", .bool(add)), ("reaction", try reactionJSON(u, contact, item, sent: true, reaction: reaction))])
+    }
+
+    /// Whether one side may add `reaction` to an item: one it already has always fits; a new one
+    /// must stay within `maxReactionsPerMember` for that side and `maxReactionsPerItem` in all.
+    func reactionFits(itemId: Int64, sent: Bool, reaction: JSONValue) throws -> Bool {
+        try dbRead { db in
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM chat_item_reaction WHERE item_id = ? AND sent = ? AND reaction = ?",
+                                 arguments: [itemId, sent, reaction.description]) == true { return true }
+            let mine = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM chat_item_reaction WHERE item_id = ? AND sent = ?", arguments: [itemId, sent]) ?? 0
+            let all = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM chat_item_reaction WHERE item_id = ?", arguments: [itemId]) ?? 0
+            return mine < limits.maxReactionsPerMember && all < limits.maxReactionsPerItem
+        }
     }
 
     func storeReaction(itemId: Int64, sent: Bool, reaction: JSONValue, add: Bool) throws {
@@ -230,7 +245,17 @@ extension ChatController {
                 ("byUser", .bool(false)), ("timed", .bool(false)),
             ]))
         case "x.msg.react":
-            guard let reaction = message.params["reaction"], let add = message.params["add"]?.boolValue else { return }
+            guard let raw = message.params["reaction"], let add = message.params["add"]?.boolValue else { return }
+            // Only SimpleX's emoji set, and only up to the caps: anything else is dropped, so a
+            // peer cannot make every event about this item carry what it likes.
+            guard let reaction = Reactions.canonical(raw) else {
+                logger.info("a reaction outside the allowed set was ignored", metadata: ["contact": "\(contact.id)"])
+                return
+            }
+            if add, try !reactionFits(itemId: item.id, sent: false, reaction: reaction) {
+                logger.info("a reaction over the cap was ignored", metadata: ["contact": "\(contact.id)"])
+                return
+            }
             try storeReaction(itemId: item.id, sent: false, reaction: reaction, add: add)
             sink.yield(response("chatItemReaction", u, [("added", .bool(add)), ("reaction", try reactionJSON(u, contact, item, sent: false, reaction: reaction))]))
         default:

@@ -28,10 +28,19 @@ public actor ChatController {
     var sentBeforeStored: Set<String> = []
     /// Items being sent per agent connection: only while one is, an early `sent` is remembered.
     var itemSendsInFlight: [Int64: Int] = [:]
+    /// Limits on what peers send (requests, reactions).
+    public nonisolated let limits: ChatLimits
+    /// When each address's recent contact requests arrived (for `contactRequestsPerWindow`).
+    var requestArrivals: [Int64: [ContinuousClock.Instant]] = [:]
+    /// Contact requests refused by the limits since the controller started.
+    public internal(set) var refusedContactRequests = 0
+    /// Contact requests rejected unanswered after `contactRequestTTL` since the controller started.
+    public internal(set) var expiredContactRequests = 0
 
     /// Opens (creating and migrating) `<prefix>_chat.db` and `<prefix>_agent.db`.
     /// - Parameter defaultRelays: used for users with no relays of their own (`SWIFTPLEX_SERVERS`).
-    public init(prefix: String, defaultRelays: [RelayAddress], logger: Logger, confirmation: MigrationConfirmation = .yesUp) throws {
+    public init(prefix: String, defaultRelays: [RelayAddress], logger: Logger, confirmation: MigrationConfirmation = .yesUp,
+                limits: ChatLimits = ChatLimits()) throws {
         if confirmation == .error {
             for (file, pending) in [(prefix + "_chat.db", try PrivateDatabase.pendingMigrations(ChatStore.migrator, at: URL(fileURLWithPath: prefix + "_chat.db"))),
                                     (prefix + "_agent.db", try Agent.pendingMigrations(databasePath: URL(fileURLWithPath: prefix + "_agent.db")))]
@@ -43,12 +52,15 @@ public actor ChatController {
         agent = try Agent(databasePath: URL(fileURLWithPath: prefix + "_agent.db"), relays: defaultRelays, logger: logger)
         self.defaultRelays = defaultRelays
         self.logger = logger
+        self.limits = limits
         (events, sink) = AsyncStream.makeStream(of: JSONValue.self)
     }
 
     /// Runs the agent and turns its events into chat events, until cancelled.
     public func run() async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await self.sweepContactRequests() }
+
             group.addTask { try await self.agent.run() }
             group.addTask {
                 for await event in self.agent.events { await self.handle(event) }
@@ -58,13 +70,25 @@ public actor ChatController {
         }
     }
 
+    /// Rejects old unanswered contact requests now and then (they are also swept as requests arrive).
+    private func sweepContactRequests() async throws {
+        while !Task.isCancelled {
+            await expireContactRequests()
+            try await Task.sleep(for: limits.contactRequestSweepInterval)
+        }
+    }
+
     /// Short synchronous database work on the actor.
     func dbRead<T>(_ body: (Database) throws -> T) throws -> T { try store.queue.read(body) }
     func dbWrite<T>(_ body: (Database) throws -> T) throws -> T { try store.queue.write(body) }
 
     // MARK: - Users
 
-    struct UserRow { var id: Int64; var profile: JSONValue; var active: Bool; var relays: [String]; var sendReceipts: Bool }
+    struct UserRow {
+        var id: Int64; var profile: JSONValue; var active: Bool; var relays: [String]; var sendReceipts: Bool
+        /// The user's own name among its local names (`bot`, or `bot_1` if it renamed itself to a contact's name).
+        var localName: String?
+    }
 
     func activeUser() throws -> UserRow {
         guard let u = try dbRead({ db in try Self.fetchUser(db, sql: "SELECT * FROM user WHERE active = 1") }) else {
@@ -83,11 +107,12 @@ public actor ChatController {
     static func fetchUser(_ db: Database, sql: String, _ args: StatementArguments = []) throws -> UserRow? {
         try Row.fetchOne(db, sql: sql, arguments: args).map {
             UserRow(id: $0["id"], profile: (try? JSONValue.parse($0["profile"])) ?? .object([]), active: $0["active"],
-                    relays: ($0["relays"] as String).split(separator: ",").map(String.init), sendReceipts: $0["send_receipts"])
+                    relays: ($0["relays"] as String).split(separator: ",").map(String.init), sendReceipts: $0["send_receipts"],
+                    localName: $0["local_display_name"])
         }
     }
 
-    func userJSON(_ u: UserRow) -> JSONValue { ChatJSON.user(id: u.id, profile: u.profile, active: u.active, sendReceipts: u.sendReceipts) }
+    func userJSON(_ u: UserRow) -> JSONValue { ChatJSON.user(id: u.id, profile: u.profile, active: u.active, sendReceipts: u.sendReceipts, localName: u.localName) }
 
     func response(_ type: String, _ user: UserRow?, _ fields: [(String, JSONValue)] = []) -> JSONValue {
         var pairs: [(String, JSONValue)] = [("type", .string(type))]
@@ -119,7 +144,10 @@ public actor ChatController {
             try db.execute(sql: "UPDATE user SET active = 0")
             try db.execute(sql: "INSERT INTO user (display_name, profile, active, created_at) VALUES (?, ?, 1, ?)",
                            arguments: [name, stored.description, Timestamp.now()])
-            return db.lastInsertedRowID
+            let id = db.lastInsertedRowID
+            let local = try LocalNames.reserve(db, userId: id, displayName: name)
+            try db.execute(sql: "UPDATE user SET local_display_name = ? WHERE id = ?", arguments: [local, id])
+            return id
         }
         return response("activeUser", try user(id))
     }
@@ -147,7 +175,10 @@ public actor ChatController {
             if try Bool.fetchOne(db, sql: "SELECT 1 FROM user WHERE display_name = ? AND id != ?", arguments: [name, userId]) == true {
                 throw ChatFailure(ChatJSON.chatError("userExists", [("contactName", .string(name))]))
             }
-            try db.execute(sql: "UPDATE user SET profile = ?, display_name = ? WHERE id = ?", arguments: [profile.description, name, userId])
+            // The user's own local name follows the new name, unique among its contacts' names.
+            let local = try LocalNames.rename(db, userId: userId, current: u.localName, displayName: name)
+            try db.execute(sql: "UPDATE user SET profile = ?, display_name = ?, local_display_name = ? WHERE id = ?",
+                           arguments: [profile.description, name, local, userId])
         }
         let updated = try user(userId)
         var successes = 0, failures = 0

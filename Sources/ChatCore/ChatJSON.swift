@@ -25,10 +25,10 @@ enum ChatJSON {
         return .object(pairs)
     }
 
-    static func user(id: Int64, profile: JSONValue, active: Bool, sendReceipts: Bool = true) -> JSONValue {
+    static func user(id: Int64, profile: JSONValue, active: Bool, sendReceipts: Bool = true, localName: String? = nil) -> JSONValue {
         obj([
             ("userId", int(id)), ("agentUserId", int(1)), ("userContactId", int(id)),
-            ("localDisplayName", profile["displayName"] ?? str("")),
+            ("localDisplayName", localName.map(str) ?? profile["displayName"] ?? str("")),
             ("profile", localProfile(id: id, profile: profile)),
             ("fullPreferences", fullPreferences(profile)),
             ("activeUser", .bool(active)), ("activeOrder", int(id)),
@@ -112,6 +112,8 @@ enum ChatJSON {
         var incognitoProfile: JSONValue?
         var invitation: String?
         var shortLink: String?
+        /// The name unique among this user's names (`alice`, `alice_1`, …); nil until the peer's profile is known.
+        var localName: String? = nil
 
         var ready: Bool { status == "ready" }
     }
@@ -119,7 +121,7 @@ enum ChatJSON {
     static func contact(_ c: ContactRow, userProfile: JSONValue) -> JSONValue {
         let profile = c.profile ?? obj([("displayName", str("contact \(c.id)")), ("fullName", str(""))])
         var pairs: [(String, JSONValue)] = [
-            ("contactId", int(c.id)), ("localDisplayName", profile["displayName"] ?? str("")),
+            ("contactId", int(c.id)), ("localDisplayName", c.localName.map(str) ?? profile["displayName"] ?? str("")),
             ("profile", localProfile(id: 1_000_000 + c.id, profile: profile)),
             ("activeConn", connection(id: c.id, agentConnId: c.agentConnId, status: c.status, viaAddress: c.viaAddress,
                                       incognito: c.incognitoProfile != nil, createdAt: c.createdAt)),
@@ -135,11 +137,11 @@ enum ChatJSON {
         return .object(pairs)
     }
 
-    static func contactRequest(id: Int64, profile: JSONValue, createdAt: String) -> JSONValue {
+    static func contactRequest(id: Int64, profile: JSONValue, createdAt: String, localName: String?) -> JSONValue {
         obj([
             ("contactRequestId", int(id)), ("agentInvitationId", str(String(id))),
             ("cReqChatVRange", obj([("minVersion", int(1)), ("maxVersion", int(1))])),
-            ("localDisplayName", profile["displayName"] ?? str("")), ("profileId", int(2_000_000 + id)),
+            ("localDisplayName", localName.map(str) ?? profile["displayName"] ?? str("")), ("profileId", int(2_000_000 + id)),
             ("profile", localProfile(id: 2_000_000 + id, profile: profile)),
             ("createdAt", str(createdAt)), ("updatedAt", str(createdAt)), ("pqSupport", .bool(false)),
         ])

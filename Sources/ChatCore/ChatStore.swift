@@ -86,7 +86,85 @@ final class ChatStore: Sendable {
                 CREATE INDEX chat_item_by_shared_id ON chat_item(contact_id, shared_msg_id);
                 """)
         }
+        m.registerMigration("v3: local display names unique per user") { db in
+            try db.execute(sql: """
+                CREATE TABLE display_name (
+                    user_id INTEGER NOT NULL REFERENCES user(id) ON DELETE CASCADE,
+                    local_name TEXT NOT NULL,
+                    base TEXT NOT NULL,
+                    suffix INTEGER NOT NULL,
+                    PRIMARY KEY (user_id, local_name),
+                    UNIQUE (user_id, base, suffix)
+                );
+                ALTER TABLE user ADD COLUMN local_display_name TEXT;
+                ALTER TABLE contact ADD COLUMN local_display_name TEXT;
+                ALTER TABLE contact_request ADD COLUMN local_display_name TEXT;
+                CREATE INDEX contact_request_by_age ON contact_request(created_at);
+                """)
+            // Existing rows get names in the order they were made: the user's own first, then its
+            // contacts, then its waiting requests; a later duplicate becomes `name_1`, `name_2`, ….
+            for userId in try Int64.fetchAll(db, sql: "SELECT id FROM user ORDER BY id") {
+                let profile = try String.fetchOne(db, sql: "SELECT profile FROM user WHERE id = ?", arguments: [userId])
+                let own = LocalNames.base(of: profile.flatMap { try? JSONValue.parse($0) }) ?? ""
+                let name = try LocalNames.reserve(db, userId: userId, displayName: own)
+                try db.execute(sql: "UPDATE user SET local_display_name = ? WHERE id = ?", arguments: [name, userId])
+                for table in ["contact", "contact_request"] {
+                    for row in try Row.fetchAll(db, sql: "SELECT id, profile FROM \(table) WHERE user_id = ? AND profile IS NOT NULL ORDER BY id", arguments: [userId]) {
+                        guard let base = LocalNames.base(of: (row["profile"] as String?).flatMap { try? JSONValue.parse($0) }) else { continue }
+                        let local = try LocalNames.reserve(db, userId: userId, displayName: base)
+                        try db.execute(sql: "UPDATE \(table) SET local_display_name = ? WHERE id = ?", arguments: [local, row["id"] as Int64])
+                    }
+                }
+            }
+        }
         return m
+    }
+}
+
+/// Local display names: the name by which the bot's database knows a user, a contact or a
+/// contact request, unique per user. The first `alice` is `alice`; later ones are `alice_1`,
+/// `alice_2`, … (the next suffix after the highest one used for that name, skipping any taken by a
+/// peer who chose a name like `alice_2` itself). The user's own name is reserved in the same space.
+/// A name stays reserved until its contact or request is deleted; a rename (`x.info`) takes a new
+/// one and frees the old.
+enum LocalNames {
+    /// The display name a profile asks for (`displayName`), or nil when it has none.
+    static func base(of profile: JSONValue?) -> String? {
+        profile?["displayName"]?.stringValue
+    }
+
+    /// Reserves and returns a unique local name for `displayName` in `userId`'s names.
+    static func reserve(_ db: Database, userId: Int64, displayName base: String) throws -> String {
+        var suffix = try Int64.fetchOne(db, sql: "SELECT MAX(suffix) FROM display_name WHERE user_id = ? AND base = ?",
+                                        arguments: [userId, base]).map { $0 + 1 } ?? 0
+        while true {
+            let name = suffix == 0 ? base : "\(base)_\(suffix)"
+            let taken = try Bool.fetchOne(db, sql: "SELECT 1 FROM display_name WHERE user_id = ? AND local_name = ?", arguments: [userId, name]) ?? false
+            if !taken {
+                try db.execute(sql: "INSERT INTO display_name (user_id, local_name, base, suffix) VALUES (?, ?, ?, ?)",
+                               arguments: [userId, name, base, suffix])
+                return name
+            }
+            suffix += 1
+        }
+    }
+
+    /// Frees a local name (its contact or request is gone).
+    static func release(_ db: Database, userId: Int64, name: String?) throws {
+        guard let name else { return }
+        try db.execute(sql: "DELETE FROM display_name WHERE user_id = ? AND local_name = ?", arguments: [userId, name])
+    }
+
+    /// Gives `current` (a name held now, or nil) for a profile asking for `displayName`: the same
+    /// name when the profile still asks for the name it was made from, else a new one (the old freed).
+    static func rename(_ db: Database, userId: Int64, current: String?, displayName: String) throws -> String {
+        if let current,
+           let base = try String.fetchOne(db, sql: "SELECT base FROM display_name WHERE user_id = ? AND local_name = ?", arguments: [userId, current]),
+           base == displayName {
+            return current
+        }
+        try release(db, userId: userId, name: current)
+        return try reserve(db, userId: userId, displayName: displayName)
     }
 }
 

@@ -38,7 +38,7 @@ public enum JSONValue: Sendable, Hashable, Codable, CustomStringConvertible {
         case let .bool(b): var c = encoder.singleValueContainer(); try c.encode(b)
         case let .number(n):
             var c = encoder.singleValueContainer()
-            if let i = intValue { try c.encode(i) } else { try c.encode(n) }
+            if let i = intValue { try c.encode(i) } else if n.isFinite { try c.encode(n) } else { try c.encodeNil() }
         case let .string(s): var c = encoder.singleValueContainer(); try c.encode(s)
         case let .array(a): var c = encoder.singleValueContainer(); try c.encode(a)
         case let .object(pairs):
@@ -52,7 +52,8 @@ public enum JSONValue: Sendable, Hashable, Codable, CustomStringConvertible {
         switch self {
         case .null: return "null"
         case let .bool(b): return b ? "true" : "false"
-        case let .number(n): return intValue.map(String.init) ?? "\(n)"
+        // JSON has no infinity or NaN: a non-finite number (which `parse` never makes) is written as null.
+        case let .number(n): return intValue.map(String.init) ?? (n.isFinite ? "\(n)" : "null")
         case let .string(s): return Self.quote(s)
         case let .array(a): return "[" + a.map(\.description).joined(separator: ",") + "]"
         case let .object(pairs): return "{" + pairs.map { Self.quote($0.0) + ":" + $0.1.description }.joined(separator: ",") + "}"
@@ -80,7 +81,7 @@ public enum JSONValue: Sendable, Hashable, Codable, CustomStringConvertible {
         var p = Parser(bytes: Array(text.utf8))
         let v = try p.value()
         p.skipSpace()
-        guard p.i == p.bytes.count else { throw JSONError(offset: p.i, reason: "trailing characters") }
+        guard p.i == p.bytes.count else { throw JSONError(.syntax, offset: p.i, reason: "trailing characters") }
         return v
     }
 
@@ -99,11 +100,29 @@ public enum JSONValue: Sendable, Hashable, Codable, CustomStringConvertible {
     public func hash(into h: inout Hasher) { h.combine(description) }
 }
 
-/// A JSON syntax error with the byte offset where it was found.
+/// Malformed JSON: what is wrong and the byte offset where it was found.
 public struct JSONError: Error, CustomStringConvertible, Sendable {
+    public enum Kind: Sendable, Hashable {
+        /// Not JSON's grammar (RFC 8259).
+        case syntax
+        /// A number too large for a double (`1e999`): JSON has no infinity.
+        case nonFiniteNumber
+        /// An object names the same key twice (readers disagree on which one wins).
+        case duplicateKey
+        /// Arrays and objects nested deeper than 128 levels.
+        case tooDeep
+    }
+
+    public let kind: Kind
     public let offset: Int
     public let reason: String
     public var description: String { "invalid JSON at byte \(offset): \(reason)" }
+
+    init(_ kind: Kind, offset: Int, reason: String) {
+        self.kind = kind
+        self.offset = offset
+        self.reason = reason
+    }
 }
 
 struct AnyKey: CodingKey {
@@ -123,7 +142,7 @@ private struct Parser {
         while i < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[i]) { i += 1 }
     }
 
-    mutating func fail(_ reason: String) -> JSONError { JSONError(offset: i, reason: reason) }
+    mutating func fail(_ reason: String, _ kind: JSONError.Kind = .syntax) -> JSONError { JSONError(kind, offset: i, reason: reason) }
 
     mutating func value() throws -> JSONValue {
         skipSpace()
@@ -147,19 +166,22 @@ private struct Parser {
 
     mutating func nest() throws {
         depth += 1
-        guard depth <= 128 else { throw fail("nested too deeply") }
+        guard depth <= 128 else { throw fail("nested too deeply", .tooDeep) }
     }
 
     mutating func object() throws -> JSONValue {
         try nest(); defer { depth -= 1 }
         i += 1
         var pairs: [(String, JSONValue)] = []
+        var keys = Set<String>()
         skipSpace()
         if i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; return .object(pairs) }
         while true {
             skipSpace()
             guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw fail("expected a key") }
+            let keyAt = i
             let k = try string()
+            if !keys.insert(k).inserted { throw JSONError(.duplicateKey, offset: keyAt, reason: "duplicate key \(JSONValue.quote(k))") }
             skipSpace()
             guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw fail("expected :") }
             i += 1
@@ -237,10 +259,29 @@ private struct Parser {
         return v
     }
 
+    /// A number in JSON's grammar: `-`? (`0` | [1-9][0-9]*) (`.` [0-9]+)? ([eE] [+-]? [0-9]+)?, finite.
     mutating func number() throws -> Double {
         let start = i
-        while i < bytes.count, "+-0123456789.eE".utf8.contains(bytes[i]) { i += 1 }
-        guard i > start, let d = Double(String(decoding: bytes[start..<i], as: UTF8.self)) else { throw fail("bad number") }
+        func digits() -> Int {
+            let from = i
+            while i < bytes.count, (0x30...0x39).contains(bytes[i]) { i += 1 }
+            return i - from
+        }
+        if i < bytes.count, bytes[i] == UInt8(ascii: "-") { i += 1 }
+        let intStart = i
+        guard digits() > 0 else { throw fail("bad number") }
+        if bytes[intStart] == 0x30, i - intStart > 1 { i = intStart; throw fail("leading zero in a number") }
+        if i < bytes.count, bytes[i] == UInt8(ascii: ".") {
+            i += 1
+            guard digits() > 0 else { throw fail("digits expected after '.'") }
+        }
+        if i < bytes.count, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
+            i += 1
+            if i < bytes.count, bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") { i += 1 }
+            guard digits() > 0 else { throw fail("digits expected in the exponent") }
+        }
+        guard let d = Double(String(decoding: bytes[start..<i], as: UTF8.self)) else { throw fail("bad number") }
+        guard d.isFinite else { throw JSONError(.nonFiniteNumber, offset: start, reason: "number out of range") }
         return d
     }
 }

@@ -108,9 +108,12 @@ extension NodeDecoder {
         }
 
         var address = HostConfiguration.Address(enabled: true, printQR: true)
-        if let n = f("address"), let a = fields(n, "address", known: ["enabled", "print_qr"]) {
+        if let n = f("address"), let a = fields(n, "address", known: ["enabled", "print_qr", "requests_per_minute", "max_pending_requests", "request_ttl"]) {
             if let v = a("enabled") { address.enabled = bool(v, "address.enabled") ?? true }
             if let v = a("print_qr") { address.printQR = bool(v, "address.print_qr") ?? true }
+            if let v = a("requests_per_minute"), let i = integer(v, "address.requests_per_minute", in: 1...1_000_000) { address.requestsPerMinute = i }
+            if let v = a("max_pending_requests"), let i = integer(v, "address.max_pending_requests", in: 1...10_000_000) { address.maxPendingRequests = i }
+            if let v = a("request_ttl"), let d = duration(v, "address.request_ttl") { address.requestTTL = d }
         }
 
         var pluginDirectories: [String] = []

@@ -73,7 +73,17 @@ public struct HostConfiguration: Sendable, Hashable {
         public var enabled: Bool
         /// Print the address as a QR code in the terminal as well as a link.
         public var printQR: Bool
+        /// Contact requests taken per minute; more are dropped unseen.
+        public var requestsPerMinute: Int = HostConfiguration.defaultRequestsPerMinute
+        /// Requests waiting for an answer at most; more are dropped unseen.
+        public var maxPendingRequests: Int = HostConfiguration.defaultMaxPendingRequests
+        /// A request unanswered this long is rejected and forgotten.
+        public var requestTTL: Duration = HostConfiguration.defaultRequestTTL
     }
+
+    public static let defaultRequestsPerMinute = 30
+    public static let defaultMaxPendingRequests = 1000
+    public static let defaultRequestTTL = Duration.seconds(168 * 3600)
 
     /// One `plugins:` entry. Several entries may load the same library with different configs.
     public struct Plugin: Sendable, Hashable {

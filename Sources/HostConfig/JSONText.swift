@@ -96,9 +96,11 @@ enum JSONText {
         return out
     }
 
-    /// A finite double as JSON: integral values without a fraction, others in Swift's shortest
-    /// round-tripping form (`1.5`, `1e-07`), which is valid JSON.
+    /// A double as JSON: integral values without a fraction, others in Swift's shortest
+    /// round-tripping form (`1.5`, `1e-07`), which is valid JSON. JSON has no infinity or NaN:
+    /// those (which `parse` never makes) are written as `null`, never as `inf`/`nan`.
     static func number(_ d: Double) -> String {
+        guard d.isFinite else { return "null" }
         if d == d.rounded(), abs(d) < 1e15 { return String(Int(d)) }
         return "\(d)"
     }

@@ -75,12 +75,13 @@ extension HostConfiguration {
               echo: true
 
           # broadcast forwards messages from admins to every contact. Its config:
-          #   admins: [display name, ...]
+          #   admins: ["<contact id>:<local display name>", ...]   e.g. "1:alice"; the id and the
+          #           name the bot's database gives the contact must both match (the log shows ids)
           #   notice: text sent to non-admins who write to the bot
           # - name: announcements
           #   path: broadcast
           #   config:
-          #     admins: [alice]
+          #     admins: ["1:alice"]
           #     notice: "This bot only forwards announcements."
 
         """

@@ -11,37 +11,18 @@ public enum JSONValue: Sendable, Hashable {
     case array([JSONValue])
     case object([String: JSONValue])
 
-    /// Parses JSON text; a syntax error is a `PluginError` of the given code.
-    /// (JSONSerialization, then a walk of its tree: about ten times faster than decoding the
-    /// tree with JSONDecoder, which tries each type in turn at every value.)
+    /// Parses JSON text (RFC 8259, strictly); malformed text is a `PluginError` of the given code.
+    /// Besides syntax errors, a number too large for a double (`1e999`: JSON has no infinity) and
+    /// an object naming a key twice (readers disagree on which one wins) are refused.
     public static func parse(_ text: String, as code: PluginError.Code = .event) throws(PluginError) -> JSONValue {
-        let object: Any
-        do {
-            object = try JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])
+        var p = JSONParser(bytes: Array(text.utf8))
+        do throws(JSONSyntaxError) {
+            let v = try p.value()
+            p.skipSpace()
+            guard p.i == p.bytes.count else { throw p.fail("unexpected text after the value") }
+            return v
         } catch {
-            throw PluginError(code, "malformed JSON: \((error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String ?? "\(error)")")
-        }
-        return JSONValue(foundation: object)
-    }
-
-    /// Converts what JSONSerialization returns.
-    init(foundation value: Any) {
-        // Cheapest checks first: casting a collection to NSNumber would bridge it.
-        if let s = value as? String {
-            self = .string(s)
-        } else if let o = value as? [String: Any] {
-            self = .object(o.mapValues(JSONValue.init(foundation:)))
-        } else if let a = value as? [Any] {
-            self = .array(a.map(JSONValue.init(foundation:)))
-        } else if let n = value as? NSNumber {
-            // JSON booleans come back as NSNumbers of ObjC type "c" (char); numbers never do.
-            switch n.objCType.pointee {
-            case CChar(UInt8(ascii: "c")): self = .bool(n.boolValue)
-            case CChar(UInt8(ascii: "d")), CChar(UInt8(ascii: "f")): self = .double(n.doubleValue)
-            default: self = .int(n.int64Value)
-            }
-        } else {
-            self = .null
+            throw PluginError(code, "malformed JSON at byte \(error.offset): \(error.reason)")
         }
     }
 
@@ -90,6 +71,7 @@ public enum JSONValue: Sendable, Hashable {
         case .null: out += "null"
         case let .bool(b): out += b ? "true" : "false"
         case let .int(i): out += String(i)
+        // JSON has no infinity or NaN (and `parse` never makes them): they are written as null.
         case let .double(d): out += d.isFinite ? "\(d)" : "null"
         case let .string(s): Self.writeString(s, to: &out)
         case let .array(a):
@@ -182,7 +164,7 @@ extension JSONValue: Codable {
         case .null: try c.encodeNil()
         case let .bool(b): try c.encode(b)
         case let .int(i): try c.encode(i)
-        case let .double(d): try c.encode(d)
+        case let .double(d): if d.isFinite { try c.encode(d) } else { try c.encodeNil() }
         case let .string(s): try c.encode(s)
         case let .array(a): try c.encode(a)
         case let .object(o): try c.encode(o)
@@ -201,4 +183,199 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
         self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
     }
     public init(nilLiteral: ()) { self = .null }
+}
+
+/// Where and why JSON text is malformed.
+struct JSONSyntaxError: Error {
+    let offset: Int
+    let reason: String
+}
+
+/// A strict RFC 8259 reader straight into `JSONValue`: integers that fit `Int64` become `.int`,
+/// other numbers `.double` (finite only); duplicate keys and nesting deeper than 128 are refused.
+struct JSONParser {
+    let bytes: [UInt8]
+    var i = 0
+    var depth = 0
+
+    init(bytes: [UInt8]) { self.bytes = bytes }
+
+    mutating func skipSpace() {
+        while i < bytes.count, bytes[i] == 0x20 || bytes[i] == 0x09 || bytes[i] == 0x0A || bytes[i] == 0x0D { i += 1 }
+    }
+
+    func fail(_ reason: String, at offset: Int? = nil) -> JSONSyntaxError { JSONSyntaxError(offset: offset ?? i, reason: reason) }
+
+    mutating func value() throws(JSONSyntaxError) -> JSONValue {
+        skipSpace()
+        guard i < bytes.count else { throw fail("unexpected end of text") }
+        switch bytes[i] {
+        case UInt8(ascii: "{"): return try object()
+        case UInt8(ascii: "["): return try array()
+        case UInt8(ascii: "\""): return .string(try string())
+        case UInt8(ascii: "t"): try literal("true"); return .bool(true)
+        case UInt8(ascii: "f"): try literal("false"); return .bool(false)
+        case UInt8(ascii: "n"): try literal("null"); return .null
+        default: return try number()
+        }
+    }
+
+    mutating func literal(_ word: StaticString) throws(JSONSyntaxError) {
+        let n = word.utf8CodeUnitCount
+        guard i + n <= bytes.count else { throw fail("unknown word") }
+        for k in 0..<n where bytes[i + k] != word.utf8Start[k] { throw fail("unknown word") }
+        i += n
+    }
+
+    mutating func enter() throws(JSONSyntaxError) {
+        depth += 1
+        guard depth <= 128 else { throw fail("nested deeper than 128 levels") }
+    }
+
+    mutating func object() throws(JSONSyntaxError) -> JSONValue {
+        try enter()
+        defer { depth -= 1 }
+        i += 1
+        var o: [String: JSONValue] = [:]
+        skipSpace()
+        if i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; return .object(o) }
+        while true {
+            skipSpace()
+            guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
+            let keyAt = i
+            let key = try string()
+            skipSpace()
+            guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
+            i += 1
+            let v = try value()
+            guard o.updateValue(v, forKey: key) == nil else { throw fail("duplicate key \(key.debugDescription)", at: keyAt) }
+            skipSpace()
+            guard i < bytes.count else { throw fail("unexpected end of text in an object") }
+            if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
+            if bytes[i] == UInt8(ascii: "}") { i += 1; return .object(o) }
+            throw fail("expected ',' or '}'")
+        }
+    }
+
+    mutating func array() throws(JSONSyntaxError) -> JSONValue {
+        try enter()
+        defer { depth -= 1 }
+        i += 1
+        var items: [JSONValue] = []
+        skipSpace()
+        if i < bytes.count, bytes[i] == UInt8(ascii: "]") { i += 1; return .array(items) }
+        while true {
+            items.append(try value())
+            skipSpace()
+            guard i < bytes.count else { throw fail("unexpected end of text in an array") }
+            if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
+            if bytes[i] == UInt8(ascii: "]") { i += 1; return .array(items) }
+            throw fail("expected ',' or ']'")
+        }
+    }
+
+    mutating func hex4() throws(JSONSyntaxError) -> UInt32 {
+        guard i + 4 <= bytes.count else { throw fail("bad \\u escape") }
+        var v: UInt32 = 0
+        for k in 0..<4 {
+            let b = bytes[i + k]
+            let d: UInt8
+            switch b {
+            case 0x30...0x39: d = b - 0x30
+            case 0x41...0x46: d = b - 0x41 + 10
+            case 0x61...0x66: d = b - 0x61 + 10
+            default: throw fail("bad \\u escape")
+            }
+            v = v << 4 | UInt32(d)
+        }
+        i += 4
+        return v
+    }
+
+    mutating func string() throws(JSONSyntaxError) -> String {
+        i += 1
+        let start = i
+        // Fast path: no escapes.
+        while i < bytes.count, bytes[i] != UInt8(ascii: "\""), bytes[i] != UInt8(ascii: "\\") {
+            if bytes[i] < 0x20 { throw fail("control character in a string") }
+            i += 1
+        }
+        guard i < bytes.count else { throw fail("unterminated string") }
+        if bytes[i] == UInt8(ascii: "\"") {
+            defer { i += 1 }
+            return String(decoding: bytes[start..<i], as: UTF8.self)
+        }
+        var scalars = String.UnicodeScalarView()
+        scalars.append(contentsOf: String(decoding: bytes[start..<i], as: UTF8.self).unicodeScalars)
+        var run = i
+        func flush(_ end: Int) { scalars.append(contentsOf: String(decoding: bytes[run..<end], as: UTF8.self).unicodeScalars) }
+        while i < bytes.count {
+            let b = bytes[i]
+            if b == UInt8(ascii: "\"") {
+                flush(i)
+                i += 1
+                return String(scalars)
+            }
+            if b < 0x20 { throw fail("control character in a string") }
+            guard b == UInt8(ascii: "\\") else { i += 1; continue }
+            flush(i)
+            i += 1
+            guard i < bytes.count else { break }
+            let e = bytes[i]
+            i += 1
+            switch e {
+            case UInt8(ascii: "\""): scalars.append("\"")
+            case UInt8(ascii: "\\"): scalars.append("\\")
+            case UInt8(ascii: "/"): scalars.append("/")
+            case UInt8(ascii: "b"): scalars.append("\u{08}")
+            case UInt8(ascii: "f"): scalars.append("\u{0C}")
+            case UInt8(ascii: "n"): scalars.append("\n")
+            case UInt8(ascii: "r"): scalars.append("\r")
+            case UInt8(ascii: "t"): scalars.append("\t")
+            case UInt8(ascii: "u"):
+                var v = try hex4()
+                if (0xD800..<0xDC00).contains(v) {
+                    guard i + 2 <= bytes.count, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u") else { throw fail("lone surrogate") }
+                    i += 2
+                    let low = try hex4()
+                    guard (0xDC00..<0xE000).contains(low) else { throw fail("bad surrogate pair") }
+                    v = 0x10000 + ((v - 0xD800) << 10) + (low - 0xDC00)
+                }
+                guard let u = Unicode.Scalar(v) else { throw fail("lone surrogate") }
+                scalars.append(u)
+            default: throw fail("bad escape")
+            }
+            run = i
+        }
+        throw fail("unterminated string")
+    }
+
+    mutating func number() throws(JSONSyntaxError) -> JSONValue {
+        let start = i
+        var isInteger = true
+        if i < bytes.count, bytes[i] == UInt8(ascii: "-") { i += 1 }
+        let digitsStart = i
+        while i < bytes.count, (0x30...0x39).contains(bytes[i]) { i += 1 }
+        guard i > digitsStart else { throw fail("unexpected character") }
+        if bytes[digitsStart] == 0x30, i - digitsStart > 1 { throw fail("leading zero in a number", at: digitsStart) }
+        if i < bytes.count, bytes[i] == UInt8(ascii: ".") {
+            isInteger = false
+            i += 1
+            let f = i
+            while i < bytes.count, (0x30...0x39).contains(bytes[i]) { i += 1 }
+            guard i > f else { throw fail("digits expected after '.'") }
+        }
+        if i < bytes.count, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
+            isInteger = false
+            i += 1
+            if i < bytes.count, bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") { i += 1 }
+            let e = i
+            while i < bytes.count, (0x30...0x39).contains(bytes[i]) { i += 1 }
+            guard i > e else { throw fail("digits expected in the exponent") }
+        }
+        let text = String(decoding: bytes[start..<i], as: UTF8.self)
+        if isInteger, let n = Int64(text) { return .int(n) }
+        guard let d = Double(text), d.isFinite else { throw fail("number out of range (JSON has no infinity)", at: start) }
+        return .double(d)
+    }
 }

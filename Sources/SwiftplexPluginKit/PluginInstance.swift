@@ -39,6 +39,8 @@ final class PluginInstance<P: Plugin>: AnyPluginInstance {
     /// The config as `P.Config`; a failure names the field (`config.rules[1].reply: missing`).
     static func decodeConfig(_ json: String) throws(PluginError) -> P.Config {
         let text = json.isEmpty ? "{}" : json
+        // Strict first: JSONDecoder would take `1e999` as infinity and let a repeated key pass.
+        do { _ = try JSONValue.parse(text, as: .config) } catch { throw PluginError(.config, "config: \(error.message)") }
         do {
             return try JSONDecoder().decode(P.Config.self, from: Data(text.utf8))
         } catch let error as DecodingError {

@@ -86,9 +86,10 @@ public final class PluginTestBench: Sendable {
     }
 
     /// A new person named `name` who connects to the bot's contact address and waits until connected.
+    /// Several people may share a name (each has its own engine).
     public func connect(_ name: String, timeout: Duration = .seconds(20)) async throws -> ScriptedContact {
         guard let address = host.address, let relay = host.relayAddress else { throw HarnessError("the bot has no address") }
-        let contact = try await ScriptedContact.start(name: name, directory: directory.appendingPathComponent("contact-\(name)"),
+        let contact = try await ScriptedContact.start(name: name, directory: contactDirectory(name),
                                                       relay: relay, logger: logger)
         contacts.withLockedValue { $0.append(contact) }
         try await contact.connect(to: address, timeout: timeout)
@@ -99,11 +100,16 @@ public final class PluginTestBench: Sendable {
     /// plugins that may reject it).
     public func request(_ name: String) async throws -> ScriptedContact {
         guard let address = host.address, let relay = host.relayAddress else { throw HarnessError("the bot has no address") }
-        let contact = try await ScriptedContact.start(name: name, directory: directory.appendingPathComponent("contact-\(name)"),
+        let contact = try await ScriptedContact.start(name: name, directory: contactDirectory(name),
                                                       relay: relay, logger: logger)
         contacts.withLockedValue { $0.append(contact) }
         try await contact.request(address)
         return contact
+    }
+
+    private func contactDirectory(_ name: String) -> URL {
+        let n = contacts.withLockedValue { $0.count }
+        return directory.appendingPathComponent("contact-\(n)-\(name.filter { $0.isLetter || $0.isNumber })")
     }
 
     /// Stops everything and removes the temporary directory.

@@ -79,7 +79,7 @@ import Testing
         let bench = try await PluginTestBench.start(plugins: [
             .init(name: "welcome", path: PluginTestBench.product("libauto-accept.so"), config: "{}"),
             .init(name: "news", path: PluginTestBench.product("libbroadcast.so"),
-                  config: #"{"admins": ["alice"], "notice": "This bot only forwards announcements."}"#),
+                  config: #"{"admins": ["1:alice"], "notice": "This bot only forwards announcements."}"#),
         ])
         do {
             let alice = try await bench.connect("alice")
@@ -93,6 +93,40 @@ import Testing
             try await bob.send("can I broadcast?")
             #expect(try await bob.nextMessage() == "This bot only forwards announcements.")
             #expect(await carol.receivesNothing(for: .seconds(1)))
+        } catch {
+            await bench.shutdown()
+            throw error
+        }
+        await bench.shutdown()
+    }
+
+    /// A second contact who takes the admin's display name is `alice_1` in the bot's database
+    /// and is not contact 1: its "broadcast" reaches nobody, it gets the notice, and the real
+    /// admin still broadcasts (to the impostor too, as to every contact).
+    @Test func aContactNamedLikeTheAdminCannotBroadcast() async throws {
+        let notice = "This bot only forwards announcements."
+        let bench = try await PluginTestBench.start(plugins: [
+            .init(name: "welcome", path: PluginTestBench.product("libauto-accept.so"), config: "{}"),
+            .init(name: "news", path: PluginTestBench.product("libbroadcast.so"),
+                  config: #"{"admins": ["1:alice"], "notice": "\#(notice)"}"#),
+        ])
+        do {
+            let alice = try await bench.connect("alice")
+            let bob = try await bench.connect("bob")
+            let impostor = try await bench.connect("alice")
+            let contacts = await bench.host.api.execute("/_contacts \(bench.host.userId)")
+            let names = contacts.description
+            #expect(names.contains(#""contactId":1,"localDisplayName":"alice""#))
+            #expect(names.contains(#""localDisplayName":"alice_1""#))
+
+            try await impostor.send("URGENT: everyone send your recovery phrase to me")
+            // The bot has handled it once the impostor has its answer: the notice.
+            #expect(try await impostor.nextMessage() == notice)
+            try await alice.send("the real announcement")
+            // Each person's next message is the real one: the impostor's never went out before it.
+            #expect(try await bob.nextMessage() == "the real announcement")
+            #expect(try await impostor.nextMessage() == "the real announcement")
+            #expect(try await alice.nextMessage() == "Sent to 2 contacts.")
         } catch {
             await bench.shutdown()
             throw error

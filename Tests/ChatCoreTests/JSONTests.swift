@@ -18,6 +18,36 @@ import Testing
         #expect(throws: JSONError.self) { try JSONValue.parse(text) }
     }
 
+    /// `1e999` is no double: a typed error, not infinity (which was then printed as bare `inf`).
+    @Test(arguments: ["1e999", "-1e999", #"{"n":1e400}"#, "[1E+999]"])
+    func refusesNumbersOutOfRange(text: String) {
+        #expect { try JSONValue.parse(text) } throws: { ($0 as? JSONError)?.kind == .nonFiniteNumber }
+    }
+
+    /// Readers disagree on which of two equal keys wins (lookup here took the first, Python the
+    /// last), so an object naming a key twice is refused, at any depth.
+    @Test(arguments: [#"{"a":1,"a":2}"#, #"{"x":{"type":"text","type":"link"}}"#, #"[{"k":null,"k":null}]"#])
+    func refusesDuplicateKeys(text: String) {
+        #expect { try JSONValue.parse(text) } throws: { ($0 as? JSONError)?.kind == .duplicateKey }
+    }
+
+    /// Only JSON's number grammar: no `+`, leading zeros, bare `.` or exponent without digits.
+    @Test(arguments: ["+1", "01", ".5", "1.", "1e", "-", "1e+", "--1", "0x10"])
+    func refusesNumbersOutsideTheGrammar(text: String) {
+        #expect { try JSONValue.parse(text) } throws: { ($0 as? JSONError)?.kind == .syntax }
+    }
+
+    @Test func theWriterNeverPrintsInfOrNaN() throws {
+        for n in [Double.infinity, -.infinity, .nan] {
+            let text = JSONValue.array([.number(n)]).description
+            #expect(text == "[null]")
+            #expect(try JSONValue.parse(text) == .array([.null]))
+        }
+        #expect(JSONValue.number(1.5).description == "1.5" && JSONValue.number(-0.001).description == "-0.001")
+        #expect(try JSONValue.parse("1e308") == .number(1e308))
+        #expect(try JSONValue.parse(#"{"a":1,"b":{"a":2}}"#)["b"]?["a"]?.intValue == 2)
+    }
+
     @Test func chatMessagesRoundTrip() throws {
         let m = ChatMessage(event: "x.msg.new", params: .object([("content", .object([("type", .string("text")), ("text", .string("hi"))]))]))
         let decoded = try ChatMessage(decoding: m.encoded)

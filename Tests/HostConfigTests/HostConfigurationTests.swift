@@ -15,6 +15,18 @@ import Testing
         #expect(c.directory == dir.path || c.directory.hasSuffix((dir.path as NSString).lastPathComponent))
     }
 
+    /// Contact-request limits (audit 10) are the operator's to change, with checked values.
+    @Test func contactRequestLimitsUnderAddress() throws {
+        let (d, _) = try load(minimal)
+        #expect(d.address.requestsPerMinute == 30 && d.address.maxPendingRequests == 1000 && d.address.requestTTL == .seconds(168 * 3600))
+        let (c, _) = try load(minimal + "address:\n  requests_per_minute: 5\n  max_pending_requests: 50\n  request_ttl: 24h\n")
+        #expect(c.address.requestsPerMinute == 5 && c.address.maxPendingRequests == 50 && c.address.requestTTL == .seconds(24 * 3600))
+        let p = try problems(minimal + "address:\n  requests_per_minute: 0\n  max_pending_requests: lots\n  request_ttl: 7\n")
+        #expect(p.contains { $0.contains("requests_per_minute") && $0.contains("1...1000000") }, "\(p)")
+        #expect(p.contains { $0.contains("max_pending_requests") }, "\(p)")
+        #expect(p.contains { $0.contains("request_ttl") && $0.contains("duration") }, "\(p)")
+    }
+
     @Test func pluginsWithEveryKey() throws {
         let (c, _) = try load(minimal + """
             plugins:

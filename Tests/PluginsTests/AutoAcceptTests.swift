@@ -90,6 +90,23 @@ import Testing
         p.stop()
     }
 
+    /// With a rejection notice, every rejected requester used to be accepted (to hear it), so
+    /// `max_per_hour` capped nothing: a flood of requests became a flood of contacts.
+    @Test func theHourlyCapAlsoHoldsWithARejectionNotice() throws {
+        let chat = ScriptedChat()
+        let p = try startOrRecord(try plugin("auto-accept"), chat.host,
+                                  #"{"deny":["mallory*"],"max_per_hour":2,"rejection_notice":"No.","rejection_grace_seconds":0}"#)
+        chat.host.clearCommands()
+        #expect(p.handle(ChatFixtures.contactRequest(1, name: "alice")) == nil)       // accepted: 1 of 2
+        #expect(p.handle(ChatFixtures.contactRequest(2, name: "mallory-1")) == nil)   // denied, accepted for the notice: 2 of 2
+        #expect(p.handle(ChatFixtures.contactRequest(3, name: "mallory-2")) == nil)   // denied, cap reached: no notice
+        #expect(p.handle(ChatFixtures.contactRequest(4, name: "bob")) == nil)         // allowed, cap reached
+        for id: Int64 in 5...20 { #expect(p.handle(ChatFixtures.contactRequest(id, name: "mallory-\(id)")) == nil) }
+        #expect(chat.actions.filter { $0.hasPrefix("/_accept") } == ["/_accept 1", "/_accept 2"])
+        #expect(chat.actions.filter { $0.hasPrefix("/_reject") } == (3...20).map { "/_reject \($0)" })
+        p.stop()
+    }
+
     @Test func deletionsWaitForTheGracePeriodAndATimer() throws {
         let chat = ScriptedChat()
         let p = try startOrRecord(try plugin("auto-accept"), chat.host,

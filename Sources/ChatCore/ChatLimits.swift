@@ -1,0 +1,49 @@
+import Foundation
+
+/// Limits the engine applies to what peers send it. The defaults suit a public bot; an operator
+/// changes them where the controller is made (`ChatController(…, limits:)`).
+public struct ChatLimits: Sendable, Hashable {
+    /// Contact requests taken per address in each `contactRequestWindow`; more are refused (the
+    /// agent's record deleted, no event, counted in ``ChatController/refusedContactRequests``).
+    public var contactRequestsPerWindow: Int
+    public var contactRequestWindow: Duration
+    /// Requests waiting for an answer per user; a request beyond is refused the same way.
+    public var maxPendingContactRequests: Int
+    /// A request not answered within this time is rejected and forgotten (swept every
+    /// `contactRequestSweepInterval` and when a request arrives).
+    public var contactRequestTTL: Duration
+    public var contactRequestSweepInterval: Duration
+    /// Reactions one side (the user, or the contact) may have on one item, as SimpleX's
+    /// `maxMsgReactions`; a further one is refused (sending) or ignored (receiving).
+    public var maxReactionsPerMember: Int
+    /// Reactions on one item in all.
+    public var maxReactionsPerItem: Int
+
+    public init(contactRequestsPerWindow: Int = 30, contactRequestWindow: Duration = .seconds(60),
+                maxPendingContactRequests: Int = 1_000, contactRequestTTL: Duration = .seconds(7 * 24 * 3600),
+                contactRequestSweepInterval: Duration = .seconds(3600),
+                maxReactionsPerMember: Int = 3, maxReactionsPerItem: Int = 16) {
+        self.contactRequestsPerWindow = contactRequestsPerWindow
+        self.contactRequestWindow = contactRequestWindow
+        self.maxPendingContactRequests = maxPendingContactRequests
+        self.contactRequestTTL = contactRequestTTL
+        self.contactRequestSweepInterval = contactRequestSweepInterval
+        self.maxReactionsPerMember = maxReactionsPerMember
+        self.maxReactionsPerItem = maxReactionsPerItem
+    }
+}
+
+/// The reactions SimpleX accepts (`MREmoji`): `{"type": "emoji", "emoji": <one of these>}`.
+public enum Reactions {
+    public static let allowedEmoji: Set<String> = ["👍", "👎", "😀", "😂", "😢", "❤", "🚀", "✅"]
+
+    /// The reaction in its canonical form, or nil when it is not an allowed one. A heart with
+    /// the emoji variation selector (`❤️`, as keyboards type it) is taken as `❤`.
+    static func canonical(_ reaction: JSONValue) -> JSONValue? {
+        guard case let .object(pairs) = reaction, pairs.count == 2, reaction["type"]?.stringValue == "emoji",
+              var emoji = reaction["emoji"]?.stringValue else { return nil }
+        if emoji == "❤\u{FE0F}" { emoji = "❤" }
+        guard allowedEmoji.contains(emoji) else { return nil }
+        return .object([("type", .string("emoji")), ("emoji", .string(emoji))])
+    }
+}
