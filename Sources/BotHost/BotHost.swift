@@ -1,3 +1,4 @@
+import Agent
 import ChatAPI
 import ChatCore
 import Foundation
@@ -58,7 +59,10 @@ public final class BotHost: Sendable {
 
         let controller: ChatController
         do {
-            controller = try ChatController(prefix: options.dataDirectory.appendingPathComponent("bot").path, defaultRelays: relays, logger: logger)
+            let agentOptions = AgentOptions(allowedHosts: options.peerRelays.allow.map(Set.init), refusePrivateAddresses: options.peerRelays.refusePrivate,
+                                            peerRelayTimeout: options.peerRelays.timeout)
+            controller = try ChatController(prefix: options.dataDirectory.appendingPathComponent("bot").path, defaultRelays: relays, logger: logger,
+                                            agentOptions: agentOptions)
         } catch {
             await relay?.shutdown()
             throw BotHostError("cannot open the bot's databases in \(options.dataDirectory.path): \(error)")

@@ -448,8 +448,8 @@ extension ChatController {
             } catch let e as DatabaseError {
                 attempt += 1
                 logger.warning("the chat database refused an event; retrying", metadata: ["attempt": "\(attempt)", "error": "\(e.resultCode)"])
-                sink.yield(.object([("type", .string("chatError")), ("chatError", ChatJSON.chatError("errorStore", [
-                    ("storeError", .object([("type", .string("dbError")), ("resultCode", .string("\(e.resultCode)")), ("message", .string(e.message ?? ""))])),
+                sink.yield(.object([("type", .string("chatError")), ("chatError", ChatJSON.storeError("dbError", [
+                    ("resultCode", .string("\(e.resultCode)")), ("message", .string(e.message ?? "")),
                 ]))]))
                 if Task.isCancelled || closing { return }
                 if !Self.passingFault(e), attempt >= Self.maxStoreAttempts { return }
@@ -533,9 +533,11 @@ extension ChatController {
         case let .rejected(conn, reason):
             logger.info("a message was rejected", metadata: ["connection": "\(conn)", "reason": "\(reason)"])
         case let .storeError(conn, message):
-            var fields: [(String, JSONValue)] = [("type", .string("agentStore")), ("message", .string(message))]
-            if let conn { fields.append(("agentConnId", .string(String(conn)))) }
-            sink.yield(.object([("type", .string("chatError")), ("chatError", ChatJSON.chatError("errorStore", [("storeError", .object(fields))]))]))
+            // The agent database refused what arrived; the agent keeps trying.
+            sink.yield(.object([("type", .string("chatError")), ("chatError", .object([
+                ("type", .string("errorAgent")), ("agentError", .object([("type", .string(AgentError.Code.store.rawValue)), ("message", .string(message))])),
+                ("agentConnId", .string(conn.map(String.init) ?? "")),
+            ]))]))
         }
     }
 
@@ -608,8 +610,14 @@ extension ChatController {
             // accepted again, when the join fails).
             let incognito = auto["acceptIncognito"]?.boolValue ?? false
             inBackground {
-                let accepted = try await self.accept(user: u, requestId: requestId, agentRequest: request, profile: profile, incognito: incognito)
-                self.sink.yield(accepted)
+                do {
+                    let accepted = try await self.accept(user: u, requestId: requestId, agentRequest: request, profile: profile, incognito: incognito)
+                    self.sink.yield(accepted)
+                } catch let failure as ChatFailure {
+                    // The request stays: `/_accept <contactRequestId>` tries again.
+                    guard case let .object(fields) = failure.chatError else { throw failure }
+                    throw ChatFailure(.object(fields + [("contactRequestId", .number(Double(requestId)))]))
+                }
             }
         } else {
             sink.yield(response("receivedContactRequest", u, [("contactRequest", ChatJSON.contactRequest(id: requestId, profile: profile, createdAt: now))]))

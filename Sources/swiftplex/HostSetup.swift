@@ -92,8 +92,9 @@ struct HostSetup {
         }
         let profile = BotHostOptions.Profile(displayName: config.bot.displayName, fullName: config.bot.fullName,
                                              peerType: config.bot.peerType.rawValue, publishCommands: config.bot.publishCommands)
-        let options = BotHostOptions(dataDirectory: dataDirectory, profile: profile, relays: relays,
+        var options = BotHostOptions(dataDirectory: dataDirectory, profile: profile, relays: relays,
                                      createAddress: config.address.enabled, plugins: specs, runnerExecutable: Self.runnerExecutable)
+        options.peerRelays = .init(allow: config.peerRelays.allow, refusePrivate: config.peerRelays.refusePrivate, timeout: config.peerRelays.timeout)
         return (options, problems)
     }
 
