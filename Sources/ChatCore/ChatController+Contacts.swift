@@ -468,8 +468,8 @@ extension ChatController {
 
     /// Database faults that go away by themselves (space returns, a lock is released).
     static func passingFault(_ e: DatabaseError) -> Bool {
-        [.SQLITE_FULL, .SQLITE_IOERR, .SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_READONLY, .SQLITE_NOMEM, .SQLITE_CANTOPEN, .SQLITE_PROTOCOL]
-            .contains(e.resultCode)
+        let passing: [ResultCode] = [.SQLITE_FULL, .SQLITE_IOERR, .SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_READONLY, .SQLITE_NOMEM, .SQLITE_CANTOPEN, .SQLITE_PROTOCOL]
+        return passing.contains(e.resultCode)
     }
 
     /// Runs `body` in a task of its own (accepting, allowing: they wait on a peer's relay),

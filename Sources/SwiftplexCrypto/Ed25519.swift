@@ -70,7 +70,7 @@ public enum Ed25519 {
         public func signature(for message: [UInt8]) -> [UInt8] {
             var sig = [UInt8](repeating: 0, count: Ed25519.signatureLength)
             secret.withUnsafeBytes { sk in
-                _ = crypto_sign_detached(&sig, nil, message, UInt64(message.count), sk.bindMemory(to: UInt8.self).baseAddress)
+                _ = crypto_sign_detached(&sig, nil, message, UInt64(message.count), sk.bindMemory(to: UInt8.self).baseAddress!)
             }
             return sig
         }

@@ -12,11 +12,12 @@ public final class SecretBytes: @unchecked Sendable {
     private let storage: UnsafeMutableRawBufferPointer
 
     public init(_ bytes: [UInt8]) {
-        storage = .allocate(byteCount: max(bytes.count, 1), alignment: 1)
+        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(bytes.count, 1), alignment: 1)
         storage.initializeMemory(as: UInt8.self, repeating: 0)
         bytes.withUnsafeBytes { source in
             if let base = source.baseAddress, source.count > 0 { storage.baseAddress!.copyMemory(from: base, byteCount: source.count) }
         }
+        self.storage = storage
         count = bytes.count
     }
 

@@ -50,7 +50,7 @@ public enum X25519 {
         public func sharedSecret(with peer: PublicKey) throws -> [UInt8] {
             var out = [UInt8](repeating: 0, count: X25519.keyLength)
             let status = secret.withUnsafeBytes { sk in
-                crypto_scalarmult(&out, sk.bindMemory(to: UInt8.self).baseAddress, peer.bytes)
+                crypto_scalarmult(&out, sk.bindMemory(to: UInt8.self).baseAddress!, peer.bytes)
             }
             guard status == 0 else {
                 throw CryptoError(.invalidPublicKey, "X25519 peer key is a low-order point")

@@ -111,7 +111,7 @@ import Testing
                     try await alice.send(a, "one".bytes)
                     _ = try await bobInbox.next("store error") { if case .storeError = $0 { true } else { nil } }
                     try await fault.write { db in try db.execute(sql: "DROP TRIGGER fault") }
-                    try await fault.close()
+                    try fault.close()
                     let first = try await bobInbox.message()
                     #expect(first.body == "one".bytes && first.seq == 1 && first.integrity == .ok)
                     try await alice.send(a, "two".bytes)

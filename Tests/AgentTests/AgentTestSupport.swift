@@ -67,6 +67,7 @@ func withTestRelay<T>(_ directory: URL, _ body: (RelayServer) async throws -> T)
 }
 
 /// Runs an agent (its `run()` in a child task) for the duration of `body`, then stops it.
+@discardableResult
 func withAgent<T: Sendable>(_ path: URL, relay: RelayAddress, options: AgentOptions = AgentOptions(),
                             _ body: (Agent, AgentInbox) async throws -> T) async throws -> T {
     let agent = try Agent(databasePath: path, relays: [relay], logger: quietLogger, options: options)
