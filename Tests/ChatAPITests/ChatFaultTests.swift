@@ -165,9 +165,10 @@ func say(_ api: ChatAPI, to contact: Int, _ t: String) async -> JSONValue {
                 fill(filler)
                 _ = await say(a, to: ben, "one")
                 // The agent's or the chat's database reports the fault; nothing is lost.
-                _ = try await bInbox.next("chatError", where: { e in
+                let fault = try await bInbox.next("chatError", where: { e in
                     e["chatError"]?["type"]?.stringValue == "errorStore" || agentErrorType(e) == "store"
                 })
+                #expect(fault.description.contains("disk is full") || fault.description.contains("SQLITE_FULL"), "\(fault)")
                 let early = bInbox.contains("newChatItems", where: isText("one"))
                 #expect(!early)
                 try FileManager.default.removeItem(at: filler)
