@@ -50,6 +50,8 @@ public actor Agent {
     /// Dial history of relays: one that never completed a handshake is given up after
     /// ``AgentOptions/newRelayMaxFailures`` failed dials (no reconnect loop, no socket).
     private var relayHealth: [RelayAddress: RelayHealth] = [:]
+    /// Dials made per relay (diagnostics; tests read it to see what was dialled, and when).
+    private(set) var dialAttempts: [RelayAddress: Int] = [:]
 
     struct RelayHealth {
         var worked = false
@@ -221,6 +223,7 @@ public actor Agent {
             if let c = connections[relay], c.isActive { return c }
         }
         let c: RelayConnection
+        dialAttempts[relay, default: 0] += 1
         do {
             c = try await RelayConnection.connect(to: dial, group: group, timeout: options.connectTimeout)
         } catch {

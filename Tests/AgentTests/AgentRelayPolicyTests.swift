@@ -1,6 +1,8 @@
 import Foundation
 import GRDB
+import NIOPosix
 import RelayProtocol
+import RelayServer
 import SwiftplexCrypto
 import Testing
 @testable import Agent
@@ -77,6 +79,42 @@ import Testing
             }
         }
         await hole.close()
+    }
+
+    /// Alice's own relay is R1, Bob's R2: Alice only sends to R2. When R2 goes away, Bob (whose
+    /// queues are there) keeps trying to reconnect; Alice does not keep a loop dialling it — she
+    /// dials it again when she has something to send.
+    @Test func aPeerRelayThatGoesAwayIsDialledAgainOnlyToSend() async throws {
+        let dir = TempDir()
+        defer { dir.cleanup() }
+        let r2Dir = dir.url.appendingPathComponent("r2/relay")
+        try await withTestRelay(dir.url.appendingPathComponent("r1")) { r1 in
+            var r2 = try await RelayServer.start(configuration: RelayConfiguration(dataDirectory: r2Dir, host: "127.0.0.1", port: 0),
+                                                 group: MultiThreadedEventLoopGroup.singleton, logger: quietLogger)
+            let r2Address = r2.address
+            try await withAgent(dir.url.appendingPathComponent("alice_agent.db"), relay: r1.address) { alice, aliceInbox in
+                try await withAgent(dir.url.appendingPathComponent("bob_agent.db"), relay: r2Address) { bob, bobInbox in
+                    let (a, _) = try await AgentConnectionTests().connect(alice, aliceInbox, bob, bobInbox)
+                    let aliceDialsBefore = await alice.dialAttempts[r2Address] ?? 0
+                    let bobDialsBefore = await bob.dialAttempts[r2Address] ?? 0
+                    await r2.shutdown()
+                    _ = try await aliceInbox.next("alice loses R2") { if case let .hostDisconnected(r) = $0, r == r2Address { true } else { nil } }
+                    // Bob's reconnection loop dials at 100 ms, 300 ms, 700 ms after losing R2; a
+                    // loop of Alice's, started at the same moment, would have dialled twice by
+                    // Bob's third attempt.
+                    try await waitUntil("bob's third reconnection attempt") { (await bob.dialAttempts[r2Address] ?? 0) >= bobDialsBefore + 3 }
+                    #expect(await alice.dialAttempts[r2Address] ?? 0 == aliceDialsBefore, "Alice keeps dialling a relay she only sends to")
+                    // Something to send: now she dials it (and keeps the message until R2 is back).
+                    try await alice.send(a, "hello again".bytes)
+                    try await waitUntil("alice dials R2 to send") { (await alice.dialAttempts[r2Address] ?? 0) > aliceDialsBefore }
+                    r2 = try await RelayServer.start(configuration: RelayConfiguration(dataDirectory: r2Dir, host: "127.0.0.1", port: r2Address.port),
+                                                     group: MultiThreadedEventLoopGroup.singleton, logger: quietLogger)
+                    let m = try await bobInbox.message(timeout: .seconds(45))
+                    #expect(m.body == "hello again".bytes)
+                }
+            }
+            await r2.shutdown()
+        }
     }
 
     @Test func nonPublicAddressesAreRecognised() {
