@@ -349,7 +349,9 @@ public actor Agent {
             return id
         }
         try await own.subscribe(q)
-        await deliverOutbox(id)
+        // The confirmation is committed in the outbox: it goes out on its own, so a peer relay
+        // that answered SKEY and then stalls cannot stretch the join past its bound.
+        Task { await self.deliverOutbox(id) }
         return id
     }
 
@@ -384,7 +386,7 @@ public actor Agent {
             }
             committed(record)
         }
-        await deliverOutbox(id)
+        Task { await self.deliverOutbox(id) } // committed; see `join`
     }
 
     // MARK: - Messages
