@@ -63,7 +63,7 @@ func say(_ api: ChatAPI, to contact: Int, _ t: String) async -> JSONValue {
         defer { Task { await relay.shutdown() } }
         let hole = try await SilentListener()
         defer { Task { await hole.close() } }
-        let bound = Duration.seconds(5)
+        let bound = Duration.seconds(8)
         try await withEngine(dir, "bot", relays: [relay.address], agentOptions: AgentOptions(peerRelayTimeout: bound)) { bot, botInbox in
             try await withEngine(dir, "client", relays: [relay.address]) { client, clientInbox in
                 await startUser(bot, "bot")
