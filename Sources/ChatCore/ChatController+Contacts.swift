@@ -608,19 +608,52 @@ extension ChatController {
             // Accepting joins the requester's invitation on a relay it chose: in a task, so a
             // relay that does not answer holds up nothing else (the request stays, and can be
             // accepted again, when the join fails).
-            let incognito = auto["acceptIncognito"]?.boolValue ?? false
-            inBackground {
-                do {
-                    let accepted = try await self.accept(user: u, requestId: requestId, agentRequest: request, profile: profile, incognito: incognito)
-                    self.sink.yield(accepted)
-                } catch let failure as ChatFailure {
-                    // The request stays: `/_accept <contactRequestId>` tries again.
-                    guard case let .object(fields) = failure.chatError else { throw failure }
-                    throw ChatFailure(.object(fields + [("contactRequestId", .number(Double(requestId)))]))
-                }
-            }
+            autoAccept(user: u, requestId: requestId, agentRequest: request, profile: profile, incognito: auto["acceptIncognito"]?.boolValue ?? false)
         } else {
             sink.yield(response("receivedContactRequest", u, [("contactRequest", ChatJSON.contactRequest(id: requestId, profile: profile, createdAt: now))]))
+        }
+    }
+
+    /// Accepts a request in a task of its own, reporting `acceptingContactRequest` or a
+    /// `chatError` with the `contactRequestId` (the request stays: `/_accept` tries again, and so
+    /// does the next start).
+    func autoAccept(user u: UserRow, requestId: Int64, agentRequest: Int64, profile: JSONValue, incognito: Bool) {
+        guard !autoAccepting.contains(requestId) else { return }
+        autoAccepting.insert(requestId)
+        inBackground {
+            do {
+                let accepted = try await self.accept(user: u, requestId: requestId, agentRequest: agentRequest, profile: profile, incognito: incognito)
+                await self.autoAcceptDone(requestId)
+                self.sink.yield(accepted)
+            } catch let failure as ChatFailure {
+                await self.autoAcceptDone(requestId)
+                guard case let .object(fields) = failure.chatError else { throw failure }
+                throw ChatFailure(.object(fields + [("contactRequestId", .number(Double(requestId)))]))
+            } catch {
+                await self.autoAcceptDone(requestId)
+                throw error
+            }
+        }
+    }
+
+    private func autoAcceptDone(_ requestId: Int64) { autoAccepting.remove(requestId) }
+
+    /// Requests an auto-accepting address received but did not get to accept — the process
+    /// stopped during the join, or the requester's relay failed — are accepted again when the
+    /// chat starts.
+    func resumeAutoAccepts() {
+        let pending = (try? dbRead { db in
+            try Row.fetchAll(db, sql: """
+                SELECT r.id, r.user_id, r.agent_request_id, r.profile, a.settings FROM contact_request r
+                JOIN address a ON a.user_id = r.user_id ORDER BY r.id
+                """)
+        }) ?? []
+        for row in pending {
+            guard let settings = try? JSONValue.parse(row["settings"] as String), let auto = settings["autoAccept"],
+                  let u = try? user(row["user_id"]) else { continue }
+            let profile = (try? JSONValue.parse(row["profile"] as String)) ?? .object([])
+            autoAccept(user: u, requestId: row["id"], agentRequest: row["agent_request_id"], profile: profile,
+                       incognito: auto["acceptIncognito"]?.boolValue ?? false)
         }
     }
 

@@ -38,6 +38,8 @@ public actor ChatController {
     var background: [Int: Task<Void, Never>] = [:]
     var nextBackground = 0
     var closing = false
+    /// Contact requests being accepted automatically (so that one is never joined twice at once).
+    var autoAccepting: Set<Int64> = []
 
     /// Opens (creating and migrating) `<prefix>_chat.db` and `<prefix>_agent.db`.
     /// - Parameter defaultRelays: used for users with no relays of their own (`SWIFTPLEX_SERVERS`).
@@ -228,6 +230,7 @@ public actor ChatController {
         let rs = try relays(for: u)
         await agent.setRelays(rs)
         started = true
+        resumeAutoAccepts()
         return .object([("type", .string("chatStarted"))])
     }
 

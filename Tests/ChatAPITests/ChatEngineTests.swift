@@ -49,10 +49,18 @@ func withEngine<T: Sendable>(_ dir: URL, _ name: String, relays: [RelayAddress],
     let controller = try ChatController(prefix: dir.appendingPathComponent(name).path, defaultRelays: relays, logger: silent, agentOptions: agentOptions)
     let api = ChatAPI(controller: controller)
     let inbox = ChatInbox(api)
-    return try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try? await controller.run() }
-        defer { group.cancelAll() }
-        return try await body(api, inbox)
+    do {
+        let result = try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try? await controller.run() }
+            defer { group.cancelAll() }
+            return try await body(api, inbox)
+        }
+        // Closed, so that the same engine can be opened again by the test (a restart).
+        await controller.close()
+        return result
+    } catch {
+        await controller.close()
+        throw error
     }
 }
 

@@ -6,6 +6,7 @@ import NIOCore
 import NIOPosix
 import RelayClient
 import RelayProtocol
+import RelayServer
 import SwiftplexCrypto
 import Testing
 @testable import Agent
@@ -105,6 +106,41 @@ func say(_ api: ChatAPI, to contact: Int, _ t: String) async -> JSONValue {
                 let requestId = try #require(failed["chatError"]?["contactRequestId"]?.intValue)
                 let again = await bot.execute("/_accept \(requestId)")
                 #expect(agentErrorType(again) == "timeout", "\(again)")
+                #expect(await bot.execute("/_contacts 1")["contacts"]?.arrayCount == 1)
+            }
+        }
+    }
+}
+
+/// A request whose automatic acceptance failed is not forgotten: the next start accepts it.
+@Suite(.timeLimit(.minutes(3))) struct ChatAutoAcceptResumeTests: LiveRelaySuite {
+    @Test func anAutoAcceptThatFailedIsTriedAgainAtTheNextStart() async throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let botRelay = try await relay(dir)
+        defer { Task { await botRelay.shutdown() } }
+        let aliceRelay = try await RelayServer.start(configuration: RelayConfiguration(dataDirectory: dir.appendingPathComponent("r2"), host: "127.0.0.1", port: 0),
+                                                     group: MultiThreadedEventLoopGroup.singleton, logger: silent)
+        defer { Task { await aliceRelay.shutdown() } }
+        try await withEngine(dir, "client", relays: [aliceRelay.address]) { client, clientInbox in
+            await startUser(client, "alice")
+            // First run: the bot may not dial Alice's relay, so accepting her request fails.
+            let strict = AgentOptions(allowedHosts: ["relay.example.org"])
+            try await withEngine(dir, "bot", relays: [botRelay.address], agentOptions: strict) { bot, botInbox in
+                await startUser(bot, "bot")
+                let link = try #require(await bot.execute("/_address 1")["connLinkContact"]?["connFullLink"]?.stringValue)
+                _ = await bot.execute(#"/_address_settings 1 {"businessAddress": false, "autoAccept": {"acceptIncognito": false}}"#)
+                #expect(await client.execute("/_connect 1 \(link)")["type"]?.stringValue == "sentInvitation")
+                let failed = try await botInbox.next("chatError", where: { $0["chatError"]?["contactRequestId"] != nil })
+                #expect(agentErrorType(failed) == "relayRefused", "\(failed)")
+            }
+            // Next run, allowed: the start accepts the request that is still there.
+            try await withEngine(dir, "bot", relays: [botRelay.address]) { bot, botInbox in
+                #expect(await bot.execute("/_start")["type"]?.stringValue == "chatStarted")
+                _ = try await botInbox.next("acceptingContactRequest")
+                let seen = try await botInbox.next("contactConnected")
+                #expect(seen["contact"]?["profile"]?["displayName"]?.stringValue == "alice")
+                _ = try await clientInbox.next("contactConnected")
                 #expect(await bot.execute("/_contacts 1")["contacts"]?.arrayCount == 1)
             }
         }
