@@ -41,6 +41,9 @@ public actor Agent {
     /// Receipt flushes scheduled or running; `close()` waits for them before closing the database.
     private var receiptTasks: [Int: Task<Void, Never>] = [:]
     private var nextReceiptTask = 0
+    /// Deliveries, retries and allows running outside the calls that started them (``spawn(_:)``).
+    private var background: [Int: Task<Void, Never>] = [:]
+    private var nextBackground = 0
     private var closed = false
     /// Connections whose state is being changed, with the tasks waiting their turn (see ``withConnectionLock(_:_:)``).
     private var connectionLocks: [Int64: [CheckedContinuation<Void, Never>]] = [:]
@@ -96,11 +99,29 @@ public actor Agent {
     /// Closes relay connections and the database; the agent is unusable afterwards.
     public func close() async {
         closed = true
-        // A receipt flush reads the database: let it see `closed` and finish first.
+        // Receipt flushes and background work read the database: let them see `closed` and
+        // finish first. Closing the relay connections first fails their pending requests at once.
         for task in receiptTasks.values { task.cancel() }
-        for task in receiptTasks.values { await task.value }
+        for task in background.values { task.cancel() }
         await closeConnections()
+        for task in receiptTasks.values { await task.value }
+        while let (key, task) = background.first {
+            await task.value
+            background[key] = nil
+        }
         try? store.queue.close()
+    }
+
+    /// Runs `body` in a task that ``close()`` waits for (a task that touched the database after
+    /// it was closed would crash the process). Nothing starts once the agent is closed.
+    private func spawn(_ body: @escaping @Sendable () async -> Void) {
+        guard !closed else { return }
+        let key = nextBackground
+        nextBackground += 1
+        background[key] = Task {
+            await body()
+            self.background[key] = nil
+        }
     }
 
     private func closeConnections() async {
@@ -216,6 +237,7 @@ public actor Agent {
     /// socket is opened, or given up when it never worked.
     private func relayConnection(_ relay: RelayAddress, peer: Bool = false) async throws -> RelayConnection {
         if let c = connections[relay], c.isActive { return c }
+        guard !closed else { throw AgentError(.relay, "the agent is closed") }
         var dial = relay
         if peer, !relays.contains(relay) {
             dial = try await RelayPolicy.dialAddress(for: relay, options: options)
@@ -351,7 +373,7 @@ public actor Agent {
         try await own.subscribe(q)
         // The confirmation is committed in the outbox: it goes out on its own, so a peer relay
         // that answered SKEY and then stalls cannot stretch the join past its bound.
-        Task { await self.deliverOutbox(id) }
+        spawn { await self.deliverOutbox(id) }
         return id
     }
 
@@ -386,7 +408,7 @@ public actor Agent {
             }
             committed(record)
         }
-        Task { await self.deliverOutbox(id) } // committed; see `join`
+        spawn { await self.deliverOutbox(id) } // committed; see `join`
     }
 
     // MARK: - Messages
@@ -506,11 +528,11 @@ public actor Agent {
 
     /// Sends a connection's outbox in order, stopping at the first failure (retried later).
     private func deliverOutbox(_ id: Int64) async {
-        guard !deliveringOutbox.contains(id) else { return }
+        guard !closed, !deliveringOutbox.contains(id) else { return }
         deliveringOutbox.insert(id)
         defer { deliveringOutbox.remove(id) }
         do {
-            while true {
+            while !closed {
                 // The sending queue and key never change once set: a remembered record serves.
                 let remembered = records[id]
                 let (record, items) = try await store.queue.read { db in
@@ -522,6 +544,7 @@ public actor Agent {
                 let connection = try await relayConnection(snd.relay, peer: true)
                 for item in items {
                     try await connection.sendMessage(senderId: snd.senderId, key: key, body: item.envelope)
+                    guard !closed else { return } // sent again after a restart; the peer drops the repeat
                     try await store.queue.write { db in try AgentStore.removePending(db, id: item.id) }
                     if let seq = item.messageSeq { eventSink.yield(.sent(connection: id, seq: seq)) }
                 }
@@ -556,6 +579,7 @@ public actor Agent {
     }
 
     private func receive(_ d: Delivery) async {
+        guard !closed else { return }
         let (relay, connection, recipientId, messageId, sealed) = (d.relay, d.connection, d.recipientId, d.messageId, d.sealed)
         var found: ConnectionRecord?
         do {
@@ -617,7 +641,8 @@ public actor Agent {
             if reply != nil {
                 // Sent outside the receive loop too: one slow peer relay must not hold up what
                 // this relay delivers for everyone else.
-                Task { await self.deliverOutbox(r.id) }
+                let id = r.id
+                spawn { await self.deliverOutbox(id) }
             }
         } catch let e as RatchetError where e.code == .duplicate {
             // The sender re-sent a message it had already delivered (a crash before it recorded
@@ -641,10 +666,11 @@ public actor Agent {
         logger.warning("the agent database refused a received message; it stays on the relay and is retried",
                        metadata: ["connection": "\(connection.map(String.init) ?? "-")", "error": "\(error)"])
         eventSink.yield(.storeError(connection: connection, message: "\(error)"))
-        var next = d
-        next.attempt += 1
+        var again = d
+        again.attempt += 1
+        let next = again
         let delay = min(Duration.milliseconds(50) * (1 << min(d.attempt, 7)), .seconds(5))
-        Task {
+        spawn {
             try? await Task.sleep(for: delay)
             // A new connection gets the message again from the relay when it subscribes.
             guard !Task.isCancelled, next.connection.isActive else { return }
@@ -654,7 +680,7 @@ public actor Agent {
 
     /// Allows a connection we asked for through a peer's address, in its own task.
     private func startAutoAllow(_ id: Int64, info: [UInt8]) {
-        Task {
+        spawn {
             do {
                 try await self.allow(id, info: info)
             } catch {

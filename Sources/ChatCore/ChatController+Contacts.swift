@@ -409,7 +409,7 @@ extension ChatController {
             joinsInFlight -= 1
             let c = conn
             let idle = joinsInFlight == 0
-            Task { await self.releaseParked(c, all: idle) }
+            inBackground { await self.releaseParked(c, all: idle) }
         }
         let (result, id) = try await body()
         conn = id
@@ -441,7 +441,7 @@ extension ChatController {
     /// left with the agent (a message is announced again at the next start).
     func handleStoring(_ event: AgentEvent) async {
         var attempt = 0
-        while true {
+        while !closing {
             do {
                 try await handle(event)
                 return

@@ -14,13 +14,14 @@ import Testing
         defer { dir.cleanup() }
         let hole = try await BlackHole()
         try await withTestRelay(dir.url) { relay in
-            // The dial's own handshake timeout (10 s) is longer than the join's bound (2 s).
-            let options = AgentOptions(peerRelayTimeout: .seconds(2))
+            // The dial's own handshake timeout (60 s) is far longer than the join's bound (2 s):
+            // only the bound can end this join, with `timeout`.
+            let options = AgentOptions(peerRelayTimeout: .seconds(2), connectTimeout: .seconds(60))
             try await withAgent(dir.url.appendingPathComponent("bot_agent.db"), relay: relay.address, options: options) { bot, _ in
                 let start = ContinuousClock.now
                 await #expect(throws: AgentError(.timeout, "")) { try await bot.join(invitation(on: hole.address), info: []) }
                 let took = ContinuousClock.now - start
-                #expect(took < .seconds(6), "the join took \(took)")
+                #expect(took < .seconds(20), "the join took \(took)") // 2 s, and slack for a loaded machine
                 #expect(hole.connections >= 1)
                 // The agent still works: a connection on its own relay.
                 _ = try await bot.createInvitation()

@@ -65,7 +65,7 @@ func say(_ api: ChatAPI, to contact: Int, _ t: String) async -> JSONValue {
         let hole = try await SilentListener()
         defer { Task { await hole.close() } }
         let bound = Duration.seconds(8)
-        try await withEngine(dir, "bot", relays: [relay.address], agentOptions: AgentOptions(peerRelayTimeout: bound)) { bot, botInbox in
+        try await withEngine(dir, "bot", relays: [relay.address], agentOptions: AgentOptions(peerRelayTimeout: bound, connectTimeout: .seconds(60))) { bot, botInbox in
             try await withEngine(dir, "client", relays: [relay.address]) { client, clientInbox in
                 await startUser(bot, "bot")
                 let link = try #require(await bot.execute("/_address 1")["connLinkContact"]?["connFullLink"]?.stringValue)
@@ -102,7 +102,8 @@ func say(_ api: ChatAPI, to contact: Int, _ t: String) async -> JSONValue {
 
                 // The bad join fails with a typed error within its bound; the request stays.
                 let failed = try await botInbox.next("chatError", where: { agentErrorType($0) == "timeout" }, timeout: .seconds(20))
-                #expect(ContinuousClock.now - joinStarted < bound + .seconds(5))
+                // Ended by the bound (the dial alone would wait 60 s), with slack for a loaded machine.
+                #expect(ContinuousClock.now - joinStarted < bound + .seconds(20))
                 let requestId = try #require(failed["chatError"]?["contactRequestId"]?.intValue)
                 let again = await bot.execute("/_accept \(requestId)")
                 #expect(agentErrorType(again) == "timeout", "\(again)")
