@@ -253,6 +253,10 @@ public actor Agent {
             throw AgentError(.relay, "cannot reach relay \(relay.host):\(relay.port): \(error)")
         }
         relayHealth[relay] = RelayHealth(worked: true)
+        if closed {
+            await c.close()
+            throw AgentError(.relay, "the agent is closed")
+        }
         if let other = connections[relay], other.isActive {
             // Another task dialled the same relay meanwhile: keep one connection.
             await c.close()
