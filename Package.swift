@@ -164,7 +164,7 @@ let package = Package(
         .target(
             name: "BotHost",
             dependencies: [
-                "ChatAPI", "ChatCore", "PluginHost", "RelayServer", "RelayProtocol",
+                "Agent", "ChatAPI", "ChatCore", "PluginHost", "RelayServer", "RelayProtocol",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -294,7 +294,8 @@ let package = Package(
         .testTarget(
             name: "ChatAPITests",
             dependencies: [
-                "ChatAPI", "ChatCore", "RelayServer", "RelayProtocol",
+                "ChatAPI", "ChatCore", "RelayServer", "RelayProtocol", "Agent", "RelayClient",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]

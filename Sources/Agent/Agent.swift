@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import RelayClient
@@ -40,17 +41,35 @@ public actor Agent {
     /// Receipt flushes scheduled or running; `close()` waits for them before closing the database.
     private var receiptTasks: [Int: Task<Void, Never>] = [:]
     private var nextReceiptTask = 0
+    /// Deliveries, retries and allows running outside the calls that started them (``spawn(_:)``).
+    private var background: [Int: Task<Void, Never>] = [:]
+    private var nextBackground = 0
     private var closed = false
     /// Connections whose state is being changed, with the tasks waiting their turn (see ``withConnectionLock(_:_:)``).
     private var connectionLocks: [Int64: [CheckedContinuation<Void, Never>]] = [:]
     /// How long receipts gather before one receipt message carries them all.
     static let receiptDelay = Duration.milliseconds(20)
+    private let options: AgentOptions
+    /// Dial history of relays: one that never completed a handshake is given up after
+    /// ``AgentOptions/newRelayMaxFailures`` failed dials (no reconnect loop, no socket).
+    private var relayHealth: [RelayAddress: RelayHealth] = [:]
+    /// Dials made per relay (diagnostics; tests read it to see what was dialled, and when).
+    private(set) var dialAttempts: [RelayAddress: Int] = [:]
+
+    struct RelayHealth {
+        var worked = false
+        var failures = 0
+        var blockedUntil: ContinuousClock.Instant?
+    }
 
     /// - Parameters:
     ///   - databasePath: the agent database file (created 0600).
     ///   - relays: where this agent creates its own queues (the first one is used).
-    public init(databasePath: URL, relays: [RelayAddress], group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger) throws {
+    ///   - options: which peer relays may be dialled, and how long to wait for them.
+    public init(databasePath: URL, relays: [RelayAddress], group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger,
+                options: AgentOptions = AgentOptions()) throws {
         store = try AgentStore(path: databasePath)
+        self.options = options
         self.relays = relays
         self.group = group
         self.logger = logger
@@ -80,11 +99,29 @@ public actor Agent {
     /// Closes relay connections and the database; the agent is unusable afterwards.
     public func close() async {
         closed = true
-        // A receipt flush reads the database: let it see `closed` and finish first.
+        // Receipt flushes and background work read the database: let them see `closed` and
+        // finish first. Closing the relay connections first fails their pending requests at once.
         for task in receiptTasks.values { task.cancel() }
-        for task in receiptTasks.values { await task.value }
+        for task in background.values { task.cancel() }
         await closeConnections()
+        for task in receiptTasks.values { await task.value }
+        while let (key, task) = background.first {
+            await task.value
+            background[key] = nil
+        }
         try? store.queue.close()
+    }
+
+    /// Runs `body` in a task that ``close()`` waits for (a task that touched the database after
+    /// it was closed would crash the process). Nothing starts once the agent is closed.
+    private func spawn(_ body: @escaping @Sendable () async -> Void) {
+        guard !closed else { return }
+        let key = nextBackground
+        nextBackground += 1
+        background[key] = Task {
+            await body()
+            self.background[key] = nil
+        }
     }
 
     private func closeConnections() async {
@@ -133,6 +170,13 @@ public actor Agent {
                 }
             }
             await retryOutbox()
+            // Answers to our contact requests that were accepted but not yet allowed when the
+            // process stopped (allowing runs outside the receive loop).
+            if let waiting = try? await store.queue.read({ db in try AgentStore.allConnections(db) }) {
+                for r in waiting where r.status == .confirmed {
+                    if let info = r.autoAllowInfo { startAutoAllow(r.id, info: [UInt8](info)) }
+                }
+            }
             try await group.next()
         }
     }
@@ -151,7 +195,16 @@ public actor Agent {
         if connections[relay] === connection { connections[relay] = nil }
         guard !Task.isCancelled else { return }
         eventSink.yield(.hostDisconnected(relay))
-        await reconnectLoop(relay)
+        // Only relays that hold our receiving queues are reconnected; one we only send to (a
+        // peer's) is dialled again when there is something to send.
+        if await hostsOwnQueues(relay) { await reconnectLoop(relay) }
+    }
+
+    private func hostsOwnQueues(_ relay: RelayAddress) async -> Bool {
+        guard let hosts = try? await store.queue.read({ db in
+            Set(try AgentStore.allConnections(db).map(\.rcv.relay) + AgentStore.allAddresses(db).map(\.rcv.relay))
+        }) else { return true }
+        return hosts.contains(relay.description)
     }
 
     private func reconnectLoop(_ relay: RelayAddress) async {
@@ -179,18 +232,65 @@ public actor Agent {
         }
     }
 
-    private func relayConnection(_ relay: RelayAddress) async throws -> RelayConnection {
+    /// The connection to `relay`, dialled if needed. A relay named by a peer (`peer`) that is not
+    /// one of our own is first checked against the options (``RelayPolicy``): refused before any
+    /// socket is opened, or given up when it never worked.
+    private func relayConnection(_ relay: RelayAddress, peer: Bool = false) async throws -> RelayConnection {
         if let c = connections[relay], c.isActive { return c }
+        guard !closed else { throw AgentError(.relay, "the agent is closed") }
+        var dial = relay
+        if peer, !relays.contains(relay) {
+            dial = try await RelayPolicy.dialAddress(for: relay, options: options)
+            try checkNotGivenUp(relay)
+            if let c = connections[relay], c.isActive { return c }
+        }
         let c: RelayConnection
+        dialAttempts[relay, default: 0] += 1
         do {
-            c = try await RelayConnection.connect(to: relay, group: group)
+            c = try await RelayConnection.connect(to: dial, group: group, timeout: options.connectTimeout)
         } catch {
+            noteDialFailure(relay)
             throw AgentError(.relay, "cannot reach relay \(relay.host):\(relay.port): \(error)")
+        }
+        relayHealth[relay] = RelayHealth(worked: true)
+        if closed {
+            await c.close()
+            throw AgentError(.relay, "the agent is closed")
+        }
+        if let other = connections[relay], other.isActive {
+            // Another task dialled the same relay meanwhile: keep one connection.
+            await c.close()
+            return other
         }
         connections[relay] = c
         newConnectionSink.yield((relay, c))
         eventSink.yield(.hostConnected(relay))
         return c
+    }
+
+    private func checkNotGivenUp(_ relay: RelayAddress) throws {
+        guard let h = relayHealth[relay], !h.worked, let until = h.blockedUntil else { return }
+        if ContinuousClock.now < until {
+            throw AgentError(.relayUnreachable, "relay \(relay.host):\(relay.port) never answered; not dialled again for now")
+        }
+        relayHealth[relay]?.blockedUntil = nil
+        relayHealth[relay]?.failures = 0
+    }
+
+    private func noteDialFailure(_ relay: RelayAddress) {
+        var h = relayHealth[relay] ?? RelayHealth()
+        h.failures += 1
+        if !h.worked, h.failures >= options.newRelayMaxFailures {
+            h.blockedUntil = ContinuousClock.now + options.newRelayRetryAfter
+        }
+        relayHealth[relay] = h
+    }
+
+    /// Refuses, before anything is created, a peer relay the options forbid or that was given up.
+    private func checkPeerRelay(_ relay: RelayAddress) async throws {
+        guard !relays.contains(relay) else { return }
+        _ = try await RelayPolicy.dialAddress(for: relay, options: options)
+        try checkNotGivenUp(relay)
     }
 
     /// Where new queues are created from now on (the first relay is used).
@@ -236,6 +336,8 @@ public actor Agent {
         if try await store.queue.read({ db in try AgentStore.isOwnQueue(db, senderId: senderId) }) {
             throw AgentError(.ownLink, "this is your own invitation link")
         }
+        let peerRelay = link.queue.relay
+        try await checkPeerRelay(peerRelay)
         let relay = try ownRelay
         let own = try await relayConnection(relay)
         let q = try await own.createQueue()
@@ -250,12 +352,18 @@ public actor Agent {
         let sndE2E = X25519.PrivateKey()
         let envelope = try Envelope.seal(x3dh.publicKeys.key1 + x3dh.publicKeys.key2 + frame, kind: .confirmation,
                                          own: sndE2E, peer: link.queue.recipientDhKey)
-        let peer = try await relayConnection(link.queue.relay)
         do {
-            try await peer.secureAsSender(senderId: senderId, senderKey: sndKey)
+            try await withDeadline(options.peerRelayTimeout, "joining through relay \(peerRelay.host):\(peerRelay.port)") {
+                let peer = try await self.relayConnection(peerRelay, peer: true)
+                do {
+                    try await peer.secureAsSender(senderId: senderId, senderKey: sndKey)
+                } catch {
+                    throw AgentError(.relay, "cannot secure the inviter's queue (already used or gone?): \(error)")
+                }
+            }
         } catch {
             try? await own.delete(q) // the reply queue is of no use now
-            throw AgentError(.relay, "cannot secure the inviter's queue (already used or gone?): \(error)")
+            throw error
         }
         let record = ConnectionRecord(
             role: .joiner, status: .pending, rcv: OwnQueue(q, relay: relay, e2e: rcvE2E),
@@ -267,7 +375,9 @@ public actor Agent {
             return id
         }
         try await own.subscribe(q)
-        await deliverOutbox(id)
+        // The confirmation is committed in the outbox: it goes out on its own, so a peer relay
+        // that answered SKEY and then stalls cannot stretch the join past its bound.
+        spawn { await self.deliverOutbox(id) }
         return id
     }
 
@@ -284,8 +394,10 @@ public actor Agent {
             let snd = try QueueURI(parsing: sndText)
             let sndKey = AuthPrivateKey.newX25519()
             let sndE2E = X25519.PrivateKey()
-            let peer = try await relayConnection(snd.relay)
-            try await peer.secureAsSender(senderId: snd.senderId, senderKey: sndKey)
+            try await withDeadline(options.peerRelayTimeout, "allowing through relay \(snd.relay.host):\(snd.relay.port)") {
+                let peer = try await self.relayConnection(snd.relay, peer: true)
+                try await peer.secureAsSender(senderId: snd.senderId, senderKey: sndKey)
+            }
             let frame = try ratchet.encrypt(AgentMessage.connectionInfo(replyQueue: nil, info: info).encoded(), associatedData: [UInt8](ad))
             let envelope = try Envelope.seal(frame, kind: .confirmation, own: sndE2E, peer: snd.recipientDhKey)
             r.ratchet = ratchet
@@ -300,7 +412,7 @@ public actor Agent {
             }
             committed(record)
         }
-        await deliverOutbox(id)
+        spawn { await self.deliverOutbox(id) } // committed; see `join`
     }
 
     // MARK: - Messages
@@ -420,11 +532,11 @@ public actor Agent {
 
     /// Sends a connection's outbox in order, stopping at the first failure (retried later).
     private func deliverOutbox(_ id: Int64) async {
-        guard !deliveringOutbox.contains(id) else { return }
+        guard !closed, !deliveringOutbox.contains(id) else { return }
         deliveringOutbox.insert(id)
         defer { deliveringOutbox.remove(id) }
         do {
-            while true {
+            while !closed {
                 // The sending queue and key never change once set: a remembered record serves.
                 let remembered = records[id]
                 let (record, items) = try await store.queue.read { db in
@@ -433,9 +545,10 @@ public actor Agent {
                 guard let record, let sndText = record.sndQueue, let keyBytes = record.sndKey, !items.isEmpty else { return }
                 let snd = try QueueURI(parsing: sndText)
                 let key = try AuthPrivateKey(secretBytes: [UInt8](keyBytes))
-                let connection = try await relayConnection(snd.relay)
+                let connection = try await relayConnection(snd.relay, peer: true)
                 for item in items {
                     try await connection.sendMessage(senderId: snd.senderId, key: key, body: item.envelope)
+                    guard !closed else { return } // sent again after a restart; the peer drops the repeat
                     try await store.queue.write { db in try AgentStore.removePending(db, id: item.id) }
                     if let seq = item.messageSeq { eventSink.yield(.sent(connection: id, seq: seq)) }
                 }
@@ -447,19 +560,43 @@ public actor Agent {
 
     private func retryOutbox() async {
         guard let ids = try? await store.queue.read({ db in try AgentStore.connectionsWithPending(db) }) else { return }
-        for id in ids { await deliverOutbox(id) }
+        // Side by side: a peer relay that does not answer holds up only its own connections.
+        await withTaskGroup(of: Void.self) { group in
+            for id in ids { group.addTask { await self.deliverOutbox(id) } }
+        }
     }
 
     // MARK: - Receiving
 
+    /// One delivery from a relay, kept to be processed again when the database refused it.
+    struct Delivery: Sendable {
+        var relay: RelayAddress
+        var connection: RelayConnection
+        var recipientId: [UInt8]
+        var messageId: [UInt8]
+        var sealed: [UInt8]
+        var attempt = 0
+    }
+
     private func receive(relay: RelayAddress, connection: RelayConnection, recipientId: [UInt8], messageId: [UInt8], sealed: [UInt8]) async {
-        if let address = try? await store.queue.read({ db in try AgentStore.address(db, recipientId: recipientId) }) {
-            return await receiveRequest(address, relay: relay, connection: connection, messageId: messageId, sealed: sealed)
-        }
-        // The receiving queue never changes, so any remembered record serves to find it.
-        var found = recordByRecipient[Data(recipientId)].flatMap { records[$0] }
-        if found == nil {
-            found = try? await store.queue.read({ db in try AgentStore.connection(db, recipientId: recipientId) })
+        await receive(Delivery(relay: relay, connection: connection, recipientId: recipientId, messageId: messageId, sealed: sealed))
+    }
+
+    private func receive(_ d: Delivery) async {
+        guard !closed else { return }
+        let (relay, connection, recipientId, messageId, sealed) = (d.relay, d.connection, d.recipientId, d.messageId, d.sealed)
+        var found: ConnectionRecord?
+        do {
+            if let address = try await store.queue.read({ db in try AgentStore.address(db, recipientId: recipientId) }) {
+                return await receiveRequest(address, delivery: d)
+            }
+            // The receiving queue never changes, so any remembered record serves to find it.
+            found = recordByRecipient[Data(recipientId)].flatMap { records[$0] }
+            if found == nil {
+                found = try await store.queue.read({ db in try AgentStore.connection(db, recipientId: recipientId) })
+            }
+        } catch {
+            return deferReceive(d, connection: nil, error)
         }
         guard let found, var q = try? found.receivingQueue else {
             logger.warning("message for an unknown queue")
@@ -499,20 +636,60 @@ public actor Agent {
             _ = await ack()
             guard let (r, events, reply) = applied else { return }
             if let info = r.autoAllowInfo, r.status == .confirmed {
-                // We asked for this connection through the peer's address: accept its answer.
-                try await allow(r.id, info: [UInt8](info))
+                // We asked for this connection through the peer's address: accept its answer,
+                // outside this relay's receive loop (the peer's relay may be slow to answer).
+                startAutoAllow(r.id, info: [UInt8](info))
             } else {
                 for e in events { eventSink.yield(e) }
             }
-            if reply != nil { await deliverOutbox(r.id) }
+            if reply != nil {
+                // Sent outside the receive loop too: one slow peer relay must not hold up what
+                // this relay delivers for everyone else.
+                let id = r.id
+                spawn { await self.deliverOutbox(id) }
+            }
         } catch let e as RatchetError where e.code == .duplicate {
             // The sender re-sent a message it had already delivered (a crash before it recorded
             // the relay's OK): already processed, nothing to report.
             _ = await ack()
             logger.debug("duplicate message dropped", metadata: ["connection": "\(id)"])
+        } catch let e as DatabaseError {
+            // Nothing was committed, so nothing is acknowledged: the relay keeps the message.
+            deferReceive(d, connection: id, e)
         } catch {
             _ = await ack()
             eventSink.yield(.rejected(connection: id, reason: "\(error)"))
+        }
+    }
+
+    /// The database refused what a delivery needed: reports it and processes the same delivery
+    /// again after a pause (growing to 5 s). The relay is not acknowledged meanwhile, so it keeps
+    /// the message (and sends it again after a reconnection).
+    private func deferReceive(_ d: Delivery, connection: Int64?, _ error: any Error) {
+        guard !closed else { return }
+        logger.warning("the agent database refused a received message; it stays on the relay and is retried",
+                       metadata: ["connection": "\(connection.map(String.init) ?? "-")", "error": "\(error)"])
+        eventSink.yield(.storeError(connection: connection, message: "\(error)"))
+        var again = d
+        again.attempt += 1
+        let next = again
+        let delay = min(Duration.milliseconds(50) * (1 << min(d.attempt, 7)), .seconds(5))
+        spawn {
+            try? await Task.sleep(for: delay)
+            // A new connection gets the message again from the relay when it subscribes.
+            guard !Task.isCancelled, next.connection.isActive else { return }
+            await self.receive(next)
+        }
+    }
+
+    /// Allows a connection we asked for through a peer's address, in its own task.
+    private func startAutoAllow(_ id: Int64, info: [UInt8]) {
+        spawn {
+            do {
+                try await self.allow(id, info: info)
+            } catch {
+                self.logger.info("could not accept the answer to a contact request", metadata: ["connection": "\(id)", "error": "\(error)"])
+            }
         }
     }
 
@@ -568,7 +745,7 @@ public actor Agent {
             let secrets = try X3DH.inviterSecrets(own: own, joiner: joinerKeys)
             var ratchet = DoubleRatchet.inviter(secrets: secrets, ratchetKey: own.key2)
             let ad = own.publicKeys.key1 + own.publicKeys.key2 + joinerKeys.key1 + joinerKeys.key2
-            guard case let .connectionInfo(reply?, info) = try AgentMessage.decode(try ratchet.decrypt(Array(p[64...]), associatedData: ad)) else {
+            guard case let .connectionInfo(reply?, info) = try AgentMessage.decode(try ratchet.decrypt(Array(p[64...]), associatedData: ad, limits: options.skippedKeys)) else {
                 throw AgentError(.badEnvelope, "confirmation without a reply queue")
             }
             r.ratchet = ratchet
@@ -582,7 +759,7 @@ public actor Agent {
 
         case (.joiner, .pending, .confirmation):
             guard var ratchet = r.ratchet, let ad = r.associatedData else { throw AgentError(.wrongState, "no ratchet") }
-            guard case let .connectionInfo(nil, info) = try AgentMessage.decode(try ratchet.decrypt(opened.plaintext, associatedData: [UInt8](ad))) else {
+            guard case let .connectionInfo(nil, info) = try AgentMessage.decode(try ratchet.decrypt(opened.plaintext, associatedData: [UInt8](ad), limits: options.skippedKeys)) else {
                 throw AgentError(.badEnvelope, "unexpected handshake message")
             }
             let hello = try ratchet.encrypt(AgentMessage.hello.encoded(), associatedData: [UInt8](ad))
@@ -593,7 +770,7 @@ public actor Agent {
 
         case (.inviter, .accepted, .message):
             guard var ratchet = r.ratchet, let ad = r.associatedData else { throw AgentError(.wrongState, "no ratchet") }
-            guard try AgentMessage.decode(try ratchet.decrypt(opened.plaintext, associatedData: [UInt8](ad))) == .hello else {
+            guard try AgentMessage.decode(try ratchet.decrypt(opened.plaintext, associatedData: [UInt8](ad), limits: options.skippedKeys)) == .hello else {
                 throw AgentError(.badEnvelope, "expected hello")
             }
             r.ratchet = ratchet
@@ -602,7 +779,7 @@ public actor Agent {
 
         case (_, .connected, .message):
             guard var ratchet = r.ratchet, let ad = r.associatedData else { throw AgentError(.wrongState, "no ratchet") }
-            let plain = try ratchet.decrypt(opened.plaintext, associatedData: [UInt8](ad))
+            let plain = try ratchet.decrypt(opened.plaintext, associatedData: [UInt8](ad), limits: options.skippedKeys)
             let decoded = try AgentMessage.decode(plain)
             if case let .receipt(seqs) = decoded {
                 r.ratchet = ratchet
@@ -662,14 +839,19 @@ public actor Agent {
         if try await store.queue.read({ db in try AgentStore.isOwnQueue(db, senderId: senderId) }) {
             throw AgentError(.ownLink, "this is your own contact address")
         }
+        let peerRelay = link.queue.relay
+        try await checkPeerRelay(peerRelay)
         let (id, invitation) = try await newInvitation(autoAllowInfo: info)
         let envelope = try Envelope.seal(AgentMessage.contactRequest(invitation: invitation, info: info).encoded(), kind: .confirmation,
                                          own: X25519.PrivateKey(), peer: link.queue.recipientDhKey)
-        do {
-            // Address queues stay unsecured: anyone may send a request, unsigned.
-            try await relayConnection(link.queue.relay).sendMessage(senderId: senderId, key: nil, body: envelope)
-        } catch {
-            throw AgentError(.relay, "cannot deliver the contact request: \(error)")
+        try await withDeadline(options.peerRelayTimeout, "sending a contact request through relay \(peerRelay.host):\(peerRelay.port)") {
+            let peer = try await self.relayConnection(peerRelay, peer: true)
+            do {
+                // Address queues stay unsecured: anyone may send a request, unsigned.
+                try await peer.sendMessage(senderId: senderId, key: nil, body: envelope)
+            } catch {
+                throw AgentError(.relay, "cannot deliver the contact request: \(error)")
+            }
         }
         return id
     }
@@ -692,7 +874,8 @@ public actor Agent {
         guard deleted else { throw AgentError(.unknownConnection, "no contact request \(request)") }
     }
 
-    private func receiveRequest(_ a: AddressRecord, relay: RelayAddress, connection: RelayConnection, messageId: [UInt8], sealed: [UInt8]) async {
+    private func receiveRequest(_ a: AddressRecord, delivery d: Delivery) async {
+        let (relay, connection, messageId, sealed) = (d.relay, d.connection, d.messageId, d.sealed)
         guard var q = try? a.receivingQueue else { return }
         q.relay = relay
         if a.lastRelayMessageId == Data(messageId) {
@@ -714,6 +897,8 @@ public actor Agent {
             }
             try? await connection.acknowledge(q, messageId: messageId)
             eventSink.yield(.contactRequest(address: a.id, request: requestId, info: info))
+        } catch let e as DatabaseError {
+            deferReceive(d, connection: nil, e) // not acknowledged: the relay keeps the request
         } catch {
             try? await connection.acknowledge(q, messageId: messageId)
             logger.info("dropped an unreadable contact request", metadata: ["address": "\(a.id)"])
@@ -755,12 +940,13 @@ public actor Agent {
 
     /// Reads a short link's data from its relay (`LGET`) and decrypts it into the full link.
     public func resolve(_ short: ShortLink) async throws -> AgentLink {
-        let connection = try await relayConnection(short.relay)
-        let data: [UInt8]
-        do {
-            data = try await connection.linkData(linkId: short.linkId)
-        } catch {
-            throw AgentError(.linkNotFound, "the relay has no data for this short link")
+        let data = try await withDeadline(options.peerRelayTimeout, "reading a short link from relay \(short.relay.host):\(short.relay.port)") {
+            let connection = try await self.relayConnection(short.relay, peer: true)
+            do {
+                return try await connection.linkData(linkId: short.linkId)
+            } catch {
+                throw AgentError(.linkNotFound, "the relay has no data for this short link")
+            }
         }
         let link: AgentLink
         do { link = try AgentLink(parsing: try short.open(data)) } catch let e as AgentError { throw e } catch {

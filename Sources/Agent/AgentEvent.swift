@@ -26,6 +26,22 @@ public enum AgentEvent: Sendable, Equatable {
     case rejected(connection: Int64, reason: String)
     /// Someone sent a contact request to an address; accept or reject it by `request`.
     case contactRequest(address: Int64, request: Int64, info: [UInt8])
+    /// The agent database refused a write while something was received (disk full, a fault):
+    /// nothing was acknowledged to the relay, and the agent tries again (`connection` is nil for
+    /// a contact request).
+    case storeError(connection: Int64?, message: String)
     case hostConnected(RelayAddress)
     case hostDisconnected(RelayAddress)
+}
+
+extension AgentEvent {
+    /// The connection the event is about, if it is about one.
+    public var connectionId: Int64? {
+        switch self {
+        case let .confirmation(c, _), let .connected(c, _), let .message(c, _, _, _), let .sent(c, _), let .delivered(c, _), let .rejected(c, _):
+            c
+        case .contactRequest, .storeError, .hostConnected, .hostDisconnected:
+            nil
+        }
+    }
 }

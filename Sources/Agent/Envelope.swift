@@ -152,6 +152,13 @@ public struct AgentError: CodedError {
         case linkNotFound
         /// A short link whose data does not decrypt or is not a link of its kind.
         case badLink
+        /// A peer's relay that the agent's options forbid (not in the allowed list, or at a
+        /// private address); refused before any socket is opened.
+        case relayRefused
+        /// A peer's relay did not answer within ``AgentOptions/peerRelayTimeout``.
+        case timeout
+        /// A relay that never completed a handshake failed too often and is not dialled for a while.
+        case relayUnreachable
     }
     public let code: Code
     public let message: String

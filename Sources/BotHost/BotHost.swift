@@ -1,3 +1,4 @@
+import Agent
 import ChatAPI
 import ChatCore
 import Foundation
@@ -60,8 +61,10 @@ public final class BotHost: Sendable {
         do {
             let limits = ChatLimits(contactRequestsPerWindow: options.requestsPerMinute, contactRequestWindow: .seconds(60),
                                     maxPendingContactRequests: options.maxPendingRequests, contactRequestTTL: options.requestTTL)
+            let agentOptions = AgentOptions(allowedHosts: options.peerRelays.allow.map(Set.init), refusePrivateAddresses: options.peerRelays.refusePrivate,
+                                            peerRelayTimeout: options.peerRelays.timeout)
             controller = try ChatController(prefix: options.dataDirectory.appendingPathComponent("bot").path, defaultRelays: relays, logger: logger,
-                                            limits: limits)
+                                            limits: limits, agentOptions: agentOptions)
         } catch {
             await relay?.shutdown()
             throw BotHostError("cannot open the bot's databases in \(options.dataDirectory.path): \(error)")

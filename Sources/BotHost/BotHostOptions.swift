@@ -41,6 +41,23 @@ public struct BotHostOptions: Sendable {
     public var requestsPerMinute = 30
     public var maxPendingRequests = 1000
     public var requestTTL = Duration.seconds(168 * 3600)
+    /// Relays that peers' links may make the bot dial (see `peer_relays` in docs/configuration.md).
+    public var peerRelays: PeerRelays = PeerRelays()
+
+    public struct PeerRelays: Sendable {
+        /// Hosts (`host` or `host:port`) links may name; nil: any.
+        public var allow: [String]?
+        /// Refuse relays at loopback, private, link-local and other non-public addresses.
+        public var refusePrivate: Bool
+        /// The most a join waits on a peer's relay.
+        public var timeout: Duration
+
+        public init(allow: [String]? = nil, refusePrivate: Bool = false, timeout: Duration = .seconds(30)) {
+            self.allow = allow
+            self.refusePrivate = refusePrivate
+            self.timeout = timeout
+        }
+    }
 
     public init(dataDirectory: URL, profile: Profile, relays: Relays, createAddress: Bool = true,
                 plugins: [PluginSpec] = [], runnerExecutable: URL) {

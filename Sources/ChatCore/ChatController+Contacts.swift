@@ -280,12 +280,16 @@ extension ChatController {
         if let custom { extra.append(("customUserProfile", custom)) }
         switch link {
         case let .invitation(inv):
-            let conn = try await agentCall { try await agent.join(inv, info: info) }
-            let id = try insertContact(userId: u.id, agentConnId: conn, profile: nil, viaAddress: false, invitation: nil, incognito: custom)
+            let id = try await trackingJoin {
+                let conn = try await agentCall { try await agent.join(inv, info: info) }
+                return (try insertContact(userId: u.id, agentConnId: conn, profile: nil, viaAddress: false, invitation: nil, incognito: custom), conn)
+            }
             return response("sentConfirmation", u, [("connection", pendingJSON(try contact(id).1, link: nil))] + extra)
         case let .contact(address):
-            let conn = try await agentCall { try await agent.joinAddress(address, info: info) }
-            let id = try insertContact(userId: u.id, agentConnId: conn, profile: nil, viaAddress: true, invitation: nil, incognito: custom)
+            let id = try await trackingJoin {
+                let conn = try await agentCall { try await agent.joinAddress(address, info: info) }
+                return (try insertContact(userId: u.id, agentConnId: conn, profile: nil, viaAddress: true, invitation: nil, incognito: custom), conn)
+            }
             return response("sentInvitation", u, [("connection", pendingJSON(try contact(id).1, link: nil))] + extra)
         }
     }
@@ -314,9 +318,11 @@ extension ChatController {
     func accept(user u: UserRow, requestId: Int64, agentRequest: Int64, profile: JSONValue, incognito: Bool, localName: String?) async throws -> JSONValue {
         let custom = incognito ? Self.randomProfile() : nil
         let info = profileInfo(custom ?? u.profile)
-        let conn = try await agentCall { try await agent.acceptRequest(agentRequest, info: info) }
-        let id = try insertContact(userId: u.id, agentConnId: conn, profile: profile, viaAddress: true, invitation: nil, incognito: custom, accepted: true,
-                                   localName: localName)
+        let id = try await trackingJoin {
+            let conn = try await agentCall { try await agent.acceptRequest(agentRequest, info: info) }
+            return (try insertContact(userId: u.id, agentConnId: conn, profile: profile, viaAddress: true, invitation: nil, incognito: custom, accepted: true,
+                                      localName: localName), conn)
+        }
         try dbWrite { db in try db.execute(sql: "DELETE FROM contact_request WHERE id = ?", arguments: [requestId]) }
         return response("acceptingContactRequest", u, [("contact", contactJSON(try contact(id).1, user: u))])
     }
@@ -399,46 +405,163 @@ extension ChatController {
 
     // MARK: - Agent events
 
-    func handle(_ event: AgentEvent) async {
-        do {
-            switch event {
-            case let .confirmation(conn, info):
-                // Someone joined our one-time invitation: keep their profile and accept.
-                guard let (userId, row) = try dbRead({ db in try Self.contactRow(db, where: "agent_conn_id = ?", [conn]) }) else { return }
-                if let profile = Self.profile(fromInfo: info) {
-                    try dbWrite { db in try Self.storeContactProfile(db, contactId: row.id, profile: profile) }
-                }
-                let own = profileInfo(ownProfile(for: row, user: try user(userId)))
-                try await agent.allow(conn, info: own)
-            case let .connected(conn, info):
-                try await connected(conn, info: info)
-            case let .contactRequest(addressId, request, info):
-                try await contactRequest(addressId: addressId, request: request, info: info)
-            case let .message(conn, seq, body, _):
-                // Stored (or refused) before the agent forgets it: a crash in between means the
-                // agent announces it again after the restart, and `received` drops the repeat.
-                let wantsReceipt: Bool
-                do { wantsReceipt = try await received(conn, seq: seq, body: body) } catch {
-                    await agent.messageProcessed(conn, seq: seq)
-                    throw error
-                }
-                await agent.messageProcessed(conn, seq: seq)
-                if wantsReceipt { await agent.acknowledgeDelivery(conn, seq: seq) }
-            case let .sent(conn, seq):
-                try statusChanged(conn, seqs: [seq], to: "sndSent", from: ["sndNew"])
-            case let .delivered(conn, seqs):
-                try statusChanged(conn, seqs: seqs, to: "sndRcvd", from: ["sndNew", "sndSent"])
-            case let .hostConnected(relay):
-                sink.yield(.object([("type", .string("hostConnected")), ("protocol", .string("smp")), ("transportHost", .string(relay.host))]))
-            case let .hostDisconnected(relay):
-                sink.yield(.object([("type", .string("hostDisconnected")), ("protocol", .string("smp")), ("transportHost", .string(relay.host))]))
-            case let .rejected(conn, reason):
-                logger.info("a message was rejected", metadata: ["connection": "\(conn)", "reason": "\(reason)"])
+    /// Takes one agent event, in the agent's order. An event of a connection that a join in
+    /// flight has not yet recorded as a contact waits (`parked`) until it has; the rest are
+    /// handled now.
+    func dispatch(_ event: AgentEvent) async {
+        if let conn = event.connectionId {
+            if parked[conn] != nil {
+                parked[conn]!.append(event)
+                return
             }
-        } catch let failure as ChatFailure {
-            sink.yield(.object([("type", .string("chatError")), ("chatError", failure.chatError)]))
-        } catch {
-            sink.yield(.object([("type", .string("chatError")), ("chatError", ChatJSON.chatError("commandError", [("message", .string("\(error)"))]))]))
+            let known = try? dbRead { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM contact WHERE agent_conn_id = ?", arguments: [conn]) }
+            if joinsInFlight > 0, known == nil {
+                parked[conn] = [event]
+                return
+            }
+        }
+        await handleStoring(event)
+    }
+
+    /// Runs a join (`body` returns the new agent connection) so that the connection's events
+    /// wait for the contact that `body` records.
+    func trackingJoin<T>(_ body: () async throws -> (T, Int64)) async throws -> T {
+        joinsInFlight += 1
+        var conn: Int64?
+        defer {
+            joinsInFlight -= 1
+            let c = conn
+            let idle = joinsInFlight == 0
+            inBackground { await self.releaseParked(c, all: idle) }
+        }
+        let (result, id) = try await body()
+        conn = id
+        return result
+    }
+
+    private func releaseParked(_ conn: Int64?, all: Bool) async {
+        if let conn { await drainParked(conn) }
+        if all, joinsInFlight == 0 {
+            for c in Array(parked.keys) { await drainParked(c) }
+        }
+    }
+
+    private func drainParked(_ conn: Int64) async {
+        guard !draining.contains(conn) else { return }
+        draining.insert(conn)
+        defer { draining.remove(conn) }
+        while let waiting = parked[conn], let first = waiting.first {
+            parked[conn] = Array(waiting.dropFirst())
+            await handleStoring(first)
+        }
+        parked[conn] = nil
+    }
+
+    /// Handles an event; when the chat database refuses a write, reports `errorStore` and
+    /// handles the same event again after a pause, so that nothing the agent delivered is
+    /// marked processed before it is stored. Faults that pass (a full disk, a busy or read-only
+    /// file) are waited out; any other database error is tried a few times, then the event is
+    /// left with the agent (a message is announced again at the next start).
+    func handleStoring(_ event: AgentEvent) async {
+        var attempt = 0
+        while !closing {
+            do {
+                try await handle(event)
+                return
+            } catch let e as DatabaseError {
+                attempt += 1
+                logger.warning("the chat database refused an event; retrying", metadata: ["attempt": "\(attempt)", "error": "\(e.resultCode)"])
+                sink.yield(.object([("type", .string("chatError")), ("chatError", ChatJSON.storeError("dbError", [
+                    ("resultCode", .string("\(e.resultCode)")), ("message", .string(e.message ?? "")),
+                ]))]))
+                if Task.isCancelled || closing { return }
+                if !Self.passingFault(e), attempt >= Self.maxStoreAttempts { return }
+                try? await Task.sleep(for: min(.milliseconds(50) * (1 << min(attempt, 7)), .seconds(5)))
+            } catch let failure as ChatFailure {
+                sink.yield(.object([("type", .string("chatError")), ("chatError", failure.chatError)]))
+                return
+            } catch {
+                sink.yield(.object([("type", .string("chatError")), ("chatError", ChatJSON.chatError("commandError", [("message", .string("\(error)"))]))]))
+                return
+            }
+        }
+    }
+
+    static let maxStoreAttempts = 8
+
+    /// Database faults that go away by themselves (space returns, a lock is released).
+    static func passingFault(_ e: DatabaseError) -> Bool {
+        let passing: [ResultCode] = [.SQLITE_FULL, .SQLITE_IOERR, .SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_READONLY, .SQLITE_NOMEM, .SQLITE_CANTOPEN, .SQLITE_PROTOCOL]
+        return passing.contains(e.resultCode)
+    }
+
+    /// Runs `body` in a task of its own (accepting, allowing: they wait on a peer's relay),
+    /// reporting its failure as a `chatError` event.
+    func inBackground(_ body: @escaping @Sendable () async throws -> Void) {
+        guard !closing else { return }
+        let key = nextBackground
+        nextBackground += 1
+        background[key] = Task {
+            do {
+                try await body()
+            } catch let failure as ChatFailure {
+                self.sink.yield(.object([("type", .string("chatError")), ("chatError", failure.chatError)]))
+            } catch let e as AgentError {
+                self.sink.yield(.object([("type", .string("chatError")), ("chatError", Self.failure(e).chatError)]))
+            } catch {
+                self.sink.yield(.object([("type", .string("chatError")), ("chatError", ChatJSON.chatError("commandError", [("message", .string("\(error)"))]))]))
+            }
+            self.finishedBackground(key)
+        }
+    }
+
+    private func finishedBackground(_ key: Int) { background[key] = nil }
+
+    func handle(_ event: AgentEvent) async throws {
+        switch event {
+        case let .confirmation(conn, info):
+            // Someone joined our one-time invitation: keep their profile and accept (in a task:
+            // allowing dials the joiner's relay).
+            guard let (userId, row) = try dbRead({ db in try Self.contactRow(db, where: "agent_conn_id = ?", [conn]) }) else { return }
+            if let profile = Self.profile(fromInfo: info) {
+                try dbWrite { db in try Self.storeContactProfile(db, contactId: row.id, profile: profile) }
+            }
+            let own = profileInfo(ownProfile(for: row, user: try user(userId)))
+            let agent = self.agent
+            inBackground { try await agent.allow(conn, info: own) }
+        case let .connected(conn, info):
+            try await connected(conn, info: info)
+        case let .contactRequest(addressId, request, info):
+            try await contactRequest(addressId: addressId, request: request, info: info)
+        case let .message(conn, seq, body, _):
+            // Stored (or refused) before the agent forgets it: a crash in between means the
+            // agent announces it again after the restart, and `received` drops the repeat. A
+            // database failure leaves it with the agent (see `handleStoring`).
+            let wantsReceipt: Bool
+            do { wantsReceipt = try await received(conn, seq: seq, body: body) } catch let e as DatabaseError {
+                throw e
+            } catch {
+                await agent.messageProcessed(conn, seq: seq)
+                throw error
+            }
+            await agent.messageProcessed(conn, seq: seq)
+            if wantsReceipt { await agent.acknowledgeDelivery(conn, seq: seq) }
+        case let .sent(conn, seq):
+            try statusChanged(conn, seqs: [seq], to: "sndSent", from: ["sndNew"])
+        case let .delivered(conn, seqs):
+            try statusChanged(conn, seqs: seqs, to: "sndRcvd", from: ["sndNew", "sndSent"])
+        case let .hostConnected(relay):
+            sink.yield(.object([("type", .string("hostConnected")), ("protocol", .string("smp")), ("transportHost", .string(relay.host))]))
+        case let .hostDisconnected(relay):
+            sink.yield(.object([("type", .string("hostDisconnected")), ("protocol", .string("smp")), ("transportHost", .string(relay.host))]))
+        case let .rejected(conn, reason):
+            logger.info("a message was rejected", metadata: ["connection": "\(conn)", "reason": "\(reason)"])
+        case let .storeError(conn, message):
+            // The agent database refused what arrived; the agent keeps trying.
+            sink.yield(.object([("type", .string("chatError")), ("chatError", .object([
+                ("type", .string("errorAgent")), ("agentError", .object([("type", .string(AgentError.Code.store.rawValue)), ("message", .string(message))])),
+                ("agentConnId", .string(conn.map(String.init) ?? "")),
+            ]))]))
         }
     }
 
@@ -514,9 +637,11 @@ extension ChatController {
             return (db.lastInsertedRowID, local)
         }
         if let auto = try address(userId: userId)?.settings["autoAccept"] {
-            let incognito = auto["acceptIncognito"]?.boolValue ?? false
-            let accepted = try await accept(user: u, requestId: requestId, agentRequest: request, profile: profile, incognito: incognito, localName: localName)
-            sink.yield(accepted)
+            // Accepting joins the requester's invitation on a relay it chose: in a task, so a
+            // relay that does not answer holds up nothing else (the request stays, and can be
+            // accepted again, when the join fails).
+            autoAccept(user: u, requestId: requestId, agentRequest: request, profile: profile, incognito: auto["acceptIncognito"]?.boolValue ?? false,
+                       localName: localName)
         } else {
             sink.yield(response("receivedContactRequest", u, [("contactRequest", ChatJSON.contactRequest(id: requestId, profile: profile, createdAt: now, localName: localName))]))
         }
@@ -576,6 +701,49 @@ extension ChatController {
         if count > 0 { logger.info("expired unanswered contact requests", metadata: ["count": "\(count)"]) }
         expiredContactRequests += count
         return count
+    }
+
+    /// Accepts a request in a task of its own, reporting `acceptingContactRequest` or a
+    /// `chatError` with the `contactRequestId` (the request stays: `/_accept` tries again, and so
+    /// does the next start).
+    func autoAccept(user u: UserRow, requestId: Int64, agentRequest: Int64, profile: JSONValue, incognito: Bool, localName: String?) {
+        guard !autoAccepting.contains(requestId) else { return }
+        autoAccepting.insert(requestId)
+        inBackground {
+            do {
+                let accepted = try await self.accept(user: u, requestId: requestId, agentRequest: agentRequest, profile: profile, incognito: incognito, localName: localName)
+                await self.autoAcceptDone(requestId)
+                self.sink.yield(accepted)
+            } catch let failure as ChatFailure {
+                await self.autoAcceptDone(requestId)
+                guard case let .object(fields) = failure.chatError else { throw failure }
+                throw ChatFailure(.object(fields + [("contactRequestId", .number(Double(requestId)))]))
+            } catch {
+                await self.autoAcceptDone(requestId)
+                throw error
+            }
+        }
+    }
+
+    private func autoAcceptDone(_ requestId: Int64) { autoAccepting.remove(requestId) }
+
+    /// Requests an auto-accepting address received but did not get to accept — the process
+    /// stopped during the join, or the requester's relay failed — are accepted again when the
+    /// chat starts.
+    func resumeAutoAccepts() {
+        let pending = (try? dbRead { db in
+            try Row.fetchAll(db, sql: """
+                SELECT r.id, r.user_id, r.agent_request_id, r.profile, r.local_display_name, a.settings FROM contact_request r
+                JOIN address a ON a.user_id = r.user_id ORDER BY r.id
+                """)
+        }) ?? []
+        for row in pending {
+            guard let settings = try? JSONValue.parse(row["settings"] as String), let auto = settings["autoAccept"],
+                  let u = try? user(row["user_id"]) else { continue }
+            let profile = (try? JSONValue.parse(row["profile"] as String)) ?? .object([])
+            autoAccept(user: u, requestId: row["id"], agentRequest: row["agent_request_id"], profile: profile,
+                       incognito: auto["acceptIncognito"]?.boolValue ?? false, localName: row["local_display_name"])
+        }
     }
 
     /// Applies one chat message from a contact. Returns whether it deserves a delivery receipt

@@ -37,10 +37,25 @@ public actor ChatController {
     /// Contact requests rejected unanswered after `contactRequestTTL` since the controller started.
     public internal(set) var expiredContactRequests = 0
 
+    /// Joins (accepting a request, connecting through a link) whose connection is not yet a contact.
+    var joinsInFlight = 0
+    /// Events of connections that are not yet contacts while joins are in flight, in order:
+    /// handled when the join records its contact (or when no join is left).
+    var parked: [Int64: [AgentEvent]] = [:]
+    var draining: Set<Int64> = []
+    /// Tasks that accept requests and allow joiners outside the event loop; `close()` waits for them.
+    var background: [Int: Task<Void, Never>] = [:]
+    var nextBackground = 0
+    var closing = false
+    /// Contact requests being accepted automatically (so that one is never joined twice at once).
+    var autoAccepting: Set<Int64> = []
+
     /// Opens (creating and migrating) `<prefix>_chat.db` and `<prefix>_agent.db`.
     /// - Parameter defaultRelays: used for users with no relays of their own (`SWIFTPLEX_SERVERS`).
+    /// - Parameter limits: what peers may send (requests, reactions).
+    /// - Parameter agentOptions: which relays peers' links may name and how long to wait for them.
     public init(prefix: String, defaultRelays: [RelayAddress], logger: Logger, confirmation: MigrationConfirmation = .yesUp,
-                limits: ChatLimits = ChatLimits()) throws {
+                limits: ChatLimits = ChatLimits(), agentOptions: AgentOptions = AgentOptions()) throws {
         if confirmation == .error {
             for (file, pending) in [(prefix + "_chat.db", try PrivateDatabase.pendingMigrations(ChatStore.migrator, at: URL(fileURLWithPath: prefix + "_chat.db"))),
                                     (prefix + "_agent.db", try Agent.pendingMigrations(databasePath: URL(fileURLWithPath: prefix + "_agent.db")))]
@@ -49,7 +64,7 @@ public actor ChatController {
             }
         }
         store = try ChatStore(path: URL(fileURLWithPath: prefix + "_chat.db"))
-        agent = try Agent(databasePath: URL(fileURLWithPath: prefix + "_agent.db"), relays: defaultRelays, logger: logger)
+        agent = try Agent(databasePath: URL(fileURLWithPath: prefix + "_agent.db"), relays: defaultRelays, logger: logger, options: agentOptions)
         self.defaultRelays = defaultRelays
         self.logger = logger
         self.limits = limits
@@ -63,7 +78,9 @@ public actor ChatController {
 
             group.addTask { try await self.agent.run() }
             group.addTask {
-                for await event in self.agent.events { await self.handle(event) }
+                // One event at a time, in the agent's order; what waits on a peer's relay
+                // (accepting a request, allowing a joiner) runs in tasks of its own.
+                for await event in self.agent.events { await self.dispatch(event) }
             }
             try await group.next()
             group.cancelAll()
@@ -245,12 +262,16 @@ public actor ChatController {
         let rs = try relays(for: u)
         await agent.setRelays(rs)
         started = true
+        resumeAutoAccepts()
         return .object([("type", .string("chatStarted"))])
     }
 
     /// Closes the databases (after `run()` was cancelled); the controller is unusable afterwards.
     public func close() async {
         started = false
+        closing = true
+        for task in background.values { task.cancel() }
+        for task in background.values { await task.value }
         await agent.close()
         try? store.queue.close()
     }
@@ -291,10 +312,15 @@ public actor ChatController {
         do {
             return try await body()
         } catch let e as AgentError {
-            switch e.code {
-            case .noRelay: throw ChatFailure.command("no relays: set them with /_relays <userId> smp://… or the SWIFTPLEX_SERVERS environment variable")
-            default: throw ChatFailure(.object([("type", .string("errorAgent")), ("agentError", .object([("type", .string(e.code.rawValue)), ("message", .string(e.message))])), ("agentConnId", .string(""))]))
-            }
+            throw Self.failure(e)
+        }
+    }
+
+    /// The `chatError` an agent error is reported as.
+    nonisolated static func failure(_ e: AgentError) -> ChatFailure {
+        switch e.code {
+        case .noRelay: ChatFailure.command("no relays: set them with /_relays <userId> smp://… or the SWIFTPLEX_SERVERS environment variable")
+        default: ChatFailure(.object([("type", .string("errorAgent")), ("agentError", .object([("type", .string(e.code.rawValue)), ("message", .string(e.message))])), ("agentConnId", .string(""))]))
         }
     }
 }

@@ -69,7 +69,7 @@ extension HostConfiguration {
 }
 
 extension NodeDecoder {
-    static let topKeys = ["data_dir", "log_level", "bot", "relays", "embedded_relay", "address", "plugin_dirs", "plugins"]
+    static let topKeys = ["data_dir", "log_level", "bot", "relays", "embedded_relay", "address", "plugin_dirs", "plugins", "peer_relays"]
 
     /// Decodes the whole file; nil when something required is missing or wrong (the problems
     /// are in `sink` either way).
@@ -116,6 +116,25 @@ extension NodeDecoder {
             if let v = a("request_ttl"), let d = duration(v, "address.request_ttl") { address.requestTTL = d }
         }
 
+        var peerRelays = HostConfiguration.PeerRelays()
+        if let n = f("peer_relays"), let p = fields(n, "peer_relays", known: ["allow", "refuse_private", "timeout"]) {
+            if let v = p("allow"), let items = list(v, "peer_relays.allow") {
+                var hosts: [String] = []
+                for (i, item) in items.enumerated() {
+                    let path = "peer_relays.allow[\(i)]"
+                    guard let s = nonEmptyString(item, path) else { continue }
+                    if HostPortSyntax.isHost(s) || HostPortSyntax.parse(s, allowPortZero: false) != nil {
+                        hosts.append(s)
+                    } else {
+                        expected("a host name or IP address, optionally with :port", item, path)
+                    }
+                }
+                peerRelays.allow = hosts
+            }
+            if let v = p("refuse_private") { peerRelays.refusePrivate = bool(v, "peer_relays.refuse_private") ?? false }
+            if let v = p("timeout"), let d = duration(v, "peer_relays.timeout") { peerRelays.timeout = d }
+        }
+
         var pluginDirectories: [String] = []
         if let n = f("plugin_dirs"), let items = list(n, "plugin_dirs") {
             for (i, item) in items.enumerated() {
@@ -147,7 +166,7 @@ extension NodeDecoder {
         guard let bot else { return nil }
         return HostConfiguration(
             file: file, directory: directory, dataDirectory: dataDirectory, logLevel: logLevel, bot: bot,
-            relays: relays, embeddedRelay: embedded, address: address, pluginDirectories: pluginDirectories,
+            relays: relays, embeddedRelay: embedded, address: address, peerRelays: peerRelays, pluginDirectories: pluginDirectories,
             plugins: plugins, warnings: warnings
         )
     }

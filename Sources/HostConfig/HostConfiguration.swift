@@ -18,6 +18,8 @@ public struct HostConfiguration: Sendable, Hashable {
     /// Where the embedded relay listens; used only when ``relays`` is ``Relays/embedded``.
     public var embeddedRelay: EmbeddedRelay
     public var address: Address
+    /// Which relays named in peers' links (contact requests, invitations) the bot may dial.
+    public var peerRelays: PeerRelays
     /// Absolute directories searched, in order, for plugins given by name.
     public var pluginDirectories: [String]
     public var plugins: [Plugin]
@@ -33,6 +35,24 @@ public struct HostConfiguration: Sendable, Hashable {
     public static let defaultQueueLimit = 1000
     public static let queueLimitRange = 1...1_000_000
     public static let defaultBackoff = Backoff(initial: .seconds(1), max: .seconds(60))
+    public static let defaultPeerRelayTimeout = Duration.seconds(30)
+
+    /// `peer_relays`: a peer's link names the relay the bot then dials (to accept a contact
+    /// request, to join an invitation).
+    public struct PeerRelays: Sendable, Hashable {
+        /// Hosts (`host` or `host:port`) links may name; nil: any.
+        public var allow: [String]?
+        /// Refuse relays at loopback, private, link-local and other non-public addresses.
+        public var refusePrivate: Bool
+        /// The most a join waits on a peer's relay.
+        public var timeout: Duration
+
+        public init(allow: [String]? = nil, refusePrivate: Bool = false, timeout: Duration = HostConfiguration.defaultPeerRelayTimeout) {
+            self.allow = allow
+            self.refusePrivate = refusePrivate
+            self.timeout = timeout
+        }
+    }
 
     /// The levels of swift-log's `Logger.Level`, by the same names.
     public enum LogLevel: String, Sendable, Hashable, CaseIterable {

@@ -39,6 +39,13 @@ extension HostConfiguration {
           enabled: true                   # create it at first start, reuse it afterwards
           print_qr: true                  # also print it as a QR code in the terminal
 
+        # Relays that people's links (contact requests, invitations) may make the bot dial. Any by
+        # default; a public bot may list the relays it trusts and refuse private addresses.
+        #   peer_relays:
+        #     allow: [smp.example.org]        # host or host:port, as written in links
+        #     refuse_private: true            # no loopback, private, link-local addresses
+        #     timeout: 30s                    # the most a join waits on a peer's relay
+
         # Extra directories searched for plugins given by name (relative to this file's directory).
         plugin_dirs: []
 

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Why a ratchet message was refused. Decryption failures leave the ratchet unchanged.
 public struct RatchetError: CodedError {
     public enum Code: String, Sendable {
@@ -33,7 +35,9 @@ public struct RatchetError: CodedError {
 ///
 /// A value type: `encrypt` and `decrypt` mutate the ratchet only when they succeed, so a caller
 /// persists the new state together with the effect of the message. At most ``maxSkip`` message
-/// keys are kept for messages that arrive out of order.
+/// keys are kept for messages that arrive out of order, and each only for as long as
+/// ``SkippedKeyLimits`` allow (an age and a number of later messages, as Signal and SimpleX
+/// expire theirs): a peer cannot pin skipped keys in the state for ever.
 ///
 /// Frame: `[version: UInt8 = 1][encrypted header: 80 bytes][body ciphertext]`, where the header
 /// (`[ratchet public key: 32][previous chain length: UInt32][number: UInt32]`) is sealed with the
@@ -45,10 +49,30 @@ public struct DoubleRatchet: Sendable, Codable {
     static let headerLength = 32 + 4 + 4
     static let encryptedHeaderLength = XChaChaPoly.nonceLength + headerLength + XChaChaPoly.tagLength
 
+    /// How long a key skipped over (for a message that may still arrive out of order) is kept.
+    public struct SkippedKeyLimits: Sendable, Equatable {
+        /// A skipped key older than this is dropped.
+        public var maxAge: Duration
+        /// A skipped key is dropped once this many later messages have been received.
+        public var maxLaterMessages: UInt64
+
+        public init(maxAge: Duration = .seconds(14 * 24 * 3600), maxLaterMessages: UInt64 = 2000) {
+            self.maxAge = maxAge
+            self.maxLaterMessages = maxLaterMessages
+        }
+
+        public static let `default` = SkippedKeyLimits()
+    }
+
     struct SkippedKey: Sendable, Codable {
         var headerKey: [UInt8]
         var number: UInt32
         var messageKey: [UInt8]
+        /// When the key was skipped, in whole seconds since 1970 (absent in states saved before
+        /// keys expired: such a key is stamped on the next decryption).
+        var skippedAt: Int64?
+        /// ``DoubleRatchet/received`` when the key was skipped.
+        var receivedBefore: UInt64?
     }
 
     var dhSendingSecret: [UInt8]
@@ -64,6 +88,11 @@ public struct DoubleRatchet: Sendable, Codable {
     var receivedInChain: UInt32 = 0
     var previousChainLength: UInt32 = 0
     var skipped: [SkippedKey] = []
+    /// Messages decrypted in all chains so far (optional: states saved before it existed lack it).
+    var received: UInt64?
+
+    /// How many skipped message keys the state holds.
+    public var skippedKeyCount: Int { skipped.count }
 
     /// The joining party, which sends the first message, to the inviter's ratchet key (its second X3DH key).
     public static func joiner(secrets: X3DH.SharedSecrets, inviterRatchetKey: X25519.PublicKey) throws -> DoubleRatchet {
@@ -94,31 +123,61 @@ public struct DoubleRatchet: Sendable, Codable {
         guard let ck = chainSending, let hk = headerSending else {
             throw RatchetError(.notReadyToSend, "no sending chain yet")
         }
-        let (nextCK, mk) = Self.kdfChain(ck)
+        var chain = Self.kdfChain(ck)
+        defer { Sodium.wipe(&chain.messageKey) }
         let dhPublic = try X25519.PrivateKey(secretBytes: dhSendingSecret).publicKey
         var header = dhPublic.bytes
         header += Self.bigEndian(previousChainLength)
         header += Self.bigEndian(sentInChain)
         let headerNonce = XChaChaPoly.randomNonce()
         let encryptedHeader = headerNonce + (try XChaChaPoly.seal(header, key: hk, nonce: headerNonce))
-        let (key, nonce) = Self.messageKeyAndNonce(mk)
-        let body = try XChaChaPoly.seal(plaintext, key: key, nonce: nonce, associatedData: associatedData + encryptedHeader)
-        chainSending = nextCK
+        var derived = Self.messageKeyAndNonce(chain.messageKey)
+        defer { Sodium.wipe(&derived.key) }
+        let body = try XChaChaPoly.seal(plaintext, key: derived.key, nonce: derived.nonce, associatedData: associatedData + encryptedHeader)
+        chainSending = chain.next
         sentInChain += 1
         return [Self.version] + encryptedHeader + body
     }
 
     // MARK: - Decrypt
 
-    /// Decrypts a frame; on any failure the ratchet is left as it was.
-    public mutating func decrypt(_ frame: [UInt8], associatedData: [UInt8]) throws -> [UInt8] {
+    /// Decrypts a frame; on any failure the ratchet is left as it was. Skipped keys past
+    /// `limits` at `now` are dropped first (a message that needed one is refused as a duplicate
+    /// or a bad header).
+    public mutating func decrypt(_ frame: [UInt8], associatedData: [UInt8], now: Date = Date(),
+                                 limits: SkippedKeyLimits = .default) throws -> [UInt8] {
         var next = self
-        let plaintext = try next.decryptInPlace(frame, associatedData: associatedData)
+        let stamp = Int64(now.timeIntervalSince1970.rounded(.down))
+        next.expireSkippedKeys(now: stamp, limits: limits)
+        let plaintext = try next.decryptInPlace(frame, associatedData: associatedData, now: stamp)
+        next.received = (next.received ?? 0) &+ 1
+        next.expireSkippedKeys(now: stamp, limits: limits)
         self = next
         return plaintext
     }
 
-    private mutating func decryptInPlace(_ frame: [UInt8], associatedData: [UInt8]) throws -> [UInt8] {
+    /// Drops the skipped keys that are too old or that too many later messages have passed.
+    private mutating func expireSkippedKeys(now: Int64, limits: SkippedKeyLimits) {
+        guard !skipped.isEmpty else { return }
+        let received = self.received ?? 0
+        let maxAge = limits.maxAge.components.seconds
+        var kept: [SkippedKey] = []
+        kept.reserveCapacity(skipped.count)
+        for var key in skipped {
+            let at = key.skippedAt ?? now
+            let before = key.receivedBefore ?? received
+            if now - at > maxAge || received &- before > limits.maxLaterMessages {
+                Sodium.wipe(&key.messageKey)
+                continue
+            }
+            key.skippedAt = at
+            key.receivedBefore = before
+            kept.append(key)
+        }
+        skipped = kept
+    }
+
+    private mutating func decryptInPlace(_ frame: [UInt8], associatedData: [UInt8], now: Int64) throws -> [UInt8] {
         guard frame.count >= 1 + Self.encryptedHeaderLength + XChaChaPoly.tagLength, frame[0] == Self.version else {
             throw RatchetError(.malformed, "not a version \(Self.version) ratchet frame")
         }
@@ -137,7 +196,8 @@ public struct DoubleRatchet: Sendable, Codable {
             guard let plaintext = try? XChaChaPoly.open(body, key: key, nonce: nonce, associatedData: ad) else {
                 throw RatchetError(.badMessage, "message body failed authentication")
             }
-            skipped.remove(at: i)
+            var used = skipped.remove(at: i)
+            Sodium.wipe(&used.messageKey)
             return plaintext
         }
 
@@ -146,24 +206,29 @@ public struct DoubleRatchet: Sendable, Codable {
             header = h
         } else if let h = Self.openHeader(encryptedHeader, key: nextHeaderReceiving) {
             header = h
-            try skipMessageKeys(until: h.previousChainLength)
+            try skipMessageKeys(until: h.previousChainLength, now: now)
             try ratchetStep(peerKey: h.ratchetKey)
         } else {
             throw RatchetError(.badHeader, "header does not open with this connection's keys")
         }
-        try skipMessageKeys(until: header.number)
+        try skipMessageKeys(until: header.number, now: now)
         guard let ck = chainReceiving else { throw RatchetError(.badHeader, "no receiving chain") }
-        let (nextCK, mk) = Self.kdfChain(ck)
-        let (key, nonce) = Self.messageKeyAndNonce(mk)
-        guard let plaintext = try? XChaChaPoly.open(body, key: key, nonce: nonce, associatedData: ad) else {
+        var chain = Self.kdfChain(ck)
+        var derived = Self.messageKeyAndNonce(chain.messageKey)
+        defer {
+            Sodium.wipe(&chain.messageKey)
+            Sodium.wipe(&derived.key)
+        }
+        guard let plaintext = try? XChaChaPoly.open(body, key: derived.key, nonce: derived.nonce, associatedData: ad) else {
+            Sodium.wipe(&chain.next)
             throw RatchetError(.badMessage, "message body failed authentication")
         }
-        chainReceiving = nextCK
+        chainReceiving = chain.next
         receivedInChain += 1
         return plaintext
     }
 
-    private mutating func skipMessageKeys(until: UInt32) throws {
+    private mutating func skipMessageKeys(until: UInt32, now: Int64) throws {
         guard until >= receivedInChain else {
             // An earlier number in the current chain whose key is gone: a duplicate or replay.
             throw RatchetError(.duplicate, "message number already used")
@@ -174,12 +239,15 @@ public struct DoubleRatchet: Sendable, Codable {
         guard var ck = chainReceiving, let hk = headerReceiving else { return }
         while receivedInChain < until {
             let (nextCK, mk) = Self.kdfChain(ck)
-            skipped.append(SkippedKey(headerKey: hk, number: receivedInChain, messageKey: mk))
+            skipped.append(SkippedKey(headerKey: hk, number: receivedInChain, messageKey: mk, skippedAt: now, receivedBefore: received ?? 0))
             ck = nextCK
             receivedInChain += 1
         }
         chainReceiving = ck
-        if skipped.count > Self.maxSkip { skipped.removeFirst(skipped.count - Self.maxSkip) }
+        if skipped.count > Self.maxSkip {
+            for i in 0..<(skipped.count - Self.maxSkip) { Sodium.wipe(&skipped[i].messageKey) }
+            skipped.removeFirst(skipped.count - Self.maxSkip)
+        }
     }
 
     private mutating func ratchetStep(peerKey: X25519.PublicKey) throws {

@@ -26,11 +26,14 @@ public enum Ed25519 {
         }
     }
 
-    /// An Ed25519 signing key. Its `description` never shows key material.
+    /// An Ed25519 signing key. Its `description` never shows key material; its bytes are zeroed
+    /// when the last copy of the key is released (see ``SecretBytes``).
     public struct PrivateKey: Sendable, CustomStringConvertible {
-        /// libsodium's 64-byte secret key (seed ‖ public key).
-        public let secretBytes: [UInt8]
+        private let secret: SecretBytes
         public let publicKey: PublicKey
+
+        /// A copy of libsodium's 64-byte secret key (seed ‖ public key), owned by the caller.
+        public var secretBytes: [UInt8] { secret.bytes }
 
         /// A fresh random key pair.
         public init() {
@@ -38,7 +41,8 @@ public enum Ed25519 {
             var pk = [UInt8](repeating: 0, count: Ed25519.publicKeyLength)
             var sk = [UInt8](repeating: 0, count: Ed25519.secretKeyLength)
             crypto_sign_keypair(&pk, &sk)
-            self.secretBytes = sk
+            self.secret = SecretBytes(sk)
+            Sodium.wipe(&sk)
             self.publicKey = try! PublicKey(bytes: pk)
         }
 
@@ -51,18 +55,23 @@ public enum Ed25519 {
             case Ed25519.seedLength:
                 crypto_sign_seed_keypair(&pk, &sk, secretBytes)
             case Ed25519.secretKeyLength:
-                sk = secretBytes
-                crypto_sign_ed25519_sk_to_pk(&pk, sk)
+                crypto_sign_ed25519_sk_to_pk(&pk, secretBytes)
+                self.secret = SecretBytes(secretBytes)
+                self.publicKey = try PublicKey(bytes: pk)
+                return
             default:
                 throw CryptoError(.invalidKeyLength, "an Ed25519 secret key has 32 or 64 bytes, got \(secretBytes.count)")
             }
-            self.secretBytes = sk
+            self.secret = SecretBytes(sk)
+            Sodium.wipe(&sk)
             self.publicKey = try PublicKey(bytes: pk)
         }
 
         public func signature(for message: [UInt8]) -> [UInt8] {
             var sig = [UInt8](repeating: 0, count: Ed25519.signatureLength)
-            crypto_sign_detached(&sig, nil, message, UInt64(message.count), secretBytes)
+            secret.withUnsafeBytes { sk in
+                _ = crypto_sign_detached(&sig, nil, message, UInt64(message.count), sk.bindMemory(to: UInt8.self).baseAddress!)
+            }
             return sig
         }
 

@@ -38,6 +38,17 @@ public enum Sodium {
         }
     }
 
+    /// Overwrites `bytes` with zeros (`sodium_memzero`, which the compiler may not elide).
+    ///
+    /// Swift arrays are copy-on-write: if another array still shares this buffer, writing makes
+    /// a private copy first and zeroes that copy, and the shared original lives on until its
+    /// last owner releases it. So this wipes a buffer only where it is the sole owner — a key
+    /// derived and used in one function, a key taken out of a state that is being discarded.
+    public static func wipe(_ bytes: inout [UInt8]) {
+        bytes.withUnsafeMutableBytes { raw in
+            if let base = raw.baseAddress, raw.count > 0 { sodium_memzero(base, raw.count) }
+        }
+    }
 }
 
 /// SHA-256 and SHA-512 digests.

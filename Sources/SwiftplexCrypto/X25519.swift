@@ -16,17 +16,22 @@ public enum X25519 {
         }
     }
 
-    /// An X25519 private key. Its `description` never shows key material.
+    /// An X25519 private key. Its `description` never shows key material; its bytes are zeroed
+    /// when the last copy of the key is released (see ``SecretBytes``).
     public struct PrivateKey: Sendable, CustomStringConvertible {
-        public let secretBytes: [UInt8]
+        private let secret: SecretBytes
         public let publicKey: PublicKey
+
+        /// A copy of the secret scalar, owned by the caller (to persist it).
+        public var secretBytes: [UInt8] { secret.bytes }
 
         public init() {
             Sodium.ensureInitialized()
             var pk = [UInt8](repeating: 0, count: X25519.keyLength)
             var sk = [UInt8](repeating: 0, count: X25519.keyLength)
             crypto_box_keypair(&pk, &sk)
-            self.secretBytes = sk
+            self.secret = SecretBytes(sk)
+            Sodium.wipe(&sk)
             self.publicKey = try! PublicKey(bytes: pk)
         }
 
@@ -37,14 +42,17 @@ public enum X25519 {
             }
             var pk = [UInt8](repeating: 0, count: X25519.keyLength)
             crypto_scalarmult_base(&pk, secretBytes)
-            self.secretBytes = secretBytes
+            self.secret = SecretBytes(secretBytes)
             self.publicKey = try PublicKey(bytes: pk)
         }
 
         /// The raw X25519 shared secret with `peer`. Fails for low-order (all-zero output) points.
         public func sharedSecret(with peer: PublicKey) throws -> [UInt8] {
             var out = [UInt8](repeating: 0, count: X25519.keyLength)
-            guard crypto_scalarmult(&out, secretBytes, peer.bytes) == 0 else {
+            let status = secret.withUnsafeBytes { sk in
+                crypto_scalarmult(&out, sk.bindMemory(to: UInt8.self).baseAddress!, peer.bytes)
+            }
+            guard status == 0 else {
                 throw CryptoError(.invalidPublicKey, "X25519 peer key is a low-order point")
             }
             return out

@@ -51,23 +51,28 @@ public enum X3DH {
     /// The joining party's computation (it sends first).
     public static func joinerSecrets(own: PrivateKeys, inviter: PublicKeys) throws -> SharedSecrets {
         let (i1, i2) = try inviter.keys()
-        let dh1 = try own.key2.sharedSecret(with: i1)
-        let dh2 = try own.key1.sharedSecret(with: i2)
-        let dh3 = try own.key2.sharedSecret(with: i2)
-        return derive(dh1 + dh2 + dh3)
+        var ikm = try own.key2.sharedSecret(with: i1)
+        ikm += try own.key1.sharedSecret(with: i2)
+        ikm += try own.key2.sharedSecret(with: i2)
+        return derive(&ikm)
     }
 
     /// The inviting party's computation.
     public static func inviterSecrets(own: PrivateKeys, joiner: PublicKeys) throws -> SharedSecrets {
         let (j1, j2) = try joiner.keys()
-        let dh1 = try own.key1.sharedSecret(with: j2)
-        let dh2 = try own.key2.sharedSecret(with: j1)
-        let dh3 = try own.key2.sharedSecret(with: j2)
-        return derive(dh1 + dh2 + dh3)
+        var ikm = try own.key1.sharedSecret(with: j2)
+        ikm += try own.key2.sharedSecret(with: j1)
+        ikm += try own.key2.sharedSecret(with: j2)
+        return derive(&ikm)
     }
 
-    private static func derive(_ ikm: [UInt8]) -> SharedSecrets {
-        let okm = HKDF.sha512(inputKeyMaterial: ikm, salt: [], info: info, length: 96)
+    /// Derives the secrets and zeroes the Diffie-Hellman outputs and the HKDF output.
+    private static func derive(_ ikm: inout [UInt8]) -> SharedSecrets {
+        var okm = HKDF.sha512(inputKeyMaterial: ikm, salt: [], info: info, length: 96)
+        defer {
+            Sodium.wipe(&ikm)
+            Sodium.wipe(&okm)
+        }
         return SharedSecrets(rootKey: Array(okm[0..<32]), headerKeyA: Array(okm[32..<64]), nextHeaderKeyB: Array(okm[64..<96]))
     }
 }

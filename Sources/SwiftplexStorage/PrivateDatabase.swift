@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 
 /// Opening of the engine's SQLite files: created 0600 before SQLite touches them (its WAL and
-/// shared-memory files inherit the mode), WAL journal, foreign keys on, then migrated.
+/// shared-memory files inherit the mode), WAL journal, foreign keys on, `secure_delete` on, then migrated.
 public enum PrivateDatabase {
     public static func open(path: URL, label: String, migrator: DatabaseMigrator) throws -> DatabaseQueue {
         let fd = Foundation.open(path.path, O_RDWR | O_CREAT, 0o600)
@@ -19,6 +19,9 @@ public enum PrivateDatabase {
             // SEND is a promise to a remote party, keeps FULL.)
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             try db.execute(sql: "PRAGMA foreign_keys = ON")
+            // Deleted rows (spent ratchet states, consumed messages, removed contacts) are
+            // overwritten with zeros instead of lingering in free pages of the file and the WAL.
+            try db.execute(sql: "PRAGMA secure_delete = ON")
         }
         let queue = try DatabaseQueue(path: path.path, configuration: config)
         try migrator.migrate(queue)

@@ -97,6 +97,7 @@ struct HostSetup {
         options.requestsPerMinute = config.address.requestsPerMinute
         options.maxPendingRequests = config.address.maxPendingRequests
         options.requestTTL = config.address.requestTTL
+        options.peerRelays = .init(allow: config.peerRelays.allow, refusePrivate: config.peerRelays.refusePrivate, timeout: config.peerRelays.timeout)
         return (options, problems)
     }
 

@@ -1,3 +1,4 @@
+import Agent
 import ChatCore
 import Foundation
 import Logging
@@ -35,17 +36,31 @@ final class ChatInbox: Sendable {
         }
         throw ChatFailure(commandError: "timed out waiting for \(type); have \(buffer.withLockedValue { $0.map { $0["type"]?.stringValue ?? "?" } })")
     }
+
+    /// Whether an event of `type` matching `predicate` has arrived (and is not yet taken).
+    func contains(_ type: String, where predicate: @Sendable (JSONValue) -> Bool = { _ in true }) -> Bool {
+        buffer.withLockedValue { b in b.contains { $0["type"]?.stringValue == type && predicate($0) } }
+    }
 }
 
 /// Runs an engine on `<dir>/<name>` for the duration of `body`.
-func withEngine<T: Sendable>(_ dir: URL, _ name: String, relays: [RelayAddress], _ body: (ChatAPI, ChatInbox) async throws -> T) async throws -> T {
-    let controller = try ChatController(prefix: dir.appendingPathComponent(name).path, defaultRelays: relays, logger: silent)
+func withEngine<T: Sendable>(_ dir: URL, _ name: String, relays: [RelayAddress], agentOptions: AgentOptions = AgentOptions(),
+                             _ body: (ChatAPI, ChatInbox) async throws -> T) async throws -> T {
+    let controller = try ChatController(prefix: dir.appendingPathComponent(name).path, defaultRelays: relays, logger: silent, agentOptions: agentOptions)
     let api = ChatAPI(controller: controller)
     let inbox = ChatInbox(api)
-    return try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try? await controller.run() }
-        defer { group.cancelAll() }
-        return try await body(api, inbox)
+    do {
+        let result = try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try? await controller.run() }
+            defer { group.cancelAll() }
+            return try await body(api, inbox)
+        }
+        // Closed, so that the same engine can be opened again by the test (a restart).
+        await controller.close()
+        return result
+    } catch {
+        await controller.close()
+        throw error
     }
 }
 

@@ -27,6 +27,31 @@ import Testing
         #expect(p.contains { $0.contains("request_ttl") && $0.contains("duration") }, "\(p)")
     }
 
+    @Test func peerRelaysAllowListPrivateRangesAndTimeout() throws {
+        let (plain, _) = try load(minimal)
+        #expect(plain.peerRelays == HostConfiguration.PeerRelays(allow: nil, refusePrivate: false, timeout: .seconds(30)))
+        let (c, _) = try load(minimal + """
+            peer_relays:
+              allow: [relay.example.org, "smp2.example.org:5223", 203.0.113.7]
+              refuse_private: true
+              timeout: 10s
+            """)
+        #expect(c.peerRelays.allow == ["relay.example.org", "smp2.example.org:5223", "203.0.113.7"])
+        #expect(c.peerRelays.refusePrivate && c.peerRelays.timeout == .seconds(10))
+        let p = try problems(minimal + """
+            peer_relays:
+              allow: ["smp://x@y", ""]
+              refuse_private: maybe
+              timeout: soon
+              deny: []
+            """)
+        #expect(p.contains { $0.hasPrefix("4:") && $0.contains("peer_relays.allow[0]") }, "\(p)")
+        #expect(p.contains { $0.contains("peer_relays.allow[1]") }, "\(p)")
+        #expect(p.contains { $0.contains("peer_relays.refuse_private") }, "\(p)")
+        #expect(p.contains { $0.contains("peer_relays.timeout") }, "\(p)")
+        #expect(p.contains { $0.contains("deny") }, "\(p)")
+    }
+
     @Test func pluginsWithEveryKey() throws {
         let (c, _) = try load(minimal + """
             plugins:

@@ -125,6 +125,61 @@ func ratchetPair() throws -> (joiner: DoubleRatchet, inviter: DoubleRatchet) {
         #expect(try b.decrypt(frames[0], associatedData: ad) == [0])
     }
 
+    @Test func skippedKeysExpireByAge() throws {
+        var (a, b) = try ratchetPair()
+        let start = Date(timeIntervalSince1970: 1_700_000_000)
+        let limits = DoubleRatchet.SkippedKeyLimits(maxAge: .seconds(3600), maxLaterMessages: 1000)
+        let early = try a.encrypt([0], associatedData: ad)
+        let late = try a.encrypt([1], associatedData: ad)
+        let third = try a.encrypt([2], associatedData: ad)
+        let fourth = try a.encrypt([3], associatedData: ad)
+        #expect(try b.decrypt(third, associatedData: ad, now: start, limits: limits) == [2])
+        #expect(b.skippedKeyCount == 2)
+        // Within the age: the skipped key still opens its message.
+        #expect(try b.decrypt(late, associatedData: ad, now: start + 3600, limits: limits) == [1])
+        // Past it: the key is gone (a later message triggers the expiry), the message is refused.
+        #expect(try b.decrypt(fourth, associatedData: ad, now: start + 3601, limits: limits) == [3])
+        #expect(b.skippedKeyCount == 0)
+        #expect(throws: RatchetError(.duplicate, "")) { try b.decrypt(early, associatedData: ad, now: start + 3601, limits: limits) }
+    }
+
+    @Test func skippedKeysExpireAfterSoManyLaterMessages() throws {
+        var (a, b) = try ratchetPair()
+        let limits = DoubleRatchet.SkippedKeyLimits(maxAge: .seconds(1_000_000), maxLaterMessages: 3)
+        let skippedFrame = try a.encrypt([0], associatedData: ad)
+        for i in 1...3 { #expect(try b.decrypt(try a.encrypt([UInt8(i)], associatedData: ad), associatedData: ad, limits: limits) == [UInt8(i)]) }
+        #expect(b.skippedKeyCount == 1)
+        // Still within the count (3 later messages): it opens, on a copy of the state.
+        var copy = b
+        #expect(try copy.decrypt(skippedFrame, associatedData: ad, limits: limits) == [0])
+        // One more later message, and across a ratchet step: the key is dropped.
+        #expect(try a.decrypt(try b.encrypt([9], associatedData: ad), associatedData: ad) == [9])
+        #expect(try b.decrypt(try a.encrypt([4], associatedData: ad), associatedData: ad, limits: limits) == [4])
+        #expect(b.skippedKeyCount == 0)
+        #expect(throws: RatchetError.self) { try b.decrypt(skippedFrame, associatedData: ad, limits: limits) }
+    }
+
+    @Test func skippedKeysOfAStateSavedBeforeExpiryAreStampedAndKept() throws {
+        var (a, b) = try ratchetPair()
+        let skippedFrame = try a.encrypt([0], associatedData: ad)
+        _ = try b.decrypt(try a.encrypt([1], associatedData: ad), associatedData: ad)
+        // Strip the new fields, as a state saved by the previous version would lack them.
+        var json = try JSONSerialization.jsonObject(with: JSONEncoder().encode(b)) as! [String: Any]
+        json["received"] = nil
+        json["skipped"] = (json["skipped"] as! [[String: Any]]).map { k in k.filter { $0.key != "skippedAt" && $0.key != "receivedBefore" } }
+        var old = try JSONDecoder().decode(DoubleRatchet.self, from: JSONSerialization.data(withJSONObject: json))
+        #expect(old.skippedKeyCount == 1)
+        #expect(try old.decrypt(skippedFrame, associatedData: ad) == [0])
+    }
+
+    @Test func wipeZeroesAnOwnedBuffer() {
+        var key = Sodium.randomBytes(32)
+        Sodium.wipe(&key)
+        #expect(key == [UInt8](repeating: 0, count: 32))
+        let secret = SecretBytes([1, 2, 3])
+        #expect(secret.bytes == [1, 2, 3] && secret.count == 3)
+    }
+
     @Test func stateSurvivesSerialisationMidConversation() throws {
         var (a, b) = try ratchetPair()
         _ = try b.decrypt(try a.encrypt([1], associatedData: ad), associatedData: ad)

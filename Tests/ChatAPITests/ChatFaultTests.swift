@@ -1,0 +1,253 @@
+@testable import ChatCore
+import Foundation
+import GRDB
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import RelayClient
+import RelayProtocol
+import RelayServer
+import SwiftplexCrypto
+import Testing
+@testable import Agent
+@testable import ChatAPI
+
+/// A TCP listener that accepts connections and never answers: a relay that "never answers".
+final class SilentListener: Sendable {
+    let port: Int
+    private let channel: any Channel
+    private let accepted: NIOLockedValueBox<Int>
+
+    init() async throws {
+        let accepted = NIOLockedValueBox(0)
+        self.accepted = accepted
+        channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                accepted.withLockedValue { $0 += 1 }
+                return channel.eventLoop.makeSucceededVoidFuture()
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        port = channel.localAddress!.port!
+    }
+
+    var connections: Int { accepted.withLockedValue { $0 } }
+    var address: RelayAddress { RelayAddress(fingerprint: Array(repeating: 7, count: 32), host: "127.0.0.1", port: port) }
+    func close() async { try? await channel.close() }
+}
+
+func isText(_ t: String) -> @Sendable (JSONValue) -> Bool {
+    { e in text(e["chatItems"]?.arrayFirst) == t }
+}
+
+/// Two engines connected through a one-time invitation; returns each one's id of the other.
+func connectPair(_ a: ChatAPI, _ aInbox: ChatInbox, _ b: ChatAPI, _ bInbox: ChatInbox) async throws -> (bInA: Int, aInB: Int) {
+    await startUser(a, "anna")
+    await startUser(b, "ben")
+    let link = try #require(await a.execute("/_connect 1")["connLinkInvitation"]?["connFullLink"]?.stringValue)
+    _ = await b.execute("/_connect 1 \(link)")
+    let ben = try #require(try await aInbox.next("contactConnected")["contact"]?["contactId"]?.intValue)
+    let anna = try #require(try await bInbox.next("contactConnected")["contact"]?["contactId"]?.intValue)
+    return (ben, anna)
+}
+
+func say(_ api: ChatAPI, to contact: Int, _ t: String) async -> JSONValue {
+    await api.execute(#"/_send @\#(contact) json [{"msgContent": {"type": "text", "text": "\#(t)"}, "mentions": {}}]"#)
+}
+
+/// A contact request naming a relay that never answers holds up nothing else (audit item 3).
+@Suite(.timeLimit(.minutes(3))) struct ChatSlowRelayTests: LiveRelaySuite {
+    @Test func aContactRequestNamingASilentRelayDoesNotDelayAnotherContactsMessages() async throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let relay = try await relay(dir)
+        defer { Task { await relay.shutdown() } }
+        let hole = try await SilentListener()
+        defer { Task { await hole.close() } }
+        let bound = Duration.seconds(8)
+        try await withEngine(dir, "bot", relays: [relay.address], agentOptions: AgentOptions(peerRelayTimeout: bound, connectTimeout: .seconds(60))) { bot, botInbox in
+            try await withEngine(dir, "client", relays: [relay.address]) { client, clientInbox in
+                await startUser(bot, "bot")
+                let link = try #require(await bot.execute("/_address 1")["connLinkContact"]?["connFullLink"]?.stringValue)
+                _ = await bot.execute(#"/_address_settings 1 {"businessAddress": false, "autoAccept": {"acceptIncognito": false}}"#)
+                await startUser(client, "alice")
+                _ = await client.execute("/_connect 1 \(link)")
+                let botId = try #require(try await clientInbox.next("contactConnected")["contact"]?["contactId"]?.intValue)
+                let aliceId = try #require(try await botInbox.next("contactConnected")["contact"]?["contactId"]?.intValue)
+
+                // Mallory sends the bot a contact request whose invitation is on the silent relay.
+                let address = try ContactAddressLink(parsing: link)
+                let info = ChatMessage(event: "x.info", params: .object([("profile", .object([("displayName", .string("mallory")), ("fullName", .string(""))]))])).encoded
+                let request = try Envelope.seal(AgentMessage.contactRequest(invitation: InvitationLink(
+                    queue: QueueURI(relay: hole.address, senderId: Array(repeating: 1, count: 24), recipientDhKey: X25519.PrivateKey().publicKey),
+                    keys: X3DH.PrivateKeys().publicKeys), info: info).encoded(),
+                    kind: .confirmation, own: X25519.PrivateKey(), peer: address.queue.recipientDhKey)
+                let mallory = try await RelayConnection.connect(to: relay.address)
+                try await mallory.sendMessage(senderId: address.queue.senderId, key: nil, body: request)
+                await mallory.close()
+
+                // The bot is now joining through the silent relay ...
+                let deadline = ContinuousClock.now + .seconds(15)
+                while hole.connections == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+                #expect(hole.connections >= 1)
+                let joinStarted = ContinuousClock.now
+                // ... and still exchanges messages with Alice meanwhile.
+                _ = await say(client, to: botId, "ping")
+                _ = try await botInbox.next("newChatItems", where: isText("ping"))
+                _ = await say(bot, to: aliceId, "pong")
+                _ = try await clientInbox.next("newChatItems", where: isText("pong"))
+                #expect(ContinuousClock.now - joinStarted < bound, "the exchange waited for the bad join")
+                let failedEarly = botInbox.contains("chatError", where: { agentErrorType($0) == "timeout" })
+                #expect(!failedEarly, "the exchange waited for the bad join")
+
+                // The bad join fails with a typed error within its bound; the request stays.
+                let failed = try await botInbox.next("chatError", where: { agentErrorType($0) == "timeout" }, timeout: .seconds(20))
+                // Ended by the bound (the dial alone would wait 60 s), with slack for a loaded machine.
+                #expect(ContinuousClock.now - joinStarted < bound + .seconds(20))
+                let requestId = try #require(failed["chatError"]?["contactRequestId"]?.intValue)
+                let again = await bot.execute("/_accept \(requestId)")
+                #expect(agentErrorType(again) == "timeout", "\(again)")
+                #expect(await bot.execute("/_contacts 1")["contacts"]?.arrayCount == 1)
+            }
+        }
+    }
+}
+
+/// A request whose automatic acceptance failed is not forgotten: the next start accepts it.
+@Suite(.timeLimit(.minutes(3))) struct ChatAutoAcceptResumeTests: LiveRelaySuite {
+    @Test func anAutoAcceptThatFailedIsTriedAgainAtTheNextStart() async throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let botRelay = try await relay(dir)
+        defer { Task { await botRelay.shutdown() } }
+        let aliceRelay = try await RelayServer.start(configuration: RelayConfiguration(dataDirectory: dir.appendingPathComponent("r2"), host: "127.0.0.1", port: 0),
+                                                     group: MultiThreadedEventLoopGroup.singleton, logger: silent)
+        defer { Task { await aliceRelay.shutdown() } }
+        try await withEngine(dir, "client", relays: [aliceRelay.address]) { client, clientInbox in
+            await startUser(client, "alice")
+            // First run: the bot may not dial Alice's relay, so accepting her request fails.
+            let strict = AgentOptions(allowedHosts: ["relay.example.org"])
+            try await withEngine(dir, "bot", relays: [botRelay.address], agentOptions: strict) { bot, botInbox in
+                await startUser(bot, "bot")
+                let link = try #require(await bot.execute("/_address 1")["connLinkContact"]?["connFullLink"]?.stringValue)
+                _ = await bot.execute(#"/_address_settings 1 {"businessAddress": false, "autoAccept": {"acceptIncognito": false}}"#)
+                #expect(await client.execute("/_connect 1 \(link)")["type"]?.stringValue == "sentInvitation")
+                let failed = try await botInbox.next("chatError", where: { $0["chatError"]?["contactRequestId"] != nil })
+                #expect(agentErrorType(failed) == "relayRefused", "\(failed)")
+            }
+            // Next run, allowed: the start accepts the request that is still there.
+            try await withEngine(dir, "bot", relays: [botRelay.address]) { bot, botInbox in
+                #expect(await bot.execute("/_start")["type"]?.stringValue == "chatStarted")
+                _ = try await botInbox.next("acceptingContactRequest")
+                let seen = try await botInbox.next("contactConnected")
+                #expect(seen["contact"]?["profile"]?["displayName"]?.stringValue == "alice")
+                _ = try await clientInbox.next("contactConnected")
+                #expect(await bot.execute("/_contacts 1")["contacts"]?.arrayCount == 1)
+            }
+        }
+    }
+}
+
+/// What the chat database refuses is not marked processed: it is stored once the fault clears
+/// (audit item 8 and the issue's disk-full fault for the engine's receive path).
+@Suite(.timeLimit(.minutes(3)), .serialized) struct ChatStoreFaultTests: LiveRelaySuite {
+    @Test func aMessageTheChatDatabaseRefusesIsStoredOnceWhenTheFaultClears() async throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let relay = try await relay(dir)
+        defer { Task { await relay.shutdown() } }
+        try await withEngine(dir, "a", relays: [relay.address]) { a, aInbox in
+            try await withEngine(dir, "b", relays: [relay.address]) { b, bInbox in
+                let (ben, _) = try await connectPair(a, aInbox, b, bInbox)
+                let fault = try DatabaseQueue(path: dir.appendingPathComponent("b_chat.db").path)
+                try await fault.write { db in
+                    try db.execute(sql: "CREATE TRIGGER fault BEFORE INSERT ON chat_item WHEN NEW.sent = 0 BEGIN SELECT RAISE(ABORT, 'injected fault'); END")
+                }
+                _ = await say(a, to: ben, "one")
+                let refused = try await bInbox.next("chatError", where: { $0["chatError"]?["type"]?.stringValue == "errorStore" })
+                #expect(refused["chatError"]?["storeError"]?["type"]?.stringValue == "dbError")
+                try await fault.write { db in try db.execute(sql: "DROP TRIGGER fault") }
+                _ = try await bInbox.next("newChatItems", where: isText("one"))
+                _ = await say(a, to: ben, "two")
+                _ = try await bInbox.next("newChatItems", where: isText("two"))
+                let twice = bInbox.contains("newChatItems", where: isText("one"))
+                #expect(!twice)
+                let stored = try await fault.read { db in
+                    try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM chat_item WHERE sent = 0 AND content LIKE '%\"one\"%'") ?? 0
+                }
+                #expect(stored == 1)
+                try fault.close()
+            }
+        }
+    }
+
+    /// A real full disk: Ben's engine lives on a small tmpfs that is filled up.
+    @Test(.enabled(if: getuid() == 0, "mounting a tmpfs needs root"))
+    func aFullDiskDuringReceiveLosesNothingAndServiceResumesWhenSpaceReturns() async throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let small = dir.appendingPathComponent("small")
+        try FileManager.default.createDirectory(at: small, withIntermediateDirectories: true)
+        guard run("/bin/mount", ["-t", "tmpfs", "-o", "size=4m", "tmpfs", small.path]) == 0 else {
+            Issue.record("could not mount a tmpfs at \(small.path)")
+            return
+        }
+        defer { _ = run("/bin/umount", ["-l", small.path]) }
+        let relay = try await relay(dir)
+        defer { Task { await relay.shutdown() } }
+        try await withEngine(dir, "a", relays: [relay.address]) { a, aInbox in
+            try await withEngine(small, "b", relays: [relay.address]) { b, bInbox in
+                let (ben, _) = try await connectPair(a, aInbox, b, bInbox)
+                let filler = small.appendingPathComponent("filler")
+                fill(filler)
+                _ = await say(a, to: ben, "one")
+                // The agent's or the chat's database reports the fault; nothing is lost.
+                let fault = try await bInbox.next("chatError", where: { e in
+                    e["chatError"]?["type"]?.stringValue == "errorStore" || agentErrorType(e) == "store"
+                })
+                #expect(fault.description.contains("disk is full") || fault.description.contains("SQLITE_FULL"), "\(fault)")
+                let early = bInbox.contains("newChatItems", where: isText("one"))
+                #expect(!early)
+                try FileManager.default.removeItem(at: filler)
+                _ = try await bInbox.next("newChatItems", where: isText("one"), timeout: .seconds(30))
+                _ = await say(a, to: ben, "two")
+                _ = try await bInbox.next("newChatItems", where: isText("two"))
+                let twice = bInbox.contains("newChatItems", where: isText("one"))
+                #expect(!twice)
+            }
+        }
+    }
+
+    func run(_ tool: String, _ arguments: [String]) -> Int32 {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: tool)
+        p.arguments = arguments
+        p.standardError = FileHandle.nullDevice
+        do { try p.run() } catch { return -1 }
+        p.waitUntilExit()
+        return p.terminationStatus
+    }
+
+    /// Writes zeros to `file` until the file system is full.
+    func fill(_ file: URL) {
+        let fd = open(file.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        let chunk = [UInt8](repeating: 0, count: 4096)
+        while chunk.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) > 0 {}
+        let one: [UInt8] = [0]
+        while one.withUnsafeBytes({ write(fd, $0.baseAddress, 1) }) > 0 {}
+    }
+}
+
+@Suite struct EngineDatabaseTests {
+    @Test func secureDeleteIsOnForTheEnginesDatabases() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-chat-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let chat = try ChatStore(path: dir.appendingPathComponent("x_chat.db"))
+        #expect(try chat.queue.read { db in try Int.fetchOne(db, sql: "PRAGMA secure_delete") } == 1)
+        let agent = try AgentStore(path: dir.appendingPathComponent("x_agent.db"))
+        #expect(try agent.queue.read { db in try Int.fetchOne(db, sql: "PRAGMA secure_delete") } == 1)
+    }
+}
