@@ -44,7 +44,7 @@ actor ChatClient {
             guard user["type"]?.stringValue == "activeUser" else {
                 throw ClientFailure("cannot create the profile: \(EventText.errorWords(user))")
             }
-            terminal.line("profile \(user["user"]?["localDisplayName"]?.stringValue ?? name) created")
+            terminal.line("profile \(Sanitize.line(user["user"]?["localDisplayName"]?.stringValue ?? name)) created")
         }
         guard let id = user["user"]?["userId"]?.intValue else { throw ClientFailure("the engine returned a user without an id") }
         userId = Int64(id)
@@ -56,7 +56,7 @@ actor ChatClient {
         guard ["chatStarted", "chatRunning"].contains(started["type"]?.stringValue ?? "") else {
             throw ClientFailure("cannot start the chat: \(EventText.errorWords(started))")
         }
-        let display = user["user"]?["localDisplayName"]?.stringValue ?? ""
+        let display = Sanitize.line(user["user"]?["localDisplayName"]?.stringValue ?? "")
         terminal.line("\(display) is ready; type /help for commands")
     }
 
