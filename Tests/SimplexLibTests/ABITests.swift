@@ -280,7 +280,7 @@ extension ABITests {
         let nonce = try #require(result.firstMatch(of: /"fileNonce":"([^"]+)"/)?.1).description
         let fresh = dir.appendingPathComponent("fresh.bin").path
         let existing = dir.appendingPathComponent("existing.bin").path
-        FileManager.default.createFile(atPath: existing, contents: Data("old".utf8), attributes: [.posixPermissions: 0o644])
+        _ = FileManager.default.createFile(atPath: existing, contents: Data("old".utf8), attributes: [.posixPermissions: 0o644])
         let old = umask(0o022)
         defer { umask(old) }
         #expect(LibSimplex.take(lib.decryptFile(path, key, nonce, fresh)) == "")

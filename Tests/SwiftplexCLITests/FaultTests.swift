@@ -99,7 +99,9 @@ import Testing
         let missing = Set(expected).subtracting(answers)
         #expect(duplicates.isEmpty, "answered more than once: \(duplicates.prefix(20))")
         #expect(missing.isEmpty, "never answered: \(missing.sorted().prefix(20))")
-        #expect(answers == expected, "out of order near \(zip(answers, expected).firstIndex { $0 != $1 }.map { answers[max(0, $0 - 2)...min(answers.count - 1, $0 + 2)] } ?? [])")
+        let firstDifference: Int? = zip(answers, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+        let context: [String] = firstDifference.map { i in Array(answers[max(0, i - 2)..<min(answers.count, i + 3)]) } ?? []
+        #expect(answers == expected, "out of order near \(context)")
 
         kill(bot.process.processIdentifier, SIGTERM)
         #expect(try await bot.exitStatus(timeout: .seconds(30)) == 0)
