@@ -77,18 +77,24 @@ import Testing
             let deadline = ContinuousClock.now + timeout
             while received.withLockedValue({ $0.count }) < n {
                 guard ContinuousClock.now < deadline else {
-                    throw CLIError("\(received.withLockedValue { $0.count }) answers of \(n) arrived; bot stderr: \(bot.stderr.suffix(2000))")
+                    let got = received.withLockedValue { $0 }
+                    let missing = (1...total).map { "m\($0)" }.filter { !got.contains($0) }
+                    let repeated = Dictionary(grouping: got, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted()
+                    throw CLIError("""
+                        \(got.count) answers of \(n) arrived; missing \(missing.count): \(missing.prefix(30)); \
+                        repeated: \(repeated.prefix(30)); last: \(got.suffix(5)); bot stderr: \(bot.stderr.suffix(3000))
+                        """)
                 }
                 try await Task.sleep(for: .milliseconds(20))
             }
         }
         for killAt in [250, 600] {
-            try await waitForAnswers(killAt, timeout: .seconds(300))
+            try await waitForAnswers(killAt, timeout: .seconds(180))
             try await Self.kill9(bot)
             (bot, _) = try await Self.startBot(file)
         }
         try await sender.value
-        try await waitForAnswers(total, timeout: .seconds(300))
+        try await waitForAnswers(total, timeout: .seconds(120))
         // A last message: its answer comes after any duplicate of an earlier one would have.
         try await person.send("end")
         try await waitForAnswers(total + 1, timeout: .seconds(120))
