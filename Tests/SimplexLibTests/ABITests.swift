@@ -204,11 +204,11 @@ extension ABITests {
     /// command queued as the controller closed was never answered and its caller blocked for ever;
     /// the test bounds the wait and fails instead of hanging.
     func commandsRacingCloseAlwaysReturnBody() throws {
-        for round in 0..<25 {
+        for round in 0..<60 {
             let (ok, ctrl) = lib.initialise(prefix())
             try #require(ok == #"{"type":"ok"}"#)
             let handle = UInt(bitPattern: ctrl)
-            let threads = 4
+            let threads = 8
             let progress = Counter(), finished = Counter(), closedAnswers = Counter()
             for _ in 0..<threads {
                 Thread.detachNewThread { [lib] in
@@ -249,6 +249,8 @@ extension ABITests {
             previous = ctrl
         }
         #expect(Set(seen).count == seen.count, "handles reused: \(seen.map { String($0, radix: 16) })")
+        // Handles only go up, so none can come back.
+        #expect(seen == seen.sorted(), "handles not increasing: \(seen.map { String($0, radix: 16) })")
     }
 
     /// Two controllers on one set of databases would encrypt with the same chain keys: the second
