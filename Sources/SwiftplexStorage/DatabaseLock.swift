@@ -82,8 +82,7 @@ public final class DatabaseLock: @unchecked Sendable {  // `fd` is guarded by `m
     /// lists a FLOCK by `pid` on the lock file's inode. False when it cannot be told.
     public static func isHeld(prefix: String, by pid: Int32) -> Bool {
         var st = stat()
-        guard stat(lockFile(prefix: prefix), &st) == 0,
-              let table = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return false }
+        guard stat(lockFile(prefix: prefix), &st) == 0, let table = readAll("/proc/locks") else { return false }
         // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"
         for line in table.split(separator: "\n") {
             let f = line.split(separator: " ", omittingEmptySubsequences: true)
@@ -91,6 +90,26 @@ public final class DatabaseLock: @unchecked Sendable {  // `fd` is guarded by `m
             if let inode = f[5].split(separator: ":").last.flatMap({ UInt64($0) }), inode == UInt64(st.st_ino) { return true }
         }
         return false
+    }
+
+    /// A whole file read to its end (procfs files report size 0, and a size-based read of a long
+    /// lock table stops short).
+    static func readAll(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var data = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n == 0 { break }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return nil
+            }
+            data += buffer[..<n]
+        }
+        return String(decoding: data, as: UTF8.self)
     }
 
     private static func readPid(_ fd: Int32) -> Int32? {
