@@ -143,7 +143,7 @@ public final class BotHost: Sendable {
     public func shutdown() async {
         for s in plugins.statuses() {
             let c = s.stats
-            logger.info("plugin \(s.name): \(c.delivered) events handled, \(c.failed) failed, \(c.timedOut) timed out, \(c.dropped) dropped, \(c.crashes) crashes, \(c.restarts) restarts")
+            logger.info("plugin \(s.name): \(c.delivered) events handled, \(c.failed) failed, \(c.timedOut) timed out, \(c.dropped) dropped, \(c.crashes) crashes, \(c.restarts) restarts, \(c.protocolErrors) protocol errors, \(c.refusedCalls) refused calls")
         }
         await plugins.stopAll()
         _ = await api.execute("/_stop")
