@@ -131,7 +131,7 @@ let package = Package(
         .target(
             name: "SimplexLib",
             dependencies: [
-                "ChatAPI", "ChatCore", "CSodium", "RelayProtocol", "SwiftplexCrypto",
+                "ChatAPI", "ChatCore", "CSodium", "RelayProtocol", "SwiftplexCrypto", "SwiftplexStorage",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
@@ -164,7 +164,7 @@ let package = Package(
         .target(
             name: "BotHost",
             dependencies: [
-                "Agent", "ChatAPI", "ChatCore", "PluginHost", "RelayServer", "RelayProtocol",
+                "Agent", "ChatAPI", "ChatCore", "PluginHost", "RelayServer", "RelayProtocol", "SwiftplexStorage",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -198,7 +198,7 @@ let package = Package(
         .executableTarget(
             name: "swiftplex",
             dependencies: [
-                "BotHost", "HostConfig", "PluginHost", "PluginScaffold", "RelayProtocol", "QRCode",
+                "BotHost", "HostConfig", "PluginHost", "PluginScaffold", "RelayProtocol", "QRCode", "SwiftplexStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -207,7 +207,7 @@ let package = Package(
         .executableTarget(
             name: "swiftplex-chat",
             dependencies: [
-                "ChatAPI", "ChatCore", "RelayProtocol", "QRCode",
+                "ChatAPI", "ChatCore", "RelayProtocol", "QRCode", "SwiftplexStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -8,6 +8,7 @@ import NIOPosix
 import PluginHost
 import RelayProtocol
 import RelayServer
+import SwiftplexStorage
 
 /// A running bot: the chat engine (and, with `relays: embedded`, a relay) plus its plugins.
 ///
@@ -33,12 +34,20 @@ public final class BotHost: Sendable {
     private let logger: Logger
     private let menu = NIOLockedValueBox<[[String: String]]>([])
     private let profileUpdates = ProfilePublisher()
+    /// The exclusive lock on the data directory's databases, held for the host's life.
+    private let databaseLock: DatabaseLock
+
+    /// Where the bot's databases are (`<prefix>_chat.db`, `<prefix>_agent.db`, `<prefix>.lock`).
+    public static func databasePrefix(_ dataDirectory: URL) -> String { dataDirectory.appendingPathComponent("bot").path }
 
     /// Starts everything up to and including the plugins; events flow once `run()` is called.
     public static func start(_ options: BotHostOptions, logger: Logger) async throws -> BotHost {
         let fm = FileManager.default
         try fm.createDirectory(at: options.dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         chmod(options.dataDirectory.path, 0o700)
+        // One host per data directory: a second would encrypt with the same chain keys (and
+        // fight over the embedded relay's store). Refused at once with ``DatabaseLocked``.
+        let databaseLock = try DatabaseLock.acquire(prefix: Self.databasePrefix(options.dataDirectory))
 
         var relay: RelayServer?
         let relays: [RelayAddress]
@@ -63,7 +72,7 @@ public final class BotHost: Sendable {
                                     maxPendingContactRequests: options.maxPendingRequests, contactRequestTTL: options.requestTTL)
             let agentOptions = AgentOptions(allowedHosts: options.peerRelays.allow.map(Set.init), refusePrivateAddresses: options.peerRelays.refusePrivate,
                                             peerRelayTimeout: options.peerRelays.timeout)
-            controller = try ChatController(prefix: options.dataDirectory.appendingPathComponent("bot").path, defaultRelays: relays, logger: logger,
+            controller = try ChatController(prefix: Self.databasePrefix(options.dataDirectory), defaultRelays: relays, logger: logger,
                                             limits: limits, agentOptions: agentOptions)
         } catch {
             await relay?.shutdown()
@@ -85,7 +94,7 @@ public final class BotHost: Sendable {
                                         runnerExecutable: options.runnerExecutable, logger: logger,
                                         commandsChanged: { menu in box.withLockedValue { $0 }?.menuChanged(menu) })
             let host = BotHost(api: api, plugins: manager, relayAddress: relay?.address, address: address, userId: userId,
-                               relay: relay, engine: engine, options: options, logger: logger)
+                               relay: relay, engine: engine, options: options, logger: logger, databaseLock: databaseLock)
             box.withLockedValue { $0 = host }
             await host.reload(options.plugins)
             return host
@@ -97,7 +106,8 @@ public final class BotHost: Sendable {
     }
 
     private init(api: ChatAPI, plugins: PluginManager, relayAddress: RelayAddress?, address: String?, userId: Int64,
-                 relay: RelayServer?, engine: Task<Void, Never>, options: BotHostOptions, logger: Logger) {
+                 relay: RelayServer?, engine: Task<Void, Never>, options: BotHostOptions, logger: Logger, databaseLock: DatabaseLock) {
+        self.databaseLock = databaseLock
         self.api = api
         self.plugins = plugins
         self.relayAddress = relayAddress
@@ -139,12 +149,13 @@ public final class BotHost: Sendable {
     public func shutdown() async {
         for s in plugins.statuses() {
             let c = s.stats
-            logger.info("plugin \(s.name): \(c.delivered) events handled, \(c.failed) failed, \(c.timedOut) timed out, \(c.dropped) dropped, \(c.crashes) crashes, \(c.restarts) restarts")
+            logger.info("plugin \(s.name): \(c.delivered) events handled, \(c.failed) failed, \(c.timedOut) timed out, \(c.dropped) dropped, \(c.crashes) crashes, \(c.restarts) restarts, \(c.protocolErrors) protocol errors, \(c.refusedCalls) refused calls")
         }
         await plugins.stopAll()
         _ = await api.execute("/_stop")
         engine.cancel()
         await relay?.shutdown()
+        databaseLock.release()
     }
 
     // MARK: Profile

@@ -262,7 +262,7 @@ extension NodeDecoder {
         return ok ? relay : nil
     }
 
-    static let pluginKeys = ["name", "path", "enabled", "isolation", "timeout", "queue_limit", "restart_backoff", "config"]
+    static let pluginKeys = ["name", "path", "enabled", "isolation", "timeout", "queue_limit", "restart_backoff", "isolation_limits", "config"]
 
     mutating func plugin(_ node: ConfigNode, _ path: String, directory: String) -> HostConfiguration.Plugin? {
         guard let f = fields(node, path, known: Self.pluginKeys), !node.isNull else {
@@ -298,6 +298,8 @@ extension NodeDecoder {
         let queueLimit = f("queue_limit").map { integer($0, f.path("queue_limit"), in: HostConfiguration.queueLimitRange) } ?? HostConfiguration.defaultQueueLimit
         var backoff: HostConfiguration.Backoff? = HostConfiguration.defaultBackoff
         if let n = f("restart_backoff") { backoff = self.backoff(n, f.path("restart_backoff")) }
+        var limits: HostConfiguration.IsolationLimits? = HostConfiguration.IsolationLimits()
+        if let n = f("isolation_limits") { limits = isolationLimits(n, f.path("isolation_limits")) }
         var config: ConfigNode? = ConfigNode.emptyMapping(at: node.mark)
         if let n = f("config") {
             if n.entries != nil { config = n } else {
@@ -305,11 +307,29 @@ extension NodeDecoder {
                 config = nil
             }
         }
-        guard let name, let location, let enabled, let isolation, let timeout, let queueLimit, let backoff, let config else { return nil }
+        guard let name, let location, let enabled, let isolation, let timeout, let queueLimit, let backoff, let limits, let config else { return nil }
         return HostConfiguration.Plugin(
             name: name, path: location, enabled: enabled, isolation: isolation, timeout: timeout, queueLimit: queueLimit,
-            restartBackoff: backoff, config: config, mark: node.mark
+            restartBackoff: backoff, isolationLimits: limits, config: config, mark: node.mark
         )
+    }
+
+    mutating func isolationLimits(_ node: ConfigNode, _ path: String) -> HostConfiguration.IsolationLimits? {
+        let keys = ["max_frame_bytes", "max_output_line_bytes", "max_concurrent_calls", "max_pending_input_bytes"]
+        guard let f = fields(node, path, known: keys) else { return nil }
+        var ok = true
+        func value(_ key: String, _ range: ClosedRange<Int>) -> Int? {
+            guard let n = f(key) else { return nil }
+            let v = integer(n, f.path(key), in: range)
+            if v == nil { ok = false }
+            return v
+        }
+        let limits = HostConfiguration.IsolationLimits(
+            maxFrameBytes: value("max_frame_bytes", 1024...(1 << 30)),
+            maxOutputLineBytes: value("max_output_line_bytes", 80...(64 << 20)),
+            maxConcurrentCalls: value("max_concurrent_calls", 1...10_000),
+            maxPendingInputBytes: value("max_pending_input_bytes", (64 << 10)...(1 << 32)))
+        return ok ? limits : nil
     }
 
     mutating func backoff(_ node: ConfigNode, _ path: String) -> HostConfiguration.Backoff? {

@@ -118,11 +118,28 @@ public struct HostConfiguration: Sendable, Hashable {
         public var queueLimit: Int
         /// Restart delays for an isolated plugin that crashed: doubling from `initial` to `max`.
         public var restartBackoff: Backoff
+        /// Bounds on what an isolated child may make the host hold or do (nil: the host's default).
+        public var isolationLimits = IsolationLimits()
         /// The raw `config:` mapping with positions (an empty mapping when absent), for
         /// ``PluginConfigSchema/validate(_:file:path:)`` once the plugin's schema is known.
         public var config: ConfigNode
         /// Where the entry starts, for messages about the plugin that come later (load failures).
         public var mark: ConfigMark
+    }
+
+    /// `isolation_limits:` of a plugin entry; each nil takes the host's default (see
+    /// docs/configuration.md).
+    public struct IsolationLimits: Sendable, Hashable {
+        public var maxFrameBytes: Int?
+        public var maxOutputLineBytes: Int?
+        public var maxConcurrentCalls: Int?
+        public var maxPendingInputBytes: Int?
+        public init(maxFrameBytes: Int? = nil, maxOutputLineBytes: Int? = nil, maxConcurrentCalls: Int? = nil, maxPendingInputBytes: Int? = nil) {
+            self.maxFrameBytes = maxFrameBytes
+            self.maxOutputLineBytes = maxOutputLineBytes
+            self.maxConcurrentCalls = maxConcurrentCalls
+            self.maxPendingInputBytes = maxPendingInputBytes
+        }
     }
 
     /// How a plugin entry names its library.

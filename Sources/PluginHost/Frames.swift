@@ -16,6 +16,7 @@ enum Frame {
     case event(seq: UInt64, json: String)
     case done(seq: UInt64, error: String?)
 
+    /// The largest frame either side accepts unless configured otherwise (see ``IsolationLimits``).
     static let maxLength = 64 << 20
 
     var bytes: [UInt8]? {
@@ -101,6 +102,8 @@ final class FrameWriter: @unchecked Sendable {
 /// Reads frames from a file descriptor, blocking; for a reader thread.
 struct FrameReader {
     let fd: Int32
+    /// Frames longer than this are refused before their body is read.
+    var maxLength = Frame.maxLength
 
     enum Failure: Error { case closed, malformed(String) }
 
@@ -108,7 +111,7 @@ struct FrameReader {
         var header = [UInt8](repeating: 0, count: 4)
         try readExactly(&header)
         let length = Int(UInt32(header[0]) << 24 | UInt32(header[1]) << 16 | UInt32(header[2]) << 8 | UInt32(header[3]))
-        guard length <= Frame.maxLength else { throw .malformed("frame of \(length) bytes exceeds the limit") }
+        guard length <= maxLength else { throw .malformed("a frame of \(length) bytes (the limit is \(maxLength))") }
         var body = [UInt8](repeating: 0, count: length)
         try readExactly(&body)
         guard let frame = Frame.parse(body) else { throw .malformed("malformed frame") }
@@ -126,6 +129,117 @@ struct FrameReader {
                 throw .closed
             }
             offset += n
+        }
+    }
+}
+
+/// The host's side of a child's stdin: frames are queued and written by a thread of this child's
+/// own, so a child that stops reading blocks nothing but that thread — never the dispatcher, the
+/// other plugins, or a lock someone else needs. The queue is bounded in bytes: past the bound the
+/// input is closed and `onOverflow` runs (the runner treats the child as hung); `stalledSince`
+/// tells the watchdog how long bytes have waited without any being written.
+final class ChildInput: @unchecked Sendable {  // everything mutable is guarded by `condition`
+    private let fd: Int32
+    private let limit: Int
+    private let condition = NSCondition()
+    private var queue: [[UInt8]] = []
+    private var head = 0
+    private var pendingBytes = 0
+    private var open = true
+    private var lastProgress = ContinuousClock.now
+    private var overflowHandler: (@Sendable () -> Void)?
+
+    init(fd: Int32, limit: Int) {
+        self.fd = fd
+        self.limit = limit
+        Thread.detachNewThread { [self] in loop() }
+    }
+
+    /// Runs (on another thread) when the queue overflows; set before frames are sent.
+    func onOverflow(_ handler: @escaping @Sendable () -> Void) {
+        condition.withLock { overflowHandler = handler }
+    }
+
+    @discardableResult
+    func send(_ object: [String: Any]) -> Bool { send(.control(object)) }
+
+    /// Queues one frame without blocking; false once closed, broken or overflowing.
+    @discardableResult
+    func send(_ frame: Frame) -> Bool {
+        guard let bytes = frame.bytes else { return false }
+        condition.lock()
+        guard open else {
+            condition.unlock()
+            return false
+        }
+        if pendingBytes + bytes.count > limit {
+            open = false
+            queue.removeAll()
+            head = 0
+            pendingBytes = 0
+            let handler = overflowHandler
+            condition.broadcast()
+            condition.unlock()
+            if let handler { DispatchQueue.global().async { handler() } }
+            return false
+        }
+        if pendingBytes == 0 { lastProgress = .now }
+        queue.append(bytes)
+        pendingBytes += bytes.count
+        condition.signal()
+        condition.unlock()
+        return true
+    }
+
+    /// Since when queued bytes have waited with none written; nil when nothing waits.
+    var stalledSince: ContinuousClock.Instant? {
+        condition.withLock { pendingBytes > 0 ? lastProgress : nil }
+    }
+
+    /// Bytes queued and not yet written.
+    var pending: Int { condition.withLock { pendingBytes } }
+
+    /// Drops what waits and ends the writer thread (a write under way ends when the child goes).
+    func close() {
+        condition.withLock {
+            open = false
+            queue.removeAll()
+            head = 0
+            pendingBytes = 0
+            condition.broadcast()
+        }
+    }
+
+    private func loop() {
+        while true {
+            condition.lock()
+            while head == queue.count && open { condition.wait() }
+            guard open, head < queue.count else {
+                condition.unlock()
+                return
+            }
+            let bytes = queue[head]
+            queue[head] = []
+            head += 1
+            if head > 64 && head * 2 > queue.count {
+                queue.removeFirst(head)
+                head = 0
+            }
+            condition.unlock()
+            var offset = 0
+            while offset < bytes.count {
+                let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, bytes.count - offset) }
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    close()
+                    return
+                }
+                offset += n
+                condition.withLock {
+                    pendingBytes = max(0, pendingBytes - n)
+                    lastProgress = .now
+                }
+            }
         }
     }
 }

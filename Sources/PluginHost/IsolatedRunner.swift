@@ -8,6 +8,13 @@ import NIOConcurrencyHelpers
 /// Events are numbered and kept until the child reports them done. When the child dies, the
 /// event it was handling is dropped (it may be what kills it) and the rest are sent again to
 /// the restarted child, in order.
+///
+/// The host survives any bytes a child writes: frames and output lines are bounded, numbers are
+/// converted with checks, a frame that breaks the protocol gets the child killed and restarted
+/// (counted as a protocol error), the child's Chat API calls run at most
+/// `limits.maxConcurrentCalls` at once, and its stdin is written by a thread of its own from a
+/// bounded queue (``ChildInput``), so a child that stops reading delays nobody else and is
+/// killed as hung.
 final class IsolatedRunner: PluginRunner, @unchecked Sendable {
     let info: PluginInfo
     private let path: String
@@ -17,6 +24,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
     private let queueLimit: Int
     private let timeout: Duration
     private let backoff: (initial: Duration, max: Duration)
+    private let limits: PluginSpec.IsolationLimits
     private let logger: Logger
     private let lock = NSLock()
     private var state = State()
@@ -42,13 +50,26 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
     /// One running child process.
     final class Child: @unchecked Sendable {
         let process: Process
-        let writer: FrameWriter
+        let writer: ChildInput
         let generation: Int
-        init(process: Process, writer: FrameWriter, generation: Int) {
+        private let lock = NSLock()
+        private var calls = 0
+        init(process: Process, writer: ChildInput, generation: Int) {
             self.process = process
             self.writer = writer
             self.generation = generation
         }
+
+        /// Counts one more running call unless `limit` are running.
+        func beginCall(limit: Int) -> Bool {
+            lock.withLock {
+                guard calls < limit else { return false }
+                calls += 1
+                return true
+            }
+        }
+
+        func endCall() { lock.withLock { calls -= 1 } }
     }
 
     var stats: PluginStats { lock.withLock { state.stats } }
@@ -58,16 +79,20 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
 
     /// Spawns the child and waits for its descriptor; throws the load error if the plugin does not load.
     static func launch(path: String, runnerExecutable: URL, services: LocalServices, runCommand: @escaping CommandRunner,
-                       queueLimit: Int, timeout: Duration, backoff: (Duration, Duration), logger: Logger) async throws -> IsolatedRunner {
-        let probe = try await Spawned.spawn(path: path, runner: runnerExecutable, logger: logger, instance: services.instanceName)
+                       queueLimit: Int, timeout: Duration, backoff: (Duration, Duration),
+                       limits: PluginSpec.IsolationLimits = .init(), logger: Logger) async throws -> IsolatedRunner {
+        let probe = try await Spawned.spawn(path: path, runner: runnerExecutable, limits: limits, helloTimeout: max(timeout, .seconds(10)),
+                                            logger: logger, instance: services.instanceName)
         let runner = IsolatedRunner(info: probe.info, path: path, runnerExecutable: runnerExecutable, services: services,
-                                    runCommand: runCommand, queueLimit: queueLimit, timeout: timeout, backoff: backoff, logger: logger)
+                                    runCommand: runCommand, queueLimit: queueLimit, timeout: timeout, backoff: backoff,
+                                    limits: limits, logger: logger)
         runner.adopt(probe)
         return runner
     }
 
     private init(info: PluginInfo, path: String, runnerExecutable: URL, services: LocalServices, runCommand: @escaping CommandRunner,
-                 queueLimit: Int, timeout: Duration, backoff: (Duration, Duration), logger: Logger) {
+                 queueLimit: Int, timeout: Duration, backoff: (Duration, Duration), limits: PluginSpec.IsolationLimits, logger: Logger) {
+        self.limits = limits
         self.info = info
         self.path = path
         self.runnerExecutable = runnerExecutable
@@ -89,6 +114,8 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
             state.child = c
             return c
         }
+        spawned.writer.onOverflow { [weak self] in self?.inputOverflowed(child) }
+        spawned.violations.set { [weak self] reason in self?.protocolViolation(child, reason) }
         let reader = spawned.reader
         Thread.detachNewThread { [self] in readLoop(child, reader) }
     }
@@ -114,8 +141,8 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
         }
         if result == nil {
             // Send what waited while the child was down, then let `deliver` send directly again.
-            // Both under the lock, so no event can overtake the ones that waited. (Writing under
-            // the lock cannot deadlock: the child's reader thread always drains its stdin.)
+            // Both under the lock, so no event can overtake the ones that waited. Nothing is
+            // written under the lock: `send` only queues for the child's writer thread.
             lock.withLock {
                 state.lastProgress = .now
                 for event in state.inFlight { child.writer.send(.event(seq: UInt64(event.seq), json: event.json)) }
@@ -137,22 +164,26 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
     // MARK: Events
 
     func deliver(_ eventJSON: String) -> Bool {
-        let (seq, child) = lock.withLock { () -> (Int?, Child?) in
+        // Queued for the child under the lock (so events keep their order whoever delivers them);
+        // `send` never blocks, whatever the child does with its stdin.
+        let seq = lock.withLock { () -> Int? in
             guard !state.stopping, state.inFlight.count < queueLimit else {
                 state.stats.dropped += 1
-                return (nil, nil)
+                return nil
             }
             if state.inFlight.isEmpty { state.lastProgress = .now }
             let seq = state.nextSeq
             state.nextSeq += 1
             state.inFlight.append((seq, eventJSON))
-            return (seq, state.restartDelay == nil ? state.child : nil)
+            if state.restartDelay == nil, let child = state.child {
+                child.writer.send(.event(seq: UInt64(seq), json: eventJSON))
+            }
+            return seq
         }
-        guard let seq else {
+        guard seq != nil else {
             logger.error("plugin queue full: event dropped", metadata: ["plugin": "\(services.instanceName)", "limit": "\(queueLimit)"])
             return false
         }
-        child?.writer.send(.event(seq: UInt64(seq), json: eventJSON))
         return true
     }
 
@@ -167,6 +198,23 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
         }
     }
 
+    /// A `done` frame from `child`: false when it names no event in flight (a protocol error).
+    /// Frames of a child that is no longer the current one are ignored.
+    private func childDone(seq: UInt64, error: String?, from child: Child) -> Bool {
+        guard let seq = Int(exactly: seq) else { return false }
+        let known = lock.withLock { () -> Bool? in
+            guard state.child === child else { return nil }
+            return state.inFlight.contains { $0.seq == seq }
+        }
+        switch known {
+        case nil: return true
+        case false?: return false
+        case true?:
+            done(seq: seq, error: error)
+            return true
+        }
+    }
+
     private func done(seq: Int, error: String?) {
         let waiters = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
             if let i = state.inFlight.firstIndex(where: { $0.seq == seq }) { state.inFlight.remove(at: i) }
@@ -178,49 +226,112 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
             return state.drainWaiters
         }
         if let error {
-            logger.warning("plugin handler failed", metadata: ["plugin": "\(services.instanceName)", "error": "\(error)"])
+            logger.warning("plugin handler failed", metadata: ["plugin": "\(services.instanceName)", "error": "\(error.prefix(500))"])
         }
         waiters.forEach { $0.resume() }
     }
 
     /// Called by the manager's watchdog: a child that sat on an event longer than the timeout is killed.
+    /// A child that has not read what waits for it on its stdin for longer than the timeout is
+    /// killed too (it may have no event in flight: a flood of calls whose answers it never reads).
     func checkTimeout(now: ContinuousClock.Instant) {
         let victim = lock.withLock { () -> Child? in
-            guard !state.inFlight.isEmpty, state.restartDelay == nil, now - state.lastProgress > timeout else { return nil }
+            guard state.restartDelay == nil, let child = state.child else { return nil }
+            let eventHung = !state.inFlight.isEmpty && now - state.lastProgress > timeout
+            let inputStalled = child.writer.stalledSince.map { now - $0 > timeout } ?? false
+            guard eventHung || inputStalled else { return nil }
             state.stats.timedOut += 1
             state.lastProgress = now
-            return state.child
+            return child
         }
         guard let victim else { return }
         logger.error("isolated plugin hung past its timeout; killing it", metadata: ["plugin": "\(services.instanceName)", "timeout": "\(timeout)"])
         kill(victim.process.processIdentifier, SIGKILL)
     }
 
+    /// The child let more than `limits.maxPendingInputBytes` wait on its stdin: it is hung.
+    private func inputOverflowed(_ child: Child) {
+        let current = lock.withLock { () -> Bool in
+            guard state.child === child, !state.stopping else { return false }
+            state.stats.timedOut += 1
+            return true
+        }
+        guard current else { return }
+        logger.error("isolated plugin does not read its input; killing it as hung",
+                     metadata: ["plugin": "\(services.instanceName)", "limit": "\(limits.maxPendingInputBytes)"])
+        kill(child.process.processIdentifier, SIGKILL)
+    }
+
+    /// The child broke the protocol: it is killed (its exit restarts it) and the error counted.
+    private func protocolViolation(_ child: Child, _ reason: String) {
+        let current = lock.withLock { () -> Bool in
+            guard state.child === child, !state.stopping else { return false }
+            state.stats.protocolErrors += 1
+            return true
+        }
+        if current {
+            logger.error("isolated plugin broke the frame protocol; killing it",
+                         metadata: ["plugin": "\(services.instanceName)", "reason": "\(reason)"])
+        }
+        kill(child.process.processIdentifier, SIGKILL)
+    }
+
     // MARK: The child's frames
 
     private func readLoop(_ child: Child, _ reader: FrameReader) {
         while true {
-            let frame: [String: Any]
-            switch Result(catching: { try reader.next() }) {
-            case let .success(.done(seq, error)):
-                done(seq: Int(seq), error: error)
-                continue
-            case let .success(.control(object)):
-                frame = object
-            case .success(.event), .failure:
+            let frame: Frame
+            do {
+                frame = try reader.next()
+            } catch {
+                if case let .malformed(reason) = error { protocolViolation(child, reason) }
                 childExited(child)
                 return
             }
-            switch frame["op"] as? String {
-            case "started": resolveStart(nil)
-            case "startFailed": resolveStart(PluginError(.startFailed, frame["error"] as? String ?? "start failed"))
-            case "log":
-                services.log(level: Int32(frame["level"] as? Int ?? 2), message: frame["message"] as? String ?? "")
-            case "call": answer(frame, on: child)
-            default:
-                logger.warning("isolated plugin sent an unknown frame", metadata: ["plugin": "\(services.instanceName)"])
+            if let reason = handle(frame, from: child) {
+                protocolViolation(child, reason)
+                childExited(child)
+                return
             }
         }
+    }
+
+    /// Acts on one frame of the child; returns why it breaks the protocol, or nil.
+    private func handle(_ frame: Frame, from child: Child) -> String? {
+        let object: [String: Any]
+        switch frame {
+        case .event:
+            return "an event frame (only the host sends events)"
+        case let .done(seq, error):
+            guard childDone(seq: seq, error: error, from: child) else {
+                return "a done frame for event \(seq), which is not in flight"
+            }
+            return nil
+        case let .control(o):
+            object = o
+        }
+        switch object["op"] as? String {
+        case "started": resolveStart(nil)
+        case "startFailed": resolveStart(PluginError(.startFailed, (object["error"] as? String).map { String($0.prefix(2000)) } ?? "start failed"))
+        case "log":
+            let level: Int32
+            switch object["level"] {
+            case nil: level = 2
+            case let n as Int:
+                guard let l = Int32(exactly: n) else { return "a log frame with level \(n), out of range" }
+                level = l
+            case let other?:
+                return "a log frame whose level is not an integer (\(String(describing: type(of: other))))"
+            }
+            guard let message = object["message"] as? String ?? (object["message"] == nil ? "" : nil) else {
+                return "a log frame whose message is not a string"
+            }
+            services.log(level: level, message: message)
+        case "call": answer(object, on: child)
+        default:
+            logger.warning("isolated plugin sent an unknown frame", metadata: ["plugin": "\(services.instanceName)"])
+        }
+        return nil
     }
 
     private func answer(_ frame: [String: Any], on child: Child) {
@@ -229,8 +340,21 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
         case "command":
             let line = frame["command"] as? String ?? ""
             let run = runCommand
+            guard child.beginCall(limit: limits.maxConcurrentCalls) else {
+                let refused = lock.withLock { () -> Int in
+                    state.stats.refusedCalls += 1
+                    return state.stats.refusedCalls
+                }
+                if refused == 1 || refused.isMultiple(of: 1000) {
+                    logger.warning("isolated plugin has too many Chat API calls running; refusing more",
+                                   metadata: ["plugin": "\(services.instanceName)", "limit": "\(limits.maxConcurrentCalls)", "refused": "\(refused)"])
+                }
+                child.writer.send(["op": "result", "id": id, "value": Self.tooManyCalls(limits.maxConcurrentCalls)])
+                return
+            }
             Task {
                 let response = await run(line)
+                child.endCall()
                 child.writer.send(["op": "result", "id": id, "value": response])
             }
         case "storageGet":
@@ -247,7 +371,13 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
         }
     }
 
+    /// The answer to a call over the limit: a Chat API error, as the plugin would get for any failure.
+    static func tooManyCalls(_ limit: Int) -> String {
+        #"{"type":"chatCmdError","chatError":{"type":"error","errorType":{"type":"commandError","message":"too many Chat API calls running at once (the limit is \#(limit))"}}}"#
+    }
+
     private func childExited(_ child: Child) {
+        child.writer.close()
         child.process.waitUntilExit()
         let status = child.process.terminationStatus
         let signalled = child.process.terminationReason == .uncaughtSignal
@@ -278,7 +408,8 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
         try? await Task.sleep(for: delay)
         guard !lock.withLock({ state.stopping }) else { return }
         do {
-            let spawned = try await Spawned.spawn(path: path, runner: runnerExecutable, logger: logger, instance: services.instanceName)
+            let spawned = try await Spawned.spawn(path: path, runner: runnerExecutable, limits: limits, helloTimeout: max(timeout, .seconds(10)),
+                                                  logger: logger, instance: services.instanceName)
             adopt(spawned)
             lock.withLock { state.stats.restarts += 1 }
             if let error = await startChild() {
@@ -322,17 +453,38 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
     }
 }
 
+/// Where the child's output reader reports a violation (an over-long line): the runner once it
+/// has adopted the child, and until then a plain kill.
+final class ViolationSink: @unchecked Sendable {
+    private let lock = NSLock()
+    private var handler: (@Sendable (String) -> Void)?
+    private let pid: Int32
+
+    init(pid: Int32) { self.pid = pid }
+
+    func set(_ h: @escaping @Sendable (String) -> Void) { lock.withLock { handler = h } }
+
+    func report(_ reason: String) {
+        if let h = lock.withLock({ handler }) { h(reason) } else { kill(pid, SIGKILL) }
+    }
+}
+
 /// A child process that has loaded the plugin and sent its descriptor.
 struct Spawned: @unchecked Sendable {
     let process: Process
-    let writer: FrameWriter
+    let writer: ChildInput
     let reader: FrameReader
     let info: PluginInfo
+    let violations: ViolationSink
 
-    static func spawn(path: String, runner: URL, logger: Logger, instance: String) async throws -> Spawned {
+    static func spawn(path: String, runner: URL, limits: PluginSpec.IsolationLimits = .init(), helloTimeout: Duration = .seconds(10),
+                      logger: Logger, instance: String) async throws -> Spawned {
         guard FileManager.default.isExecutableFile(atPath: runner.path) else {
             throw PluginLoadError(code: .notLoadable, path: path, message: "isolation: process needs \(runner.path), which is missing (build the swiftplex-plugin-runner product)")
         }
+        // A child that dies while its stdin has bytes queued must give the writer thread EPIPE,
+        // not kill the host.
+        signal(SIGPIPE, SIG_IGN)
         let process = Process()
         process.executableURL = runner
         process.arguments = [path]
@@ -347,25 +499,47 @@ struct Spawned: @unchecked Sendable {
         process.standardError = errors
         try process.run()
         // The Process keeps its three Pipe objects (and so their descriptors) alive.
-        let writer = FrameWriter(fd: toChild.fileHandleForWriting.fileDescriptor)
-        let reader = FrameReader(fd: fromChild.fileHandleForReading.fileDescriptor)
-        forwardStderr(errors.fileHandleForReading, logger: logger, instance: instance)
-        let first: Frame = try await withCheckedThrowingContinuation { cont in
-            Thread.detachNewThread {
-                do { cont.resume(returning: try reader.next()) } catch {
-                    cont.resume(throwing: PluginLoadError(code: .notLoadable, path: path, message: "the plugin runner exited before it said hello"))
+        let writer = ChildInput(fd: toChild.fileHandleForWriting.fileDescriptor, limit: limits.maxPendingInputBytes)
+        let reader = FrameReader(fd: fromChild.fileHandleForReading.fileDescriptor, maxLength: limits.maxFrameBytes)
+        let violations = ViolationSink(pid: process.processIdentifier)
+        forwardStderr(errors.fileHandleForReading, maxLine: limits.maxOutputLineBytes, logger: logger, instance: instance, violations: violations)
+        // A child that never says hello (or says it slowly, byte by byte) is killed: the read ends.
+        let answered = NIOLockedValueBox(false)
+        let pid = process.processIdentifier
+        let seconds = Double(helloTimeout.components.seconds) + Double(helloTimeout.components.attoseconds) / 1e18
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
+            if !answered.withLockedValue({ $0 }) { kill(pid, SIGKILL) }
+        }
+        let first: Frame
+        do {
+            first = try await withCheckedThrowingContinuation { cont in
+                Thread.detachNewThread {
+                    do { cont.resume(returning: try reader.next()) } catch {
+                        cont.resume(throwing: PluginLoadError(code: .notLoadable, path: path, message: "the plugin runner exited before it said hello (\(error))"))
+                    }
                 }
             }
+            answered.withLockedValue { $0 = true }
+        } catch {
+            answered.withLockedValue { $0 = true }
+            kill(pid, SIGKILL)
+            writer.close()
+            process.waitUntilExit()
+            throw error
         }
-        guard case let .control(hello) = first else {
-            kill(process.processIdentifier, SIGKILL)
-            throw PluginLoadError(code: .notLoadable, path: path, message: "the plugin runner sent a malformed hello")
+        func refuse(_ message: String) -> PluginLoadError {
+            kill(pid, SIGKILL)
+            writer.close()
+            process.waitUntilExit()
+            return PluginLoadError(code: .notLoadable, path: path, message: message)
         }
+        guard case let .control(hello) = first else { throw refuse("the plugin runner sent a malformed hello") }
         switch hello["op"] as? String {
         case "hello":
-            guard let d = hello["info"] as? [String: Any], let info = PluginInfo(json: d) else { fallthrough }
-            return Spawned(process: process, writer: writer, reader: reader, info: info)
+            guard let d = hello["info"] as? [String: Any], let info = PluginInfo(json: d) else { throw refuse("the plugin runner sent a malformed hello") }
+            return Spawned(process: process, writer: writer, reader: reader, info: info, violations: violations)
         case "loadFailed":
+            writer.close()
             process.waitUntilExit()
             let code: PluginLoadError.Code = switch hello["code"] as? String {
             case "fileNotFound": .fileNotFound
@@ -374,25 +548,32 @@ struct Spawned: @unchecked Sendable {
             case "badDescriptor": .badDescriptor
             default: .notLoadable
             }
-            throw PluginLoadError(code: code, path: path, message: hello["error"] as? String ?? "cannot load")
+            throw PluginLoadError(code: code, path: path, message: (hello["error"] as? String).map { String($0.prefix(2000)) } ?? "cannot load")
         default:
-            kill(process.processIdentifier, SIGKILL)
-            throw PluginLoadError(code: .notLoadable, path: path, message: "the plugin runner did not say hello")
+            throw refuse("the plugin runner did not say hello")
         }
     }
 
-    /// Logs what the plugin writes to stdout/stderr, line by line, under its instance name.
-    static func forwardStderr(_ handle: FileHandle, logger: Logger, instance: String) {
+    /// Logs what the plugin writes to stdout/stderr, line by line, under its instance name. A line
+    /// longer than `maxLine` bytes is not collected: the child is reported (and killed) instead.
+    static func forwardStderr(_ handle: FileHandle, maxLine: Int, logger: Logger, instance: String, violations: ViolationSink) {
         Thread.detachNewThread {
             var buffer = Data()
+            var reported = false
             while true {
                 let chunk = handle.availableData
                 if chunk.isEmpty { break }
+                if reported { continue }  // drain until the killed child's pipe closes
                 buffer.append(chunk)
                 while let nl = buffer.firstIndex(of: UInt8(ascii: "\n")) {
                     let line = String(decoding: buffer[buffer.startIndex..<nl], as: UTF8.self)
                     buffer.removeSubrange(buffer.startIndex...nl)
                     logger.info("\(line)", metadata: ["plugin": "\(instance)", "stream": "output"])
+                }
+                if buffer.count > maxLine {
+                    buffer = Data()
+                    reported = true
+                    violations.report("an output line longer than \(maxLine) bytes")
                 }
             }
         }

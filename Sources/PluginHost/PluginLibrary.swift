@@ -81,8 +81,11 @@ public final class PluginLibrary: @unchecked Sendable {
         guard FileManager.default.fileExists(atPath: path) else {
             throw fail(.fileNotFound, "no such plugin file")
         }
-        let copy = try privateCopy(of: path)
-        defer { unlink(copy) }
+        let (directory, copy) = try privateCopy(of: path)
+        defer {
+            unlink(copy)
+            rmdir(directory)
+        }
         guard let handle = dlopen(copy, RTLD_NOW | RTLD_LOCAL) else {
             let reason = dlerror().map { String(cString: $0) } ?? "unknown error"
             throw fail(.notLoadable, "cannot load: \(reason.replacingOccurrences(of: copy, with: path))")
@@ -130,16 +133,70 @@ public final class PluginLibrary: @unchecked Sendable {
         self.descriptor = descriptor
     }
 
-    /// Copies the file into a private temporary directory so that each load maps fresh code.
-    private static func privateCopy(of path: String) throws(PluginLoadError) -> String {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-plugins-\(getpid())")
-        let target = dir.appendingPathComponent("\(UUID().uuidString)-\((path as NSString).lastPathComponent)")
-        do {
-            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            try FileManager.default.copyItem(atPath: path, toPath: target.path)
-        } catch {
-            throw PluginLoadError(code: .notLoadable, path: path, message: "cannot read the plugin file: \(error.localizedDescription)")
+    /// Copies the file into a fresh private directory so that each load maps fresh code.
+    ///
+    /// The directory is made by `mkdtemp` (a random name, created 0700 by this call, so nobody
+    /// else can have made it or can enter it), checked to be a real directory owned by us with
+    /// mode 0700, and the copy is created inside with `O_EXCL | O_NOFOLLOW`: no other local user
+    /// can swap the file between the copy and `dlopen`. Both are removed once the code is mapped.
+    static func privateCopy(of path: String) throws(PluginLoadError) -> (directory: String, file: String) {
+        func fail(_ message: String) -> PluginLoadError {
+            PluginLoadError(code: .notLoadable, path: path, message: message)
         }
-        return target.path
+        let directory = try makePrivateDirectory()
+        let target = directory + "/" + (path as NSString).lastPathComponent
+        let source = open(path, O_RDONLY | O_CLOEXEC)
+        guard source >= 0 else {
+            rmdir(directory)
+            throw fail("cannot read the plugin file: \(String(cString: strerror(errno)))")
+        }
+        defer { close(source) }
+        let out = open(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o500)
+        guard out >= 0 else {
+            rmdir(directory)
+            throw fail("cannot copy the plugin file: \(String(cString: strerror(errno)))")
+        }
+        defer { close(out) }
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(source, $0.baseAddress, $0.count) }
+            if n == 0 { break }
+            if n < 0 {
+                if errno == EINTR { continue }
+                unlink(target)
+                rmdir(directory)
+                throw fail("cannot read the plugin file: \(String(cString: strerror(errno)))")
+            }
+            var offset = 0
+            while offset < n {
+                let w = buffer.withUnsafeBytes { write(out, $0.baseAddress! + offset, n - offset) }
+                if w < 0 {
+                    if errno == EINTR { continue }
+                    unlink(target)
+                    rmdir(directory)
+                    throw fail("cannot copy the plugin file: \(String(cString: strerror(errno)))")
+                }
+                offset += w
+            }
+        }
+        return (directory, target)
+    }
+
+    /// A new directory only this user can enter (`<tmp>/swiftplex-plugin-XXXXXX`, mode 0700),
+    /// verified after creation.
+    static func makePrivateDirectory() throws(PluginLoadError) -> String {
+        let base = FileManager.default.temporaryDirectory.path
+        var template = Array((base.hasSuffix("/") ? base : base + "/").appending("swiftplex-plugin-XXXXXX").utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) != nil }
+        guard made else {
+            throw PluginLoadError(code: .notLoadable, path: base, message: "cannot create a private directory for plugin copies in \(base): \(String(cString: strerror(errno)))")
+        }
+        let directory = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        var st = stat()
+        guard lstat(directory, &st) == 0, st.st_mode & S_IFMT == S_IFDIR, st.st_uid == geteuid(), st.st_mode & 0o777 == 0o700 else {
+            rmdir(directory)
+            throw PluginLoadError(code: .notLoadable, path: directory, message: "the private directory for plugin copies is not a 0700 directory of this user")
+        }
+        return directory
     }
 }

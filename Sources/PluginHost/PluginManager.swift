@@ -15,6 +15,31 @@ public struct PluginSpec: Sendable {
         }
     }
 
+    /// Bounds on what an isolated child may make the host hold or do (`isolation: process` only).
+    public struct IsolationLimits: Sendable, Equatable, CustomStringConvertible {
+        /// The largest frame the child may send (a bigger one is a protocol error).
+        public var maxFrameBytes: Int
+        /// The longest line of the child's own output (stderr) the host collects before it
+        /// treats the child as broken.
+        public var maxOutputLineBytes: Int
+        /// Chat API commands one child may have running at once; more are answered with an error.
+        public var maxConcurrentCalls: Int
+        /// Bytes queued for the child's stdin before a child that does not read is treated as hung.
+        public var maxPendingInputBytes: Int
+
+        public init(maxFrameBytes: Int = 8 << 20, maxOutputLineBytes: Int = 16 << 10, maxConcurrentCalls: Int = 16,
+                    maxPendingInputBytes: Int = 64 << 20) {
+            self.maxFrameBytes = maxFrameBytes
+            self.maxOutputLineBytes = maxOutputLineBytes
+            self.maxConcurrentCalls = maxConcurrentCalls
+            self.maxPendingInputBytes = maxPendingInputBytes
+        }
+
+        public var description: String {
+            "frame≤\(maxFrameBytes) line≤\(maxOutputLineBytes) calls≤\(maxConcurrentCalls) input≤\(maxPendingInputBytes)"
+        }
+    }
+
     /// Instance name, unique in the host (`greeter-en`).
     public var name: String
     /// The shared object's file path, resolved.
@@ -23,6 +48,7 @@ public struct PluginSpec: Sendable {
     public var timeout: Duration
     public var queueLimit: Int
     public var backoff: Backoff
+    public var limits: IsolationLimits
     /// Text that changes whenever the instance's configuration changes (reload compares it).
     public var configFingerprint: String
     /// Validates the instance's `config:` against the loaded plugin's schema; returns its JSON.
@@ -30,7 +56,9 @@ public struct PluginSpec: Sendable {
 
     public init(name: String, path: String, isolation: Isolation = .inProcess, timeout: Duration = .seconds(5),
                 queueLimit: Int = 1000, backoff: Backoff = Backoff(initial: .seconds(1), max: .seconds(60)),
-                configFingerprint: String, configure: @escaping @Sendable (PluginInfo) -> Result<String, PluginError>) {
+                configFingerprint: String, limits: IsolationLimits = IsolationLimits(),
+                configure: @escaping @Sendable (PluginInfo) -> Result<String, PluginError>) {
+        self.limits = limits
         self.name = name
         self.path = path
         self.isolation = isolation
@@ -225,7 +253,7 @@ public final class PluginManager: Sendable {
             case .process:
                 runner = try await IsolatedRunner.launch(path: spec.path, runnerExecutable: runnerExecutable, services: services,
                                                          runCommand: runCommand, queueLimit: spec.queueLimit, timeout: spec.timeout,
-                                                         backoff: (spec.backoff.initial, spec.backoff.max), logger: logger)
+                                                         backoff: (spec.backoff.initial, spec.backoff.max), limits: spec.limits, logger: logger)
             }
         } catch let e as PluginLoadError {
             return .failure(e)
@@ -251,7 +279,7 @@ public final class PluginManager: Sendable {
         let attributes = try? FileManager.default.attributesOfItem(atPath: spec.path)
         let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
         let size = attributes?[.size] as? Int ?? -1
-        return "\(spec.path)|\(modified)|\(size)|\(spec.isolation)|\(spec.timeout)|\(spec.queueLimit)|\(spec.backoff)|\(spec.configFingerprint)"
+        return "\(spec.path)|\(modified)|\(size)|\(spec.isolation)|\(spec.timeout)|\(spec.queueLimit)|\(spec.backoff)|\(spec.limits)|\(spec.configFingerprint)"
     }
 
     private func setMenu(_ name: String, _ menu: [[String: String]]) {

@@ -14,6 +14,7 @@ public enum PluginProbe {
             spawned.writer.send(["op": "stop"])
             kill(spawned.process.processIdentifier, SIGKILL)
             spawned.process.waitUntilExit()
+            spawned.writer.close()
             return spawned.info
         }
     }

@@ -10,6 +10,11 @@ public struct PluginStats: Sendable, Equatable {
     public var dropped = 0
     public var crashes = 0
     public var restarts = 0
+    /// Isolated children killed for breaking the frame protocol (bad frames, values out of range,
+    /// over-long output lines).
+    public var protocolErrors = 0
+    /// Host calls refused because the child had too many running.
+    public var refusedCalls = 0
 }
 
 /// How an instance runs: in the host process or in a child process. Both keep events in order

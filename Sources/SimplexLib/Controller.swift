@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import RelayProtocol
+import SwiftplexStorage
 
 /// One `chat_migrate_init` controller: the Chat API, its running engine, and the queue of events
 /// that `chat_recv_msg_wait` hands out. Every method is safe to call from any thread.
@@ -14,10 +15,15 @@ final class LibController: @unchecked Sendable {
     private var queued: [JSONValue] = []
     private var closed = false
     private var tasks: [Task<Void, Never>] = []
+    /// Commands whose callers wait (guarded by `condition`).
+    private var waitingSlots: [ReplySlot] = []
+    /// The exclusive lock on the databases, held until `close()` has closed them.
+    private var databaseLock: DatabaseLock?
     private let commands: AsyncStream<(String, ReplySlot)>.Continuation
 
-    init(api: ChatAPI) {
+    init(api: ChatAPI, lock: DatabaseLock) {
         self.api = api
+        databaseLock = lock
         let controller = api.controller
         let (commandStream, commands) = AsyncStream.makeStream(of: (String, ReplySlot).self, bufferingPolicy: .unbounded)
         self.commands = commands
@@ -61,15 +67,33 @@ final class LibController: @unchecked Sendable {
     /// Commands go to one long-lived pump task (no task is created per command), and the caller
     /// spins briefly before it sleeps, since most commands answer within tens of microseconds:
     /// the sleep-and-wake of a blocked thread is what made the C path slower than the Swift one.
+    ///
+    /// Every call returns: a command sent after (or while) the controller closes gets an error
+    /// envelope. Each waiting slot is registered under the lock that `close()` takes, so `close()`
+    /// answers every slot the pump did not (a yield after the stream finished, or a command still
+    /// buffered when the pump was cancelled, would otherwise leave its caller blocked for ever).
     func send(_ command: String) -> String {
-        if isClosed { return Envelope.error(ChatFailure(commandError: "the chat controller is closed")) }
         let slot = ReplySlot()
-        commands.yield((command, slot))
-        switch slot.wait() {
+        condition.lock()
+        if closed {
+            condition.unlock()
+            return Self.closedEnvelope
+        }
+        waitingSlots.append(slot)
+        condition.unlock()
+        if case .terminated = commands.yield((command, slot)) { slot.fill(.failure(Self.closedFailure)) }
+        let result = slot.wait()
+        condition.lock()
+        if let i = waitingSlots.lastIndex(where: { $0 === slot }) { waitingSlots.remove(at: i) }
+        condition.unlock()
+        switch result {
         case let .success(r): return Envelope.result(r)
         case let .failure(f): return Envelope.error(f)
         }
     }
+
+    static let closedFailure = ChatFailure(commandError: "the chat controller is closed")
+    static var closedEnvelope: String { Envelope.error(closedFailure) }
 
     var isClosed: Bool {
         condition.lock()
@@ -95,6 +119,16 @@ final class LibController: @unchecked Sendable {
             done.signal()
         }
         done.wait()
+        // Whatever the pump did not answer (it was cancelled, or the command came after the
+        // stream finished) is answered now: no caller stays blocked.
+        condition.lock()
+        let unanswered = waitingSlots
+        waitingSlots.removeAll()
+        let lock = databaseLock
+        databaseLock = nil
+        condition.unlock()
+        for slot in unanswered { slot.fill(.failure(Self.closedFailure)) }
+        lock?.release()  // after the databases are closed
     }
 }
 
@@ -110,8 +144,14 @@ final class ReplySlot: @unchecked Sendable {  // `value` is guarded by `lock`; `
     private var value: Result<JSONValue, ChatFailure>?
     private let semaphore = DispatchSemaphore(value: 0)
 
+    /// The first fill wins; later ones (the close of the controller racing the pump) do nothing.
     func fill(_ v: Result<JSONValue, ChatFailure>) {
-        lock.withLock { value = v }
+        let first = lock.withLock { () -> Bool in
+            guard value == nil else { return false }
+            value = v
+            return true
+        }
+        guard first else { return }
         ready.set()
         semaphore.signal()
     }

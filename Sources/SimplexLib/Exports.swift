@@ -6,13 +6,16 @@ import Logging
 import NIOConcurrencyHelpers
 import RelayProtocol
 import SwiftplexCrypto
+import SwiftplexStorage
 
 // The libsimplex C ABI (see docs/simplex-bot-api.md §2). Every returned string is allocated with
 // malloc and owned by the caller, who frees it with free(); no function returns NULL.
 
-/// Controllers handed out as opaque pointers, so a stale or foreign pointer is refused instead
-/// of being dereferenced.
-private let controllers = NIOLockedValueBox<[UInt: LibController]>([:])
+/// Controllers handed out as opaque handles, so a stale or foreign pointer is refused instead
+/// of being dereferenced. A handle is a number from a counter that only goes up (never an
+/// object's address, which the allocator reuses): a closed controller's handle can never name
+/// a later one. Handles are multiples of 16 from 0x1000 up, so they look like aligned pointers.
+private let controllers = NIOLockedValueBox<(next: UInt, table: [UInt: LibController])>((0x1000, [:]))
 
 private func cString(_ s: String) -> UnsafeMutablePointer<CChar> {
     strdup(s) ?? strdup("")!
@@ -20,7 +23,7 @@ private func cString(_ s: String) -> UnsafeMutablePointer<CChar> {
 
 private func controller(_ ctrl: UnsafeMutableRawPointer?) -> LibController? {
     guard let ctrl else { return nil }
-    return controllers.withLockedValue { $0[UInt(bitPattern: ctrl)] }
+    return controllers.withLockedValue { $0.table[UInt(bitPattern: ctrl)] }
 }
 
 private func string(_ p: UnsafePointer<CChar>?) -> String? {
@@ -59,13 +62,24 @@ public func chat_migrate_init(_ path: UnsafePointer<CChar>?, _ key: UnsafePointe
         return result(.object([("type", .string("errorNotADatabase")), ("dbFile", .string(chatDB)),
                                ("message", .string("database encryption is not supported yet: open the database with an empty key"))]))
     }
+    // One controller per set of databases, across processes and within this one: two would
+    // encrypt with the same chain keys. Held until chat_close_store has closed the databases.
+    let lock: DatabaseLock
+    do {
+        lock = try DatabaseLock.acquire(prefix: prefix)
+    } catch {
+        return result(.object([("type", .string("errorSQL")), ("dbFile", .string(chatDB)), ("migrationSQLError", .string("\(error)"))]))
+    }
     do {
         let controller = try ChatController(prefix: prefix, defaultRelays: environmentRelays(), logger: logger, confirmation: mode)
-        let lib = LibController(api: ChatAPI(controller: controller))
-        let handle = Unmanaged.passRetained(lib).toOpaque()
-        controllers.withLockedValue { $0[UInt(bitPattern: handle)] = lib }
-        Unmanaged<LibController>.fromOpaque(handle).release()
-        ctrlOut.pointee = handle
+        let lib = LibController(api: ChatAPI(controller: controller), lock: lock)
+        let handle = controllers.withLockedValue { c -> UInt in
+            let h = c.next
+            c.next += 16
+            c.table[h] = lib
+            return h
+        }
+        ctrlOut.pointee = UnsafeMutableRawPointer(bitPattern: handle)
         return result(.object([("type", .string("ok"))]))
     } catch let e as MigrationPending {
         return result(.object([("type", .string("errorMigration")), ("dbFile", .string(e.dbFile)),
@@ -78,7 +92,7 @@ public func chat_migrate_init(_ path: UnsafePointer<CChar>?, _ key: UnsafePointe
 
 @_cdecl("chat_close_store")
 public func chat_close_store(_ ctrl: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<CChar> {
-    guard let ctrl, let lib = controllers.withLockedValue({ $0.removeValue(forKey: UInt(bitPattern: ctrl)) }) else {
+    guard let ctrl, let lib = controllers.withLockedValue({ $0.table.removeValue(forKey: UInt(bitPattern: ctrl)) }) else {
         return cString("invalid or already closed chat controller")
     }
     lib.close()
@@ -133,15 +147,31 @@ enum FileCrypto {
         let key = randomBytes(32)
         let nonce = randomBytes(24)
         let data = Data(encrypt(plain, key: key, nonce: nonce))
-        do {
-            try data.write(to: URL(fileURLWithPath: path))
-            chmod(path, 0o600)
-        } catch {
-            return JSONValue.object([("type", .string("error")), ("writeError", .string("\(error)"))]).description
+        if let error = writePrivate(path, [UInt8](data)) {
+            return JSONValue.object([("type", .string("error")), ("writeError", .string(error))]).description
         }
         return JSONValue.object([("type", .string("result")), ("cryptoArgs", .object([
             ("fileKey", .string(base64URLPadded(key))), ("fileNonce", .string(base64URLPadded(nonce))),
         ]))]).description
+    }
+
+    /// Writes `bytes` to `path` as a 0600 file (created so, never with the umask's mode, and
+    /// narrowed to 0600 if it existed); nil on success, else why not.
+    static func writePrivate(_ path: String, _ bytes: [UInt8]) -> String? {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return "cannot write \(path): \(String(cString: strerror(errno)))" }
+        defer { close(fd) }
+        guard fchmod(fd, 0o600) == 0 else { return "cannot write \(path): \(String(cString: strerror(errno)))" }
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, bytes.count - offset) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return "cannot write \(path): \(String(cString: strerror(errno)))"
+            }
+            offset += n
+        }
+        return nil
     }
 
     static func randomBytes(_ n: Int) -> [UInt8] {
@@ -199,7 +229,8 @@ public func chat_decrypt_file(_ from: UnsafePointer<CChar>?, _ key: UnsafePointe
     }
     guard let data = FileManager.default.contents(atPath: from) else { return cString("cannot read \(from)") }
     guard let plain = FileCrypto.decrypt([UInt8](data), key: k, nonce: n) else { return cString("file authentication failed") }
-    do { try Data(plain).write(to: URL(fileURLWithPath: to)) } catch { return cString("cannot write \(to): \(error)") }
+    // The plaintext is written 0600 whatever the umask: it is what the encryption protected.
+    if let error = FileCrypto.writePrivate(to, plain) { return cString(error) }
     return cString("")
 }
 

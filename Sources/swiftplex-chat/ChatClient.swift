@@ -11,8 +11,9 @@ actor ChatClient {
     private let terminal: Terminal
     private let qrColors: Bool
     private var userId: Int64 = 0
-    /// Pending contact requests by display name, from `receivedContactRequest` events.
-    private var requests: [String: Int64] = [:]
+    /// Pending contact requests (id and display name), from `receivedContactRequest` events, in
+    /// arrival order. Two may carry the same name: both are kept, and `/ac #<id>` picks one.
+    private var requests: [(id: Int64, name: String)] = []
 
     init(api: ChatAPI, terminal: Terminal, qrColors: Bool) {
         self.api = api
@@ -43,7 +44,7 @@ actor ChatClient {
             guard user["type"]?.stringValue == "activeUser" else {
                 throw ClientFailure("cannot create the profile: \(EventText.errorWords(user))")
             }
-            terminal.line("profile \(user["user"]?["localDisplayName"]?.stringValue ?? name) created")
+            terminal.line("profile \(Sanitize.line(user["user"]?["localDisplayName"]?.stringValue ?? name)) created")
         }
         guard let id = user["user"]?["userId"]?.intValue else { throw ClientFailure("the engine returned a user without an id") }
         userId = Int64(id)
@@ -55,7 +56,7 @@ actor ChatClient {
         guard ["chatStarted", "chatRunning"].contains(started["type"]?.stringValue ?? "") else {
             throw ClientFailure("cannot start the chat: \(EventText.errorWords(started))")
         }
-        let display = user["user"]?["localDisplayName"]?.stringValue ?? ""
+        let display = Sanitize.line(user["user"]?["localDisplayName"]?.stringValue ?? "")
         terminal.line("\(display) is ready; type /help for commands")
     }
 
@@ -92,8 +93,8 @@ actor ChatClient {
         /c                 new one-time invitation (link and QR code)
         /c <link>          connect by an invitation link or a contact address
         /ad                your contact address (created on first use)
-        /ac <name>         accept the contact request from <name>
-        /rc <name>         reject the contact request from <name>
+        /ac <name>         accept the contact request from <name> (/ac #<number> when it says so)
+        /rc <name>         reject the contact request from <name> (/rc #<number> likewise)
         @<name> <text>     send a message (@'two words' text for names with spaces)
         /contacts          list your contacts
         /help              this list
@@ -116,7 +117,7 @@ actor ChatClient {
         case "sentConfirmation": terminal.line("connection request sent; you are connected when the other side's client answers")
         case "sentInvitation": terminal.line("contact request sent; you are connected when it is accepted")
         case "contactAlreadyExists":
-            terminal.line("you are already connected to \(r["contact"]?["localDisplayName"]?.stringValue ?? "this contact")")
+            terminal.line("you are already connected to \(Sanitize.line(r["contact"]?["localDisplayName"]?.stringValue ?? "this contact"))")
         default: terminal.line("cannot connect: \(EventText.errorWords(r))")
         }
     }
@@ -143,17 +144,39 @@ actor ChatClient {
         }
     }
 
-    private func decideRequest(_ name: String, accept: Bool) async {
-        let name = Self.unquote(name)
-        guard !name.isEmpty else { return terminal.line("usage: /\(accept ? "ac" : "rc") <name>") }
-        guard let id = requests[name] else { return terminal.line("no contact request from \(name)") }
+    /// The pending request `/ac`/`/rc` names: `#<id>`, or a name only one pending request has.
+    enum RequestChoice: Equatable { case found(Int64, String), none, ambiguous([Int64]) }
+
+    func chooseRequest(_ word: String) -> RequestChoice {
+        if word.hasPrefix("#"), let id = Int64(word.dropFirst()), let r = requests.first(where: { $0.id == id }) {
+            return .found(r.id, r.name)
+        }
+        let matches = requests.filter { $0.name == word }
+        switch matches.count {
+        case 0: return .none
+        case 1: return .found(matches[0].id, matches[0].name)
+        default: return .ambiguous(matches.map(\.id))
+        }
+    }
+
+    private func decideRequest(_ argument: String, accept: Bool) async {
+        let word = Self.unquote(argument)
+        let verb = accept ? "ac" : "rc"
+        guard !word.isEmpty else { return terminal.line("usage: /\(verb) <name> (or /\(verb) #<request number>)") }
+        let id: Int64, name: String
+        switch chooseRequest(word) {
+        case .none: return terminal.line("no contact request from \(Sanitize.line(word))")
+        case let .ambiguous(ids):
+            return terminal.line("several contact requests are from \(Sanitize.line(word)): \(ids.map { "/\(verb) #\($0)" }.joined(separator: " or "))")
+        case let .found(i, n): (id, name) = (i, Sanitize.line(n))
+        }
         let r = await api.execute(accept ? "/_accept \(id)" : "/_reject \(id)")
         switch r["type"]?.stringValue {
         case "acceptingContactRequest":
-            requests[name] = nil
+            requests.removeAll { $0.id == id }
             terminal.line("accepting \(name); you are connected when their client answers")
         case "contactRequestRejected":
-            requests[name] = nil
+            requests.removeAll { $0.id == id }
             terminal.line("contact request from \(name) rejected")
         default:
             terminal.line("cannot \(accept ? "accept" : "reject") \(name): \(EventText.errorWords(r))")
@@ -174,7 +197,7 @@ actor ChatClient {
         if list.isEmpty { return terminal.line("no contacts yet: /c makes an invitation, /c <link> uses one") }
         for c in list {
             let ready = c["activeConn"]?["connStatus"]?["type"]?.stringValue == "ready"
-            terminal.line("\(c["localDisplayName"]?.stringValue ?? "?")\(ready ? "" : " (connecting)")")
+            terminal.line("\(Sanitize.line(c["localDisplayName"]?.stringValue ?? "?"))\(ready ? "" : " (connecting)")")
         }
     }
 
@@ -185,15 +208,15 @@ actor ChatClient {
         guard let list = await contacts() else { return }
         let matches = list.filter { $0["localDisplayName"]?.stringValue == name }
         guard matches.count == 1, let id = matches[0]["contactId"]?.intValue else {
-            return terminal.line(matches.isEmpty ? "no contact called \(name) (/contacts lists them)" : "several contacts are called \(name); use /_send @<contactId> json …")
+            return terminal.line(matches.isEmpty ? "no contact called \(Sanitize.line(name)) (/contacts lists them)" : "several contacts are called \(Sanitize.line(name)); use /_send @<contactId> json …")
         }
         let content = JSONValue.object([("type", .string("text")), ("text", .string(text))])
         let message = JSONValue.array([.object([("msgContent", content), ("mentions", .object([]))])])
         let r = await api.execute("/_send @\(id) json \(message)")
         if r["type"]?.stringValue == "newChatItems" {
-            terminal.line("sent to @\(name): \(text)")
+            terminal.line("sent to @\(Sanitize.line(name)): \(Sanitize.text(text))")
         } else {
-            terminal.line("not sent to \(name): \(EventText.errorWords(r))")
+            terminal.line("not sent to \(Sanitize.line(name)): \(EventText.errorWords(r))")
         }
     }
 
@@ -221,7 +244,15 @@ actor ChatClient {
             if event["type"]?.stringValue == "receivedContactRequest",
                let id = event["contactRequest"]?["contactRequestId"]?.intValue,
                let name = event["contactRequest"]?["localDisplayName"]?.stringValue {
-                requests[name] = Int64(id)
+                let others = requests.filter { $0.name == name && $0.id != Int64(id) }
+                requests.removeAll { $0.id == Int64(id) }
+                requests.append((Int64(id), name))
+                if !others.isEmpty {
+                    // A second request under a name already pending: both stay, each by its number.
+                    let shown = Sanitize.line(name)
+                    terminal.line("contact request #\(id) from \(shown) (another pending request is also from \(shown): /ac #\(id) to accept this one, /rc #\(id) to reject it)")
+                    continue
+                }
             }
             for line in EventText.lines(for: event) { terminal.line(line) }
         }

@@ -3,13 +3,18 @@ import ChatCore
 /// Readable lines for the engine's events and errors (raw JSON only for typed-in API commands).
 enum EventText {
     static func lines(for event: JSONValue) -> [String] {
-        func name(_ contact: JSONValue?) -> String { contact?["localDisplayName"]?.stringValue ?? "?" }
+        func name(_ contact: JSONValue?) -> String { Sanitize.line(contact?["localDisplayName"]?.stringValue ?? "?") }
         switch event["type"]?.stringValue {
         case "contactConnected":
             return ["\(name(event["contact"])) connected"]
         case "receivedContactRequest":
             let n = name(event["contactRequest"])
-            return ["contact request from \(n) (/ac \(quoted(n)) to accept, /rc \(quoted(n)) to reject)"]
+            // A name that does not print as it is (or looks like a request number) cannot be typed
+            // back: the request is then addressed by its number.
+            let raw = event["contactRequest"]?["localDisplayName"]?.stringValue ?? "?"
+            let id = event["contactRequest"]?["contactRequestId"]?.intValue
+            let handle = raw == n && !raw.hasPrefix("#") && !raw.contains("'") ? quoted(n) : id.map { "#\($0)" } ?? quoted(n)
+            return ["contact request from \(n) (/ac \(handle) to accept, /rc \(handle) to reject)"]
         case "acceptingContactRequest":
             return ["accepting contact request from \(name(event["contact"]))"]
         case "contactDeletedByContact":
@@ -34,12 +39,12 @@ enum EventText {
         case "chatItemReaction":
             let reaction = event["reaction"]
             let who = name(reaction?["chatInfo"]?["contact"])
-            let emoji = reaction?["chatReaction"]?["reaction"]?["emoji"]?.stringValue ?? "?"
+            let emoji = Sanitize.line(reaction?["chatReaction"]?["reaction"]?["emoji"]?.stringValue ?? "?")
             return ["@\(who) \(event["added"]?.boolValue == false ? "removed the reaction" : "reacted") \(emoji)"]
         case "hostConnected":
-            return ["connected to relay \(event["transportHost"]?.stringValue ?? "?")"]
+            return ["connected to relay \(Sanitize.line(event["transportHost"]?.stringValue ?? "?"))"]
         case "hostDisconnected":
-            return ["lost the connection to relay \(event["transportHost"]?.stringValue ?? "?"); reconnecting"]
+            return ["lost the connection to relay \(Sanitize.line(event["transportHost"]?.stringValue ?? "?")); reconnecting"]
         case "chatError":
             return ["error: \(errorWords(event))"]
         default:
@@ -47,10 +52,11 @@ enum EventText {
         }
     }
 
-    /// A message's text, or its content type in brackets for files, images and the like.
+    /// A message's text, or its content type in brackets for files, images and the like;
+    /// sanitised, continuation lines marked (see ``Sanitize``).
     static func text(_ msgContent: JSONValue?) -> String {
-        let t = msgContent?["text"]?.stringValue ?? ""
-        let type = msgContent?["type"]?.stringValue ?? "?"
+        let t = Sanitize.text(msgContent?["text"]?.stringValue ?? "")
+        let type = Sanitize.line(msgContent?["type"]?.stringValue ?? "?")
         if type == "text" { return t }
         return t.isEmpty ? "[\(type)]" : "[\(type)] \(t)"
     }
@@ -64,8 +70,8 @@ enum EventText {
             return "unexpected answer \(response["type"]?.stringValue ?? "without a type")"
         }
         let detail = error["errorType"] ?? error["storeError"] ?? error["agentError"] ?? error
-        if let message = detail["message"]?.stringValue, !message.isEmpty { return message }
-        return words(detail["type"]?.stringValue ?? error["type"]?.stringValue ?? "unknown error")
+        if let message = detail["message"]?.stringValue, !message.isEmpty { return Sanitize.line(message) }
+        return Sanitize.line(words(detail["type"]?.stringValue ?? error["type"]?.stringValue ?? "unknown error"))
     }
 
     static func words(_ camel: String) -> String {

@@ -4,6 +4,7 @@ import ChatCore
 import Foundation
 import Logging
 import RelayProtocol
+import SwiftplexStorage
 
 /// `swiftplex-chat`: a line-oriented chat client for people, over an engine in this process.
 @main
@@ -49,6 +50,13 @@ struct SwiftplexChat: AsyncParsableCommand {
         let terminal = Terminal()
         let input = LineInput.standardInput()
         let controller: ChatController
+        // One client per data directory: two engines on one database would reuse chain keys.
+        let databaseLock: DatabaseLock
+        do {
+            databaseLock = try DatabaseLock.acquire(prefix: dir.appendingPathComponent("chat").path)
+        } catch let locked as DatabaseLocked {
+            throw ClientFailure("\(dir.path) is in use by another swiftplex-chat\(locked.holder.map { " (pid \($0))" } ?? "")")
+        }
         do {
             controller = try ChatController(prefix: dir.appendingPathComponent("chat").path, defaultRelays: environmentRelays, logger: logger)
         } catch {
@@ -89,6 +97,7 @@ struct SwiftplexChat: AsyncParsableCommand {
         }
         _ = await client.api.execute("/_stop")
         await controller.close()
+        databaseLock.release()
         if status != 0 { throw ExitCode(status) }
     }
 

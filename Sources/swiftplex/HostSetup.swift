@@ -109,9 +109,22 @@ struct HostSetup {
             timeout: plugin.timeout, queueLimit: plugin.queueLimit,
             backoff: .init(initial: plugin.restartBackoff.initial, max: plugin.restartBackoff.max),
             configFingerprint: plugin.config.toJSON(),
+            limits: Self.limits(plugin.isolationLimits),
             configure: { info in
                 setup.configure(plugin, index: index, info: info).mapError { PluginError(.invalidConfig, $0.description) }
             })
+    }
+}
+
+extension HostSetup {
+    /// An entry's `isolation_limits:`, the host's defaults where it says nothing.
+    static func limits(_ c: HostConfiguration.IsolationLimits) -> PluginSpec.IsolationLimits {
+        var l = PluginSpec.IsolationLimits()
+        if let v = c.maxFrameBytes { l.maxFrameBytes = v }
+        if let v = c.maxOutputLineBytes { l.maxOutputLineBytes = v }
+        if let v = c.maxConcurrentCalls { l.maxConcurrentCalls = v }
+        if let v = c.maxPendingInputBytes { l.maxPendingInputBytes = v }
+        return l
     }
 }
 

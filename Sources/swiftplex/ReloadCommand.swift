@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
+import BotHost
 import HostConfig
+import SwiftplexStorage
 
 /// `swiftplex reload --config FILE`: asks the running bot (its pid file) to reload its plugins.
 struct ReloadCommand: ParsableCommand {
@@ -14,10 +16,17 @@ struct ReloadCommand: ParsableCommand {
             FileHandle.standardError.write(Data("\(error.description)\n".utf8))
             throw ExitCode.failure
         }
-        let pidFile = HostSetup(config: configuration).dataDirectory.appendingPathComponent("swiftplex.pid")
+        let dataDirectory = HostSetup(config: configuration).dataDirectory
+        let pidFile = dataDirectory.appendingPathComponent("swiftplex.pid")
         guard let text = try? String(contentsOf: pidFile, encoding: .utf8),
-              let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+              let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)), pid > 0 else {
             throw ValidationError("no running bot for \(config) (no pid file at \(pidFile.path))")
+        }
+        // A pid file outlives a killed bot, and its pid may since name an unrelated process: signal
+        // only a process that holds this data directory's database lock (the running bot does).
+        let prefix = BotHost.databasePrefix(dataDirectory)
+        guard DatabaseLock.isHeld(prefix: prefix, by: pid) else {
+            throw ValidationError("stale pid file \(pidFile.path): process \(pid) is not a bot running on \(dataDirectory.path) (it does not hold \(DatabaseLock.lockFile(prefix: prefix))); nothing signalled")
         }
         guard kill(pid, SIGHUP) == 0 else {
             throw ValidationError("cannot signal process \(pid): \(String(cString: strerror(errno))) (stale pid file \(pidFile.path)?)")

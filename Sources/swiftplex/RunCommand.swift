@@ -5,6 +5,7 @@ import HostConfig
 import Logging
 import PluginHost
 import ServiceLifecycle
+import SwiftplexStorage
 
 /// `swiftplex run --config FILE`: starts the bot and serves until SIGTERM/SIGINT; SIGHUP reloads plugins.
 struct RunCommand: AsyncParsableCommand {
@@ -40,6 +41,10 @@ struct RunCommand: AsyncParsableCommand {
         let host: BotHost
         do {
             host = try await BotHost.start(options, logger: logger)
+        } catch let locked as DatabaseLocked {
+            logger.critical("the bot did not start: \(options.dataDirectory.path) is in use by another running bot: \(locked)")
+            FileHandle.standardError.write(Data("swiftplex: data directory \(options.dataDirectory.path) is in use by another running bot\(locked.holder.map { " (pid \($0))" } ?? ""); stop it first or use another data_dir\n".utf8))
+            throw ExitCode(75)  // EX_TEMPFAIL
         } catch {
             logger.critical("the bot did not start: \(error)")
             throw ExitCode.failure

@@ -68,9 +68,10 @@ struct TestFailure: Error, CustomStringConvertible {
 
 /// A spec for the C test plugin with a fixed config JSON.
 func testSpec(_ name: String, config: String, isolation: PluginSpec.Isolation = .inProcess, path: String = Build.testPlugin,
-              timeout: Duration = .seconds(5), queueLimit: Int = 1000) -> PluginSpec {
+              timeout: Duration = .seconds(5), queueLimit: Int = 1000,
+              limits: PluginSpec.IsolationLimits = .init()) -> PluginSpec {
     PluginSpec(name: name, path: path, isolation: isolation, timeout: timeout, queueLimit: queueLimit,
-               backoff: .init(initial: .milliseconds(50), max: .seconds(1)), configFingerprint: config,
+               backoff: .init(initial: .milliseconds(50), max: .seconds(1)), configFingerprint: config, limits: limits,
                configure: { _ in .success(config) })
 }
 

@@ -75,6 +75,10 @@ final class LibSimplex: @unchecked Sendable {
     @Test func receiveWaitTimesOutWithAnEmptyStringAndCloseWakesAWaiter() async { await offPool { self.receiveWaitTimesOutWithAnEmptyStringAndCloseWakesAWaiterBody() } }
     @Test func severalControllersAndThreadsAtOnce() async { await offPool { self.severalControllersAndThreadsAtOnceBody() } }
     @Test func filesAreEncryptedAndAuthenticated() async throws { try await offPool { try self.filesAreEncryptedAndAuthenticatedBody() } }
+    @Test func commandsRacingCloseAlwaysReturn() async throws { try await offPool { try self.commandsRacingCloseAlwaysReturnBody() } }
+    @Test func handlesAreNeverReused() async { await offPool { self.handlesAreNeverReusedBody() } }
+    @Test func aSecondControllerOnTheSameDatabasesIsRefused() async { await offPool { self.aSecondControllerOnTheSameDatabasesIsRefusedBody() } }
+    @Test func decryptedFilesAreWrittenPrivate() async throws { try await offPool { try self.decryptedFilesAreWrittenPrivateBody() } }
 
 
     func prefix() -> String {
@@ -191,6 +195,121 @@ final class LibSimplex: @unchecked Sendable {
         #expect(bad[0] == 1)
         free(bad)
         #expect(LibSimplex.take(lib.decryptFile(path, key, nonce, out)) == "file authentication failed")
+    }
+}
+
+extension ABITests {
+    /// Threads send commands while another closes the controller, many times over: every
+    /// `chat_send_cmd` returns (a result, or an error envelope once closed). Before the fix a
+    /// command queued as the controller closed was never answered and its caller blocked for ever;
+    /// the test bounds the wait and fails instead of hanging.
+    func commandsRacingCloseAlwaysReturnBody() throws {
+        for round in 0..<60 {
+            let (ok, ctrl) = lib.initialise(prefix())
+            try #require(ok == #"{"type":"ok"}"#)
+            let handle = UInt(bitPattern: ctrl)
+            let threads = 8
+            let progress = Counter(), finished = Counter(), closedAnswers = Counter()
+            for _ in 0..<threads {
+                Thread.detachNewThread { [lib] in
+                    let c = UnsafeMutableRawPointer(bitPattern: handle)
+                    while true {
+                        let r = lib.send(c, "/users")
+                        progress.add()
+                        if r.contains("closed") { closedAnswers.add(); break }
+                        #expect(r.hasPrefix(#"{"result""#) || r.hasPrefix(#"{"error""#))
+                    }
+                    finished.add()
+                }
+            }
+            // Close while the threads are sending (each has had a few answers already).
+            try progress.wait(atLeast: threads * 3, timeout: 20)
+            _ = LibSimplex.take(lib.close(ctrl))
+            do {
+                try finished.wait(atLeast: threads, timeout: 20)
+            } catch {
+                Issue.record("round \(round): \(threads - finished.value) chat_send_cmd callers never returned after chat_close_store")
+                return
+            }
+            #expect(closedAnswers.value == threads)
+        }
+    }
+
+    /// A closed controller's handle never names a later controller: handles come from a counter,
+    /// not from addresses the allocator hands out again.
+    func handlesAreNeverReusedBody() {
+        var seen: [UInt] = []
+        var previous: UnsafeMutableRawPointer?
+        for _ in 0..<12 {
+            let (ok, ctrl) = lib.initialise(prefix())
+            #expect(ok == #"{"type":"ok"}"#)
+            seen.append(UInt(bitPattern: ctrl))
+            if let previous { #expect(lib.send(previous, "/users").contains("invalid or closed")) }
+            _ = LibSimplex.take(lib.close(ctrl))
+            previous = ctrl
+        }
+        #expect(Set(seen).count == seen.count, "handles reused: \(seen.map { String($0, radix: 16) })")
+        // Handles only go up, so none can come back.
+        #expect(seen == seen.sorted(), "handles not increasing: \(seen.map { String($0, radix: 16) })")
+    }
+
+    /// Two controllers on one set of databases would encrypt with the same chain keys: the second
+    /// `chat_migrate_init` is refused with a typed error while the first is open, and allowed
+    /// once it is closed.
+    func aSecondControllerOnTheSameDatabasesIsRefusedBody() {
+        let p = prefix()
+        let (ok, first) = lib.initialise(p)
+        #expect(ok == #"{"type":"ok"}"#)
+        var second: UnsafeMutableRawPointer?
+        let refused = LibSimplex.take(lib.migrateInit(p, "", "yesUp", &second))
+        #expect(refused.contains(#""type":"errorSQL""#) && refused.contains("database locked"), "\(refused)")
+        #expect(second == nil)
+        // The first is untouched by the refusal.
+        #expect(lib.send(first, "/users").hasPrefix(#"{"result""#))
+        _ = LibSimplex.take(lib.close(first))
+        let (again, ctrl) = lib.initialise(p)
+        #expect(again == #"{"type":"ok"}"#)
+        _ = LibSimplex.take(lib.close(ctrl))
+    }
+
+    /// `chat_decrypt_file` writes the plaintext 0600 whatever the umask (and narrows an existing file).
+    func decryptedFilesAreWrittenPrivateBody() throws {
+        let dir = URL(fileURLWithPath: prefix()).deletingLastPathComponent()
+        let path = dir.appendingPathComponent("secret.bin").path
+        let data: [UInt8] = Array("private".utf8)
+        let result = LibSimplex.take(lib.writeFile(nil, path, data, Int32(data.count)))
+        let key = try #require(result.firstMatch(of: /"fileKey":"([^"]+)"/)?.1).description
+        let nonce = try #require(result.firstMatch(of: /"fileNonce":"([^"]+)"/)?.1).description
+        let fresh = dir.appendingPathComponent("fresh.bin").path
+        let existing = dir.appendingPathComponent("existing.bin").path
+        _ = FileManager.default.createFile(atPath: existing, contents: Data("old".utf8), attributes: [.posixPermissions: 0o644])
+        let old = umask(0o022)
+        defer { umask(old) }
+        #expect(LibSimplex.take(lib.decryptFile(path, key, nonce, fresh)) == "")
+        #expect(LibSimplex.take(lib.decryptFile(path, key, nonce, existing)) == "")
+        for file in [fresh, existing, path] {
+            var st = stat()
+            #expect(stat(file, &st) == 0)
+            #expect(st.st_mode & 0o777 == 0o600, "\(file): \(String(st.st_mode & 0o777, radix: 8))")
+        }
+        #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: existing))) == data)
+    }
+}
+
+/// A count shared by helper threads, with a bounded wait.
+final class Counter: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var n = 0
+    var value: Int { condition.lock(); defer { condition.unlock() }; return n }
+    func add() { condition.lock(); n += 1; condition.broadcast(); condition.unlock() }
+    struct Timeout: Error {}
+    func wait(atLeast target: Int, timeout seconds: Double) throws {
+        let deadline = Date().addingTimeInterval(seconds)
+        condition.lock()
+        defer { condition.unlock() }
+        while n < target {
+            if !condition.wait(until: deadline) { throw Timeout() }
+        }
     }
 }
 

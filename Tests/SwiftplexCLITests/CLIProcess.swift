@@ -12,8 +12,8 @@ final class CLIProcess: @unchecked Sendable {
         return URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
     }
 
-    init(_ arguments: [String], in directory: URL? = nil) throws {
-        process.executableURL = Self.binDirectory.appendingPathComponent("swiftplex")
+    init(_ arguments: [String], in directory: URL? = nil, executable: String = "swiftplex") throws {
+        process.executableURL = Self.binDirectory.appendingPathComponent(executable)
         process.arguments = arguments
         if let directory { process.currentDirectoryURL = directory }
         let o = Pipe(), e = Pipe()
