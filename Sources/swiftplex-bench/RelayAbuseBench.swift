@@ -23,21 +23,31 @@ struct RelayAbuseBench: AsyncParsableCommand {
     @Option(help: "Seconds of each measured phase.") var seconds: Int = 10
     @Option(help: "Message body size of the good client, in bytes.") var size: Int = 1024
     @Option(help: "Event loop threads of the relay.") var threads: Int = System.coreCount
+    @Option(help: "Only these misbehaviours, comma-separated: new-flood, bad-signatures, skey, send-flood, garbage, slow-reader (default: all).")
+    var only: String?
 
     func validate() throws {
         guard attackers >= 0, attackers <= 2000 else { throw ValidationError("--attackers must be 0…2000") }
         guard (1...300).contains(seconds) else { throw ValidationError("--seconds must be 1…300") }
         guard size >= 8, size <= RelayLimits.maxMessageBodyLength else { throw ValidationError("--size must be 8…\(RelayLimits.maxMessageBodyLength)") }
+        if let only, only.split(separator: ",").contains(where: { Behaviour(rawValue: String($0)) == nil }) {
+            throw ValidationError("--only takes \(Behaviour.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
     }
 
-    /// The ways a connection misbehaves; attacker `i` does `Behaviour.allCases[i % count]`.
+    /// The ways a connection misbehaves; attacker `i` does the `i % count`-th of those chosen.
     enum Behaviour: String, CaseIterable {
-        case newFlood = "NEW flood"
-        case badSignatures = "bad signatures"
-        case skeyAttempts = "SKEY on an address"
-        case unsignedSendFlood = "unsigned SEND flood"
-        case garbageBlocks = "garbage blocks"
-        case slowReader = "slow reader"
+        case newFlood = "new-flood"
+        case badSignatures = "bad-signatures"
+        case skeyAttempts = "skey"
+        case unsignedSendFlood = "send-flood"
+        case garbageBlocks = "garbage"
+        case slowReader = "slow-reader"
+    }
+
+    private var behaviours: [Behaviour] {
+        guard let only else { return Behaviour.allCases }
+        return only.split(separator: ",").compactMap { Behaviour(rawValue: String($0)) }
     }
 
     func run() async throws {
@@ -56,7 +66,7 @@ struct RelayAbuseBench: AsyncParsableCommand {
         var config = RelayConfiguration(dataDirectory: dir, host: "127.0.0.1", port: 0)
         config.writeStallTimeout = .seconds(5)
         let server = try await RelayServer.start(configuration: config, group: serverGroup, logger: logger)
-        print("relay-abuse: \(attackers) misbehaving connections (\(Behaviour.allCases.map(\.rawValue).joined(separator: ", "))), \(seconds) s per phase, \(size)-byte messages, \(threads) relay event-loop threads")
+        print("relay-abuse: \(attackers) misbehaving connections (\(behaviours.map(\.rawValue).joined(separator: ", "))), \(seconds) s per phase, \(size)-byte messages, \(threads) relay event-loop threads")
 
         // The good client: a recipient connection and a sender connection, one secured queue.
         let recipient = try await RelayConnection.connect(to: server.address, group: goodGroup)
@@ -79,7 +89,7 @@ struct RelayAbuseBench: AsyncParsableCommand {
         let counters = AttackCounters()
         let (loaded, statsDuring) = try await withThrowingTaskGroup(of: Void.self) { group -> (Summary, RelayStats) in
             for i in 0..<attackers {
-                let behaviour = Behaviour.allCases[i % Behaviour.allCases.count]
+                let behaviour = behaviours[i % behaviours.count]
                 group.addTask {
                     await Attacker(behaviour: behaviour, relay: server.address, address: address.senderId, group: attackGroup,
                                    stop: stop, counters: counters).run()
@@ -128,13 +138,19 @@ final class GoodClient {
     func roundTrip() async throws -> UInt64 {
         let start = monotonicNanos()
         try await sender.sendMessage(senderId: queue.senderId, key: senderKey, body: .stamped(size: size))
+        let sent = monotonicNanos()
         var id: [UInt8]?
         while id == nil, let event = await deliveries.next() {
             if case let .message(_, messageId, _) = event { id = messageId }
         }
         guard let id else { throw RelayClientError(.connectionClosed, "the good client's connection closed") }
+        let received = monotonicNanos()
         try await recipient.acknowledge(queue, messageId: id)
-        return monotonicNanos() &- start
+        let end = monotonicNanos()
+        if ProcessInfo.processInfo.environment["BENCH_DEBUG"] != nil, end - start > 200_000_000 {
+            print("slow round trip: send \((sent - start) / 1_000_000) ms, msg \((received - sent) / 1_000_000) ms, ack \((end - received) / 1_000_000) ms")
+        }
+        return end &- start
     }
 
     /// Round trips one after another for `seconds`.
