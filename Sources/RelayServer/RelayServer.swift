@@ -59,6 +59,9 @@ public final class RelayServer: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 * 1024, high: 256 * 1024))
+            // One socket read per connection per event-loop turn: a connection that floods gets
+            // its turn like the others, not four in a row.
+            .childChannelOption(.maxMessagesPerRead, value: 1)
             .childChannelInitializer { channel in
                 let id = ObjectIdentifier(channel)
                 // Over the connection limit: refused before any TLS work (the acceptor closes it).
