@@ -62,6 +62,10 @@ public final class RelayServer: Sendable {
             // One socket read per connection per event-loop turn: a connection that floods gets
             // its turn like the others, not four in a row.
             .childChannelOption(.maxMessagesPerRead, value: 1)
+            // A bounded kernel send buffer: a client that stops reading makes its connection
+            // unwritable (and the relay stop reading from it) after ~0.5 MB, not after the
+            // megabytes socket autotuning allows.
+            .childChannelOption(.socketOption(.so_sndbuf), value: 256 * 1024)
             .childChannelInitializer { channel in
                 let id = ObjectIdentifier(channel)
                 // Over the connection limit: refused before any TLS work (the acceptor closes it).
