@@ -599,7 +599,7 @@ final class RelayCore: Sendable {
     private func deleteQueue(_ rid: [UInt8], reply: @escaping Reply) {
         store.submit({ db in try RelayStore.deleteQueue(db, recipientId: rid) }) { [self] result in
             if case let .failure(e) = result { return storeFailed(e, reply) }
-            let removed = state.withLockedValue { s -> (remaining: Int, ended: (any RelaySubscriber)?)? in
+            let remaining = state.withLockedValue { s -> Int? in
                 guard let q = s.queues.removeValue(forKey: rid) else { return nil }
                 s.senders[q.senderId] = nil
                 if let l = q.linkId { s.links[l] = nil }
@@ -609,11 +609,11 @@ final class RelayCore: Sendable {
                 s.stats.storedMessages -= q.count - q.uncommitted
                 s.stats.storedBytes -= q.bytes - q.uncommittedBytes
                 s.cachedBytes -= q.cached.reduce(0) { $0 + $1.body.count }
-                return (s.stats.queues, q.subscriber)
+                return s.stats.queues
             }
-            guard let removed else { return authFailed(reply) }
+            guard let remaining else { return authFailed(reply) }
             metrics.queuesDeleted.increment()
-            metrics.queues.record(removed.remaining)
+            metrics.queues.record(remaining)
             recordStorage()
             reply(.ok)
         }
