@@ -191,9 +191,9 @@ struct Attacker {
             counters.add("connections")
             do {
                 switch behaviour {
-                case .newFlood, .badSignatures, .skeyAttempts, .unsignedSendFlood:
+                case .newFlood, .skeyAttempts, .unsignedSendFlood:
                     try await client()
-                case .garbageBlocks, .slowReader:
+                case .badSignatures, .garbageBlocks, .slowReader:
                     try await raw()
                 }
             } catch {
@@ -216,29 +216,20 @@ struct Attacker {
         let c = try await RelayConnection.connect(to: relay, group: group, timeout: .seconds(5))
         defer { Task { await c.close() } }
         var own: [RecipientQueue] = []
+        // One key for all its NEWs (nothing forbids it): the flood costs the attacker little.
+        let newKey = AuthPrivateKey.newX25519()
+        let newDh = X25519.PrivateKey().publicKey
         while !stopped, c.isActive {
             switch behaviour {
             case .newFlood:
-                try await answer { _ = try await c.createQueue(recipientKey: .newX25519()) }
-            case .badSignatures:
-                // 64 signed SUBs per block with random signatures, at random queue IDs.
-                try await withThrowingTaskGroup(of: Void.self) { batch in
-                    for _ in 0..<RelayLimits.maxAuthorizedPerBlock {
-                        batch.addTask {
-                            let t = Transmission(signature: Sodium.randomBytes(64), correlationId: Sodium.randomBytes(24),
-                                                 entityId: Sodium.randomBytes(24), command: ClientCommand.subscribe.encoded())
-                            if case let .error(code) = try await c.send(transmission: t, timeout: .seconds(10)) { counters.add("ERR \(code.rawValue)") }
-                        }
-                    }
-                    try await batch.waitForAll()
-                }
+                try await answer { try await c.send(.new(recipientKey: newKey.publicKey, recipientDhKey: newDh), key: newKey) }
             case .skeyAttempts:
                 try await answer { try await c.secureAsSender(senderId: address, senderKey: .newX25519()) }
             case .unsignedSendFlood:
                 if own.isEmpty { try await answer { own.append(try await c.createQueue(recipientKey: .newX25519())) } }
                 guard let q = own.last else { continue }
                 try await answer { try await c.sendMessage(senderId: q.senderId, key: nil, body: Sodium.randomBytes(RelayLimits.maxMessageBodyLength)) }
-            case .garbageBlocks, .slowReader:
+            case .badSignatures, .garbageBlocks, .slowReader:
                 return
             }
         }
@@ -269,6 +260,17 @@ struct Attacker {
         }
         try await channel.writeAndFlush(BlockCodec.encode([ClientHello(version: 1).encoded()], allocator: allocator)[0]).get()
         switch behaviour {
+        case .badSignatures:
+            // Blocks of 64 SUBs with random signatures at random queue IDs, written as fast as the
+            // relay takes them (its answers are read and dropped), until it closes the connection.
+            let subs = (0..<RelayLimits.maxAuthorizedPerBlock).map { _ in
+                Transmission(signature: Sodium.randomBytes(64), correlationId: Sodium.randomBytes(24),
+                             entityId: Sodium.randomBytes(24), command: ClientCommand.subscribe.encoded()).encoded(allocator: allocator)
+            }
+            let block = BlockCodec.encode(subs, allocator: allocator)[0]
+            while !stopped, channel.isActive {
+                try await channel.writeAndFlush(block).get()
+            }
         case .garbageBlocks:
             while !stopped, channel.isActive {
                 var block = allocator.buffer(bytes: Sodium.randomBytes(RelayLimits.blockSize))
