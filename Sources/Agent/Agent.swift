@@ -317,7 +317,7 @@ public actor Agent {
     private func newInvitation(autoAllowInfo: [UInt8]?) async throws -> (connection: Int64, link: InvitationLink) {
         let relay = try ownRelay
         let connection = try await relayConnection(relay)
-        let q = try await connection.createQueue()
+        let q = try await connection.createQueue(mode: .messaging, password: relay.password)
         let e2e = X25519.PrivateKey()
         let x3dh = X3DH.PrivateKeys()
         let record = ConnectionRecord(
@@ -340,7 +340,7 @@ public actor Agent {
         try await checkPeerRelay(peerRelay)
         let relay = try ownRelay
         let own = try await relayConnection(relay)
-        let q = try await own.createQueue()
+        let q = try await own.createQueue(mode: .messaging, password: relay.password)
         let rcvE2E = X25519.PrivateKey()
         let x3dh = X3DH.PrivateKeys()
         let secrets = try X3DH.joinerSecrets(own: x3dh, inviter: link.keys)
@@ -815,7 +815,8 @@ public actor Agent {
     public func createAddress() async throws -> (address: Int64, link: ContactAddressLink) {
         let relay = try ownRelay
         let connection = try await relayConnection(relay)
-        let q = try await connection.createQueue()
+        // A contact queue: anyone may send a request, nobody can secure it (audit 1).
+        let q = try await connection.createQueue(mode: .contact, password: relay.password)
         let e2e = X25519.PrivateKey()
         let record = AddressRecord(rcv: OwnQueue(q, relay: relay, e2e: e2e))
         let id = try await store.queue.write { db in try AgentStore.save(db, record) }
