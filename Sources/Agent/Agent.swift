@@ -553,6 +553,16 @@ public actor Agent {
                     if let seq = item.messageSeq { eventSink.yield(.sent(connection: id, seq: seq)) }
                 }
             }
+        } catch let e as RelayClientError where e.code == .relay(.auth) {
+            // The peer's queue is gone (or our key no longer fits it): permanent. Retrying would
+            // only add to the relay's count of AUTH answers on a connection we share.
+            do {
+                let seqs = try await store.queue.write { db in try AgentStore.dropPending(db, connectionId: id) }
+                logger.info("the peer's queue refused delivery; waiting messages dropped", metadata: ["connection": "\(id)", "messages": "\(seqs.count)"])
+                eventSink.yield(.undeliverable(connection: id, seqs: seqs))
+            } catch {
+                logger.warning("could not drop undeliverable messages", metadata: ["connection": "\(id)", "error": "\(error)"])
+            }
         } catch {
             logger.debug("outbox delivery deferred", metadata: ["connection": "\(id)", "error": "\(error)"])
         }
