@@ -3,6 +3,7 @@ import NIOCore
 import NIOPosix
 import RelayClient
 import RelayProtocol
+import TestSupport
 import Testing
 
 /// The `swiftplex-relay` command line: durations that cannot overflow (audit 12), the resource

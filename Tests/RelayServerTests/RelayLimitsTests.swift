@@ -4,6 +4,7 @@ import RelayClient
 import RelayProtocol
 import RelayServer
 import SwiftplexCrypto
+import TestSupport
 import Testing
 
 /// Audit 5: every resource a client can make the relay spend is bounded, over real TLS.
