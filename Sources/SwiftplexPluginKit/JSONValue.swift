@@ -38,6 +38,9 @@ public enum JSONValue: Sendable, Hashable {
             switch n.objCType.pointee {
             case CChar(UInt8(ascii: "c")): self = .bool(n.boolValue)
             case CChar(UInt8(ascii: "d")), CChar(UInt8(ascii: "f")): self = .double(n.doubleValue)
+            // Integers above Int64.max come back unsigned ("Q"): as Int64 they would wrap to a
+            // different, negative number, so they are doubles (as any larger number is).
+            case CChar(UInt8(ascii: "Q")) where n.uint64Value > UInt64(Int64.max): self = .double(n.doubleValue)
             default: self = .int(n.int64Value)
             }
         } else {
