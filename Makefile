@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SWIFT ?= swift
 SYSTEM_PACKAGES := libsodium-dev libyaml-dev libsqlite3-dev pkg-config zbar-tools
 
-.PHONY: run test python-test deps build release bench clean plugins
+.PHONY: run test python-test deps build release bench clean plugins fuzz fuzz-build fuzz-seeds
 
 # Installs the system libraries Swiftplex links against, when they are missing.
 deps:
@@ -48,6 +48,7 @@ test: deps
 	@n=$$(grep -oE 'Test run with [0-9]+ tests?' .build/test.log | grep -oE '[0-9]+' | tail -n 1); \
 	  echo "swift: $${n:-0} passed, 0 failed"
 	@$(MAKE) --no-print-directory python-test
+	@if [ "$(FUZZ_CI_SECONDS)" != "0" ]; then $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_CI_SECONDS); fi
 
 # The Python environment for the library tests (simplex-chat 7.0.2 from PyPI).
 VENV ?= .venv
@@ -72,5 +73,40 @@ BENCH ?= relay
 bench: release
 	$$($(SWIFT) build -c release --show-bin-path)/swiftplex-bench $(BENCH) $(BENCH_ARGS)
 
+# Fuzzing (docs/security.md "Fuzzing"): every libFuzzer target in turn for FUZZ_SECONDS each
+# (or FUZZ_RUNS inputs each), starting from the committed seeds (Fuzz/Corpus/<target>) and what
+# earlier runs kept (.build-fuzz/corpus/<target>). Built with -sanitize=fuzzer,address into
+# .build-fuzz, apart from the normal build. A crash stops it: the input is saved as
+# .build-fuzz/crashes/<target>/crash-* and replays with `.build-fuzz/debug/swiftplex-fuzz <target> FILE`.
+# `make test` runs each target for FUZZ_CI_SECONDS (0 skips the fuzzing).
+FUZZ_SECONDS ?= 60
+FUZZ_CI_SECONDS ?= 15
+FUZZ_RUNS ?=
+FUZZ_FLAGS ?=
+FUZZ_TARGETS ?= relay-block relay-transmission agent-envelope ratchet-frame links chat-command \
+	json-chat json-hostconfig json-pluginkit yaml-config plugin-frames
+FUZZ_BIN := .build-fuzz/debug/swiftplex-fuzz
+
+fuzz-build: deps
+	$(SWIFT) build --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING --product swiftplex-fuzz
+
+fuzz: fuzz-build
+	@limit="-max_total_time=$(FUZZ_SECONDS)"; if [ -n "$(FUZZ_RUNS)" ]; then limit="-runs=$(FUZZ_RUNS)"; fi; \
+	for t in $(FUZZ_TARGETS); do \
+	  mkdir -p .build-fuzz/corpus/$$t .build-fuzz/crashes/$$t .build-fuzz/logs; \
+	  log=.build-fuzz/logs/$$t.log; start=$$(date +%s); \
+	  if ! SWIFT_BACKTRACE=enable=no $(FUZZ_BIN) $$t $$limit -timeout=30 -print_final_stats=1 -artifact_prefix=.build-fuzz/crashes/$$t/ $(FUZZ_FLAGS) \
+	      .build-fuzz/corpus/$$t Fuzz/Corpus/$$t > $$log 2>&1; then \
+	    tail -n 40 $$log; echo "fuzz: $$t FAILED (log $$log, input in .build-fuzz/crashes/$$t/)"; exit 1; fi; \
+	  runs=$$(grep -oE 'stat::number_of_executed_units: *[0-9]+' $$log | grep -oE '[0-9]+$$'); \
+	  cov=$$(grep -oE 'cov: [0-9]+' $$log | tail -n 1); \
+	  echo "fuzz: $$t: $${runs:-?} inputs in $$(( $$(date +%s) - start )) s, $$cov, 0 crashes"; \
+	done
+
+# Rewrites the committed seed corpora from the real encoders (normal build, no sanitizer).
+fuzz-seeds:
+	$(SWIFT) build --product swiftplex-fuzz
+	$$($(SWIFT) build --show-bin-path)/swiftplex-fuzz seeds Fuzz/Corpus
+
 clean:
-	rm -rf .build
+	rm -rf .build .build-fuzz

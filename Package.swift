@@ -247,6 +247,21 @@ let package = Package(
             ]
         ),
 
+        // Fuzzing (`make fuzz`, docs/security.md "Fuzzing"): one driver over every decoder that
+        // reads bytes from a peer, a plugin or a config file. `make fuzz` builds it into .build-fuzz
+        // with `-sanitize=fuzzer,address -DFUZZING` (libFuzzer); a normal build gets a plain
+        // program that replays inputs and writes the seed corpora, without the sanitizer.
+        .systemLibrary(name: "CFuzzer", path: "Fuzz/CFuzzer"),
+        .executableTarget(
+            name: "swiftplex-fuzz",
+            dependencies: [
+                "CFuzzer", "RelayProtocol", "SwiftplexCrypto", "Agent", "ChatAPI", "ChatCore", "HostConfig",
+                "SwiftplexPluginKit", "PluginHost",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            path: "Fuzz/Sources"
+        ),
+
         // Tests.
         .testTarget(name: "SwiftplexCryptoTests", dependencies: ["SwiftplexCrypto"]),
         .testTarget(name: "TestSupportTests", dependencies: ["TestSupport"]),
