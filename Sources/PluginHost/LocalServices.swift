@@ -5,20 +5,46 @@ import NIOConcurrencyHelpers
 /// Runs a Chat API command as the bot and returns its response JSON text.
 public typealias CommandRunner = @Sendable (String) async -> String
 
+/// Runs a Chat API command as the bot with an idempotency key (nil for none): a `/_send` run
+/// again with the same key sends nothing and answers with the items of the first run
+/// (`ChatAPI.execute(_:idempotencyKey:)`).
+public typealias KeyedCommandRunner = @Sendable (_ line: String, _ idempotencyKey: String?) async -> String
+
+/// Where the host finds received messages again after a restart: the engine's received chat
+/// items, each as the `newChatItems` event it was announced with.
+public struct ReceivedItemFeed: Sendable {
+    /// The newest chat item id (where a new instance starts: it gets no history).
+    public var lastItemId: @Sendable () async throws -> Int64
+    /// The events of received items after an id, oldest first, at most `limit`.
+    public var eventsAfter: @Sendable (_ itemId: Int64, _ limit: Int) async throws -> [(itemId: Int64, json: String)]
+
+    public init(lastItemId: @escaping @Sendable () async throws -> Int64,
+                eventsAfter: @escaping @Sendable (_ itemId: Int64, _ limit: Int) async throws -> [(itemId: Int64, json: String)]) {
+        self.lastItemId = lastItemId
+        self.eventsAfter = eventsAfter
+    }
+}
+
 /// The host callbacks of one instance, answered in the host process: commands through the Chat
 /// API, storage in `plugins.db`, timers on the instance's queue, log lines under its name.
 final class LocalServices: HostServices, @unchecked Sendable {
     let instanceName: String
-    private let runCommand: CommandRunner
+    private let runCommand: KeyedCommandRunner
     private let storage: PluginStorage
+    /// Whether handled received items move the instance's mark (the host has a ``ReceivedItemFeed``).
+    private let keepsMark: Bool
+    /// The received item whose event the instance is handling now (in-process) and how many
+    /// commands it has issued for it.
+    private let handling = NIOLockedValueBox<(itemId: Int64, commands: Int)?>(nil)
     private let logger: Logger
     let timers: PluginTimers
     private let commandsChanged: @Sendable (String, [[String: String]]) -> Void
 
-    init(instanceName: String, runCommand: @escaping CommandRunner, storage: PluginStorage, logger: Logger,
+    init(instanceName: String, runCommand: @escaping KeyedCommandRunner, storage: PluginStorage, logger: Logger, keepsMark: Bool = false,
          deliverTimer: @escaping @Sendable (String) -> Void,
          commandsChanged: @escaping @Sendable (String, [[String: String]]) -> Void) {
         self.instanceName = instanceName
+        self.keepsMark = keepsMark
         self.runCommand = runCommand
         self.storage = storage
         self.logger = logger
@@ -26,12 +52,46 @@ final class LocalServices: HostServices, @unchecked Sendable {
         timers = PluginTimers(fire: deliverTimer)
     }
 
+    // MARK: Crash safety
+
+    /// The idempotency key of the `ordinal`-th command (from 0) issued while handling the event
+    /// of received item `itemId`: the same on a replay of that event after a crash.
+    func idempotencyKey(itemId: Int64, ordinal: Int) -> String { "\(instanceName):\(itemId):\(ordinal)" }
+
+    /// The in-process instance starts handling the event of received item `itemId` (nil: an event
+    /// that is not replayed, whose commands carry no key).
+    func beginHandling(itemId: Int64?) {
+        handling.withLockedValue { $0 = itemId.map { ($0, 0) } }
+    }
+
+    func endHandling() {
+        handling.withLockedValue { $0 = nil }
+    }
+
+    /// The instance finished handling the event of received item `itemId`: its mark moves there.
+    func handled(itemId: Int64) {
+        guard keepsMark else { return }
+        do { try storage.setHandledMark(instance: instanceName, itemId: itemId) } catch {
+            logger.error("cannot record the plugin's dispatch mark", metadata: ["plugin": "\(instanceName)", "error": "\(error)"])
+        }
+    }
+
+    /// Runs a command with a key (for an isolated child's call made while handling an event).
+    func run(_ line: String, idempotencyKey: String?) async -> String {
+        await runCommand(line, idempotencyKey)
+    }
+
     func command(_ line: String) -> String {
         let result = NIOLockedValueBox<String?>(nil)
         let done = DispatchSemaphore(value: 0)
         let run = runCommand
+        let key = handling.withLockedValue { h -> String? in
+            guard let current = h else { return nil }
+            h!.commands += 1
+            return idempotencyKey(itemId: current.itemId, ordinal: current.commands)
+        }
         Task {
-            let r = await run(line)
+            let r = await run(line, key)
             result.withLockedValue { $0 = r }
             done.signal()
         }

@@ -1,0 +1,125 @@
+import Foundation
+import NIOConcurrencyHelpers
+import Testing
+@testable import PluginHost
+
+/// The durable dispatch cursor: an instance whose mark is behind gets the received messages it
+/// missed first, in order, and no live message twice; what it sends while handling one carries
+/// that message's idempotency key.
+@Suite(.timeLimit(.minutes(2))) struct ReplayTests {
+    let dir = temporaryDirectory()
+
+    /// The engine's received messages as the feed gives them (committed before they are announced).
+    final class Received: Sendable {
+        private let items = NIOLockedValueBox<[Int64]>([])
+        func add(_ ids: ClosedRange<Int64>) { items.withLockedValue { $0 += Array(ids) } }
+        var feed: ReceivedItemFeed {
+            ReceivedItemFeed(
+                lastItemId: { [items] in items.withLockedValue { $0.last ?? 0 } },
+                eventsAfter: { [items] after, limit in
+                    items.withLockedValue { $0 }.filter { $0 > after }.prefix(limit).map { ($0, event(Int($0))) }
+                })
+        }
+    }
+
+    /// The commands plugins ran with the idempotency key each carried.
+    final class KeyLog: Sendable {
+        let lines = NIOLockedValueBox<[(line: String, key: String?)]>([])
+        var runner: KeyedCommandRunner {
+            { [lines] line, key in
+                lines.withLockedValue { $0.append((line, key)) }
+                return #"{"type":"cmdOk"}"#
+            }
+        }
+
+        /// The `n` of each `/seen` line, in order, with its key.
+        var seen: [(n: Int, key: String?)] {
+            lines.withLockedValue { $0 }.compactMap { entry -> (Int, String?)? in
+                guard entry.line.hasPrefix("/seen "), let r = entry.line.range(of: #""n":"#) else { return nil }
+                return Int(entry.line[r.upperBound...].prefix { $0.isNumber }).map { ($0, entry.key) }
+            }
+        }
+
+        func wait(for count: Int, timeout: Duration = .seconds(30)) async throws {
+            let deadline = ContinuousClock.now + timeout
+            while seen.count < count {
+                guard ContinuousClock.now < deadline else { throw TestFailure("timed out; seen \(seen.map(\.n))") }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+    }
+
+    func manager(_ log: KeyLog, _ received: Received) throws -> PluginManager {
+        PluginManager(storage: try PluginStorage(path: dir.appendingPathComponent("plugins.db")), runKeyedCommand: log.runner,
+                      feed: received.feed, runnerExecutable: Build.runner, logger: quiet)
+    }
+
+    @Test(arguments: [PluginSpec.Isolation.inProcess, .process])
+    func anInstanceBehindItsMarkGetsWhatItMissedFirstInOrderAndNothingTwice(_ isolation: PluginSpec.Isolation) async throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let received = Received()
+        received.add(1...10)  // history before the instance existed: never replayed
+        let log = KeyLog()
+        let first = try manager(log, received)
+        await first.apply([testSpec("t", config: #"{"tag":"t"}"#, isolation: isolation)])
+        for n in Int64(11)...15 {
+            received.add(n...n)
+            first.dispatch(type: "newChatItems", json: event(Int(n)), receivedItemId: n)
+        }
+        first.dispatch(type: "contactUpdated", json: #"{"type":"contactUpdated","n":1000}"#)
+        await first.drain()
+        #expect(log.seen.map(\.n) == Array(11...15) + [1000])
+        // Commands issued while handling received item X carry "<instance>:X:<ordinal>"; others none.
+        #expect(log.seen.map(\.key) == (11...15).map { "t:\($0):0" } + [nil])
+        #expect(try PluginStorage(path: dir.appendingPathComponent("plugins.db")).handledMark(instance: "t") == 15)
+        await first.stopAll()
+
+        // Messages 16…20 were stored but the host died before it dispatched them. The next host
+        // replays them before live events; live copies of 18…22 (announced while it replays) are
+        // not given twice; an event that is not a message waits for the replay.
+        received.add(16...22)
+        let second = try manager(log, received)
+        await second.apply([testSpec("t", config: #"{"tag":"t"}"#, isolation: isolation)])
+        second.dispatch(type: "contactUpdated", json: #"{"type":"contactUpdated","n":2000}"#)
+        for n in Int64(18)...22 { second.dispatch(type: "newChatItems", json: event(Int(n)), receivedItemId: n) }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !second.caughtUp, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(second.caughtUp)
+        for n in Int64(18)...22 { second.dispatch(type: "newChatItems", json: event(Int(n)), receivedItemId: n) }
+        received.add(23...23)
+        second.dispatch(type: "newChatItems", json: event(23), receivedItemId: 23)
+        try await log.wait(for: 6 + 9)
+        await second.drain()
+        let after = Array(log.seen.dropFirst(6))
+        let messages = after.map(\.n).filter { $0 != 2000 }
+        #expect(messages == Array(16...23), "\(after.map(\.n))")
+        #expect(after.map(\.n).contains(2000))
+        #expect(after.filter { $0.n != 2000 }.map(\.key) == (16...23).map { "t:\($0):0" })
+        #expect(try PluginStorage(path: dir.appendingPathComponent("plugins.db")).handledMark(instance: "t") == 23)
+        await second.stopAll()
+    }
+
+    @Test func aNewInstanceStartsAtTheNewestMessageAndAManagerWithoutAFeedKeepsNoMark() async throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let received = Received()
+        received.add(1...50)
+        let log = KeyLog()
+        let m = try manager(log, received)
+        await m.apply([testSpec("fresh", config: #"{"tag":"f"}"#)])
+        received.add(51...51)
+        m.dispatch(type: "newChatItems", json: event(51), receivedItemId: 51)
+        await m.drain()
+        #expect(log.seen.map(\.n) == [51])
+        await m.stopAll()
+
+        let plain = CommandLog()
+        let old = PluginManager(storage: try PluginStorage(path: dir.appendingPathComponent("plugins.db")), runCommand: plain.runner,
+                                runnerExecutable: Build.runner, logger: quiet)
+        await old.apply([testSpec("nomark", config: #"{"tag":"n"}"#)])
+        old.dispatch(type: "newChatItems", json: event(52), receivedItemId: 52)
+        await old.drain()
+        #expect(plain.seen("n") == [52])
+        #expect(try PluginStorage(path: dir.appendingPathComponent("plugins.db")).handledMark(instance: "nomark") == nil)
+        await old.stopAll()
+    }
+}
