@@ -349,7 +349,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
             let run = runCommand
             // A call made while the child handles a received message's event (the frame names the
             // event) carries that event's idempotency key, so a replay after a crash does not send twice.
-            let key = (frame["event"] as? Int).flatMap { seq in
+            let key = !LocalServices.isSend(line) ? nil : (frame["event"] as? Int).flatMap { seq in
                 lock.withLock { () -> String? in
                     guard let itemId = state.inFlight.first(where: { $0.seq == seq })?.itemId else { return nil }
                     let ordinal = state.commandsIssued[seq, default: 0]

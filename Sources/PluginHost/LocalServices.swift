@@ -54,9 +54,15 @@ final class LocalServices: HostServices, @unchecked Sendable {
 
     // MARK: Crash safety
 
-    /// The idempotency key of the `ordinal`-th command (from 0) issued while handling the event
-    /// of received item `itemId`: the same on a replay of that event after a crash.
+    /// The idempotency key of the `ordinal`-th send (from 0) issued while handling the event of
+    /// received item `itemId`: the same on a replay of that event after a crash.
     func idempotencyKey(itemId: Int64, ordinal: Int) -> String { "\(instanceName):\(itemId):\(ordinal)" }
+
+    /// Whether a command line is a `/_send` (only sends carry keys and are counted: other
+    /// commands, such as a lookup the plugin caches, may differ between the first run and a replay).
+    static func isSend(_ line: String) -> Bool {
+        line.drop { $0.isWhitespace }.prefix { !$0.isWhitespace } == "/_send"
+    }
 
     /// The in-process instance starts handling the event of received item `itemId` (nil: an event
     /// that is not replayed, whose commands carry no key).
@@ -85,7 +91,7 @@ final class LocalServices: HostServices, @unchecked Sendable {
         let result = NIOLockedValueBox<String?>(nil)
         let done = DispatchSemaphore(value: 0)
         let run = runCommand
-        let key = handling.withLockedValue { h -> String? in
+        let key = !Self.isSend(line) ? nil : handling.withLockedValue { h -> String? in
             guard let current = h else { return nil }
             h!.commands += 1
             return idempotencyKey(itemId: current.itemId, ordinal: current.commands)

@@ -219,7 +219,7 @@ public final class PluginManager: Sendable {
                 switch await launch(spec) {
                 case let .success(runner):
                     let slot = Slot(spec: spec, fingerprint: fingerprint, runner: runner)
-                    let from = feed == nil ? nil : await startMark(spec.name)
+                    let from = feed == nil ? nil : await startMark(spec.name, wantsMessages: runner.info.wants("newChatItems"))
                     if let from { slot.beginCatchUp(from: from) }
                     slots.withLockedValue { $0.append(slot) }
                     if let from, let feed { Task { await self.catchUp(slot, from: from, feed: feed) } }
@@ -304,12 +304,18 @@ public final class PluginManager: Sendable {
     // MARK: Replay
 
     /// Where an instance's replay starts: its mark, or for a new instance the newest item now
-    /// (recorded as its mark: it gets no history). Nil when the store cannot say (no replay).
-    private func startMark(_ name: String) async -> Int64? {
+    /// (recorded as its mark: it gets no history). Nil when there is nothing to replay (an
+    /// instance that does not take messages: its mark is kept at the newest item) or the store
+    /// cannot say.
+    private func startMark(_ name: String, wantsMessages: Bool) async -> Int64? {
         guard let feed else { return nil }
         do {
-            if let mark = try storage.handledMark(instance: name) { return mark }
+            if wantsMessages, let mark = try storage.handledMark(instance: name) { return mark }
             let newest = try await feed.lastItemId()
+            if !wantsMessages {
+                try storage.setHandledMark(instance: name, itemId: newest)
+                return nil
+            }
             try storage.setHandledMark(instance: name, itemId: newest)
             return newest
         } catch {

@@ -32,10 +32,10 @@ import Testing
             }
         }
 
-        /// The `n` of each `/seen` line, in order, with its key.
+        /// The `n` of each `/_send` line (the test plugin with `"verb":"/_send"`), in order, with its key.
         var seen: [(n: Int, key: String?)] {
             lines.withLockedValue { $0 }.compactMap { entry -> (Int, String?)? in
-                guard entry.line.hasPrefix("/seen "), let r = entry.line.range(of: #""n":"#) else { return nil }
+                guard entry.line.hasPrefix("/_send "), let r = entry.line.range(of: #""n":"#) else { return nil }
                 return Int(entry.line[r.upperBound...].prefix { $0.isNumber }).map { ($0, entry.key) }
             }
         }
@@ -61,7 +61,7 @@ import Testing
         received.add(1...10)  // history before the instance existed: never replayed
         let log = KeyLog()
         let first = try manager(log, received)
-        await first.apply([testSpec("t", config: #"{"tag":"t"}"#, isolation: isolation)])
+        await first.apply([testSpec("t", config: #"{"tag":"t","verb":"/_send"}"#, isolation: isolation)])
         for n in Int64(11)...15 {
             received.add(n...n)
             first.dispatch(type: "newChatItems", json: event(Int(n)), receivedItemId: n)
@@ -69,7 +69,7 @@ import Testing
         first.dispatch(type: "contactUpdated", json: #"{"type":"contactUpdated","n":1000}"#)
         await first.drain()
         #expect(log.seen.map(\.n) == Array(11...15) + [1000])
-        // Commands issued while handling received item X carry "<instance>:X:<ordinal>"; others none.
+        // Sends issued while handling received item X carry "<instance>:X:<ordinal>"; others none.
         #expect(log.seen.map(\.key) == (11...15).map { "t:\($0):0" } + [nil])
         #expect(try PluginStorage(path: dir.appendingPathComponent("plugins.db")).handledMark(instance: "t") == 15)
         await first.stopAll()
@@ -79,7 +79,7 @@ import Testing
         // not given twice; an event that is not a message waits for the replay.
         received.add(16...22)
         let second = try manager(log, received)
-        await second.apply([testSpec("t", config: #"{"tag":"t"}"#, isolation: isolation)])
+        await second.apply([testSpec("t", config: #"{"tag":"t","verb":"/_send"}"#, isolation: isolation)])
         second.dispatch(type: "contactUpdated", json: #"{"type":"contactUpdated","n":2000}"#)
         for n in Int64(18)...22 { second.dispatch(type: "newChatItems", json: event(Int(n)), receivedItemId: n) }
         let deadline = ContinuousClock.now + .seconds(30)
@@ -105,11 +105,15 @@ import Testing
         received.add(1...50)
         let log = KeyLog()
         let m = try manager(log, received)
-        await m.apply([testSpec("fresh", config: #"{"tag":"f"}"#)])
+        await m.apply([testSpec("fresh", config: #"{"tag":"f","verb":"/_send"}"#), testSpec("seer", config: #"{"tag":"s"}"#)])
         received.add(51...51)
         m.dispatch(type: "newChatItems", json: event(51), receivedItemId: 51)
         await m.drain()
         #expect(log.seen.map(\.n) == [51])
+        #expect(log.seen.map(\.key) == ["fresh:51:0"])
+        // A command that is not a send carries no key (and is not counted).
+        let others = log.lines.withLockedValue { $0 }.filter { $0.line.hasPrefix("/seen s ") }
+        #expect(others.count == 1 && others.allSatisfy { $0.key == nil })
         await m.stopAll()
 
         let plain = CommandLog()
