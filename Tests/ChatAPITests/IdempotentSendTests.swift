@@ -17,7 +17,7 @@ import Testing
     /// Sent items of `text` in the chat database.
     static func sentItems(_ api: ChatAPI, _ text: String) async throws -> [Row] {
         let queue = await api.controller.store.queue
-        return try await queue.read { db in
+        return try queue.read { db in
             try Row.fetchAll(db, sql: "SELECT id, agent_seq FROM chat_item WHERE sent = 1 AND json_extract(content, '$.text') = ?", arguments: [text])
         }
     }
