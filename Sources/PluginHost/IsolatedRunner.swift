@@ -200,6 +200,8 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
             }
             if now { cont.resume() }
         }
+        let services = services
+        await Task.detached { services.flushMarks() }.value
     }
 
     /// A `done` frame from `child`: false when it names no event in flight (a protocol error).
@@ -467,6 +469,8 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
             return state.drainWaiters
         }
         waiters.forEach { $0.resume() }
+        let services = services
+        await Task.detached { services.flushMarks() }.value
     }
 }
 

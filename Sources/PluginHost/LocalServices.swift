@@ -31,8 +31,9 @@ final class LocalServices: HostServices, @unchecked Sendable {
     let instanceName: String
     private let runCommand: KeyedCommandRunner
     private let storage: PluginStorage
-    /// Whether handled received items move the instance's mark (the host has a ``ReceivedItemFeed``).
-    private let keepsMark: Bool
+    /// Writes the instance's mark when handled received items move it (the host has a
+    /// ``ReceivedItemFeed``); nil otherwise.
+    private let marks: MarkWriter?
     /// The received item whose event the instance is handling now (in-process) and how many
     /// commands it has issued for it.
     private let handling = NIOLockedValueBox<(itemId: Int64, commands: Int)?>(nil)
@@ -44,7 +45,7 @@ final class LocalServices: HostServices, @unchecked Sendable {
          deliverTimer: @escaping @Sendable (String) -> Void,
          commandsChanged: @escaping @Sendable (String, [[String: String]]) -> Void) {
         self.instanceName = instanceName
-        self.keepsMark = keepsMark
+        marks = keepsMark ? MarkWriter(instance: instanceName, storage: storage, logger: logger) : nil
         self.runCommand = runCommand
         self.storage = storage
         self.logger = logger
@@ -74,12 +75,15 @@ final class LocalServices: HostServices, @unchecked Sendable {
         handling.withLockedValue { $0 = nil }
     }
 
-    /// The instance finished handling the event of received item `itemId`: its mark moves there.
+    /// The instance finished handling the event of received item `itemId`: its mark moves there
+    /// (written off the plugin's thread, soon after).
     func handled(itemId: Int64) {
-        guard keepsMark else { return }
-        do { try storage.setHandledMark(instance: instanceName, itemId: itemId) } catch {
-            logger.error("cannot record the plugin's dispatch mark", metadata: ["plugin": "\(instanceName)", "error": "\(error)"])
-        }
+        marks?.record(itemId)
+    }
+
+    /// Waits until the marks recorded so far are written.
+    func flushMarks() {
+        marks?.flush()
     }
 
     /// Runs a command with a key (for an isolated child's call made while handling an event).
@@ -151,5 +155,58 @@ final class LocalServices: HostServices, @unchecked Sendable {
         }
         commandsChanged(instanceName, commands)
         return true
+    }
+}
+
+/// Writes an instance's mark to `plugins.db` on a thread of its own, so the plugin's thread does
+/// not wait for SQLite after every message, and coalesces bursts: while one write runs, newer
+/// marks replace each other and the newest is written next. The mark may lag the handler by a
+/// write; a crash then replays those messages (at least once, and their sends are deduplicated).
+final class MarkWriter: @unchecked Sendable {
+    private let instance: String
+    private let storage: PluginStorage
+    private let logger: Logger
+    private let queue: DispatchQueue
+    private let lock = NSLock()
+    private var pending: Int64?
+    private var writing = false
+
+    init(instance: String, storage: PluginStorage, logger: Logger) {
+        self.instance = instance
+        self.storage = storage
+        self.logger = logger
+        queue = DispatchQueue(label: "swiftplex.plugin-mark")
+    }
+
+    func record(_ itemId: Int64) {
+        let start = lock.withLock { () -> Bool in
+            pending = max(pending ?? itemId, itemId)
+            if writing { return false }
+            writing = true
+            return true
+        }
+        if start { queue.async { self.writeLoop() } }
+    }
+
+    private func writeLoop() {
+        while true {
+            let next = lock.withLock { () -> Int64? in
+                defer { pending = nil }
+                if pending == nil { writing = false }
+                return pending
+            }
+            guard let next else { return }
+            do { try storage.setHandledMark(instance: instance, itemId: next) } catch {
+                logger.error("cannot record the plugin's dispatch mark", metadata: ["plugin": "\(instance)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// Returns once every mark recorded before the call is written.
+    func flush() {
+        while true {
+            queue.sync {}
+            if lock.withLock({ !writing && pending == nil }) { return }
+        }
     }
 }

@@ -129,7 +129,7 @@ final class InProcessRunner: PluginRunner, @unchecked Sendable {
     }
 
     func drain() async {
-        _ = await worker.run { () }
+        _ = await worker.run { [services] in services.flushMarks() }
     }
 
     func stop() async {
@@ -137,6 +137,7 @@ final class InProcessRunner: PluginRunner, @unchecked Sendable {
         _ = await worker.run { [self] in
             instance?.stop()
             instance = nil
+            services.flushMarks()
         }
         worker.shutdown()
     }
