@@ -220,7 +220,14 @@ public final class PluginManager: Sendable {
                 case let .success(runner):
                     let slot = Slot(spec: spec, fingerprint: fingerprint, runner: runner)
                     let from = feed == nil ? nil : await startMark(spec.name, wantsMessages: runner.info.wants("newChatItems"))
-                    if let from { slot.beginCatchUp(from: from) }
+                    if let from, let feed {
+                        slot.beginCatchUp(from: from)
+                        // A received message its full queue refuses is read again from the store.
+                        slot.setOverflowHandler { [weak self, weak slot] after in
+                            guard let self, let slot else { return }
+                            Task { await self.catchUp(slot, from: after, feed: feed) }
+                        }
+                    }
                     slots.withLockedValue { $0.append(slot) }
                     if let from, let feed { Task { await self.catchUp(slot, from: from, feed: feed) } }
                     logger.info("plugin started", metadata: ["plugin": "\(spec.name)", "version": "\(runner.info.version)", "isolation": "\(spec.isolation.rawValue)"])
@@ -362,7 +369,7 @@ public final class PluginManager: Sendable {
             slot.caughtUp(to: last)
         }
         if replayed > 0 {
-            logger.notice("replayed received messages the plugin had not finished before the host stopped",
+            logger.notice("gave the plugin received messages from the store (missed before a restart, or refused by its full queue)",
                           metadata: ["plugin": "\(name)", "messages": "\(replayed)"])
         }
     }
@@ -411,6 +418,7 @@ final class Slot: @unchecked Sendable {
     private var liveSeen: Int64 = 0
     private var removed = false
     private var heldDuringCatchUp: [String] = []
+    private var onOverflow: (@Sendable (Int64) -> Void)?
 
     var spec: PluginSpec { lock.withLock { _spec } }
     var fingerprint: String { lock.withLock { _fingerprint } }
@@ -437,6 +445,7 @@ final class Slot: @unchecked Sendable {
             lock.unlock()
             return
         }
+        let previous = lastEnqueued
         if let itemId {
             if itemId <= lastEnqueued {
                 lock.unlock()
@@ -451,7 +460,26 @@ final class Slot: @unchecked Sendable {
         }
         let r = _runner
         lock.unlock()
-        _ = r.deliver(json, itemId: itemId)
+        if !r.deliver(json, itemId: itemId), let itemId { overflowed(itemId, after: previous) }
+    }
+
+    func setOverflowHandler(_ handler: @escaping @Sendable (Int64) -> Void) {
+        lock.withLock { onOverflow = handler }
+    }
+
+    /// The runner's queue refused received message `itemId`: with a handler, the slot catches up
+    /// from the store after `previous` (once the queue has drained) instead of losing it.
+    private func overflowed(_ itemId: Int64, after previous: Int64) {
+        lock.lock()
+        guard !catchingUp, !removed, let handler = onOverflow else {
+            lock.unlock()
+            return
+        }
+        catchingUp = true
+        lastEnqueued = min(lastEnqueued, previous)
+        liveSeen = max(liveSeen, itemId)
+        lock.unlock()
+        handler(previous)
     }
 
     func beginCatchUp(from mark: Int64) {

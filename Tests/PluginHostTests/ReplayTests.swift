@@ -99,6 +99,28 @@ import Testing
         await second.stopAll()
     }
 
+    @Test func aMessageAFullQueueRefusesIsGivenLaterFromTheStoreInOrder() async throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let received = Received()
+        let log = KeyLog()
+        let m = try manager(log, received)
+        // Two events fit in the queue; each live one takes the plugin 300 ms.
+        await m.apply([testSpec("q", config: #"{"tag":"q","verb":"/_send"}"#, queueLimit: 2)])
+        for n in Int64(1)...8 {
+            received.add(n...n)
+            m.dispatch(type: "newChatItems", json: event(Int(n), #","text":"slow-q""#), receivedItemId: n)
+        }
+        #expect(m.statuses()[0].stats.dropped > 0)
+        try await log.wait(for: 8)
+        received.add(9...9)
+        m.dispatch(type: "newChatItems", json: event(9), receivedItemId: 9)
+        try await log.wait(for: 9)
+        await m.drain()
+        #expect(log.seen.map(\.n) == Array(1...9))
+        #expect(log.seen.map(\.key) == (1...9).map { "q:\($0):0" })
+        await m.stopAll()
+    }
+
     @Test func aNewInstanceStartsAtTheNewestMessageAndAManagerWithoutAFeedKeepsNoMark() async throws {
         defer { try? FileManager.default.removeItem(at: dir) }
         let received = Received()
