@@ -184,6 +184,9 @@ let package = Package(
         // Test support only: drives a plugin's C descriptor directly with scripted Chat API
         // answers, for unit tests of plugin logic (end-to-end tests use SwiftplexPluginTesting).
         .target(name: "PluginABITesting", dependencies: ["CSwiftplexPlugin"], path: "Tests/Support/PluginABITesting"),
+        // Test support only, Foundation only, shared by every test target: temporary directories,
+        // inboxes that await events (no polling), child processes whose output lines are awaited.
+        .target(name: "TestSupport", path: "Tests/Support/TestSupport"),
         // Built-in plugins.
         .target(name: "AutoAccept", dependencies: ["SwiftplexPluginKit"], path: "Plugins/AutoAccept"),
         .target(name: "AutoReply", dependencies: ["SwiftplexPluginKit"], path: "Plugins/AutoReply"),
@@ -246,11 +249,12 @@ let package = Package(
 
         // Tests.
         .testTarget(name: "SwiftplexCryptoTests", dependencies: ["SwiftplexCrypto"]),
-        .testTarget(name: "QRCodeTests", dependencies: ["QRCode"]),
+        .testTarget(name: "TestSupportTests", dependencies: ["TestSupport"]),
+        .testTarget(name: "QRCodeTests", dependencies: ["QRCode", "TestSupport"]),
         .testTarget(
             name: "ChatClientTests",
             dependencies: [
-                "swiftplex-relay", "swiftplex-chat", "QRCode", "RelayProtocol",
+                "swiftplex-relay", "swiftplex-chat", "QRCode", "RelayProtocol", "TestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
@@ -258,21 +262,21 @@ let package = Package(
         .testTarget(
             name: "BotHostTests",
             dependencies: [
-                "BotHost", "ChatCore", "PluginHost", "SwiftplexPluginTesting",
+                "BotHost", "ChatCore", "PluginHost", "SwiftplexPluginTesting", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
             name: "SwiftplexCLITests",
             dependencies: [
-                "SwiftplexPluginTesting", "RelayProtocol",
+                "SwiftplexPluginTesting", "RelayProtocol", "TestSupport",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
         ),
         .testTarget(
             name: "PluginHostTests",
             dependencies: [
-                "PluginHost",
+                "PluginHost", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
@@ -285,16 +289,16 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),
-        .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore"]),
-        .testTarget(name: "HostConfigTests", dependencies: ["HostConfig"]),
-        .testTarget(name: "SimplexLibTests"),
+        .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore", "TestSupport"]),
+        .testTarget(name: "HostConfigTests", dependencies: ["HostConfig", "TestSupport"]),
+        .testTarget(name: "SimplexLibTests", dependencies: ["TestSupport"]),
         .testTarget(name: "SwiftplexPluginKitTests", dependencies: ["SwiftplexPluginKit", "PluginABITesting", "CSwiftplexPlugin"]),
         // Loads the built plugin libraries (lib<name>.so) and the C example through the C ABI only.
-        .testTarget(name: "PluginsTests", dependencies: ["CSwiftplexPlugin", "PluginABITesting", "PluginScaffold"]),
+        .testTarget(name: "PluginsTests", dependencies: ["CSwiftplexPlugin", "PluginABITesting", "PluginScaffold", "TestSupport"]),
         .testTarget(
             name: "ChatAPITests",
             dependencies: [
-                "ChatAPI", "ChatCore", "RelayServer", "RelayProtocol", "Agent", "RelayClient",
+                "ChatAPI", "ChatCore", "RelayServer", "RelayProtocol", "Agent", "RelayClient", "TestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -307,6 +311,7 @@ let package = Package(
                 "RelayServer",
                 "RelayClient",
                 "RelayProtocol",
+                "TestSupport",
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -318,6 +323,7 @@ let package = Package(
                 "RelayServer",
                 "RelayClient",
                 "swiftplex-relay",
+                "TestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

@@ -321,7 +321,7 @@ public actor Agent {
     private func newInvitation(autoAllowInfo: [UInt8]?) async throws -> (connection: Int64, link: InvitationLink) {
         let relay = try ownRelay
         let connection = try await relayConnection(relay)
-        let q = try await connection.createQueue()
+        let q = try await connection.createQueue(mode: .messaging, password: relay.password)
         let e2e = X25519.PrivateKey()
         let x3dh = X3DH.PrivateKeys()
         let record = ConnectionRecord(
@@ -344,7 +344,7 @@ public actor Agent {
         try await checkPeerRelay(peerRelay)
         let relay = try ownRelay
         let own = try await relayConnection(relay)
-        let q = try await own.createQueue()
+        let q = try await own.createQueue(mode: .messaging, password: relay.password)
         let rcvE2E = X25519.PrivateKey()
         let x3dh = X3DH.PrivateKeys()
         let secrets = try X3DH.joinerSecrets(own: x3dh, inviter: link.keys)
@@ -570,6 +570,16 @@ public actor Agent {
                     try await store.queue.write { db in try AgentStore.removePending(db, id: item.id) }
                     if let seq = item.messageSeq { eventSink.yield(.sent(connection: id, seq: seq)) }
                 }
+            }
+        } catch let e as RelayClientError where e.code == .relay(.auth) {
+            // The peer's queue is gone (or our key no longer fits it): permanent. Retrying would
+            // only add to the relay's count of AUTH answers on a connection we share.
+            do {
+                let seqs = try await store.queue.write { db in try AgentStore.dropPending(db, connectionId: id) }
+                logger.info("the peer's queue refused delivery; waiting messages dropped", metadata: ["connection": "\(id)", "messages": "\(seqs.count)"])
+                eventSink.yield(.undeliverable(connection: id, seqs: seqs))
+            } catch {
+                logger.warning("could not drop undeliverable messages", metadata: ["connection": "\(id)", "error": "\(error)"])
             }
         } catch {
             logger.debug("outbox delivery deferred", metadata: ["connection": "\(id)", "error": "\(error)"])
@@ -833,7 +843,8 @@ public actor Agent {
     public func createAddress() async throws -> (address: Int64, link: ContactAddressLink) {
         let relay = try ownRelay
         let connection = try await relayConnection(relay)
-        let q = try await connection.createQueue()
+        // A contact queue: anyone may send a request, nobody can secure it (audit 1).
+        let q = try await connection.createQueue(mode: .contact, password: relay.password)
         let e2e = X25519.PrivateKey()
         let record = AddressRecord(rcv: OwnQueue(q, relay: relay, e2e: e2e))
         let id = try await store.queue.write { db in try AgentStore.save(db, record) }

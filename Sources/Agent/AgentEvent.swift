@@ -30,6 +30,10 @@ public enum AgentEvent: Sendable, Equatable {
     /// nothing was acknowledged to the relay, and the agent tries again (`connection` is nil for
     /// a contact request).
     case storeError(connection: Int64?, message: String)
+    /// The peer's queue refused our messages with `AUTH`: it was deleted (or disabled) without a
+    /// goodbye. The envelopes still waiting (`seqs` of the numbered ones) are dropped rather than
+    /// retried for ever — each retry would count against the relay's limit on `AUTH` answers.
+    case undeliverable(connection: Int64, seqs: [UInt64])
     case hostConnected(RelayAddress)
     case hostDisconnected(RelayAddress)
 }
@@ -38,7 +42,8 @@ extension AgentEvent {
     /// The connection the event is about, if it is about one.
     public var connectionId: Int64? {
         switch self {
-        case let .confirmation(c, _), let .connected(c, _), let .message(c, _, _, _), let .sent(c, _), let .delivered(c, _), let .rejected(c, _):
+        case let .confirmation(c, _), let .connected(c, _), let .message(c, _, _, _), let .sent(c, _), let .delivered(c, _), let .rejected(c, _),
+             let .undeliverable(c, _):
             c
         case .contactRequest, .storeError, .hostConnected, .hostDisconnected:
             nil

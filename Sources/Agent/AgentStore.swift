@@ -306,6 +306,14 @@ final class AgentStore: Sendable {
         try Int64.fetchAll(db, sql: "SELECT DISTINCT connection_id FROM pending")
     }
 
+    /// Drops every envelope waiting for a connection; returns the message numbers among them.
+    static func dropPending(_ db: Database, connectionId: Int64) throws -> [UInt64] {
+        let seqs = try Int64.fetchAll(db, sql: "SELECT message_seq FROM pending WHERE connection_id = ? AND message_seq IS NOT NULL ORDER BY id",
+                                      arguments: [connectionId]).map { UInt64($0) }
+        try db.execute(sql: "DELETE FROM pending WHERE connection_id = ?", arguments: [connectionId])
+        return seqs
+    }
+
     static func removePending(_ db: Database, id: Int64) throws {
         try db.execute(sql: "DELETE FROM pending WHERE id = ?", arguments: [id])
     }

@@ -556,6 +556,8 @@ extension ChatController {
             sink.yield(.object([("type", .string("hostDisconnected")), ("protocol", .string("smp")), ("transportHost", .string(relay.host))]))
         case let .rejected(conn, reason):
             logger.info("a message was rejected", metadata: ["connection": "\(conn)", "reason": "\(reason)"])
+        case let .undeliverable(conn, seqs):
+            try statusChanged(conn, seqs: seqs, to: "sndErrorAuth", from: ["sndNew", "sndSent"])
         case let .storeError(conn, message):
             // The agent database refused what arrived; the agent keeps trying.
             sink.yield(.object([("type", .string("chatError")), ("chatError", .object([

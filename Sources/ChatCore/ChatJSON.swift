@@ -147,7 +147,7 @@ enum ChatJSON {
         ])
     }
 
-    /// A CIStatus from the stored status name (`sndNew`, `sndSent`, `sndRcvd`, `rcvNew`, `rcvRead`).
+    /// A CIStatus from the stored status name (`sndNew`, `sndSent`, `sndRcvd`, `sndErrorAuth`, `rcvNew`, `rcvRead`).
     static func itemStatus(_ status: String) -> JSONValue {
         switch status {
         case "sndSent": obj([("type", str(status)), ("sndProgress", str("complete"))])

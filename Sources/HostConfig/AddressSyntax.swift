@@ -31,7 +31,8 @@ enum HostPortSyntax {
     }
 }
 
-/// The shape of a relay address, `smp://<fingerprint>@host[:port]`, checked by syntax only.
+/// The shape of a relay address, `smp://<fingerprint>[:<password>]@host[:port]`, checked by syntax
+/// only (the password of a private relay: 1–128 of `A–Z a–z 0–9 -._~!$&'()*+,;=`).
 enum RelayAddressSyntax {
     /// What is wrong with the address, or nil when its shape is right.
     static func problem(_ s: String) -> String? {
@@ -39,6 +40,14 @@ enum RelayAddressSyntax {
         let rest = s.dropFirst("smp://".count)
         guard let at = rest.firstIndex(of: "@") else { return "the address has no <fingerprint>@" }
         var fingerprint = rest[..<at]
+        if let colon = fingerprint.firstIndex(of: ":") {
+            let password = fingerprint[fingerprint.index(after: colon)...]
+            let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=")
+            guard (1...128).contains(password.count), password.allSatisfy({ allowed.contains($0) }) else {
+                return "the relay password must be 1-128 characters of A-Z a-z 0-9 -._~!$&'()*+,;="
+            }
+            fingerprint = fingerprint[..<colon]
+        }
         if fingerprint.hasSuffix("=") { fingerprint = fingerprint.dropLast() }
         guard fingerprint.count == 43,
               fingerprint.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") })

@@ -28,9 +28,16 @@ public struct RecipientQueue: Sendable {
 extension RelayConnection {
     /// Creates a queue on this relay, owned by a new key of the given kind (Ed25519 signatures by
     /// default; X25519 authenticators are cheaper and deniable).
-    public func createQueue(recipientKey key: AuthPrivateKey = .newEd25519()) async throws -> RecipientQueue {
+    /// - Parameters:
+    ///   - mode: `.messaging` (one sender, who secures it) or `.contact` (an address: anyone sends
+    ///     unsigned requests, nobody can secure it). Fixed for the queue's life.
+    ///   - password: the relay's queue-creation password; by default the one in the address this
+    ///     connection was made with.
+    public func createQueue(recipientKey key: AuthPrivateKey = .newEd25519(), mode: QueueMode = .messaging,
+                            password: String? = nil) async throws -> RecipientQueue {
         let dh = X25519.PrivateKey()
-        let response = try await send(.new(recipientKey: key.publicKey, recipientDhKey: dh.publicKey), key: key)
+        let pw = (password ?? address.password).map { Array($0.utf8) }
+        let response = try await send(.new(recipientKey: key.publicKey, recipientDhKey: dh.publicKey, mode: mode, password: pw), key: key)
         guard case let .ids(rid, sid, serverDh) = response else {
             throw RelayClientError(.unexpectedResponse, "expected IDS in answer to NEW")
         }

@@ -110,7 +110,8 @@ final class RelayClientHandler: ChannelInboundHandler {
         context.eventLoop.assumeIsolated().execute { [self] in
             flushScheduled = false
             guard let context = self.context, !outbox.isEmpty else { return }
-            for block in BlockCodec.encode(outbox, allocator: context.channel.allocator) {
+            // Every transmission may be signed: never more than the relay checks per block.
+            for block in BlockCodec.encode(outbox, maxPerBlock: RelayLimits.maxAuthorizedPerBlock, allocator: context.channel.allocator) {
                 context.write(wrapOutboundOut(block), promise: nil)
             }
             outbox.removeAll(keepingCapacity: true)

@@ -8,9 +8,11 @@ import NIOCore
 public enum BlockCodec {
     public static let paddingByte = UInt8(ascii: "#")
 
-    /// Packs transmissions into as few blocks as possible, keeping their order.
-    /// Precondition: each transmission is at most ``RelayLimits/maxTransmissionLength`` bytes.
-    public static func encode(_ transmissions: [ByteBuffer], allocator: ByteBufferAllocator) -> [ByteBuffer] {
+    /// Packs transmissions into as few blocks as possible, at most `maxPerBlock` (≤ 255) in each,
+    /// keeping their order. Precondition: each transmission is at most
+    /// ``RelayLimits/maxTransmissionLength`` bytes.
+    public static func encode(_ transmissions: [ByteBuffer], maxPerBlock: Int = 255, allocator: ByteBufferAllocator) -> [ByteBuffer] {
+        let maxPerBlock = min(max(maxPerBlock, 1), 255)
         var blocks: [ByteBuffer] = []
         var index = 0
         while index < transmissions.count {
@@ -18,7 +20,7 @@ public enum BlockCodec {
             block.writeInteger(UInt16(0)) // content length, patched below
             block.writeInteger(UInt8(0))  // count, patched below
             var count = 0
-            while index < transmissions.count, count < 255 {
+            while index < transmissions.count, count < maxPerBlock {
                 let t = transmissions[index]
                 precondition(t.readableBytes <= RelayLimits.maxTransmissionLength, "transmission too large for a block")
                 if block.writerIndex + 2 + t.readableBytes > RelayLimits.blockSize { break }

@@ -25,8 +25,9 @@ public enum CommandParty: Sendable {
 
 /// Commands a client sends to a relay.
 public enum ClientCommand: Sendable, Equatable {
-    /// Create a queue owned by `recipientKey`; the relay answers `IDS`.
-    case new(recipientKey: AuthPublicKey, recipientDhKey: X25519.PublicKey)
+    /// Create a queue owned by `recipientKey`, of `mode` (fixed for its life); the relay answers
+    /// `IDS`. `password` is the relay's queue-creation password, when it has one (private relays).
+    case new(recipientKey: AuthPublicKey, recipientDhKey: X25519.PublicKey, mode: QueueMode = .messaging, password: [UInt8]? = nil)
     /// Recipient secures the queue with the sender's key.
     case key(senderKey: AuthPublicKey)
     /// Sender secures the queue with its own key (signed by that key).
@@ -83,10 +84,12 @@ public enum ClientCommand: Sendable, Equatable {
     public func encode(into b: inout ByteBuffer) {
         b.writeString(tag)
         switch self {
-        case let .new(rk, dh):
+        case let .new(rk, dh, mode, password):
             b.writeInteger(UInt8(ascii: " "))
             b.writeShortBytes(rk.wireBytes)
             b.writeShortBytes(dh.bytes)
+            b.writeInteger(mode.rawValue)
+            if let password { b.writeShortBytes(password) }
         case let .key(k), let .secureBySender(k):
             b.writeInteger(UInt8(ascii: " "))
             b.writeShortBytes(k.wireBytes)
@@ -120,7 +123,19 @@ public enum ClientCommand: Sendable, Equatable {
             switch tag {
             case "NEW":
                 guard let rk = b.readShortBytes(), let dh = b.readShortBytes() else { throw RelayErrorCode.syntax }
-                command = .new(recipientKey: try AuthPublicKey(wireBytes: rk), recipientDhKey: try X25519.PublicKey(bytes: dh))
+                // `[mode][password]` are optional: a bare NEW makes a messaging queue without a password.
+                var mode = QueueMode.messaging
+                var password: [UInt8]?
+                if let m = b.readInteger(as: UInt8.self) {
+                    guard let parsed = QueueMode(rawValue: m) else { throw RelayErrorCode.syntax }
+                    mode = parsed
+                    if b.readableBytes > 0 {
+                        guard let p = b.readShortBytes(), !p.isEmpty else { throw RelayErrorCode.syntax }
+                        password = p
+                    }
+                }
+                command = .new(recipientKey: try AuthPublicKey(wireBytes: rk), recipientDhKey: try X25519.PublicKey(bytes: dh),
+                               mode: mode, password: password)
             case "KEY":
                 guard let k = b.readShortBytes() else { throw RelayErrorCode.syntax }
                 command = .key(senderKey: try AuthPublicKey(wireBytes: k))

@@ -3,7 +3,7 @@ import SwiftplexCrypto
 /// A typed reason why a relay address or queue URI was refused.
 public struct AddressError: CodedError {
     public enum Code: String, Sendable {
-        case scheme, fingerprint, host, port, queueId, parameters
+        case scheme, fingerprint, password, host, port, queueId, parameters
     }
     public let code: Code
     public let message: String
@@ -14,20 +14,27 @@ public struct AddressError: CodedError {
     }
 }
 
-/// `smp://<base64url SHA-256 of the relay's identity certificate>@host[:port]`.
+/// `smp://<base64url SHA-256 of the relay's identity certificate>[:<password>]@host[:port]`.
 ///
-/// Clients pin the fingerprint: a relay presenting any other certificate is refused.
+/// Clients pin the fingerprint: a relay presenting any other certificate is refused. The optional
+/// password (as SMP's `smp://fingerprint:password@host`) is what a private relay asks for before
+/// it creates a queue (`NEW`); sending, subscribing and reading links never need it, so it is not
+/// part of a relay's identity: two addresses that differ only in it are equal, and queue URIs and
+/// links given to others never carry it (``withoutPassword``).
 public struct RelayAddress: Sendable, Hashable, CustomStringConvertible, LosslessStringConvertible {
     public static let defaultPort = 5223
 
     public var fingerprint: [UInt8]
     public var host: String
     public var port: Int
+    /// The relay's queue-creation password, if it has one.
+    public var password: String?
 
-    public init(fingerprint: [UInt8], host: String, port: Int = RelayAddress.defaultPort) {
+    public init(fingerprint: [UInt8], host: String, port: Int = RelayAddress.defaultPort, password: String? = nil) {
         self.fingerprint = fingerprint
         self.host = host
         self.port = port
+        self.password = password
     }
 
     public init?(_ description: String) {
@@ -44,12 +51,44 @@ public struct RelayAddress: Sendable, Hashable, CustomStringConvertible, Lossles
         guard let at = rest.firstIndex(of: "@") else {
             throw AddressError(.fingerprint, "a relay address needs <fingerprint>@host")
         }
-        let fp = rest[..<at]
+        var fp = rest[..<at]
+        var password: String?
+        if let colon = fp.firstIndex(of: ":") {
+            let p = fp[fp.index(after: colon)...]
+            guard Self.isValidPassword(p) else {
+                throw AddressError(.password, "a relay password is 1–\(RelayLimits.maxPasswordLength) characters of A–Z a–z 0–9 and -._~!$&'()*+,;=")
+            }
+            password = String(p)
+            fp = fp[..<colon]
+        }
         guard let fingerprint = Base64URL.decode(fp), fingerprint.count == 32 else {
             throw AddressError(.fingerprint, "the relay fingerprint must be 32 bytes of base64url")
         }
         let (host, port) = try Self.parseHostPort(rest[rest.index(after: at)...])
-        self.init(fingerprint: fingerprint, host: host, port: port)
+        self.init(fingerprint: fingerprint, host: host, port: port, password: password)
+    }
+
+    /// Characters a password may hold: URI "unreserved" and "sub-delims", so that it needs no escaping.
+    public static func isValidPassword(_ p: some StringProtocol) -> Bool {
+        let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=".utf8)
+        return !p.isEmpty && p.utf8.count <= RelayLimits.maxPasswordLength && p.utf8.allSatisfy { allowed.contains($0) }
+    }
+
+    /// The same relay without the password: what queue URIs and links carry.
+    public var withoutPassword: RelayAddress {
+        var a = self
+        a.password = nil
+        return a
+    }
+
+    public static func == (a: RelayAddress, b: RelayAddress) -> Bool {
+        a.fingerprint == b.fingerprint && a.host == b.host && a.port == b.port
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(fingerprint)
+        hasher.combine(host)
+        hasher.combine(port)
     }
 
     static func parseHostPort(_ s: Substring) throws -> (String, Int) {
@@ -80,7 +119,12 @@ public struct RelayAddress: Sendable, Hashable, CustomStringConvertible, Lossles
         return port == Self.defaultPort ? h : "\(h):\(port)"
     }
 
-    public var description: String { "smp://\(Base64URL.encode(fingerprint))@\(hostPortText)" }
+    /// The full address, password included (for the operator and the configuration that created
+    /// it; never for logs or for others: see ``withoutPassword``).
+    public var description: String {
+        let pw = password.map { ":\($0)" } ?? ""
+        return "smp://\(Base64URL.encode(fingerprint))\(pw)@\(hostPortText)"
+    }
 }
 
 /// A sender's view of a queue: where it lives, its sender ID, and the recipient's DH key for the
@@ -91,8 +135,9 @@ public struct QueueURI: Sendable, Hashable, CustomStringConvertible {
     public var recipientDhKey: X25519.PublicKey
     public var version: UInt16
 
+    /// A queue URI never carries the relay's password: it is given to the sender.
     public init(relay: RelayAddress, senderId: [UInt8], recipientDhKey: X25519.PublicKey, version: UInt16 = RelayLimits.currentVersion) {
-        self.relay = relay
+        self.relay = relay.withoutPassword
         self.senderId = senderId
         self.recipientDhKey = recipientDhKey
         self.version = version
@@ -138,6 +183,6 @@ public struct QueueURI: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String {
-        "\(relay)/\(Base64URL.encode(senderId))#/?v=\(version)&dh=\(Base64URL.encode(recipientDhKey.bytes))"
+        "\(relay.withoutPassword)/\(Base64URL.encode(senderId))#/?v=\(version)&dh=\(Base64URL.encode(recipientDhKey.bytes))"
     }
 }

@@ -18,6 +18,12 @@ public enum RelayLimits {
     public static let maxMessageBodyLength = 16_064
     /// The largest short-link blob (LSET) a relay stores.
     public static let maxLinkDataLength = 13_824
+    /// The most authorised (signed) transmissions one client block may carry: the relay checks at
+    /// most this many signatures per block it reads, and refuses a block with more (`ERR BLOCK`,
+    /// then closes the connection). Clients pack at most this many transmissions into a block.
+    public static let maxAuthorizedPerBlock = 64
+    /// The longest queue-creation password a relay address may carry.
+    public static let maxPasswordLength = 128
     /// The current and oldest supported protocol versions.
     public static let currentVersion: UInt16 = 1
     public static let minimumVersion: UInt16 = 1

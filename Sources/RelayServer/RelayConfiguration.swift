@@ -2,7 +2,7 @@ import Foundation
 import RelayProtocol
 
 /// Everything a relay needs to run. Defaults are the documented ones: quota 128 messages per
-/// queue, messages kept 21 days.
+/// queue, messages kept 21 days, and the resource limits below (docs/architecture.md, "Limits").
 public struct RelayConfiguration: Sendable {
     /// Directory (created 0700) holding the identity and the queue database (files 0600).
     public var dataDirectory: URL
@@ -33,6 +33,30 @@ public struct RelayConfiguration: Sendable {
     /// The wall clock for message timestamps and expiry (tests substitute a manual one).
     public var clock: any RelayClock
 
+    // MARK: Resource limits (each refusal is counted in `swiftplex_relay_limit_refusals_total{limit=…}`)
+
+    /// Connections open at once (TLS handshakes included); more are closed as they are accepted.
+    /// Keep it below the process's open-file limit (`ulimit -n`).
+    public var maxConnections: Int
+    /// Queues in total; `NEW` beyond gets `QUOTA`. Each queue's metadata is kept in memory.
+    public var maxQueues: Int
+    /// `NEW`s one connection may send in any ``newQueueWindow``; more get `QUOTA`.
+    public var maxNewQueuesPerConnection: Int
+    public var newQueueWindow: Duration
+    /// Undelivered messages stored in total, over all queues; `SEND` beyond gets `QUOTA` (so that
+    /// unsigned `SEND`s to one's own unsecured queues cannot fill the disk).
+    public var maxStoredMessages: Int
+    /// Bytes of undelivered message bodies stored in total; `SEND` beyond gets `QUOTA`.
+    public var maxStoredBytes: Int
+    /// A connection whose commands are answered `AUTH` more than this many times within
+    /// ``authFailureWindow`` is closed (after the answer). Every `AUTH` counts, whatever its cause,
+    /// so that the closing reveals nothing about which queues exist.
+    public var maxAuthFailures: Int
+    public var authFailureWindow: Duration
+    /// When set, `NEW` must carry this password (`smp://fingerprint:password@host`); without it
+    /// or with another one the answer is `AUTH`. For private relays.
+    public var newQueuePassword: String?
+
     public init(
         dataDirectory: URL,
         host: String = "127.0.0.1",
@@ -46,8 +70,26 @@ public struct RelayConfiguration: Sendable {
         writeStallTimeout: Duration = .seconds(30),
         maxPendingCommandsPerConnection: Int = 1024,
         deliveryCacheBytes: Int = 64 << 20,
-        clock: any RelayClock = SystemRelayClock()
+        clock: any RelayClock = SystemRelayClock(),
+        maxConnections: Int = 4096,
+        maxQueues: Int = 1_000_000,
+        maxNewQueuesPerConnection: Int = 1000,
+        newQueueWindow: Duration = .seconds(600),
+        maxStoredMessages: Int = 10_000_000,
+        maxStoredBytes: Int = 16 << 30,
+        maxAuthFailures: Int = 100,
+        authFailureWindow: Duration = .seconds(10),
+        newQueuePassword: String? = nil
     ) {
+        self.maxConnections = maxConnections
+        self.maxQueues = maxQueues
+        self.maxNewQueuesPerConnection = maxNewQueuesPerConnection
+        self.newQueueWindow = newQueueWindow
+        self.maxStoredMessages = maxStoredMessages
+        self.maxStoredBytes = maxStoredBytes
+        self.maxAuthFailures = maxAuthFailures
+        self.authFailureWindow = authFailureWindow
+        self.newQueuePassword = newQueuePassword
         self.deliveryCacheBytes = deliveryCacheBytes
         self.clock = clock
         self.dataDirectory = dataDirectory
@@ -65,9 +107,13 @@ public struct RelayConfiguration: Sendable {
 }
 
 extension Duration {
+    /// Nanoseconds, saturating (a duration beyond ~292 years is "for ever" for a timer).
     var timeAmountNanoseconds: Int64 {
         let (s, atto) = components
-        return s * 1_000_000_000 + atto / 1_000_000_000
+        let (ns, overflow) = s.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return s < 0 ? .min : .max }
+        let (sum, overflow2) = ns.addingReportingOverflow(atto / 1_000_000_000)
+        return overflow2 ? .max : sum
     }
 }
 

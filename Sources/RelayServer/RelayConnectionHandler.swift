@@ -34,6 +34,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
             onLoop { h in
                 h.pendingCommands -= 1
                 h.enqueue(response, correlationId: correlationId, entityId: entityId)
+                if response == .error(.auth) { h.noteAuthFailure() }
                 h.resumeReadingIfPossible()
             }
         }
@@ -69,6 +70,13 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
     private var timers: [Scheduled<Void>] = []
     private var idleTimer: Scheduled<Void>?
     private var stallTimer: Scheduled<Void>?
+    /// When each `AUTH` answer of the last `authFailureWindow` was given (oldest first).
+    private var authFailures: [NIODeadline] = []
+    /// Set once the relay decided to close: nothing more read is dispatched.
+    private var closing = false
+    /// `NEW`s in the current window and when that window started.
+    private var newQueuesInWindow = 0
+    private var newQueueWindowStart = NIODeadline.distantPast
 
     init(core: RelayCore, configuration: RelayConfiguration, logger: Logger) {
         self.core = core
@@ -151,7 +159,8 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
     }
 
     private func close() {
-        guard let context, phase != .closed else { return }
+        guard let context, phase != .closed, !closing else { return }
+        closing = true
         context.close(promise: nil)
     }
 
@@ -162,6 +171,8 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
         lastInbound = .now()
         switch phase {
         case .closed:
+            return
+        case _ where closing:
             return
         case .awaitingHello:
             guard let parts = try? BlockCodec.decode(block), parts.count == 1,
@@ -184,8 +195,47 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
                 flushOutbox()
                 return close()
             }
-            for part in parts { dispatch(part) }
+            // Each authorised transmission costs a signature check: at most so many per block.
+            let authorized = parts.reduce(0) { n, part in n + ((part.getInteger(at: part.readerIndex, as: UInt8.self) ?? 0) > 0 ? 1 : 0) }
+            guard authorized <= RelayLimits.maxAuthorizedPerBlock else {
+                logger.info("closing connection: too many authorised transmissions in a block")
+                core.noteProtocolError()
+                core.noteRefusal(.authorizedPerBlock)
+                enqueue(.error(.block), correlationId: [], entityId: [])
+                flushOutbox()
+                return close()
+            }
+            for part in parts where !closing { dispatch(part) }
         }
+    }
+
+    /// Counts an `AUTH` answer; a connection with more than `maxAuthFailures` of them within
+    /// `authFailureWindow` is closed once the answer is written.
+    fileprivate func noteAuthFailure() {
+        guard phase == .ready, !closing else { return }
+        let now = NIODeadline.now()
+        let window = TimeAmount.nanoseconds(configuration.authFailureWindow.timeAmountNanoseconds)
+        authFailures.append(now)
+        if let firstRecent = authFailures.firstIndex(where: { now - $0 <= window }), firstRecent > 0 {
+            authFailures.removeFirst(firstRecent)
+        }
+        guard authFailures.count > configuration.maxAuthFailures else { return }
+        logger.info("closing connection: repeated authorisation failures")
+        core.noteRefusal(.authFailures)
+        flushOutbox()
+        close()
+    }
+
+    /// Takes one `NEW` from this connection's budget for the current window.
+    private func takeNewQueueBudget() -> Bool {
+        let now = NIODeadline.now()
+        if now - newQueueWindowStart > TimeAmount.nanoseconds(configuration.newQueueWindow.timeAmountNanoseconds) {
+            newQueueWindowStart = now
+            newQueuesInWindow = 0
+        }
+        guard newQueuesInWindow < configuration.maxNewQueuesPerConnection else { return false }
+        newQueuesInWindow += 1
+        return true
     }
 
     private func dispatch(_ raw: ByteBuffer) {
@@ -212,6 +262,10 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
             return enqueue(.error(error), correlationId: t.correlationId, entityId: t.entityId)
         }
         guard let subscriber else { return }
+        if case .new = command, !takeNewQueueBudget() {
+            core.noteRefusal(.queuesPerConnection)
+            return enqueue(.error(.quota), correlationId: t.correlationId, entityId: t.entityId)
+        }
         pendingCommands += 1
         let corr = t.correlationId
         let entity = t.entityId

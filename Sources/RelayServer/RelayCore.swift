@@ -16,7 +16,7 @@ final class RelayCore: Sendable {
         case idle
         /// A read of the oldest unacknowledged message is under way; its completion decides what is in flight.
         case fetching
-        case inFlight(messageId: [UInt8], seq: Int64)
+        case inFlight(messageId: [UInt8], seq: Int64, bytes: Int)
     }
 
     struct QueueState: Sendable {
@@ -27,16 +27,29 @@ final class RelayCore: Sendable {
         var senderKey: AuthPublicKey?
         var enabled: Bool
         var linkId: [UInt8]?
-        /// Undelivered or unacknowledged messages (acknowledged ones are not counted).
+        let mode: QueueMode
+        /// Undelivered or unacknowledged messages (acknowledged ones are not counted), including
+        /// expired ones until the sweep deletes them.
         var count: Int
+        /// The body bytes of the messages in `count`.
+        var bytes: Int = 0
+        /// Acknowledged messages whose deletion has not committed (or failed): already uncounted,
+        /// so the expiry sweep must not uncount them again.
+        var ackedUndeleted: Set<Int64> = []
+        /// Messages the sweep deleted (and uncounted) that may still be acknowledged: in flight, or
+        /// returned by a read under way. Their ACK must not uncount them again.
+        var sweptUnacked: Set<Int64> = []
+        /// `GET` reads under way.
+        var reads = 0
         var subscriber: (any RelaySubscriber)?
         var delivery: Delivery = .idle
         /// Every message with `seq` up to this one is acknowledged (its deletion may still be committing).
         var ackedThrough: Int64 = 0
         /// A message was committed while a fetch was under way; fetch again if that one finds nothing.
         var recheck = false
-        /// Messages accepted (counted) whose insert is not yet committed.
+        /// Messages accepted (counted) whose insert is not yet committed, and their bytes.
         var uncommitted = 0
+        var uncommittedBytes = 0
         /// Committed, undelivered messages kept in memory in `seq` order (a suffix of what waits
         /// in the database, or all of it — see ``State/advance(_:notBefore:)``).
         var cached: [StoredMessage] = []
@@ -49,6 +62,8 @@ final class RelayCore: Sendable {
         var subscriptions: [UInt64: Set<[UInt8]>] = [:]
         var stats = RelayStats()
         var cachedBytes = 0
+        /// `NEW`s accepted whose insert is not yet committed (count against `maxQueues`).
+        var creating = 0
 
         mutating func dropCache(_ q: inout QueueState, throughSeq seq: Int64 = .max) {
             while let first = q.cached.first, first.seq <= seq {
@@ -73,7 +88,7 @@ final class RelayCore: Sendable {
             if committedWaiting == q.cached.count, let m = q.cached.first, m.timestamp >= notBefore {
                 q.cached.removeFirst()
                 cachedBytes -= m.body.count
-                q.delivery = .inFlight(messageId: m.id, seq: m.seq)
+                q.delivery = .inFlight(messageId: m.id, seq: m.seq, bytes: m.body.count)
                 return .deliver(m, (sub, q.boxKey))
             }
             q.delivery = .fetching
@@ -107,28 +122,44 @@ final class RelayCore: Sendable {
         self.logger = logger
     }
 
-    /// Loads queue metadata and message counts from the store.
+    /// Loads queue metadata and message counts from the store. A row that cannot be a valid queue
+    /// is skipped, logged (without its contents) and counted; the others load.
     func load() async throws {
-        let (queues, counts) = try await store.perform { db in
+        let (loaded, counts) = try await store.perform { db in
             (try RelayStore.loadQueues(db), try RelayStore.messageCounts(db))
         }
-        try state.withLockedValue { s in
-            for q in queues {
-                let qs = QueueState(
-                    recipientId: q.recipientId, senderId: q.senderId,
-                    recipientKey: try AuthPublicKey(wireBytes: q.recipientKey),
-                    boxKey: try BoxKey(secretBytes: q.boxKey),
-                    senderKey: try q.senderKey.map { try AuthPublicKey(wireBytes: $0) },
-                    enabled: q.enabled, linkId: q.linkId, count: counts[q.recipientId] ?? 0
+        var corrupt = loaded.corruptRows
+        state.withLockedValue { s in
+            for q in loaded.queues {
+                guard s.queues[q.recipientId] == nil, s.senders[q.senderId] == nil,
+                      let recipientKey = try? AuthPublicKey(wireBytes: q.recipientKey),
+                      let boxKey = try? BoxKey(secretBytes: q.boxKey) else { corrupt += 1; continue }
+                var senderKey: AuthPublicKey?
+                if let k = q.senderKey {
+                    guard let key = try? AuthPublicKey(wireBytes: k) else { corrupt += 1; continue }
+                    senderKey = key
+                }
+                let stored = counts[q.recipientId] ?? (0, 0)
+                var qs = QueueState(
+                    recipientId: q.recipientId, senderId: q.senderId, recipientKey: recipientKey, boxKey: boxKey,
+                    senderKey: senderKey, enabled: q.enabled, linkId: q.linkId, mode: q.mode, count: stored.count
                 )
+                qs.bytes = stored.bytes
                 s.queues[q.recipientId] = qs
                 s.senders[q.senderId] = q.recipientId
                 if let l = q.linkId { s.links[l] = q.recipientId }
+                s.stats.storedMessages += stored.count
+                s.stats.storedBytes += stored.bytes
             }
             s.stats.queues = s.queues.count
-            s.stats.storedMessages = counts.values.reduce(0, +)
+            s.stats.corruptRowsSkipped = corrupt
         }
-        metrics.queues.record(queues.count)
+        if corrupt > 0 {
+            logger.error("skipped queue rows that cannot be read; those queues are unavailable", metadata: ["rows": "\(corrupt)"])
+            metrics.corruptRows.increment(by: corrupt)
+        }
+        recordStorage()
+        metrics.queues.record(stats.queues)
     }
 
     var stats: RelayStats { state.withLockedValue { $0.stats } }
@@ -170,10 +201,13 @@ final class RelayCore: Sendable {
             reply(.pong)
         case .creator:
             guard t.entityId.isEmpty else { return reply(.error(.noEntity)) }
-            guard case let .new(rk, dh) = command else { return reply(.error(.internal)) }
+            guard case let .new(rk, dh, mode, password) = command else { return reply(.error(.internal)) }
             guard !t.signature.isEmpty else { return reply(.error(.noAuth)) }
-            guard verify(t, session: session, key: rk) else { return authFailed(reply) }
-            createQueue(recipientKey: rk, recipientDhKey: dh, reply: reply)
+            // Both checks always run, so a wrong password and a wrong signature cost the same.
+            let signed = verify(t, session: session, key: rk)
+            let allowed = passwordAccepted(password)
+            guard signed, allowed else { return authFailed(reply) }
+            createQueue(recipientKey: rk, recipientDhKey: dh, mode: mode, reply: reply)
         case .recipient:
             guard t.entityId.count == RelayLimits.entityIdLength else { return reply(.error(.noEntity)) }
             guard !t.signature.isEmpty else { return reply(.error(.noAuth)) }
@@ -201,6 +235,31 @@ final class RelayCore: Sendable {
         return ok && matching != nil
     }
 
+    /// Compares the presented password with the relay's in constant time (SHA-256 of both, so that
+    /// neither the length nor a prefix shows in the time taken). Without a relay password, any is accepted.
+    private func passwordAccepted(_ presented: [UInt8]?) -> Bool {
+        guard let expected = configuration.newQueuePassword else { return true }
+        let same = Sodium.constantTimeEquals(Digest.sha256(presented ?? []), Digest.sha256(Array(expected.utf8)))
+        return same && presented != nil
+    }
+
+    private func refused(_ limit: RelayMetrics.Limit, _ reply: Reply) {
+        noteRefusal(limit)
+        reply(.error(.quota))
+    }
+
+    /// Counts a refusal by a resource limit (also those the connection handler and listener make).
+    func noteRefusal(_ limit: RelayMetrics.Limit) {
+        state.withLockedValue { $0.stats.limitRefusals += 1 }
+        metrics.refused(limit)
+    }
+
+    private func recordStorage() {
+        let (messages, bytes) = state.withLockedValue { ($0.stats.storedMessages, $0.stats.storedBytes) }
+        metrics.storedMessages.record(messages)
+        metrics.storedBytes.record(bytes)
+    }
+
     private func authFailed(_ reply: Reply) {
         state.withLockedValue { $0.stats.authFailures += 1 }
         metrics.authFailures.increment()
@@ -223,22 +282,30 @@ final class RelayCore: Sendable {
 
     // MARK: - Creator
 
-    private func createQueue(recipientKey: AuthPublicKey, recipientDhKey: X25519.PublicKey, reply: @escaping Reply) {
+    private func createQueue(recipientKey: AuthPublicKey, recipientDhKey: X25519.PublicKey, mode: QueueMode, reply: @escaping Reply) {
         let serverDh = X25519.PrivateKey()
         guard let boxKey = try? BoxKey(privateKey: serverDh, peer: recipientDhKey) else {
             return reply(.error(.syntax))
         }
+        let maxQueues = configuration.maxQueues
+        let reserved = state.withLockedValue { s -> Bool in
+            guard s.stats.queues + s.creating < maxQueues else { return false }
+            s.creating += 1
+            return true
+        }
+        guard reserved else { return refused(.queuesTotal, reply) }
         let rid = Sodium.randomBytes(RelayLimits.entityIdLength)
         let sid = Sodium.randomBytes(RelayLimits.entityIdLength)
         let stored = StoredQueue(recipientId: rid, senderId: sid, recipientKey: recipientKey.wireBytes, boxKey: boxKey.secretBytes,
-                                 senderKey: nil, enabled: true, linkId: nil)
+                                 senderKey: nil, enabled: true, linkId: nil, mode: mode)
         let now = self.now
         store.submit({ db in try RelayStore.insertQueue(db, stored, now: now) }) { [self] result in
             switch result {
             case .success:
                 let n = state.withLockedValue { s -> Int in
+                    s.creating -= 1
                     s.queues[rid] = QueueState(recipientId: rid, senderId: sid, recipientKey: recipientKey, boxKey: boxKey,
-                                               senderKey: nil, enabled: true, linkId: nil, count: 0)
+                                               senderKey: nil, enabled: true, linkId: nil, mode: mode, count: 0)
                     s.senders[sid] = rid
                     s.stats.queues += 1
                     return s.stats.queues
@@ -247,6 +314,7 @@ final class RelayCore: Sendable {
                 metrics.queues.record(n)
                 reply(.ids(recipientId: rid, senderId: sid, serverDhKey: serverDh.publicKey))
             case let .failure(error):
+                state.withLockedValue { $0.creating -= 1 }
                 storeFailed(error, reply)
             }
         }
@@ -254,7 +322,26 @@ final class RelayCore: Sendable {
 
     // MARK: - Recipient
 
+    /// Recipient commands. Every change is written first and applied to memory only once it is
+    /// durable (in the store's completion, which runs in commit order), so a failed write leaves
+    /// memory as the disk is. A disabled queue (`OFF`) answers `AUTH` to everything but `OFF`,
+    /// `DEL` and `LDEL`.
     private func handleRecipient(_ command: ClientCommand, recipientId rid: [UInt8], conn: any RelaySubscriber, reply: @escaping Reply) {
+        enum Found { case missing, disabled, enabled }
+        let found = state.withLockedValue { s -> Found in
+            guard let q = s.queues[rid] else { return .missing }
+            return q.enabled ? .enabled : .disabled
+        }
+        switch (found, command) {
+        case (.missing, _):
+            return authFailed(reply)
+        case (.disabled, .off), (.disabled, .delete), (.disabled, .linkDelete):
+            break
+        case (.disabled, _):
+            return authFailed(reply)
+        case (.enabled, _):
+            break
+        }
         switch command {
         case let .key(senderKey):
             setSenderKey(rid, senderKey, reply: reply)
@@ -265,61 +352,92 @@ final class RelayCore: Sendable {
         case .get:
             getMessage(rid, reply: reply)
         case .off:
-            let found = state.withLockedValue { s -> Bool in
-                guard s.queues[rid] != nil else { return false }
-                s.queues[rid]!.enabled = false
-                return true
+            store.submit({ db in try RelayStore.disable(db, recipientId: rid) }) { [self] result in
+                switch result {
+                case .success:
+                    let found = state.withLockedValue { s -> Bool in
+                        guard s.queues[rid] != nil else { return false }
+                        s.queues[rid]!.enabled = false
+                        return true
+                    }
+                    found ? reply(.ok) : authFailed(reply)
+                case let .failure(e):
+                    storeFailed(e, reply)
+                }
             }
-            guard found else { return authFailed(reply) }
-            persist({ db in try RelayStore.disable(db, recipientId: rid) }, reply)
         case .delete:
             deleteQueue(rid, reply: reply)
         case let .linkSet(data):
-            let linkId = state.withLockedValue { s -> [UInt8]? in
-                guard var q = s.queues[rid] else { return nil }
-                if q.linkId == nil {
-                    let id = Sodium.randomBytes(RelayLimits.entityIdLength)
-                    q.linkId = id
-                    s.links[id] = rid
-                    s.queues[rid] = q
-                }
-                return q.linkId
-            }
-            guard let linkId else { return authFailed(reply) }
+            let linkId = state.withLockedValue { $0.queues[rid]?.linkId } ?? Sodium.randomBytes(RelayLimits.entityIdLength)
             store.submit({ db in try RelayStore.setLink(db, recipientId: rid, linkId: linkId, data: data) }) { [self] result in
                 switch result {
-                case .success: reply(.linkId(linkId))
-                case let .failure(e): storeFailed(e, reply)
+                case .success:
+                    let found = state.withLockedValue { s -> Bool in
+                        guard var q = s.queues[rid] else { return false }
+                        if let old = q.linkId, old != linkId { s.links[old] = nil }
+                        q.linkId = linkId
+                        s.links[linkId] = rid
+                        s.queues[rid] = q
+                        return true
+                    }
+                    found ? reply(.linkId(linkId)) : authFailed(reply)
+                case let .failure(e):
+                    storeFailed(e, reply)
                 }
             }
         case .linkDelete:
-            let found = state.withLockedValue { s -> Bool in
-                guard var q = s.queues[rid] else { return false }
-                if let l = q.linkId { s.links[l] = nil }
-                q.linkId = nil
-                s.queues[rid] = q
-                return true
+            store.submit({ db in try RelayStore.setLink(db, recipientId: rid, linkId: nil, data: nil) }) { [self] result in
+                switch result {
+                case .success:
+                    let found = state.withLockedValue { s -> Bool in
+                        guard var q = s.queues[rid] else { return false }
+                        if let l = q.linkId { s.links[l] = nil }
+                        q.linkId = nil
+                        s.queues[rid] = q
+                        return true
+                    }
+                    found ? reply(.ok) : authFailed(reply)
+                case let .failure(e):
+                    storeFailed(e, reply)
+                }
             }
-            guard found else { return authFailed(reply) }
-            persist({ db in try RelayStore.setLink(db, recipientId: rid, linkId: nil, data: nil) }, reply)
         default:
             reply(.error(.prohibited))
         }
     }
 
+    /// `KEY` (recipient) or `SKEY` (sender): sets the sender key of an enabled messaging queue that
+    /// has none. A contact queue can never be secured; a second, different key is refused; the
+    /// same key again is `OK`. The conditional update on disk decides, so two racing keys cannot
+    /// both win.
     private func setSenderKey(_ rid: [UInt8], _ key: AuthPublicKey, reply: @escaping Reply) {
-        enum Outcome { case set, same, refused }
+        enum Outcome { case write, same, refused }
         let outcome = state.withLockedValue { s -> Outcome in
-            guard var q = s.queues[rid], q.enabled else { return .refused }
+            guard let q = s.queues[rid], q.enabled, q.mode == .messaging else { return .refused }
             if let existing = q.senderKey { return existing == key ? .same : .refused }
-            q.senderKey = key
-            s.queues[rid] = q
-            return .set
+            return .write
         }
         switch outcome {
-        case .refused: authFailed(reply)
-        case .same: reply(.ok)
-        case .set: persist({ db in try RelayStore.setSenderKey(db, recipientId: rid, key: key.wireBytes) }, reply)
+        case .refused: return authFailed(reply)
+        case .same: return reply(.ok)
+        case .write: break
+        }
+        store.submit({ db in try RelayStore.setSenderKey(db, recipientId: rid, key: key.wireBytes) }) { [self] result in
+            switch result {
+            case let .success(changed):
+                let accepted = state.withLockedValue { s -> Bool in
+                    guard var q = s.queues[rid] else { return false }
+                    if changed {
+                        q.senderKey = key
+                        s.queues[rid] = q
+                        return true
+                    }
+                    return q.enabled && q.senderKey == key // another SKEY with the same key won the race
+                }
+                accepted ? reply(.ok) : authFailed(reply)
+            case let .failure(e):
+                storeFailed(e, reply)
+            }
         }
     }
 
@@ -374,7 +492,7 @@ final class RelayCore: Sendable {
                 guard let sub = q.subscriber else { q.delivery = .idle; return .none }
                 if let message {
                     s.dropCache(&q, throughSeq: message.seq)
-                    q.delivery = .inFlight(messageId: message.id, seq: message.seq)
+                    q.delivery = .inFlight(messageId: message.id, seq: message.seq, bytes: message.body.count)
                     return .deliver(message, (sub, q.boxKey))
                 }
                 guard q.recheck else { q.delivery = .idle; return .none }
@@ -408,11 +526,17 @@ final class RelayCore: Sendable {
         let notBefore = oldestAllowed
         let outcome = state.withLockedValue { s -> Outcome in
             guard var q = s.queues[rid] else { return .missing }
-            guard case let .inFlight(id, seq) = q.delivery, id == messageId else { return .noMessage }
+            guard case let .inFlight(id, seq, bytes) = q.delivery, id == messageId else { return .noMessage }
             defer { s.queues[rid] = q }
             q.ackedThrough = seq
-            q.count -= 1
-            s.stats.storedMessages -= 1
+            if q.sweptUnacked.remove(seq) == nil {
+                q.count -= 1
+                q.bytes -= bytes
+                q.ackedUndeleted.insert(seq)
+                s.stats.storedMessages -= 1
+                s.stats.storedBytes -= bytes
+            } // else the sweep deleted it (expired while in flight) and uncounted it then
+            if !q.sweptUnacked.isEmpty { q.sweptUnacked = q.sweptUnacked.filter { $0 > seq } }
             return .acked(seq: seq, s.advance(&q, notBefore: notBefore))
         }
         switch outcome {
@@ -421,9 +545,18 @@ final class RelayCore: Sendable {
         case .noMessage:
             reply(.error(.noMessage))
         case let .acked(seq, next):
-            store.submit({ db in try RelayStore.deleteMessage(db, seq: seq) }) { [logger] result in
-                if case let .failure(e) = result { logger.error("deleting an acknowledged message failed", metadata: ["error": "\(e)"]) }
+            store.submit({ db in try RelayStore.deleteMessage(db, seq: seq) }) { [self] result in
+                switch result {
+                case .success:
+                    // Runs in commit order with the sweep's completion: whichever deleted the row,
+                    // the message is uncounted once.
+                    state.withLockedValue { s in _ = s.queues[rid]?.ackedUndeleted.remove(seq) }
+                case let .failure(e):
+                    // Kept in `ackedUndeleted`: the sweep deletes it later without uncounting it again.
+                    logger.error("deleting an acknowledged message failed", metadata: ["error": "\(e)"])
+                }
             }
+            recordStorage()
             reply(.ok)
             perform(next, rid)
         }
@@ -431,20 +564,29 @@ final class RelayCore: Sendable {
 
     private func getMessage(_ rid: [UInt8], reply: @escaping Reply) {
         let after = state.withLockedValue { s -> Int64?? in
-            guard let q = s.queues[rid] else { return .none }
-            return .some(q.subscriber == nil ? q.ackedThrough : nil)
+            guard var q = s.queues[rid] else { return .none }
+            guard q.subscriber == nil else { return .some(nil) }
+            q.reads += 1
+            s.queues[rid] = q
+            return .some(q.ackedThrough)
         }
         guard let after else { return authFailed(reply) }
         guard let after else { return reply(.error(.prohibited)) }
         let notBefore = oldestAllowed
         store.read({ db in try RelayStore.oldestMessage(db, recipientId: rid, after: after, notBefore: notBefore) }) { [self] result in
             switch result {
-            case let .failure(e): storeFailed(e, reply)
+            case let .failure(e):
+                state.withLockedValue { s in
+                    if var q = s.queues[rid] { q.reads -= 1; s.queues[rid] = q }
+                }
+                storeFailed(e, reply)
             case let .success(message):
                 let key = state.withLockedValue { s -> BoxKey? in
-                    guard var q = s.queues[rid], q.subscriber == nil else { return nil }
-                    if let m = message { q.delivery = .inFlight(messageId: m.id, seq: m.seq) }
-                    s.queues[rid] = q
+                    guard var q = s.queues[rid] else { return nil }
+                    q.reads -= 1
+                    defer { s.queues[rid] = q }
+                    guard q.subscriber == nil else { return nil }
+                    if let m = message { q.delivery = .inFlight(messageId: m.id, seq: m.seq, bytes: m.body.count) }
                     return q.boxKey
                 }
                 guard let key else { return reply(.error(.prohibited)) }
@@ -455,20 +597,26 @@ final class RelayCore: Sendable {
     }
 
     private func deleteQueue(_ rid: [UInt8], reply: @escaping Reply) {
-        let remaining = state.withLockedValue { s -> Int? in
-            guard let q = s.queues.removeValue(forKey: rid) else { return nil }
-            s.senders[q.senderId] = nil
-            if let l = q.linkId { s.links[l] = nil }
-            if let sub = q.subscriber { s.subscriptions[sub.connectionId]?.remove(rid) }
-            s.stats.queues -= 1
-            s.stats.storedMessages -= q.count
-            s.cachedBytes -= q.cached.reduce(0) { $0 + $1.body.count }
-            return s.stats.queues
+        store.submit({ db in try RelayStore.deleteQueue(db, recipientId: rid) }) { [self] result in
+            if case let .failure(e) = result { return storeFailed(e, reply) }
+            let remaining = state.withLockedValue { s -> Int? in
+                guard let q = s.queues.removeValue(forKey: rid) else { return nil }
+                s.senders[q.senderId] = nil
+                if let l = q.linkId { s.links[l] = nil }
+                if let sub = q.subscriber { s.subscriptions[sub.connectionId]?.remove(rid) }
+                s.stats.queues -= 1
+                // Messages still being inserted fail (the queue row is gone) and uncount themselves.
+                s.stats.storedMessages -= q.count - q.uncommitted
+                s.stats.storedBytes -= q.bytes - q.uncommittedBytes
+                s.cachedBytes -= q.cached.reduce(0) { $0 + $1.body.count }
+                return s.stats.queues
+            }
+            guard let remaining else { return authFailed(reply) }
+            metrics.queuesDeleted.increment()
+            metrics.queues.record(remaining)
+            recordStorage()
+            reply(.ok)
         }
-        guard let remaining else { return authFailed(reply) }
-        metrics.queuesDeleted.increment()
-        metrics.queues.record(remaining)
-        persist({ db in try RelayStore.deleteQueue(db, recipientId: rid) }, reply)
     }
 
     // MARK: - Sender
@@ -482,7 +630,8 @@ final class RelayCore: Sendable {
         switch command {
         case let .secureBySender(newKey):
             guard !t.signature.isEmpty else { return reply(.error(.noAuth)) }
-            // Authorised by the key being set: proves possession of it.
+            // Authorised by the key being set: proves possession of it. A contact queue is refused
+            // after the same check (setSenderKey), so its answer costs what any other refusal costs.
             guard verify(t, session: session, key: snapshot == nil ? nil : newKey), let snapshot, snapshot.enabled else {
                 return authFailed(reply)
             }
@@ -505,14 +654,22 @@ final class RelayCore: Sendable {
 
     private func enqueue(_ rid: [UInt8], flags: MessageFlags, body: [UInt8], reply: @escaping Reply) {
         let quota = configuration.queueQuota
-        enum Outcome { case missing, full, accepted }
+        let maxMessages = configuration.maxStoredMessages
+        let maxBytes = configuration.maxStoredBytes
+        let size = body.count
+        enum Outcome { case missing, full, storeFull(RelayMetrics.Limit), accepted }
         let outcome = state.withLockedValue { s -> Outcome in
             guard var q = s.queues[rid], q.enabled else { return .missing }
             guard q.count < quota else { return .full }
+            guard s.stats.storedMessages < maxMessages else { return .storeFull(.storedMessages) }
+            guard s.stats.storedBytes + size <= maxBytes else { return .storeFull(.storedBytes) }
             q.count += 1
+            q.bytes += size
             q.uncommitted += 1
+            q.uncommittedBytes += size
             s.queues[rid] = q
             s.stats.storedMessages += 1
+            s.stats.storedBytes += size
             return .accepted
         }
         switch outcome {
@@ -520,6 +677,8 @@ final class RelayCore: Sendable {
         case .full:
             metrics.quotaExceeded.increment()
             return reply(.error(.quota))
+        case let .storeFull(limit):
+            return refused(limit, reply)
         case .accepted: break
         }
         let id = Sodium.randomBytes(RelayLimits.entityIdLength)
@@ -529,12 +688,21 @@ final class RelayCore: Sendable {
         }) { [self] result in
             switch result {
             case let .failure(e):
-                state.withLockedValue { s in
-                    s.queues[rid]?.count -= 1
-                    s.queues[rid]?.uncommitted -= 1
+                let queueGone = state.withLockedValue { s -> Bool in
                     s.stats.storedMessages -= 1
+                    s.stats.storedBytes -= size
+                    guard var q = s.queues[rid] else { return true }
+                    q.count -= 1
+                    q.bytes -= size
+                    q.uncommitted -= 1
+                    q.uncommittedBytes -= size
+                    s.queues[rid] = q
+                    return false
                 }
-                storeFailed(e, reply)
+                recordStorage()
+                // Deleted meanwhile: the same answer as for a missing queue. Otherwise (disk full,
+                // I/O error) INTERNAL: nothing was stored and nothing is answered OK.
+                queueGone ? authFailed(reply) : storeFailed(e, reply)
             case let .success(seq):
                 let message = StoredMessage(seq: seq, id: id, timestamp: timestamp, flags: flags.rawValue, body: body)
                 let cacheLimit = configuration.deliveryCacheBytes
@@ -544,6 +712,7 @@ final class RelayCore: Sendable {
                     guard var q = s.queues[rid] else { return .none }
                     defer { s.queues[rid] = q }
                     q.uncommitted -= 1
+                    q.uncommittedBytes -= size
                     guard q.subscriber != nil else { return .none }
                     // Keep it in memory for a subscribed queue (always when it can go out at once).
                     if q.delivery == .idle || s.cachedBytes + body.count <= cacheLimit {
@@ -557,6 +726,7 @@ final class RelayCore: Sendable {
                     }
                 }
                 metrics.messagesSent.increment()
+                recordStorage()
                 reply(.ok)
                 perform(next, rid)
             }
@@ -580,29 +750,54 @@ final class RelayCore: Sendable {
     // MARK: - Expiry
 
     /// Deletes messages older than the TTL. Returns how many unacknowledged ones went.
+    ///
+    /// The accounting runs in the store's completion, in commit order with the deletions of
+    /// acknowledged messages: a message the sweep deleted is uncounted unless it had been
+    /// acknowledged (then its ACK uncounted it), whatever the order of the two.
     @discardableResult
     func sweepExpired() async throws -> Int {
         let cutoff = oldestAllowed
-        let removed = try await store.perform { db in try RelayStore.deleteExpired(db, before: cutoff) }
-        guard !removed.isEmpty else { return 0 }
-        let total = state.withLockedValue { s -> Int in
-            var total = 0
-            for (rid, seq) in removed {
-                // Acknowledged messages were already uncounted.
-                guard var q = s.queues[rid], seq > q.ackedThrough else { continue }
-                q.count -= 1
-                if let i = q.cached.firstIndex(where: { $0.seq == seq }) {
-                    s.cachedBytes -= q.cached[i].body.count
-                    q.cached.remove(at: i)
+        let total: Int = try await withCheckedThrowingContinuation { cont in
+            store.submit({ db in try RelayStore.deleteExpired(db, before: cutoff) }) { [self] result in
+                switch result {
+                case let .failure(e):
+                    cont.resume(throwing: e)
+                case let .success(removed):
+                    let total = state.withLockedValue { s -> Int in
+                        var total = 0
+                        for (rid, seq, bytes) in removed {
+                            guard var q = s.queues[rid] else { continue }
+                            if q.ackedUndeleted.remove(seq) != nil {
+                                s.queues[rid] = q
+                                continue
+                            }
+                            q.count -= 1
+                            q.bytes -= bytes
+                            s.stats.storedBytes -= bytes
+                            let mayBeAcknowledged: Bool
+                            switch q.delivery {
+                            case let .inFlight(_, inFlight, _): mayBeAcknowledged = inFlight == seq || q.reads > 0
+                            case .fetching: mayBeAcknowledged = true
+                            case .idle: mayBeAcknowledged = q.reads > 0
+                            }
+                            if mayBeAcknowledged, seq > q.ackedThrough { q.sweptUnacked.insert(seq) }
+                            if let i = q.cached.firstIndex(where: { $0.seq == seq }) {
+                                s.cachedBytes -= q.cached[i].body.count
+                                q.cached.remove(at: i)
+                            }
+                            s.queues[rid] = q
+                            total += 1
+                        }
+                        s.stats.storedMessages -= total
+                        s.stats.messagesExpired += total
+                        return total
+                    }
+                    cont.resume(returning: total)
                 }
-                s.queues[rid] = q
-                total += 1
             }
-            s.stats.storedMessages -= total
-            s.stats.messagesExpired += total
-            return total
         }
         metrics.messagesExpired.increment(by: total)
+        recordStorage()
         if total > 0 { logger.info("expired messages swept", metadata: ["count": "\(total)"]) }
         return total
     }

@@ -3,6 +3,18 @@ import Metrics
 /// The relay's counters, reported through swift-metrics (and so to Prometheus when the
 /// executable bootstraps a Prometheus factory). Labels never carry queue IDs or addresses.
 struct RelayMetrics: Sendable {
+    /// A resource limit that refused something (the `limit` label of
+    /// `swiftplex_relay_limit_refusals_total`).
+    enum Limit: String, Sendable, CaseIterable {
+        case connections
+        case queuesTotal = "queues_total"
+        case queuesPerConnection = "queues_per_connection"
+        case storedMessages = "stored_messages"
+        case storedBytes = "stored_bytes"
+        case authFailures = "auth_failures"
+        case authorizedPerBlock = "authorized_per_block"
+    }
+
     let queuesCreated = Counter(label: "swiftplex_relay_queues_created_total")
     let queuesDeleted = Counter(label: "swiftplex_relay_queues_deleted_total")
     let queues = Gauge(label: "swiftplex_relay_queues")
@@ -13,15 +25,32 @@ struct RelayMetrics: Sendable {
     let quotaExceeded = Counter(label: "swiftplex_relay_quota_exceeded_total")
     let connections = Gauge(label: "swiftplex_relay_connections")
     let connectionsAccepted = Counter(label: "swiftplex_relay_connections_total")
+    let storedMessages = Gauge(label: "swiftplex_relay_stored_messages")
+    let storedBytes = Gauge(label: "swiftplex_relay_stored_bytes")
+    let corruptRows = Counter(label: "swiftplex_relay_corrupt_rows_total")
+
+    func refused(_ limit: Limit) {
+        Self.refusals[limit]?.increment()
+    }
+
+    private static let refusals: [Limit: Counter] = Dictionary(uniqueKeysWithValues: Limit.allCases.map {
+        ($0, Counter(label: "swiftplex_relay_limit_refusals_total", dimensions: [("limit", $0.rawValue)]))
+    })
 }
 
 /// A point-in-time view of the relay's counters, for tests, benchmarks and logs.
 public struct RelayStats: Sendable, Equatable {
     public var queues = 0
     public var storedMessages = 0
+    /// Body bytes of the stored (undelivered or unacknowledged) messages.
+    public var storedBytes = 0
     public var messagesSent = 0
     public var messagesDelivered = 0
     public var messagesExpired = 0
     public var authFailures = 0
     public var connections = 0
+    /// Queue rows skipped at start because they could not be read.
+    public var corruptRowsSkipped = 0
+    /// Refusals by resource limit (`QUOTA` for queues and storage, closed connections otherwise).
+    public var limitRefusals = 0
 }

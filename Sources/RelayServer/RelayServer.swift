@@ -19,7 +19,7 @@ import ServiceLifecycle
 public final class RelayServer: Sendable {
     public let configuration: RelayConfiguration
     public let identity: RelayIdentity
-    /// The address clients use, with the port actually bound.
+    /// The address clients use, with the port actually bound (and the queue-creation password, if set).
     public let address: RelayAddress
     let core: RelayCore
     private let listener: any Channel
@@ -43,6 +43,9 @@ public final class RelayServer: Sendable {
     /// Creates the data directory and identity if needed, opens the store, loads the queues and
     /// starts listening. Returns once the listener is bound.
     public static func start(configuration: RelayConfiguration, group: any EventLoopGroup, logger: Logger) async throws -> RelayServer {
+        if let password = configuration.newQueuePassword, !RelayAddress.isValidPassword(password) {
+            throw RelayServerError(.configuration, "the queue-creation password must be 1–\(RelayLimits.maxPasswordLength) characters of A–Z a–z 0–9 and -._~!$&'()*+,;=")
+        }
         let identity = try RelayIdentity.loadOrCreate(in: configuration.dataDirectory)
         let store = try RelayStore(path: configuration.dataDirectory.appendingPathComponent("relay.db"))
         let core = try RelayCore(store: store, configuration: configuration, logger: logger)
@@ -56,9 +59,25 @@ public final class RelayServer: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 * 1024, high: 256 * 1024))
+            // One socket read per connection per event-loop turn: a connection that floods gets
+            // its turn like the others, not four in a row.
+            .childChannelOption(.maxMessagesPerRead, value: 1)
+            // A bounded kernel send buffer: a client that stops reading makes its connection
+            // unwritable (and the relay stop reading from it) after ~0.5 MB, not after the
+            // megabytes socket autotuning allows.
+            .childChannelOption(.socketOption(.so_sndbuf), value: 256 * 1024)
             .childChannelInitializer { channel in
                 let id = ObjectIdentifier(channel)
-                children.withLockedValue { $0[id] = channel }
+                // Over the connection limit: refused before any TLS work (the acceptor closes it).
+                let admitted = children.withLockedValue { c -> Bool in
+                    guard c.count < configuration.maxConnections else { return false }
+                    c[id] = channel
+                    return true
+                }
+                guard admitted else {
+                    core.noteRefusal(.connections)
+                    return channel.eventLoop.makeFailedFuture(RelayServerError(.limit, "connection limit reached"))
+                }
                 channel.closeFuture.whenComplete { _ in _ = children.withLockedValue { $0.removeValue(forKey: id) } }
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
@@ -75,7 +94,8 @@ public final class RelayServer: Sendable {
             throw RelayServerError(.bind, "cannot listen on \(configuration.host):\(configuration.port): \(error)")
         }
         let port = listener.localAddress?.port ?? configuration.port
-        let address = RelayAddress(fingerprint: identity.fingerprint, host: configuration.publicHost ?? configuration.host, port: port)
+        let address = RelayAddress(fingerprint: identity.fingerprint, host: configuration.publicHost ?? configuration.host, port: port,
+                                   password: configuration.newQueuePassword)
         let interval = TimeAmount.nanoseconds(configuration.sweepInterval.timeAmountNanoseconds)
         let sweepLoop = group.next()
         let sweeper = sweepLoop.scheduleRepeatedAsyncTask(initialDelay: interval, delay: interval) { _ in
@@ -85,7 +105,7 @@ public final class RelayServer: Sendable {
             }
             return promise.futureResult
         }
-        logger.info("relay listening", metadata: ["address": "\(address)", "queues": "\(core.stats.queues)"])
+        logger.info("relay listening", metadata: ["address": "\(address.withoutPassword)", "queues": "\(core.stats.queues)"])
         return RelayServer(configuration: configuration, identity: identity, address: address, core: core,
                            listener: listener, children: children, sweeper: sweeper, logger: logger)
     }

@@ -4,7 +4,7 @@ import SwiftplexCrypto
 /// message contents.
 public struct RelayServerError: CodedError {
     public enum Code: String, Sendable {
-        case dataDirectory, identity, database, bind
+        case dataDirectory, identity, database, bind, limit, configuration
     }
     public let code: Code
     public let message: String

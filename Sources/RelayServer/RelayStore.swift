@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import GRDB
 import NIOConcurrencyHelpers
+import RelayProtocol
 
 /// A queue as persisted by the relay.
 struct StoredQueue: Sendable {
@@ -12,6 +13,14 @@ struct StoredQueue: Sendable {
     var senderKey: [UInt8]?
     var enabled: Bool
     var linkId: [UInt8]?
+    var mode: QueueMode
+}
+
+/// What loading the queue table found: the queues that could be read, and how many rows could
+/// not (each skipped, so that one damaged row does not keep the relay from starting).
+struct LoadedQueues: Sendable {
+    var queues: [StoredQueue]
+    var corruptRows: Int
 }
 
 /// A message as persisted by the relay (as the sender sent it; sealed again on delivery).
@@ -84,6 +93,18 @@ final class RelayStore: Sendable {
                 );
                 CREATE INDEX message_by_queue ON message(recipient_id, seq);
                 CREATE INDEX message_by_time ON message(created_at);
+                """)
+        }
+        // Queue modes (audit 1). Queues created before them cannot be told apart reliably: an
+        // address and a pending invitation are both unsecured, and either may have a short link.
+        // Every queue still without a sender key becomes a contact queue — a sender can then never
+        // secure it, which is what protects an address; an invitation still pending across the
+        // upgrade can no longer be joined (its joiner's SKEY gets AUTH) and must be created anew.
+        // Secured queues are messaging queues, as before.
+        m.registerMigration("v2-queue-mode") { db in
+            try db.execute(sql: """
+                ALTER TABLE queue ADD COLUMN mode TEXT NOT NULL DEFAULT 'M' CHECK (mode IN ('M', 'C'));
+                UPDATE queue SET mode = 'C' WHERE sender_key IS NULL;
                 """)
         }
         return m
@@ -163,37 +184,63 @@ final class RelayStore: Sendable {
 
     // MARK: - Statements (run inside `submit`)
 
-    static func loadQueues(_ db: Database) throws -> [StoredQueue] {
-        try Row.fetchAll(db, sql: "SELECT recipient_id, sender_id, recipient_key, box_key, sender_key, enabled, link_id FROM queue").map { row in
-            StoredQueue(
-                recipientId: [UInt8](row["recipient_id"] as Data),
-                senderId: [UInt8](row["sender_id"] as Data),
-                recipientKey: [UInt8](row["recipient_key"] as Data),
-                boxKey: [UInt8](row["box_key"] as Data),
-                senderKey: (row["sender_key"] as Data?).map { [UInt8]($0) },
-                enabled: row["enabled"],
-                linkId: (row["link_id"] as Data?).map { [UInt8]($0) }
-            )
+    /// Reads every queue row, skipping (and counting) rows that cannot be valid: a column of the
+    /// wrong type or length. Nothing is decoded with a trapping accessor.
+    static func loadQueues(_ db: Database) throws -> LoadedQueues {
+        var out = LoadedQueues(queues: [], corruptRows: 0)
+        let rows = try Row.fetchCursor(db, sql: "SELECT recipient_id, sender_id, recipient_key, box_key, sender_key, enabled, link_id, mode FROM queue")
+        while let row = try rows.next() {
+            if let q = queue(from: row) { out.queues.append(q) } else { out.corruptRows += 1 }
         }
+        return out
     }
 
-    static func messageCounts(_ db: Database) throws -> [[UInt8]: Int] {
-        var out: [[UInt8]: Int] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT recipient_id, COUNT(*) AS n FROM message GROUP BY recipient_id") {
-            out[[UInt8](row["recipient_id"] as Data)] = row["n"]
+    private static func blob(_ row: Row, _ column: String, length: Int? = nil) -> [UInt8]? {
+        guard let data = Data.fromDatabaseValue(row[column] as DatabaseValue) else { return nil }
+        if let length, data.count != length { return nil }
+        return [UInt8](data)
+    }
+
+    private static func queue(from row: Row) -> StoredQueue? {
+        let idLength = RelayLimits.entityIdLength
+        guard let rid = blob(row, "recipient_id", length: idLength), let sid = blob(row, "sender_id", length: idLength),
+              let rk = blob(row, "recipient_key", length: 33), let box = blob(row, "box_key"),
+              let enabled = Int64.fromDatabaseValue(row["enabled"] as DatabaseValue), enabled == 0 || enabled == 1,
+              let modeText = String.fromDatabaseValue(row["mode"] as DatabaseValue), let mode = QueueMode(letter: modeText)
+        else { return nil }
+        let senderKeyValue = row["sender_key"] as DatabaseValue
+        let senderKey = senderKeyValue.isNull ? nil : blob(row, "sender_key", length: 33)
+        guard senderKeyValue.isNull || senderKey != nil else { return nil }
+        let linkValue = row["link_id"] as DatabaseValue
+        let linkId = linkValue.isNull ? nil : blob(row, "link_id", length: idLength)
+        guard linkValue.isNull || linkId != nil else { return nil }
+        return StoredQueue(recipientId: rid, senderId: sid, recipientKey: rk, boxKey: box, senderKey: senderKey,
+                           enabled: enabled == 1, linkId: linkId, mode: mode)
+    }
+
+    /// Per queue: how many messages are stored and their body bytes.
+    static func messageCounts(_ db: Database) throws -> [[UInt8]: (count: Int, bytes: Int)] {
+        var out: [[UInt8]: (count: Int, bytes: Int)] = [:]
+        let rows = try Row.fetchCursor(db, sql: "SELECT recipient_id, COUNT(*) AS n, SUM(length(body)) AS bytes FROM message GROUP BY recipient_id")
+        while let row = try rows.next() {
+            guard let rid = blob(row, "recipient_id") else { continue }
+            out[rid] = (Int.fromDatabaseValue(row["n"] as DatabaseValue) ?? 0, Int.fromDatabaseValue(row["bytes"] as DatabaseValue) ?? 0)
         }
         return out
     }
 
     static func insertQueue(_ db: Database, _ q: StoredQueue, now: Int64) throws {
         try db.execute(
-            sql: "INSERT INTO queue (recipient_id, sender_id, recipient_key, box_key, sender_key, enabled, created_at) VALUES (?, ?, ?, ?, ?, 1, ?)",
-            arguments: [Data(q.recipientId), Data(q.senderId), Data(q.recipientKey), Data(q.boxKey), q.senderKey.map { Data($0) }, now]
+            sql: "INSERT INTO queue (recipient_id, sender_id, recipient_key, box_key, sender_key, enabled, created_at, mode) VALUES (?, ?, ?, ?, ?, 1, ?, ?)",
+            arguments: [Data(q.recipientId), Data(q.senderId), Data(q.recipientKey), Data(q.boxKey), q.senderKey.map { Data($0) }, now, q.mode.letter]
         )
     }
 
-    static func setSenderKey(_ db: Database, recipientId: [UInt8], key: [UInt8]) throws {
-        try db.execute(sql: "UPDATE queue SET sender_key = ? WHERE recipient_id = ?", arguments: [Data(key), Data(recipientId)])
+    /// Sets the sender key of an enabled messaging queue that has none; returns whether it did.
+    static func setSenderKey(_ db: Database, recipientId: [UInt8], key: [UInt8]) throws -> Bool {
+        try db.execute(sql: "UPDATE queue SET sender_key = ? WHERE recipient_id = ? AND sender_key IS NULL AND enabled = 1 AND mode = 'M'",
+                       arguments: [Data(key), Data(recipientId)])
+        return db.changesCount > 0
     }
 
     static func disable(_ db: Database, recipientId: [UInt8]) throws {
@@ -226,8 +273,12 @@ final class RelayStore: Sendable {
             db.cachedStatement(sql: "SELECT seq, message_id, created_at, flags, body FROM message WHERE recipient_id = ? AND seq > ? AND created_at >= ? ORDER BY seq LIMIT 1"),
             arguments: [Data(recipientId), after, notBefore]
         ).map { row in
-            StoredMessage(seq: row["seq"], id: [UInt8](row["message_id"] as Data), timestamp: row["created_at"],
-                          flags: UInt8(row["flags"] as Int), body: [UInt8](row["body"] as Data))
+            // A damaged row is delivered as an empty message rather than trapping the relay.
+            StoredMessage(seq: Int64.fromDatabaseValue(row["seq"] as DatabaseValue) ?? 0,
+                          id: blob(row, "message_id", length: RelayLimits.entityIdLength) ?? [UInt8](repeating: 0, count: RelayLimits.entityIdLength),
+                          timestamp: Int64.fromDatabaseValue(row["created_at"] as DatabaseValue) ?? 0,
+                          flags: UInt8(truncatingIfNeeded: Int64.fromDatabaseValue(row["flags"] as DatabaseValue) ?? 0),
+                          body: blob(row, "body") ?? [])
         }
     }
 
@@ -236,10 +287,11 @@ final class RelayStore: Sendable {
         try db.cachedStatement(sql: "DELETE FROM message WHERE seq = ?").execute(arguments: [seq])
     }
 
-    /// Deletes messages created before `cutoff`; returns the queue and sequence number of each.
-    static func deleteExpired(_ db: Database, before cutoff: Int64) throws -> [(recipientId: [UInt8], seq: Int64)] {
-        try Row.fetchAll(db, sql: "DELETE FROM message WHERE created_at < ? RETURNING recipient_id, seq", arguments: [cutoff]).map {
-            ([UInt8]($0["recipient_id"] as Data), $0["seq"])
+    /// Deletes messages created before `cutoff`; returns the queue, sequence number and body size of each.
+    static func deleteExpired(_ db: Database, before cutoff: Int64) throws -> [(recipientId: [UInt8], seq: Int64, bytes: Int)] {
+        try Row.fetchAll(db, sql: "DELETE FROM message WHERE created_at < ? RETURNING recipient_id, seq, length(body) AS bytes", arguments: [cutoff]).compactMap {
+            guard let rid = blob($0, "recipient_id"), let seq = Int64.fromDatabaseValue($0["seq"] as DatabaseValue) else { return nil }
+            return (rid, seq, Int.fromDatabaseValue($0["bytes"] as DatabaseValue) ?? 0)
         }
     }
 }

@@ -206,30 +206,85 @@ public final class ScriptedContact: Sendable {
     }
 }
 
-/// Events of one engine, taken in order by type.
+/// Events of one engine, taken by type. A waiter is resumed by the event it waits for
+/// (continuations, no polling); events nobody waits for yet stay buffered in arrival order.
 final class EventInbox: Sendable {
-    private let buffer = NIOLockedValueBox<[JSONValue]>([])
+    private struct Waiter {
+        let id: UInt64
+        let matches: @Sendable (JSONValue) -> Bool
+        let continuation: CheckedContinuation<JSONValue, Error>
+    }
+
+    private struct State {
+        var buffer: [JSONValue] = []
+        var waiters: [Waiter] = []
+        var nextId: UInt64 = 0
+        var ended = false
+    }
+
+    private let state: NIOLockedValueBox<State>
     private let task: Task<Void, Never>
 
     init(_ events: AsyncStream<JSONValue>) {
-        let b = buffer
-        task = Task { for await e in events { b.withLockedValue { $0.append(e) } } }
+        let state = NIOLockedValueBox(State())
+        self.state = state
+        task = Task {
+            for await e in events {
+                state.withLockedValue { s in
+                    if let i = s.waiters.firstIndex(where: { $0.matches(e) }) {
+                        s.waiters.remove(at: i).continuation.resume(returning: e)
+                    } else {
+                        s.buffer.append(e)
+                    }
+                }
+            }
+            let waiting = state.withLockedValue { s in
+                s.ended = true
+                defer { s.waiters = [] }
+                return s.waiters
+            }
+            for w in waiting { w.continuation.resume(throwing: HarnessError("the engine's events ended")) }
+        }
     }
 
     deinit { task.cancel() }
 
-    func next(_ type: String, timeout: Duration, where predicate: @Sendable (JSONValue) -> Bool = { _ in true }) async throws -> JSONValue {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let found = buffer.withLockedValue { b -> JSONValue? in
-                guard let i = b.firstIndex(where: { $0["type"]?.stringValue == type && predicate($0) }) else { return nil }
-                return b.remove(at: i)
+    func next(_ type: String, timeout: Duration, where predicate: @escaping @Sendable (JSONValue) -> Bool = { _ in true }) async throws -> JSONValue {
+        let matches: @Sendable (JSONValue) -> Bool = { $0["type"]?.stringValue == type && predicate($0) }
+        let id = state.withLockedValue { s in s.nextId += 1; return s.nextId }
+        let state = state
+        let expire: @Sendable (Error) -> Void = { error in
+            let waiter = state.withLockedValue { s -> Waiter? in
+                guard let i = s.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                return s.waiters.remove(at: i)
             }
-            if let found { return found }
-            try await Task.sleep(for: .milliseconds(5))
+            waiter?.continuation.resume(throwing: error)
         }
-        let seen = buffer.withLockedValue { $0.map { $0["type"]?.stringValue ?? "?" } }
-        throw HarnessError("timed out after \(timeout) waiting for \(type); unconsumed events: \(seen)")
+        let deadline = DispatchWorkItem {
+            let seen = state.withLockedValue { $0.buffer.map { $0["type"]?.stringValue ?? "?" } }
+            expire(HarnessError("timed out after \(timeout) waiting for \(type); unconsumed events: \(seen)"))
+        }
+        defer { deadline.cancel() }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<JSONValue, Error>) in
+                state.withLockedValue { s in
+                    if let i = s.buffer.firstIndex(where: matches) {
+                        c.resume(returning: s.buffer.remove(at: i))
+                    } else if s.ended {
+                        c.resume(throwing: HarnessError("waited for \(type), but the engine's events ended"))
+                    } else if Task.isCancelled {
+                        c.resume(throwing: CancellationError())
+                    } else {
+                        s.waiters.append(Waiter(id: id, matches: matches, continuation: c))
+                        let (sec, atto) = timeout.components
+                        let nanos = max(0, sec) * 1_000_000_000 + max(0, atto) / 1_000_000_000
+                        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: nanos)), execute: deadline)
+                    }
+                }
+            }
+        } onCancel: {
+            expire(CancellationError())
+        }
     }
 }
 

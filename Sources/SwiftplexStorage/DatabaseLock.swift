@@ -27,9 +27,43 @@ public final class DatabaseLock: @unchecked Sendable {  // `fd` is guarded by `m
     /// The lock file of the databases at `prefix`.
     public static func lockFile(prefix: String) -> String { prefix + ".lock" }
 
-    /// Takes the lock or throws ``DatabaseLocked`` at once (never waits).
-    public static func acquire(prefix: String) throws -> DatabaseLock {
+    /// Lock files this process holds: a second acquisition of one of them is refused at once.
+    private static let heldHere = NSLockedSet()
+
+    /// Takes the lock or throws ``DatabaseLocked``.
+    ///
+    /// Only one wait exists: a lock the kernel says is held while no ``DatabaseLock`` of this
+    /// process holds it. That is a child process being spawned right now — it shares the lock's
+    /// open file description from its fork until its exec — so the attempt is repeated for up to
+    /// `spawnGrace`. Any other holder is refused at once.
+    public static func acquire(prefix: String, spawnGrace: Duration = .seconds(2)) throws -> DatabaseLock {
         let path = lockFile(prefix: prefix)
+        guard heldHere.insert(path) else {
+            throw DatabaseLocked(lockFile: path, holder: getpid())
+        }
+        do {
+            let deadline = ContinuousClock.now + spawnGrace
+            while true {
+                switch try attempt(path) {
+                case let .locked(fd):
+                    return DatabaseLock(path: path, fd: fd)
+                case let .held(holder):
+                    // Held by this very process but not by a lock object of it: a spawning child.
+                    guard holder == getpid(), ContinuousClock.now < deadline else {
+                        throw DatabaseLocked(lockFile: path, holder: holder)
+                    }
+                    usleep(10_000)
+                }
+            }
+        } catch {
+            heldHere.remove(path)
+            throw error
+        }
+    }
+
+    private enum Attempt { case locked(Int32), held(Int32?) }
+
+    private static func attempt(_ path: String) throws -> Attempt {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw DatabaseLockError(message: "cannot open the lock file \(path): \(String(cString: strerror(errno)))")
@@ -41,13 +75,13 @@ public final class DatabaseLock: @unchecked Sendable {  // `fd` is guarded by `m
             let e = errno
             let holder = Self.readPid(fd)
             close(fd)
-            if e == EWOULDBLOCK { throw DatabaseLocked(lockFile: path, holder: holder) }
+            if e == EWOULDBLOCK { return .held(holder) }
             throw DatabaseLockError(message: "cannot lock \(path): \(String(cString: strerror(e)))")
         }
         let text = Array("\(getpid())\n".utf8)
         _ = ftruncate(fd, 0)
         _ = text.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
-        return DatabaseLock(path: path, fd: fd)
+        return .locked(fd)
     }
 
     private init(path: String, fd: Int32) {
@@ -55,7 +89,12 @@ public final class DatabaseLock: @unchecked Sendable {  // `fd` is guarded by `m
         self.fd = fd
     }
 
-    deinit { if fd >= 0 { close(fd) } }
+    deinit {
+        if fd >= 0 {
+            close(fd)
+            Self.heldHere.remove(path)
+        }
+    }
 
     /// Drops the lock now (idempotent); otherwise it goes when this object does.
     public func release() {
@@ -64,6 +103,7 @@ public final class DatabaseLock: @unchecked Sendable {  // `fd` is guarded by `m
         guard fd >= 0 else { return }
         close(fd)
         fd = -1
+        Self.heldHere.remove(path)
     }
 
     /// Whether some process holds the lock of `prefix` now (a probe that takes and drops it).
@@ -117,6 +157,25 @@ public final class DatabaseLock: @unchecked Sendable {  // `fd` is guarded by `m
         let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 31, 0) }
         guard n > 0 else { return nil }
         return Int32(String(decoding: buffer[..<n], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+}
+
+/// A set of strings behind a lock.
+final class NSLockedSet: @unchecked Sendable {  // `items` is guarded by `lock`
+    private let lock = NSLock()
+    private var items: Set<String> = []
+
+    /// Adds `item`; false if it was there already.
+    func insert(_ item: String) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return items.insert(item).inserted
+    }
+
+    func remove(_ item: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        items.remove(item)
     }
 }
 

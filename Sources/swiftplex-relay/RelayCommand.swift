@@ -36,6 +36,33 @@ struct RelayCommand: AsyncParsableCommand {
     @Option(help: "How long undelivered messages are kept: a number with s, m, h or d (e.g. 21d).")
     var ttl: String = "21d"
 
+    @Option(name: .customLong("max-connections"), help: "Connections open at once; more are closed as they arrive.")
+    var maxConnections: Int = 4096
+
+    @Option(name: .customLong("max-queues"), help: "Queues in total; NEW beyond gets QUOTA.")
+    var maxQueues: Int = 1_000_000
+
+    @Option(name: .customLong("max-new-per-connection"), help: "NEWs one connection may send per --new-window; more get QUOTA.")
+    var maxNewPerConnection: Int = 1000
+
+    @Option(name: .customLong("new-window"), help: "The window of --max-new-per-connection (e.g. 10m).")
+    var newWindow: String = "10m"
+
+    @Option(name: .customLong("max-stored-messages"), help: "Undelivered messages stored in total; SEND beyond gets QUOTA.")
+    var maxStoredMessages: Int = 10_000_000
+
+    @Option(name: .customLong("max-stored-mb"), help: "MiB of undelivered message bodies stored in total; SEND beyond gets QUOTA.")
+    var maxStoredMB: Int = 16_384
+
+    @Option(name: .customLong("max-auth-failures"), help: "AUTH answers a connection may get per --auth-failure-window before it is closed.")
+    var maxAuthFailures: Int = 100
+
+    @Option(name: .customLong("auth-failure-window"), help: "The window of --max-auth-failures (e.g. 10s).")
+    var authFailureWindow: String = "10s"
+
+    @Option(name: .customLong("password-file"), help: "A file holding the password NEW must carry (private relay); the address becomes smp://fingerprint:password@host.")
+    var passwordFile: String?
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
@@ -44,7 +71,16 @@ struct RelayCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard quota > 0 else { throw ValidationError("--quota must be at least 1") }
-        guard Self.parseDuration(ttl) != nil else { throw ValidationError("--ttl must look like 30s, 10m, 12h or 21d") }
+        _ = try Self.duration(ttl, option: "--ttl")
+        _ = try Self.duration(newWindow, option: "--new-window")
+        _ = try Self.duration(authFailureWindow, option: "--auth-failure-window")
+        for (value, option) in [(maxConnections, "--max-connections"), (maxQueues, "--max-queues"),
+                                (maxNewPerConnection, "--max-new-per-connection"), (maxStoredMessages, "--max-stored-messages"),
+                                (maxAuthFailures, "--max-auth-failures")] where value < 1 {
+            throw ValidationError("\(option) must be at least 1")
+        }
+        guard (1...(Int.max >> 20)).contains(maxStoredMB) else { throw ValidationError("--max-stored-mb must be at least 1") }
+        if let passwordFile { _ = try Self.readPassword(passwordFile) }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
         _ = try Self.parseHostPort(listen, option: "--listen")
         if let metrics { _ = try Self.parseHostPort(metrics, option: "--metrics") }
@@ -66,7 +102,12 @@ struct RelayCommand: AsyncParsableCommand {
         let config = RelayConfiguration(
             dataDirectory: URL(fileURLWithPath: dataDirectory),
             host: host, port: port, publicHost: publicHost,
-            queueQuota: quota, messageTTL: Self.parseDuration(ttl)!
+            queueQuota: quota, messageTTL: try Self.duration(ttl, option: "--ttl"),
+            maxConnections: maxConnections, maxQueues: maxQueues,
+            maxNewQueuesPerConnection: maxNewPerConnection, newQueueWindow: try Self.duration(newWindow, option: "--new-window"),
+            maxStoredMessages: maxStoredMessages, maxStoredBytes: maxStoredMB << 20,
+            maxAuthFailures: maxAuthFailures, authFailureWindow: try Self.duration(authFailureWindow, option: "--auth-failure-window"),
+            newQueuePassword: try passwordFile.map(Self.readPassword)
         )
         let group = MultiThreadedEventLoopGroup.singleton
         let server: RelayServer
@@ -94,15 +135,44 @@ struct RelayCommand: AsyncParsableCommand {
         try await serviceGroup.run()
     }
 
+    /// The longest duration any option takes: 100 years.
+    static let maxDurationSeconds: Int64 = 36_500 * 86_400
+
+    /// `30s`, `10m`, `12h`, `21d`: a positive whole number and a unit, at most 100 years. Nil for
+    /// anything else — a number too large for its unit included (no overflow, no trap).
     static func parseDuration(_ text: String) -> Duration? {
-        guard let unit = text.last, let n = Int64(text.dropLast()), n > 0 else { return nil }
+        guard let unit = text.last, text.count <= 32, let n = Int64(text.dropLast()), n > 0 else { return nil }
+        let scale: Int64
         switch unit {
-        case "s": return .seconds(n)
-        case "m": return .seconds(n * 60)
-        case "h": return .seconds(n * 3600)
-        case "d": return .seconds(n * 86_400)
+        case "s": scale = 1
+        case "m": scale = 60
+        case "h": scale = 3600
+        case "d": scale = 86_400
         default: return nil
         }
+        let (seconds, overflow) = n.multipliedReportingOverflow(by: scale)
+        guard !overflow, seconds <= maxDurationSeconds else { return nil }
+        return .seconds(seconds)
+    }
+
+    static func duration(_ text: String, option: String) throws -> Duration {
+        guard let d = parseDuration(text) else {
+            throw ValidationError("\(option) must look like 30s, 10m, 12h or 21d (at most 36500d), got '\(text.prefix(40))'")
+        }
+        return d
+    }
+
+    /// The password file's first line; it must be a valid address password.
+    static func readPassword(_ path: String) throws -> String {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ValidationError("--password-file: cannot read \(path)")
+        }
+        let text = String(decoding: data, as: UTF8.self)
+        let line = text.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
+        guard RelayAddress.isValidPassword(line) else {
+            throw ValidationError("--password-file: the password must be 1–\(RelayLimits.maxPasswordLength) characters of A–Z a–z 0–9 and -._~!$&'()*+,;=")
+        }
+        return line
     }
 
     static func parseHostPort(_ text: String, option: String) throws -> (String, Int) {

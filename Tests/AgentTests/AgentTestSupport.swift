@@ -6,14 +6,12 @@ import NIOPosix
 import RelayProtocol
 import SwiftplexCrypto
 import RelayServer
+import TestSupport
 import Testing
 @testable import Agent
 
-struct TempDir {
-    let url = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-agent-\(UUID().uuidString)")
-    init() { try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true) }
-    func cleanup() { try? FileManager.default.removeItem(at: url) }
-}
+/// The agent suites' name for the shared temporary directory (created 0700, removed by `cleanup()`).
+typealias TempDir = TemporaryDirectory
 
 var quietLogger: Logger {
     var l = Logger(label: "agent-test")
@@ -21,30 +19,17 @@ var quietLogger: Logger {
     return l
 }
 
-/// Collects an agent's events for tests to wait on.
+/// An agent's events, awaited as they arrive (an `AsyncInbox` over `agent.events`).
 final class AgentInbox: Sendable {
-    private let buffer = NIOLockedValueBox<[AgentEvent]>([])
+    let events: AsyncInbox<AgentEvent>
 
     init(_ agent: Agent) {
-        let buffer = self.buffer
-        let events = agent.events
-        Task { for await e in events { buffer.withLockedValue { $0.append(e) } } }
+        events = AsyncInbox(agent.events)
     }
 
     /// Waits for the first event matching `predicate` (earlier non-matching ones are kept).
-    func next<T>(timeout: Duration = .seconds(15), _ what: String = "event", _ match: @Sendable (AgentEvent) -> T?) async throws -> T {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let found = buffer.withLockedValue { b -> T? in
-                for (i, e) in b.enumerated() {
-                    if let t = match(e) { b.remove(at: i); return t }
-                }
-                return nil
-            }
-            if let found { return found }
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        throw AgentError(.relay, "timed out waiting for \(what); have \(buffer.withLockedValue { $0 })")
+    func next<T: Sendable>(timeout: Duration = .seconds(15), _ what: String = "event", _ match: @escaping @Sendable (AgentEvent) -> T?) async throws -> T {
+        try await events.first(what, timeout: timeout, match)
     }
 
     func message(timeout: Duration = .seconds(15)) async throws -> (seq: UInt64, body: [UInt8], integrity: MessageIntegrity) {

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import PluginHost
 import SwiftplexPluginTesting
+import TestSupport
 import Testing
 
 var quiet: Logger {
@@ -12,9 +13,8 @@ var quiet: Logger {
     return l
 }
 
-func temporaryDirectory() -> URL {
-    FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-host-test-\(UUID().uuidString)")
-}
+/// A fresh temporary directory (0700); the test removes it.
+func temporaryDirectory() -> URL { TemporaryDirectory(prefix: "swiftplex-host-test").url }
 
 func testPluginSpec(_ name: String, tag: String) -> PluginSpec {
     let config = #"{"tag":"\#(tag)"}"#

@@ -2,10 +2,10 @@ import Agent
 import ChatCore
 import Foundation
 import Logging
-import NIOConcurrencyHelpers
 import NIOPosix
 import RelayProtocol
 import RelayServer
+import TestSupport
 import Testing
 @testable import ChatAPI
 
@@ -15,31 +15,22 @@ var silent: Logger {
     return l
 }
 
-/// Collects a Chat API's events.
+/// A Chat API's events, awaited as they arrive (an `AsyncInbox` over `api.events`), taken by type.
 final class ChatInbox: Sendable {
-    private let buffer = NIOLockedValueBox<[JSONValue]>([])
+    let events: AsyncInbox<JSONValue>
+
     init(_ api: ChatAPI) {
-        let b = buffer
-        let events = api.events
-        Task { for await e in events { b.withLockedValue { $0.append(e) } } }
+        events = AsyncInbox(api.events, describe: { $0["type"]?.stringValue ?? "?" })
     }
 
-    func next(_ type: String, where predicate: @Sendable (JSONValue) -> Bool = { _ in true }, timeout: Duration = .seconds(15)) async throws -> JSONValue {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let found = buffer.withLockedValue { b -> JSONValue? in
-                guard let i = b.firstIndex(where: { $0["type"]?.stringValue == type && predicate($0) }) else { return nil }
-                return b.remove(at: i)
-            }
-            if let found { return found }
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        throw ChatFailure(commandError: "timed out waiting for \(type); have \(buffer.withLockedValue { $0.map { $0["type"]?.stringValue ?? "?" } })")
+    /// Takes the first event of `type` that `predicate` accepts (others stay for later waits).
+    func next(_ type: String, where predicate: @escaping @Sendable (JSONValue) -> Bool = { _ in true }, timeout: Duration = .seconds(15)) async throws -> JSONValue {
+        try await events.first(where: { $0["type"]?.stringValue == type && predicate($0) }, type, timeout: timeout)
     }
 
     /// Whether an event of `type` matching `predicate` has arrived (and is not yet taken).
     func contains(_ type: String, where predicate: @Sendable (JSONValue) -> Bool = { _ in true }) -> Bool {
-        buffer.withLockedValue { b in b.contains { $0["type"]?.stringValue == type && predicate($0) } }
+        events.pending.contains { $0["type"]?.stringValue == type && predicate($0) }
     }
 }
 
@@ -81,11 +72,8 @@ func startUser(_ api: ChatAPI, _ name: String) async {
 protocol LiveRelaySuite {}
 
 extension LiveRelaySuite {
-    func tempDir() -> URL {
-        let u = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-chat-\(UUID().uuidString)")
-        try? FileManager.default.createDirectory(at: u, withIntermediateDirectories: true)
-        return u
-    }
+    /// A fresh temporary directory (0700); the test removes it.
+    func tempDir() -> URL { TemporaryDirectory(prefix: "swiftplex-chat").url }
 
     func relay(_ dir: URL) async throws -> RelayServer {
         try await RelayServer.start(configuration: RelayConfiguration(dataDirectory: dir.appendingPathComponent("relay"), host: "127.0.0.1", port: 0),

@@ -252,9 +252,18 @@ func sendText(_ contact: Int, _ text: String, quoting: Int? = nil) -> String {
                 #expect(errorType(await a.execute("/_delete user 1")) == "commandError")
 
                 // A message to the deleted user reaches no one; the remaining user is unaffected.
-                _ = await b.execute(sendText(altAtB, "still there?"))
-                try await Task.sleep(for: .milliseconds(300))
                 #expect(await a.execute("/_get chats 1 count=10")["chats"]?.arrayCount == 0)
+                _ = await b.execute(sendText(altAtB, "still there?"))
+                // Proof that it would have arrived by now: a later message from b, over a new
+                // contact of the remaining user, arrives, and is the only item that user has.
+                let (benAtAnna, annaAtB) = try await connect(a, aInbox, b, bInbox, userA: 1)
+                _ = await b.execute(sendText(annaAtB, "probe"))
+                _ = try await aInbox.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == "probe" })
+                #expect(await a.execute("/_get chats 1 count=10")["chats"]?.arrayCount == 1)
+                guard case let .array(annaItems)? = await a.execute("/_get chat @\(benAtAnna) count=10")["chat"]?["chatItems"] else {
+                    Issue.record("no chat with ben"); return
+                }
+                #expect(annaItems.compactMap { $0["content"]?["msgContent"]?["text"]?.stringValue } == ["probe"])
                 #expect(await a.execute("/user")["user"]?["profile"]?["displayName"]?.stringValue == "anna")
             }
         }
@@ -332,7 +341,7 @@ func sendText(_ contact: Int, _ text: String, quoting: Int? = nil) -> String {
             try await withEngine(dir, "b", relays: [relay.address]) { b, bInbox in
                 await startUser(a, "anna")
                 await startUser(b, "ben")
-                let (ben, anna) = try await connect(a, aInbox, b, bInbox)
+                let (ben, _) = try await connect(a, aInbox, b, bInbox)
                 @Sendable func status(_ e: JSONValue) -> [String] {
                     guard case let .array(items)? = e["chatItems"] else { return [] }
                     return items.compactMap { $0["chatItem"]?["meta"]?["itemStatus"]?["type"]?.stringValue }
@@ -362,13 +371,16 @@ func sendText(_ contact: Int, _ text: String, quoting: Int? = nil) -> String {
                 #expect(errorType(await b.execute("/_set receipts contacts 1 maybe")) == "commandError")
                 let quiet = try #require(itemId(await a.execute(sendText(ben, "no receipt"))["chatItems"]?.arrayFirst))
                 _ = try await bInbox.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == "no receipt" })
-                // A message back proves that anything b would have sent earlier has arrived.
-                _ = await b.execute(sendText(anna, "after"))
-                _ = try await aInbox.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == "after" })
-                try await Task.sleep(for: .milliseconds(200))
+                // Receipts back on, a later message's receipt arrives: b batches and sends receipts
+                // in order on the same queue, so one for "no receipt" would have come by now.
+                #expect(await b.execute("/_set receipts contacts 1 on")["user_"]?["sendRcptsContacts"]?.boolValue == true)
+                let later = try #require(itemId(await a.execute(sendText(ben, "with receipt"))["chatItems"]?.arrayFirst))
+                _ = try await aInbox.next("chatItemsStatusesUpdated", where: { e in
+                    guard case let .array(updated)? = e["chatItems"] else { return false }
+                    return updated.contains { itemId($0) == later && $0["chatItem"]?["meta"]?["itemStatus"]?["type"]?.stringValue == "sndRcvd" }
+                })
                 let last = await a.execute("/_get chat @\(ben) before=\(quiet + 1) count=1")
                 #expect(last["chat"]?["chatItems"]?.arrayFirst?["meta"]?["itemStatus"]?["type"]?.stringValue == "sndSent")
-                #expect(await b.execute("/_set receipts contacts 1 on")["user_"]?["sendRcptsContacts"]?.boolValue == true)
             }
         }
     }

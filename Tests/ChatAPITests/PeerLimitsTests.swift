@@ -1,6 +1,6 @@
 import Foundation
-import NIOConcurrencyHelpers
 import RelayProtocol
+import TestSupport
 import Testing
 @testable import ChatAPI
 @testable import ChatCore
@@ -18,20 +18,10 @@ func withLimitedEngine<T: Sendable>(_ dir: URL, _ name: String, relays: [RelayAd
     }
 }
 
-/// Waits until `condition` holds (it reads a counter the engine moves when the event happens).
+/// Waits until `condition` holds: it reads a counter the engine moves when it refuses a request.
+/// A refused request makes no event (see `ChatLimits`), so this is `eventually`, the last-resort poll.
 func waitUntil(_ what: String, timeout: Duration = .seconds(15), _ condition: () async -> Bool) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if await condition() { return }
-        try await Task.sleep(for: .milliseconds(10))
-    }
-    throw TimedOut(what: what, after: timeout)
-}
-
-struct TimedOut: Error, CustomStringConvertible {
-    let what: String
-    let after: Duration
-    var description: String { "timed out after \(after) waiting for \(what)" }
+    try await eventually(timeout: timeout, what) { await condition() }
 }
 
 /// What peers can make the engine store: names, contact requests, reactions — on real relays

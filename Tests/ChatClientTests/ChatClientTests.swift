@@ -1,16 +1,14 @@
 import Foundation
 import GRDB
 import QRCode
+import TestSupport
 import Testing
 
 /// Two-process end-to-end tests: a real `swiftplex-relay` process and `swiftplex-chat`
 /// processes driven over pipes, as a person would type.
 @Suite(.timeLimit(.minutes(5))) struct ChatClientTests {
-    func tempDir() -> URL {
-        let u = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-client-\(UUID().uuidString)")
-        try? FileManager.default.createDirectory(at: u, withIntermediateDirectories: true)
-        return u
-    }
+    /// A fresh temporary directory (0700); the test removes it.
+    func tempDir() -> URL { TemporaryDirectory(prefix: "swiftplex-client").url }
 
     /// Connects two clients with `/c` and `/c <link>`; returns once both say connected.
     func connectByInvitation(_ a: ChatProcess, _ b: ChatProcess) async throws -> String {
@@ -88,10 +86,8 @@ import Testing
         let (i, address) = try await alice.process.waitFor("the address") { $0.hasPrefix("simplex:/contact#/?v=") }
         let expected = try QRCode.encode(address, ecc: .low).terminalString(quietZone: 2, ansiColors: false)
         let expectedLines = expected.split(separator: "\n").map(String.init)
-        // The QR code's lines follow the link line; give the process time to print them all.
-        for _ in 0..<200 where printedQR(alice.lines, after: i).count < expectedLines.count {
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        // The QR code's lines follow the link line: wait for the last of them.
+        try await alice.process.waitFor(from: i + expectedLines.count, "the QR code's \(expectedLines.count) lines") { _ in true }
         #expect(printedQR(alice.lines, after: i) == expectedLines)
         // The second /ad shows the same address.
         alice.send("/ad")
@@ -121,7 +117,8 @@ import Testing
         let before = alice.lines.count
         alice.send("/contacts")
         try await alice.waitFor(from: before, line: "bob")
-        try await Task.sleep(for: .milliseconds(300))
+        // Bob's whole handshake and two messages happened after carol's rejection: a connection
+        // accepted by mistake at `/rc carol` would have completed by now too.
         #expect(!carol.lines.contains("alice connected"))
         #expect(alice.lines[before...].filter { !$0.hasPrefix("connected to relay") } == ["bob"])
 

@@ -1,15 +1,11 @@
 import Foundation
-import NIOConcurrencyHelpers
 import RelayProtocol
+import TestSupport
 
 /// Finds the executables built next to the test bundle (or in `SWIFTPLEX_BIN_DIR`).
 enum Binaries {
-    static var directory: URL {
-        if let dir = ProcessInfo.processInfo.environment["SWIFTPLEX_BIN_DIR"] { return URL(fileURLWithPath: dir) }
-        return URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-    }
-
-    static func url(_ name: String) -> URL { directory.appendingPathComponent(name) }
+    static var directory: URL { BuildProducts.directory }
+    static func url(_ name: String) -> URL { BuildProducts.url(name) }
 }
 
 struct TestFailure: Error, CustomStringConvertible {
@@ -17,93 +13,43 @@ struct TestFailure: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// A child process whose stdout and stderr are collected line by line on reader threads, and
-/// whose stdin is a pipe the test writes to.
-final class LineProcess: @unchecked Sendable {
-    let process = Process()
-    private let stdin = Pipe()
-    private let output = NIOLockedValueBox<[String]>([])
-    private let errors = NIOLockedValueBox<[String]>([])
-    private let exited = NIOLockedValueBox<Bool>(false)
+/// A child process driven over pipes, line by line: the client suites' names over the shared
+/// `ChildProcess` (whose waits are resumed by the line they wait for).
+final class LineProcess: Sendable {
+    let child: ChildProcess
 
     init(_ executable: URL, _ arguments: [String]) throws {
-        process.executableURL = executable
-        process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        Self.collect(out.fileHandleForReading, into: output)
-        Self.collect(err.fileHandleForReading, into: errors)
+        child = try ChildProcess(executable, arguments)
     }
 
-    private static func collect(_ handle: FileHandle, into box: NIOLockedValueBox<[String]>) {
-        Thread.detachNewThread {
-            var pending = Data()
-            while true {
-                let chunk = handle.availableData
-                if chunk.isEmpty { break }
-                pending.append(chunk)
-                while let nl = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                    let line = String(decoding: pending[pending.startIndex..<nl], as: UTF8.self)
-                    pending.removeSubrange(pending.startIndex...nl)
-                    box.withLockedValue { $0.append(line) }
-                }
-            }
-            if !pending.isEmpty { box.withLockedValue { $0.append(String(decoding: pending, as: UTF8.self)) } }
-        }
-    }
+    var process: Process { child.process }
+    var lines: [String] { child.lines }
+    var errorLines: [String] { child.errorLines }
 
-    var lines: [String] { output.withLockedValue { $0 } }
-    var errorLines: [String] { errors.withLockedValue { $0 } }
-
-    func send(_ line: String) {
-        stdin.fileHandleForWriting.write(Data((line + "\n").utf8))
-    }
-
-    func closeInput() { try? stdin.fileHandleForWriting.close() }
+    func send(_ line: String) { child.send(line) }
+    func closeInput() { child.closeInput() }
 
     /// Waits for the first output line (from `from` on) that satisfies `predicate`; returns its index and text.
     @discardableResult
-    func waitFor(from: Int = 0, timeout: Duration = .seconds(30), _ what: String, _ predicate: (String) -> Bool) async throws -> (Int, String) {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let found = output.withLockedValue { lines -> (Int, String)? in
-                guard from < lines.count else { return nil }
-                return lines.indices[from...].first { predicate(lines[$0]) }.map { ($0, lines[$0]) }
-            }
-            if let found { return found }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        throw TestFailure("timed out waiting for \(what); output: \(lines.suffix(20)); stderr: \(errorLines.suffix(10))")
+    func waitFor(from: Int = 0, timeout: Duration = .seconds(30), _ what: String,
+                 _ predicate: @escaping @Sendable (String) -> Bool) async throws -> (Int, String) {
+        let found = try await child.waitForLine(from: from, what, timeout: timeout, where: predicate)
+        return (found.index, found.line)
     }
 
     @discardableResult
     func waitFor(from: Int = 0, timeout: Duration = .seconds(30), line: String) async throws -> Int {
-        try await waitFor(from: from, timeout: timeout, "'\(line)'") { $0 == line }.0
+        try await child.waitForLine(from: from, line, timeout: timeout)
     }
 
     /// SIGKILL: nothing is flushed or closed.
-    func kill9() async {
-        kill(process.processIdentifier, SIGKILL)
-        _ = await waitForExit()
-    }
+    func kill9() async { await child.kill9() }
 
-    func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+    func signal(_ sig: Int32) { child.signal(sig) }
 
+    /// The exit status, or nil if the process is still running after `timeout`.
     func waitForExit(timeout: Duration = .seconds(30)) async -> Int32? {
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning {
-            if ContinuousClock.now > deadline { return nil }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return process.terminationStatus
-    }
-
-    deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        try? await child.waitForExit(timeout: timeout)
     }
 }
 

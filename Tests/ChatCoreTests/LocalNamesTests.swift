@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import TestSupport
 import Testing
 @testable import ChatCore
 
@@ -8,11 +9,10 @@ import Testing
     static let v2 = "v2: quotes, chat state, incognito, short links, receipts"
 
     func withStore(_ body: (DatabaseQueue) throws -> Void) throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-names-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let store = try ChatStore(path: dir.appendingPathComponent("test_chat.db"))
-        try body(store.queue)
+        try withTemporaryDirectory(prefix: "swiftplex-names") { dir in
+            let store = try ChatStore(path: dir.appendingPathComponent("test_chat.db"))
+            try body(store.queue)
+        }
     }
 
     func addUser(_ db: Database, _ name: String) throws -> Int64 {
@@ -77,9 +77,8 @@ import Testing
     /// A database from before unique names (v2) with duplicate names is migrated: the first of
     /// each name keeps it, later ones get suffixes, the user's own name first.
     @Test func theMigrationDeduplicatesExistingRows() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-names-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let dir = TemporaryDirectory(prefix: "swiftplex-names")
+        defer { dir.cleanup() }
         let path = dir.appendingPathComponent("old_chat.db").path
         do {
             let old = try DatabaseQueue(path: path)

@@ -1,17 +1,19 @@
 import Foundation
+import TestSupport
 import Testing
 @testable import HostConfig
 
-/// A fresh directory under the system temp dir, removed when the value goes away.
+/// A fresh directory under the system temp dir (the shared `TemporaryDirectory`, 0700), removed
+/// when the value goes away.
 final class TempDirectory {
-    let path: String
+    let directory: TemporaryDirectory
+    var path: String { directory.path }
 
     init() throws {
-        path = FileManager.default.temporaryDirectory.appendingPathComponent("hostconfig-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        directory = TemporaryDirectory(prefix: "hostconfig")
     }
 
-    deinit { try? FileManager.default.removeItem(atPath: path) }
+    deinit { directory.cleanup() }
 
     /// Writes `text` to `name` in the directory and returns the file's path.
     @discardableResult

@@ -61,8 +61,9 @@ import Testing
         await m.stopAll()
     }
 
-    /// A child that stops reading its stdin: dispatch never waits for it (the good plugin gets all
-    /// 300 events, 600 kB, well before the bad one's timeout), then it is killed as hung.
+    /// A child that stops reading its stdin: dispatch never waits for it (all 300 events, 600 kB,
+    /// are dispatched before the bad one's timeout, and the good plugin gets them all), then it is
+    /// killed as hung.
     @Test func aChildThatStopsReadingDelaysNobodyAndIsKilledAsHung() async throws {
         let log = CommandLog()
         let m = try manager(log.runner)
@@ -73,9 +74,10 @@ import Testing
         defer { watchdog.cancel() }
         let padding = String(repeating: "x", count: 2000)
         for n in 1...300 { m.dispatch(type: "newChatItems", json: event(n, #","pad":"\#(padding)""#)) }
-        try await log.wait(timeout: .seconds(60)) { $0.seen("good") == Array(1...300) }
-        // Everything reached the good plugin before the hung one was even noticed.
+        // 600 kB is ten times a pipe's buffer: a dispatch that wrote to the child itself would
+        // still be blocked above until the watchdog killed it (after 15 s). It returned first.
         #expect(stats(m, "bad").timedOut == 0)
+        try await log.wait(timeout: .seconds(60)) { $0.seen("good") == Array(1...300) }
         try await waitFor("the hung child to be killed and restarted") {
             let s = stats(m, "bad")
             return s.timedOut >= 1 && s.restarts >= 1

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import NIOConcurrencyHelpers
+import TestSupport
 @testable import PluginHost
 
 /// Where the built products are: next to the test binary (or `SWIFTPLEX_BIN_DIR`).
@@ -24,24 +24,33 @@ var quiet: Logger {
     return l
 }
 
-func temporaryDirectory() -> URL {
-    let u = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-plugins-test-\(UUID().uuidString)")
-    try? FileManager.default.createDirectory(at: u, withIntermediateDirectories: true)
-    return u
-}
+/// A fresh temporary directory (0700); the test removes it.
+func temporaryDirectory() -> URL { TemporaryDirectory(prefix: "swiftplex-plugins-test").url }
 
 /// The commands plugins ran, in order, as the host's command runner saw them.
 final class CommandLog: Sendable {
-    private let lines = NIOLockedValueBox<[String]>([])
+    private let log: AsyncLog<String>
+    /// A copy handed to `wait`'s predicate (which must not read the live log under its lock).
+    private let frozen: [String]?
+
+    init() {
+        log = AsyncLog()
+        frozen = nil
+    }
+
+    private init(frozen: [String]) {
+        log = AsyncLog()
+        self.frozen = frozen
+    }
 
     var runner: CommandRunner {
-        { [lines] line in
-            lines.withLockedValue { $0.append(line) }
+        { [log] line in
+            log.append(line)
             return #"{"type":"cmdOk"}"#
         }
     }
 
-    var all: [String] { lines.withLockedValue { $0 } }
+    var all: [String] { frozen ?? log.all }
 
     /// The `n` of every `/seen <tag> {"type":"t","n":N}` line for `tag`, in order.
     func seen(_ tag: String) -> [Int] {
@@ -51,13 +60,10 @@ final class CommandLog: Sendable {
         }
     }
 
-    /// Waits until `predicate` holds (events are handled on other threads).
-    func wait(timeout: Duration = .seconds(20), until predicate: @Sendable (CommandLog) -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while !predicate(self) {
-            guard ContinuousClock.now < deadline else { throw TestFailure("timed out; commands so far: \(all.suffix(5))") }
-            try await Task.sleep(for: .milliseconds(10))
-        }
+    /// Waits until `predicate` holds (events are handled on other threads): checked as each
+    /// command arrives, no polling.
+    func wait(timeout: Duration = .seconds(20), until predicate: @escaping @Sendable (CommandLog) -> Bool) async throws {
+        try await log.waitUntil("the commands the test expects", timeout: timeout) { predicate(CommandLog(frozen: $0)) }
     }
 }
 

@@ -115,6 +115,8 @@ import Testing
         #expect(p.handle(ChatFixtures.contactConnected(101, name: "troll")) == nil)
         #expect(!chat.actions.contains { $0.hasPrefix("/_delete") })
         #expect(chat.host.storage["pending-deletions"] != nil)
+        // Kept: the plugin dates the deletion with the wall clock (grace 1 s); this is the grace
+        // period passing, the behaviour under test, not a wait for something to happen.
         Thread.sleep(forTimeInterval: 1.1)
         let timer = try #require(chat.host.timers.first)
         #expect(timer.repeatMs == 1000)

@@ -1,6 +1,7 @@
 import Foundation
 import PluginScaffold
 import PluginABITesting
+import TestSupport
 import Testing
 
 /// Runs a program and returns its exit status and output.
@@ -18,11 +19,8 @@ func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) 
     return (p.terminationStatus, String(decoding: out, as: UTF8.self))
 }
 
-func temporaryDirectory(_ tag: String) throws -> URL {
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-\(tag)-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-    return dir
-}
+/// A fresh temporary directory (0700) named after `tag`; the test removes it.
+func temporaryDirectory(_ tag: String) throws -> URL { TemporaryDirectory(prefix: "swiftplex-\(tag)").url }
 
 @Suite(.serialized) struct ExamplesTests {
     @Test func theCPluginBuildsWithCCAndRunsThroughTheABI() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 @testable import QRCode
 
 /// Decodes symbols with a real, independent decoder: `zbarimg` from Debian's zbar-tools (the
@@ -26,9 +27,9 @@ enum ZBar {
 
     /// Decodes each symbol and returns its text (nil when zbar found no code in that image).
     static func decode(_ codes: [QRCode]) throws -> [String?] {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-qr-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let temp = TemporaryDirectory(prefix: "swiftplex-qr")
+        defer { temp.cleanup() }
+        let dir = temp.url
         var results: [String?] = []
         for (i, qr) in codes.enumerated() {
             let file = dir.appendingPathComponent("qr\(i).pbm")

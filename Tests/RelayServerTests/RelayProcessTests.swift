@@ -2,6 +2,7 @@ import Foundation
 import RelayClient
 import RelayProtocol
 import SwiftplexCrypto
+import TestSupport
 import Testing
 
 @Suite(.timeLimit(.minutes(2))) struct RelayProcessTests {
@@ -56,7 +57,7 @@ import Testing
     }
 
     @Test func badArgumentsAreRefusedWithAMessage() async throws {
-        let (status, stderr) = try runRelayToExit(["--data-dir", "/tmp/unused", "--ttl", "forever"])
+        let (status, stderr) = try await runRelayToExit(["--data-dir", "/tmp/unused", "--ttl", "forever"])
         #expect(status != 0)
         #expect(stderr.contains("--ttl"))
     }
@@ -66,23 +67,16 @@ import Testing
         let other = TempDirectory()
         defer { dir.cleanup(); other.cleanup() }
         let first = try await RelayProcess.start(dataDirectory: dir.url)
-        let (status, stderr) = try runRelayToExit(["--data-dir", other.url.path, "--listen", "127.0.0.1:\(first.address.port)"])
+        let (status, stderr) = try await runRelayToExit(["--data-dir", other.url.path, "--listen", "127.0.0.1:\(first.address.port)"])
         #expect(status != 0)
         #expect(stderr.contains("cannot listen"))
         #expect(await first.terminate() == 0)
     }
 
     /// Runs the relay with `arguments` until it exits; returns its status and standard error.
-    private func runRelayToExit(_ arguments: [String]) throws -> (Int32, String) {
-        let p = Process()
-        p.executableURL = RelayProcess.executable("swiftplex-relay")
-        p.arguments = arguments
-        let err = Pipe()
-        p.standardError = err
-        p.standardOutput = Pipe()
-        try p.run()
-        let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        return (p.terminationStatus, text)
+    private func runRelayToExit(_ arguments: [String]) async throws -> (Int32, String) {
+        let p = try ChildProcess(RelayProcess.executable("swiftplex-relay"), arguments)
+        let status = try await p.waitForExit()
+        return (status, p.errorText)
     }
 }

@@ -8,16 +8,11 @@ import RelayClient
 import RelayProtocol
 import RelayServer
 import SwiftplexCrypto
+import TestSupport
 import Testing
 
-/// A fresh temporary directory, removed by `cleanup()`.
-struct TempDirectory {
-    let url: URL
-    init() {
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-test-\(UUID().uuidString)")
-    }
-    func cleanup() { try? FileManager.default.removeItem(at: url) }
-}
+/// The relay suites' name for the shared temporary directory (created 0700, removed by `cleanup()`).
+typealias TempDirectory = TemporaryDirectory
 
 /// A clock the test moves by hand.
 final class ManualClock: RelayClock {
@@ -54,29 +49,17 @@ func withRelay<T>(
     }
 }
 
-/// Collects events from a connection's stream into a buffer tests can wait on.
+/// A connection's events, awaited as they arrive (an `AsyncInbox` over `connection.events`).
 final class EventInbox: Sendable {
-    private let buffer = NIOLockedValueBox<[RelayEvent]>([])
+    let events: AsyncInbox<RelayEvent>
 
     init(_ connection: RelayConnection) {
-        let buffer = self.buffer
-        let events = connection.events
-        Task {
-            for await e in events { buffer.withLockedValue { $0.append(e) } }
-        }
+        events = AsyncInbox(connection.events)
     }
 
-    /// The next event, or a `timeout` error.
+    /// The next event, or a `WaitTimeout` saying what was pending.
     func next(timeout: Duration = .seconds(10)) async throws -> RelayEvent {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            let e = buffer.withLockedValue { b -> RelayEvent? in b.isEmpty ? nil : b.removeFirst() }
-            if let e { return e }
-            guard ContinuousClock.now < deadline else {
-                throw RelayClientError(.timeout, "no relay event within \(timeout)")
-            }
-            try await Task.sleep(for: .milliseconds(2))
-        }
+        try await events.next(timeout: timeout)
     }
 
     /// Waits for the next MSG and opens it.
@@ -87,17 +70,6 @@ final class EventInbox: Sendable {
         }
         return try queue.open(messageId: id, sealed: sealed)
     }
-}
-
-/// Waits until `condition` holds, polling; fails after `timeout`.
-func eventually(timeout: Duration = .seconds(10), _ what: String, _ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-    Issue.record("timed out waiting for: \(what)")
-    throw RelayClientError(.timeout, what)
 }
 
 extension String {

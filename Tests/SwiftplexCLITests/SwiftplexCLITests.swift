@@ -1,5 +1,6 @@
 import Foundation
 import RelayProtocol
+import TestSupport
 import SwiftplexPluginTesting
 import Testing
 
@@ -123,7 +124,7 @@ import Testing
         // A broken file is refused as a whole; the bot keeps answering as before.
         try "plugins: [".write(to: file, atomically: true, encoding: .utf8)
         kill(bot.process.processIdentifier, SIGHUP)
-        try await Task.sleep(for: .milliseconds(300))
+        try await bot.child.waitForErrorLine("the refused reload") { $0.contains("reload refused") }
         try await alice.send("ping")
         #expect(try await alice.nextMessage() == "pong")
         #expect(bot.stderr.contains("reload refused"))

@@ -15,7 +15,7 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
+import threading
 
 from simplex_chat import Client, Profile, SqliteDb
 
@@ -41,24 +41,64 @@ def start_relay(data_dir):
     return relay, address
 
 
+class ProcessOutput:
+    """A process's output, read line by line on a thread as it arrives (and copied to a log file);
+    `wait_for` is woken by each new line, no polling."""
+
+    def __init__(self, stream, log_path):
+        self.lines = []
+        self.ended = False
+        self.changed = threading.Condition()
+        self.log = open(log_path, "a")
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream):
+        for line in stream:
+            self.log.write(line)
+            self.log.flush()
+            with self.changed:
+                self.lines.append(line)
+                self.changed.notify_all()
+        with self.changed:
+            self.ended = True
+            self.changed.notify_all()
+
+    @property
+    def text(self):
+        with self.changed:
+            return "".join(self.lines)
+
+    def wait_for(self, pattern, timeout=60):
+        found = []
+
+        def match():
+            m = re.search(pattern, "".join(self.lines))
+            if m:
+                found.append(m)
+            return m is not None or self.ended
+
+        with self.changed:
+            self.changed.wait_for(match, timeout)
+        if not found:
+            print(self.text)
+            check(False, f"bot output shows {pattern!r}")
+        return found[0]
+
+
 def start_bot(env, log_path):
-    log = open(log_path, "a")
     bot = subprocess.Popen([sys.executable, os.path.join(ROOT, "examples/python-bot/squaring_bot.py")], env=env,
-                           stdout=log, stderr=subprocess.STDOUT)
-    return bot
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return bot, ProcessOutput(bot.stdout, log_path)
 
 
-def wait_for_log(path, pattern, timeout=60, after=0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        with open(path) as f:
-            text = f.read()[after:]
-        m = re.search(pattern, text)
-        if m:
-            return m
-        time.sleep(0.1)
-    print(open(path).read())
-    check(False, f"bot log shows {pattern!r}")
+async def serve(client):
+    """Runs `client`'s receive loop in a task and returns the task once the loop runs:
+    serve_forever marks the client serving before its first await, so yielding to the event loop
+    until then is a handful of scheduler turns, not a timed wait."""
+    task = asyncio.create_task(client.serve_forever())
+    while not client._serving and not task.done():
+        await asyncio.sleep(0)
+    return task
 
 
 def stop(process):
@@ -79,8 +119,7 @@ async def talk(client_db, link, steps):
         await received.put(message.text or "")
 
     async with client:
-        serving = asyncio.create_task(client.serve_forever())
-        await asyncio.sleep(0.2)
+        serving = await serve(client)
         await steps(client, received, link)
         client.stop()
         await serving
@@ -117,6 +156,7 @@ async def clients_among_themselves(work):
 
     ann, ben, cat, dan = new_client("ann"), new_client("ben"), new_client("cat"), new_client("dan")
     decisions = []
+    decided: asyncio.Queue = asyncio.Queue()
     ann_connected: asyncio.Queue = asyncio.Queue()
 
     @ann.on_event("contactConnected")
@@ -128,6 +168,7 @@ async def clients_among_themselves(work):
         request = event["contactRequest"]
         name = request["profile"]["displayName"]
         decisions.append(name)
+        await decided.put(name)
         if name == "cat":
             await ann.api.api_reject_contact_request(request["contactRequestId"])
         else:
@@ -139,9 +180,14 @@ async def clients_among_themselves(work):
     async def reacted(event):
         await reactions.put(event)
 
+    ben_texts: asyncio.Queue = asyncio.Queue()
+
+    @ben.on_message(content_type="text")
+    async def ben_text(message):
+        await ben_texts.put(message.text or "")
+
     async with ann, ben, cat, dan:
-        tasks = [asyncio.create_task(c.serve_forever()) for c in (ann, ben, cat, dan)]
-        await asyncio.sleep(0.2)
+        tasks = [await serve(c) for c in (ann, ben, cat, dan)]
         invitation = await ann.api.api_create_link(1)
         check(invitation.startswith("simplex:/invitation#/?v=1&smp="), "api_create_link returns a one-time invitation")
         contact = await ben.connect_to(invitation, timeout=60)
@@ -149,7 +195,10 @@ async def clients_among_themselves(work):
         ben_at_ann = await asyncio.wait_for(ann_connected.get(), 30)
         check(ben_at_ann["profile"]["displayName"] == "ben", "the inviting Client sees contactConnected too")
         reply_waiter = asyncio.create_task(ann.send_and_wait(ben_at_ann["contactId"], "hello ben", timeout=30))
-        await asyncio.sleep(0.1)
+        # ann's reply waiter is in place before she sends: ben has her message, so he answers it.
+        hello = await asyncio.wait_for(ben_texts.get(), 30)
+        if hello != "hello ben":
+            check(False, f"ben gets ann's message (got {hello!r})")
         await ben.api.api_send_text_message({"chatType": "direct", "chatId": contact["contactId"]}, "hi ann")
         check((await reply_waiter).text == "hi ann", "messages flow between the two Clients")
 
@@ -192,10 +241,7 @@ async def clients_among_themselves(work):
         address = await ann.api.api_create_user_address(1)
         link = address["connFullLink"]
         await cat.api.api_connect_active_user(link)
-        for _ in range(100):
-            if "cat" in decisions:
-                break
-            await asyncio.sleep(0.1)
+        await asyncio.wait_for(decided.get(), 10)
         check(decisions == ["cat"], "receivedContactRequest reaches on_event without auto-accept")
         dan_contact = await dan.connect_to(link, timeout=60)
         check(dan_contact["profile"]["displayName"] == "ann" and decisions == ["cat", "dan"], "an accepted request connects")
@@ -227,8 +273,8 @@ def main():
     env = dict(os.environ, SWIFTPLEX_SERVERS=address, BOT_DB=os.path.join(work, "bot"))
     os.environ["SWIFTPLEX_SERVERS"] = address
     bot_log = os.path.join(work, "bot.log")
-    bot = start_bot(env, bot_log)
-    link = wait_for_log(bot_log, r"Bot address: (\S+)").group(1)
+    bot, output = start_bot(env, bot_log)
+    link = output.wait_for(r"Bot address: (\S+)").group(1)
     check(link.startswith("simplex:/contact#/?v=1&smp="), "the Python Bot created its address through the Chat API")
     client_db = os.path.join(work, "tester")
     contact_holder = {}
@@ -240,16 +286,14 @@ def main():
 
     # Restart the bot from the same database; a message sent while it is down arrives after.
     stop(bot)
-    size = os.path.getsize(bot_log)
 
     async def session2(client, received, link):
         contact_id = contact_holder["contact"]["contactId"]
         await client.api.api_send_text_message({"chatType": "direct", "chatId": contact_id}, "9")
-        bot2 = start_bot(env, bot_log)
+        bot2, output2 = start_bot(env, bot_log)
         contact_holder["bot2"] = bot2
-        wait_for_log(bot_log, r"Bot address: ", after=size)
-        with open(bot_log) as f:
-            restarted = f.read()[size:]
+        output2.wait_for(r"Bot address: ")
+        restarted = output2.text
         check("creating" not in restarted, "the restarted bot reuses its user and address")
         answer = await asyncio.wait_for(received.get(), 60)
         check(answer == "81", "a message sent while the bot was down is answered after its restart")

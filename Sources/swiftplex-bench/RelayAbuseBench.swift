@@ -1,0 +1,295 @@
+import ArgumentParser
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import NIOSSL
+import RelayClient
+import RelayProtocol
+import RelayServer
+import SwiftplexCrypto
+
+/// `swiftplex-bench relay-abuse`: a well-behaved client's round trip (SEND → MSG → ACK on its own
+/// queue) through an in-process relay, first alone, then while many connections misbehave in
+/// every way the relay's limits are for. Loopback only, bounded in connections and time.
+struct RelayAbuseBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "relay-abuse",
+        abstract: "A good client's round trip through a relay, unloaded and under misbehaving connections (NEW floods, bad signatures, SKEY attempts, unsigned SEND floods, garbage blocks, slow readers)."
+    )
+
+    @Option(help: "Misbehaving connections at once.") var attackers: Int = 200
+    @Option(help: "Seconds of each measured phase.") var seconds: Int = 10
+    @Option(help: "Message body size of the good client, in bytes.") var size: Int = 1024
+    @Option(help: "Event loop threads of the relay.") var threads: Int = System.coreCount
+    @Flag(help: "Print each round trip slower than 200 ms, split into SEND, MSG and ACK.") var verbose = false
+    @Option(help: "Only these misbehaviours, comma-separated: new-flood, bad-signatures, skey, send-flood, garbage, slow-reader (default: all).")
+    var only: String?
+
+    func validate() throws {
+        guard attackers >= 0, attackers <= 2000 else { throw ValidationError("--attackers must be 0…2000") }
+        guard (1...300).contains(seconds) else { throw ValidationError("--seconds must be 1…300") }
+        guard size >= 8, size <= RelayLimits.maxMessageBodyLength else { throw ValidationError("--size must be 8…\(RelayLimits.maxMessageBodyLength)") }
+        if let only, only.split(separator: ",").contains(where: { Behaviour(rawValue: String($0)) == nil }) {
+            throw ValidationError("--only takes \(Behaviour.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+    }
+
+    /// The ways a connection misbehaves; attacker `i` does the `i % count`-th of those chosen.
+    enum Behaviour: String, CaseIterable {
+        case newFlood = "new-flood"
+        case badSignatures = "bad-signatures"
+        case skeyAttempts = "skey"
+        case unsignedSendFlood = "send-flood"
+        case garbageBlocks = "garbage"
+        case slowReader = "slow-reader"
+    }
+
+    private var behaviours: [Behaviour] {
+        guard let only else { return Behaviour.allCases }
+        return only.split(separator: ",").compactMap { Behaviour(rawValue: String($0)) }
+    }
+
+    func run() async throws {
+        #if DEBUG
+        print("warning: debug build; figures mean little (use: swift build -c release)")
+        #endif
+        let serverGroup = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        let attackGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let goodGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-bench-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var logger = Logger(label: "bench.relay-abuse")
+        logger.logLevel = .critical
+        // The relay's default limits, except a shorter write-stall timeout so that slow readers
+        // are cut off within the run.
+        var config = RelayConfiguration(dataDirectory: dir, host: "127.0.0.1", port: 0)
+        config.writeStallTimeout = .seconds(5)
+        let server = try await RelayServer.start(configuration: config, group: serverGroup, logger: logger)
+        print("relay-abuse: \(attackers) misbehaving connections (\(behaviours.map(\.rawValue).joined(separator: ", "))), \(seconds) s per phase, \(size)-byte messages, \(threads) relay event-loop threads")
+
+        // The good client: a recipient connection and a sender connection, one secured queue.
+        let recipient = try await RelayConnection.connect(to: server.address, group: goodGroup)
+        let sender = try await RelayConnection.connect(to: server.address, group: goodGroup)
+        let queue = try await recipient.createQueue(recipientKey: .newX25519())
+        let senderKey = AuthPrivateKey.newX25519()
+        try await sender.secureAsSender(senderId: queue.senderId, senderKey: senderKey)
+        try await recipient.subscribe(queue)
+        let good = GoodClient(recipient: recipient, sender: sender, queue: queue, senderKey: senderKey, size: size, verbose: verbose)
+        // An address for the SKEY attackers to aim at.
+        let address = try await recipient.createQueue(recipientKey: .newX25519(), mode: .contact)
+
+        // Warm-up, then unloaded.
+        for _ in 0..<200 { _ = try await good.roundTrip() }
+        let unloaded = try await good.measure(seconds: seconds)
+        print(unloaded.line("unloaded"))
+
+        // Loaded: the attackers run for the phase (plus a second to get going), then stop.
+        let stop = NIOLockedValueBox(false)
+        let counters = AttackCounters()
+        let (loaded, statsDuring) = try await withThrowingTaskGroup(of: Void.self) { group -> (Summary, RelayStats) in
+            for i in 0..<attackers {
+                let behaviour = behaviours[i % behaviours.count]
+                group.addTask {
+                    await Attacker(behaviour: behaviour, relay: server.address, address: address.senderId, group: attackGroup,
+                                   stop: stop, counters: counters).run()
+                }
+            }
+            try await Task.sleep(for: .seconds(1))
+            let summary = try await good.measure(seconds: seconds)
+            let stats = server.stats
+            stop.withLockedValue { $0 = true }
+            try await group.waitForAll()
+            return (summary, stats)
+        }
+        print(loaded.line("loaded"))
+        print(String(format: "ratio loaded/unloaded: p50 %.2f, p99 %.2f (goal: within 3)", loaded.p50ms / unloaded.p50ms, loaded.p99ms / unloaded.p99ms))
+        print("attackers: \(counters.summary)")
+        print("relay during the attack: \(statsDuring.connections) connections, \(statsDuring.queues) queues, \(statsDuring.storedMessages) stored messages, \(statsDuring.authFailures) AUTH answers, \(statsDuring.limitRefusals) limit refusals")
+        await recipient.close()
+        await sender.close()
+        await server.shutdown()
+        try await attackGroup.shutdownGracefully()
+        try await goodGroup.shutdownGracefully()
+        try await serverGroup.shutdownGracefully()
+    }
+
+}
+
+/// The well-behaved client: SEND on its queue, wait for the MSG, ACK it. Used by one task.
+final class GoodClient {
+    let recipient: RelayConnection
+    let sender: RelayConnection
+    let queue: RecipientQueue
+    let senderKey: AuthPrivateKey
+    let size: Int
+    let verbose: Bool
+    private var deliveries: AsyncStream<RelayEvent>.Iterator
+
+    init(recipient: RelayConnection, sender: RelayConnection, queue: RecipientQueue, senderKey: AuthPrivateKey, size: Int, verbose: Bool) {
+        self.verbose = verbose
+        self.recipient = recipient
+        self.sender = sender
+        self.queue = queue
+        self.senderKey = senderKey
+        self.size = size
+        deliveries = recipient.events.makeAsyncIterator()
+    }
+
+    /// One SEND → MSG → ACK, in nanoseconds.
+    func roundTrip() async throws -> UInt64 {
+        let start = monotonicNanos()
+        try await sender.sendMessage(senderId: queue.senderId, key: senderKey, body: .stamped(size: size))
+        let sent = monotonicNanos()
+        var id: [UInt8]?
+        while id == nil, let event = await deliveries.next() {
+            if case let .message(_, messageId, _) = event { id = messageId }
+        }
+        guard let id else { throw RelayClientError(.connectionClosed, "the good client's connection closed") }
+        let received = monotonicNanos()
+        try await recipient.acknowledge(queue, messageId: id)
+        let end = monotonicNanos()
+        if verbose, end - start > 200_000_000 {
+            print("slow round trip: send \((sent - start) / 1_000_000) ms, msg \((received - sent) / 1_000_000) ms, ack \((end - received) / 1_000_000) ms")
+        }
+        return end &- start
+    }
+
+    /// Round trips one after another for `seconds`.
+    func measure(seconds: Int) async throws -> Summary {
+        let recorder = Recorder(capacity: 100_000)
+        let start = ContinuousClock.now
+        let end = start + .seconds(seconds)
+        while ContinuousClock.now < end { recorder.record(try await roundTrip()) }
+        return recorder.summary(elapsed: ContinuousClock.now - start)
+    }
+}
+
+/// What the attackers got from the relay.
+final class AttackCounters: Sendable {
+    private let counts = NIOLockedValueBox<[String: Int]>([:])
+    func add(_ what: String, _ n: Int = 1) { counts.withLockedValue { $0[what, default: 0] += n } }
+    var summary: String {
+        counts.withLockedValue { $0.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") }
+    }
+}
+
+/// One misbehaving connection at a time (reconnecting when the relay closes it) until told to stop.
+struct Attacker {
+    let behaviour: RelayAbuseBench.Behaviour
+    let relay: RelayAddress
+    let address: [UInt8]
+    let group: any EventLoopGroup
+    let stop: NIOLockedValueBox<Bool>
+    let counters: AttackCounters
+
+    private var stopped: Bool { stop.withLockedValue { $0 } }
+
+    func run() async {
+        while !stopped {
+            counters.add("connections")
+            do {
+                switch behaviour {
+                case .newFlood, .skeyAttempts, .unsignedSendFlood:
+                    try await client()
+                case .badSignatures, .garbageBlocks, .slowReader:
+                    try await raw()
+                }
+            } catch {
+                counters.add("closed or refused")
+            }
+            // A refused connection retries after a pause, not in a tight loop.
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    private func answer(_ body: () async throws -> Void) async throws {
+        do {
+            try await body()
+        } catch let e as RelayClientError {
+            if case let .relay(code) = e.code { counters.add("ERR \(code.rawValue)") } else { throw e }
+        }
+    }
+
+    private func client() async throws {
+        let c = try await RelayConnection.connect(to: relay, group: group, timeout: .seconds(5))
+        defer { Task { await c.close() } }
+        var own: [RecipientQueue] = []
+        // One key for all its NEWs (nothing forbids it): the flood costs the attacker little.
+        let newKey = AuthPrivateKey.newX25519()
+        let newDh = X25519.PrivateKey().publicKey
+        while !stopped, c.isActive {
+            switch behaviour {
+            case .newFlood:
+                try await answer { try await c.send(.new(recipientKey: newKey.publicKey, recipientDhKey: newDh), key: newKey) }
+            case .skeyAttempts:
+                try await answer { try await c.secureAsSender(senderId: address, senderKey: .newX25519()) }
+            case .unsignedSendFlood:
+                if own.isEmpty { try await answer { own.append(try await c.createQueue(recipientKey: .newX25519())) } }
+                guard let q = own.last else { continue }
+                try await answer { try await c.sendMessage(senderId: q.senderId, key: nil, body: Sodium.randomBytes(RelayLimits.maxMessageBodyLength)) }
+            case .badSignatures, .garbageBlocks, .slowReader:
+                return
+            }
+        }
+        if !c.isActive { counters.add("closed by the relay") }
+    }
+
+    private func raw() async throws {
+        let tls = try NIOSSLContext(configuration: {
+            var c = TLSConfiguration.makeClientConfiguration()
+            c.certificateVerification = .none
+            return c
+        }())
+        let channel = try await ClientBootstrap(group: group)
+            .channelOption(.autoRead, value: behaviour != .slowReader)
+            .connectTimeout(.seconds(5))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: nil))
+                }
+            }
+            .connect(host: relay.host, port: relay.port).get()
+        defer { channel.close(promise: nil) }
+        let allocator = channel.allocator
+        if behaviour == .slowReader {
+            // Let the handshake through, then never read again: blocks of PINGs make the relay
+            // write PONGs that nobody reads, until it closes the connection.
+            try await channel.setOption(.autoRead, value: true).get()
+        }
+        try await channel.writeAndFlush(BlockCodec.encode([ClientHello(version: 1).encoded()], allocator: allocator)[0]).get()
+        switch behaviour {
+        case .badSignatures:
+            // Blocks of 64 SUBs with random signatures at random queue IDs, written as fast as the
+            // relay takes them (its answers are read and dropped), until it closes the connection.
+            let subs = (0..<RelayLimits.maxAuthorizedPerBlock).map { _ in
+                Transmission(signature: Sodium.randomBytes(64), correlationId: Sodium.randomBytes(24),
+                             entityId: Sodium.randomBytes(24), command: ClientCommand.subscribe.encoded()).encoded(allocator: allocator)
+            }
+            let block = BlockCodec.encode(subs, allocator: allocator)[0]
+            while !stopped, channel.isActive {
+                try await channel.writeAndFlush(block).get()
+            }
+        case .garbageBlocks:
+            while !stopped, channel.isActive {
+                var block = allocator.buffer(bytes: Sodium.randomBytes(RelayLimits.blockSize))
+                block.setInteger(UInt16(RelayLimits.blockSize), at: 0) // a lying content length
+                try await channel.writeAndFlush(block).get()
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+        default:
+            try await channel.setOption(.autoRead, value: false).get()
+            let pings = (0..<200).map { _ in
+                Transmission(correlationId: Sodium.randomBytes(24), entityId: [], command: ClientCommand.ping.encoded()).encoded(allocator: allocator)
+            }
+            let block = BlockCodec.encode(pings, allocator: allocator)[0]
+            while !stopped, channel.isActive, channel.isWritable {
+                channel.writeAndFlush(block, promise: nil)
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+            while !stopped, channel.isActive { try? await Task.sleep(for: .milliseconds(50)) }
+        }
+        if !channel.isActive { counters.add("closed by the relay") }
+    }
+}

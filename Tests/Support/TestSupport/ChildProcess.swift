@@ -1,0 +1,135 @@
+import Foundation
+
+/// A child process with pipes: its stdout and stderr are collected line by line as they arrive
+/// (one reading thread per pipe), tests await a line matching a predicate or the exit (both
+/// continuation-based), send signals and write to its stdin.
+public final class ChildProcess: @unchecked Sendable {
+    public let process = Process()
+    /// Lines of standard output and standard error, in order; each ends at the pipe's end of file.
+    public let output = AsyncLog<String>()
+    public let errors = AsyncLog<String>()
+    private let exitStatus = AsyncInbox<Int32>()
+    private let stdin = Pipe()
+    public let name: String
+
+    /// Starts `executable` with `arguments` (in `directory`, with `environment` if given).
+    public init(_ executable: URL, _ arguments: [String], in directory: URL? = nil, environment: [String: String]? = nil) throws {
+        name = executable.lastPathComponent
+        process.executableURL = executable
+        process.arguments = arguments
+        if let directory { process.currentDirectoryURL = directory }
+        if let environment { process.environment = environment }
+        let out = Pipe()
+        let err = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = out
+        process.standardError = err
+        let exitStatus = self.exitStatus
+        process.terminationHandler = { p in exitStatus.yield(p.terminationStatus) }
+        try process.run()
+        Self.collect(out.fileHandleForReading, into: output, "\(name)'s standard output")
+        Self.collect(err.fileHandleForReading, into: errors, "\(name)'s standard error")
+    }
+
+    private static func collect(_ handle: FileHandle, into log: AsyncLog<String>, _ label: String) {
+        Thread.detachNewThread {
+            var pending = Data()
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                pending.append(chunk)
+                while let nl = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                    log.append(String(decoding: pending[pending.startIndex..<nl], as: UTF8.self))
+                    pending.removeSubrange(pending.startIndex...nl)
+                }
+            }
+            if !pending.isEmpty { log.append(String(decoding: pending, as: UTF8.self)) }
+            log.finish("\(label) ended")
+        }
+    }
+
+    public var processIdentifier: Int32 { process.processIdentifier }
+    public var isRunning: Bool { process.isRunning }
+    /// Every stdout line so far.
+    public var lines: [String] { output.all }
+    /// Every stderr line so far.
+    public var errorLines: [String] { errors.all }
+    /// Standard error so far, as text.
+    public var errorText: String { errors.all.map { $0 + "\n" }.joined() }
+
+    /// Writes `line` and a newline to the process's standard input.
+    public func send(_ line: String) { write(Data((line + "\n").utf8)) }
+    public func write(_ data: Data) { stdin.fileHandleForWriting.write(data) }
+    public func closeInput() { try? stdin.fileHandleForWriting.close() }
+
+    /// Waits for the first stdout line (at index `from` or later) that `predicate` accepts; returns
+    /// its index and text. Fails at once if the output ends first, and after `timeout`, with the
+    /// last lines of stdout and stderr.
+    @discardableResult
+    public func waitForLine(from: Int = 0, _ what: String, timeout: Duration = .seconds(30),
+                            where predicate: @escaping @Sendable (String) -> Bool) async throws -> (index: Int, line: String) {
+        do {
+            let (i, line) = try await output.first(from: from, what, timeout: timeout, where: predicate)
+            return (i, line)
+        } catch let e as WaitTimeout {
+            throw WaitTimeout("\(name): \(e.description); stderr: \(errorLines.suffix(10))")
+        }
+    }
+
+    /// Waits for the stdout line `line` exactly.
+    @discardableResult
+    public func waitForLine(from: Int = 0, _ line: String, timeout: Duration = .seconds(30)) async throws -> Int {
+        try await waitForLine(from: from, "'\(line)'", timeout: timeout) { $0 == line }.index
+    }
+
+    /// Waits for a stderr line that `predicate` accepts.
+    @discardableResult
+    public func waitForErrorLine(from: Int = 0, _ what: String, timeout: Duration = .seconds(30),
+                                 where predicate: @escaping @Sendable (String) -> Bool) async throws -> (index: Int, line: String) {
+        do {
+            let (i, line) = try await errors.first(from: from, what, timeout: timeout, where: predicate)
+            return (i, line)
+        } catch let e as WaitTimeout {
+            throw WaitTimeout("\(name) (stderr): \(e.description); stdout: \(lines.suffix(10))")
+        }
+    }
+
+    /// Waits for the process to exit and then for both pipes to reach end of file (so `lines` and
+    /// `errorLines` are complete); returns the exit status. Throws `WaitTimeout` if it does not
+    /// exit within `timeout`.
+    @discardableResult
+    public func waitForExit(timeout: Duration = .seconds(30)) async throws -> Int32 {
+        let status: Int32
+        do {
+            status = try await exitStatus.first(where: { _ in true }, "\(name) to exit", timeout: timeout)
+        } catch let e as WaitTimeout {
+            throw WaitTimeout("\(e.description); stdout: \(lines.suffix(10)); stderr: \(errorLines.suffix(10))")
+        }
+        exitStatus.yield(status)  // later waits see it too
+        // The pipes end right after the exit unless a grandchild inherited them; then give up
+        // on completeness after a bounded wait rather than hang.
+        try? await output.waitForEnd("\(name)'s stdout to end", timeout: .seconds(5))
+        try? await errors.waitForEnd("\(name)'s stderr to end", timeout: .seconds(5))
+        return status
+    }
+
+    /// Sends `signal` to the process.
+    public func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
+
+    /// SIGTERM, then waits for the exit status.
+    @discardableResult
+    public func terminate(timeout: Duration = .seconds(30)) async throws -> Int32 {
+        signal(SIGTERM)
+        return try await waitForExit(timeout: timeout)
+    }
+
+    /// SIGKILL (nothing is flushed or closed), then waits for the exit.
+    public func kill9() async {
+        signal(SIGKILL)
+        _ = try? await waitForExit()
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+}
