@@ -1,5 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
+import TestSupport
 import Testing
 @testable import PluginHost
 
@@ -24,28 +25,34 @@ import Testing
 
     /// The commands plugins ran with the idempotency key each carried.
     final class KeyLog: Sendable {
-        let lines = NIOLockedValueBox<[(line: String, key: String?)]>([])
+        struct Entry: Sendable {
+            var line: String
+            var key: String?
+        }
+
+        let log = AsyncLog<Entry>()
         var runner: KeyedCommandRunner {
-            { [lines] line, key in
-                lines.withLockedValue { $0.append((line, key)) }
+            { [log] line, key in
+                log.append(Entry(line: line, key: key))
                 return #"{"type":"cmdOk"}"#
             }
         }
 
+        var lines: [Entry] { log.all }
+
         /// The `n` of each `/_send` line (the test plugin with `"verb":"/_send"`), in order, with its key.
-        var seen: [(n: Int, key: String?)] {
-            lines.withLockedValue { $0 }.compactMap { entry -> (Int, String?)? in
+        static func seen(_ entries: [Entry]) -> [(n: Int, key: String?)] {
+            entries.compactMap { entry -> (Int, String?)? in
                 guard entry.line.hasPrefix("/_send "), let r = entry.line.range(of: #""n":"#) else { return nil }
                 return Int(entry.line[r.upperBound...].prefix { $0.isNumber }).map { ($0, entry.key) }
             }
         }
 
+        var seen: [(n: Int, key: String?)] { Self.seen(log.all) }
+
+        /// Waits (as commands arrive, no polling) until `count` sends were seen.
         func wait(for count: Int, timeout: Duration = .seconds(30)) async throws {
-            let deadline = ContinuousClock.now + timeout
-            while seen.count < count {
-                guard ContinuousClock.now < deadline else { throw TestFailure("timed out; seen \(seen.map(\.n))") }
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            try await log.waitUntil("\(count) sends", timeout: timeout) { Self.seen($0).count >= count }
         }
     }
 
@@ -82,9 +89,8 @@ import Testing
         await second.apply([testSpec("t", config: #"{"tag":"t","verb":"/_send"}"#, isolation: isolation)])
         second.dispatch(type: "contactUpdated", json: #"{"type":"contactUpdated","n":2000}"#)
         for n in Int64(18)...22 { second.dispatch(type: "newChatItems", json: event(Int(n)), receivedItemId: n) }
-        let deadline = ContinuousClock.now + .seconds(30)
-        while !second.caughtUp, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-        #expect(second.caughtUp)
+        // The replay's end is a state of the manager, not an event: polled (the last resort).
+        try await eventually(timeout: .seconds(30), "the replay to end") { second.caughtUp }
         for n in Int64(18)...22 { second.dispatch(type: "newChatItems", json: event(Int(n)), receivedItemId: n) }
         received.add(23...23)
         second.dispatch(type: "newChatItems", json: event(23), receivedItemId: 23)
@@ -134,7 +140,7 @@ import Testing
         #expect(log.seen.map(\.n) == [51])
         #expect(log.seen.map(\.key) == ["fresh:51:0"])
         // A command that is not a send carries no key (and is not counted).
-        let others = log.lines.withLockedValue { $0 }.filter { $0.line.hasPrefix("/seen s ") }
+        let others = log.lines.filter { $0.line.hasPrefix("/seen s ") }
         #expect(others.count == 1 && others.allSatisfy { $0.key == nil })
         await m.stopAll()
 
