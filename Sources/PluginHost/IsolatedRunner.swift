@@ -400,18 +400,19 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
         child.process.waitUntilExit()
         let status = child.process.terminationStatus
         let signalled = child.process.terminationReason == .uncaughtSignal
-        let (stopping, delay, lost) = lock.withLock { () -> (Bool, Duration, Int?) in
-            guard state.child === child else { return (true, .zero, nil) }
+        let (stopping, delay, lost, lostItem) = lock.withLock { () -> (Bool, Duration, Int?, Int64?) in
+            guard state.child === child else { return (true, .zero, nil, nil) }
             state.child = nil
-            if state.stopping { return (true, .zero, nil) }
+            if state.stopping { return (true, .zero, nil, nil) }
             state.stats.crashes += 1
             // The event being handled may be what killed it: drop it, keep the rest.
-            let lost = state.inFlight.isEmpty ? nil : state.inFlight.removeFirst().seq
+            let dropped = state.inFlight.isEmpty ? nil : state.inFlight.removeFirst()
+            let lost = dropped?.seq
             let crashedQuickly = ContinuousClock.now - state.childSince < Self.stableAfter
             let next = crashedQuickly ? state.lastDelay.map { min($0 * 2, backoff.max) } ?? backoff.initial : backoff.initial
             state.lastDelay = next
             state.restartDelay = next
-            return (false, next, lost)
+            return (false, next, lost, dropped?.itemId)
         }
         resolveStart(PluginError(.crashed, "the plugin process exited (\(signalled ? "signal" : "status") \(status)) while starting"))
         guard !stopping else { return }
@@ -419,6 +420,9 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
             "plugin": "\(services.instanceName)", signalled ? "signal" : "status": "\(status)",
             "restart_in": "\(delay)", "dropped_event": "\(lost.map(String.init) ?? "none")",
         ])
+        // A message the plugin crashed on is finished with (dropped): the mark moves past it, so
+        // a restart of the host does not give it again to crash the plugin once more.
+        if let lostItem { services.handled(itemId: lostItem) }
         if lost != nil { done(seq: lost!, error: "the plugin crashed while handling this event") }
         Task { await restart(after: delay) }
     }

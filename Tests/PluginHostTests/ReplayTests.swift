@@ -127,6 +127,23 @@ import Testing
         await m.stopAll()
     }
 
+    @Test func aMessageAnIsolatedPluginCrashesOnMovesTheMarkPastIt() async throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let received = Received()
+        let log = KeyLog()
+        let m = try manager(log, received)
+        await m.apply([testSpec("c", config: #"{"tag":"c","verb":"/_send"}"#, isolation: .process)])
+        received.add(1...2)
+        m.dispatch(type: "newChatItems", json: event(1), receivedItemId: 1)
+        m.dispatch(type: "newChatItems", json: event(2, #","text":"crash-now""#), receivedItemId: 2)
+        await m.drain()
+        #expect(m.statuses()[0].stats.crashes == 1)
+        #expect(log.seen.map(\.n) == [1])
+        // Dropped as the crash's cause, and not given again by the next host.
+        #expect(try PluginStorage(path: dir.appendingPathComponent("plugins.db")).handledMark(instance: "c") == 2)
+        await m.stopAll()
+    }
+
     @Test func aNewInstanceStartsAtTheNewestMessageAndAManagerWithoutAFeedKeepsNoMark() async throws {
         defer { try? FileManager.default.removeItem(at: dir) }
         let received = Received()
