@@ -141,7 +141,11 @@ public actor Agent {
         }
     }
 
+    /// How long the key of an idempotent send is kept (a repeat comes right after a restart).
+    public static let sendKeyRetention: TimeInterval = 7 * 24 * 3600
+
     private func runLoops() async throws {
+        try await store.queue.write { db in try AgentStore.pruneSendKeys(db, olderThan: Self.sendKeyRetention) }
         // Messages received before a crash and not yet stored by the chat layer come first.
         for m in try await store.queue.read({ db in try AgentStore.inbox(db) }) {
             eventSink.yield(.message(connection: m.connectionId, seq: m.seq, body: m.body, integrity: .ok))
@@ -419,9 +423,22 @@ public actor Agent {
 
     /// Encrypts and queues a message; returns its number on this connection. The `sent` event
     /// follows when the peer's relay has it.
+    ///
+    /// With an `idempotencyKey`, the key is committed in the same transaction as the ratchet step
+    /// and the outbox entry; a later send on this connection with the same key sends nothing and
+    /// returns the number the first one got (so a caller repeating its work after a crash does
+    /// not send twice).
     @discardableResult
-    public func send(_ id: Int64, _ body: [UInt8]) async throws -> UInt64 {
-        let seq = try await withConnectionLock(id) { () async throws -> UInt64 in
+    public func send(_ id: Int64, _ body: [UInt8], idempotencyKey: String? = nil) async throws -> UInt64 {
+        try await sendKeyed(id, body, idempotencyKey: idempotencyKey).seq
+    }
+
+    /// ``send(_:_:idempotencyKey:)`` that also says whether the key had been used (nothing sent now).
+    public func sendKeyed(_ id: Int64, _ body: [UInt8], idempotencyKey key: String?) async throws -> (seq: UInt64, repeated: Bool) {
+        let result = try await withConnectionLock(id) { () async throws -> (UInt64, Bool) in
+            if let key, let seq = try await store.queue.read({ db in try AgentStore.sentSeq(db, connectionId: id, key: key) }) {
+                return (seq, true)
+            }
             guard var r = try await lockedRecord(id) else {
                 throw AgentError(.unknownConnection, "no connection \(id)")
             }
@@ -439,12 +456,13 @@ public actor Agent {
             try await store.queue.write { db in
                 try AgentStore.save(db, record)
                 try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: seq)
+                if let key { try AgentStore.recordSendKey(db, connectionId: id, key: key, seq: seq) }
             }
             committed(record)
-            return seq
+            return (seq, false)
         }
-        await deliverOutbox(id)
-        return seq
+        if !result.1 { await deliverOutbox(id) }
+        return (result.0, result.1)
     }
 
     /// Acknowledges, end to end, that message `seq` received on connection `id` was processed.

@@ -156,7 +156,38 @@ final class AgentStore: Sendable {
                 );
                 """)
         }
+        m.registerMigration("v4: idempotent sends") { db in
+            // The key of a send the caller may repeat (the bot host replaying an event after a
+            // crash), committed with the ratchet step and the outbox entry of that send: a send
+            // whose key is here was made, and is not made again.
+            try db.execute(sql: """
+                CREATE TABLE send_key (
+                    connection_id INTEGER NOT NULL REFERENCES connection(id) ON DELETE CASCADE,
+                    key TEXT NOT NULL,
+                    seq INTEGER NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    PRIMARY KEY (connection_id, key)
+                ) WITHOUT ROWID;
+                CREATE INDEX send_key_by_age ON send_key(created_at);
+                """)
+        }
         return m
+    }
+
+    /// The message number of the send made on `connectionId` with `key`, if there was one.
+    static func sentSeq(_ db: Database, connectionId: Int64, key: String) throws -> UInt64? {
+        try Int64.fetchOne(db, sql: "SELECT seq FROM send_key WHERE connection_id = ? AND key = ?", arguments: [connectionId, key])
+            .map { UInt64(max(0, $0)) }
+    }
+
+    static func recordSendKey(_ db: Database, connectionId: Int64, key: String, seq: UInt64) throws {
+        try db.execute(sql: "INSERT INTO send_key (connection_id, key, seq, created_at) VALUES (?, ?, ?, ?)",
+                       arguments: [connectionId, key, Int64(seq), Int64(Date().timeIntervalSince1970)])
+    }
+
+    /// Forgets send keys older than `age` seconds (a repeat comes within minutes of the crash).
+    static func pruneSendKeys(_ db: Database, olderThan age: TimeInterval) throws {
+        try db.execute(sql: "DELETE FROM send_key WHERE created_at < ?", arguments: [Int64(Date().timeIntervalSince1970 - age)])
     }
 
     /// Keeps a received message until the chat layer has stored it.

@@ -90,8 +90,14 @@ public final class BotHost: Sendable {
             let address = options.createAddress ? try await Self.ensureAddress(api, userId: userId, logger: logger) : nil
             let storage = try PluginStorage(path: options.dataDirectory.appendingPathComponent("plugins.db"))
             let box = NIOLockedValueBox<BotHost?>(nil)
-            let manager = PluginManager(storage: storage, runCommand: { await api.execute($0).description },
-                                        runnerExecutable: options.runnerExecutable, logger: logger,
+            // Crash safety: each instance's mark of the last received message it handled is kept
+            // in plugins.db; after a restart it is given the received messages after it, and what
+            // it sends while handling one is sent once (idempotency keys), however often it is replayed.
+            let feed = ReceivedItemFeed(
+                lastItemId: { try await controller.lastChatItemId() },
+                eventsAfter: { after, limit in try await controller.receivedItemEvents(after: after, limit: limit).map { ($0.itemId, $0.event.description) } })
+            let manager = PluginManager(storage: storage, runKeyedCommand: { line, key in await api.execute(line, idempotencyKey: key).description },
+                                        feed: feed, runnerExecutable: options.runnerExecutable, logger: logger,
                                         commandsChanged: { menu in box.withLockedValue { $0 }?.menuChanged(menu) })
             let host = BotHost(api: api, plugins: manager, relayAddress: relay?.address, address: address, userId: userId,
                                relay: relay, engine: engine, options: options, logger: logger, databaseLock: databaseLock)
@@ -126,12 +132,22 @@ public final class BotHost: Sendable {
             group.addTask {
                 for await event in self.api.events {
                     guard let type = event["type"]?.stringValue else { continue }
-                    self.plugins.dispatch(type: type, json: event.description)
+                    self.plugins.dispatch(type: type, json: event.description, receivedItemId: Self.receivedItemId(event))
                 }
             }
             await group.next()
             group.cancelAll()
         }
+    }
+
+    /// The newest received chat item a `newChatItems` event announces (nil for any other event).
+    static func receivedItemId(_ event: JSONValue) -> Int64? {
+        guard event["type"]?.stringValue == "newChatItems", case let .array(items)? = event["chatItems"] else { return nil }
+        return items.compactMap { item -> Int64? in
+            guard let chatItem = item["chatItem"], chatItem["chatDir"]?["type"]?.stringValue == "directRcv",
+                  let id = chatItem["meta"]?["itemId"]?.intValue else { return nil }
+            return Int64(id)
+        }.max()
     }
 
     /// Applies a new plugin list: changed instances restart (rolling back on failure), others keep running.

@@ -12,8 +12,12 @@ public struct ChatAPI: Sendable {
     public var events: AsyncStream<JSONValue> { controller.events }
 
     /// Runs one command. Returns the response object, or a `chatCmdError` object.
-    public func execute(_ line: String) async -> JSONValue {
-        switch await run(line) {
+    ///
+    /// `idempotencyKey` is for the bot host only (it is not part of the command language): a
+    /// `/_send` run twice with the same key sends once, and the second run returns the items of
+    /// the first. Other commands ignore it.
+    public func execute(_ line: String, idempotencyKey: String? = nil) async -> JSONValue {
+        switch await run(line, idempotencyKey: idempotencyKey) {
         case let .success(r): r
         case let .failure(e): .object([("type", .string("chatCmdError")), ("chatError", e.chatError)])
         }
@@ -21,7 +25,7 @@ public struct ChatAPI: Sendable {
 
     /// Runs one command, separating success from the `chatError` of a failure (for libsimplex's
     /// `{"result":…}` / `{"error":…}` envelopes).
-    public func run(_ line: String) async -> Result<JSONValue, ChatFailure> {
+    public func run(_ line: String, idempotencyKey: String? = nil) async -> Result<JSONValue, ChatFailure> {
         let command: ChatCommand
         do {
             command = try CommandParser.parse(line)
@@ -29,7 +33,7 @@ public struct ChatAPI: Sendable {
             return .failure(ChatFailure(commandError: error.message))
         }
         do {
-            return .success(try await dispatch(command))
+            return .success(try await dispatch(command, idempotencyKey: idempotencyKey))
         } catch let f as ChatFailure {
             return .failure(f)
         } catch {
@@ -37,7 +41,7 @@ public struct ChatAPI: Sendable {
         }
     }
 
-    private func dispatch(_ command: ChatCommand) async throws -> JSONValue {
+    private func dispatch(_ command: ChatCommand, idempotencyKey: String?) async throws -> JSONValue {
         let c = controller
         switch command {
         case .showActiveUser: return try await c.showActiveUser()
@@ -82,7 +86,7 @@ public struct ChatAPI: Sendable {
         case let .acceptContact(requestId, incognito): return try await c.acceptRequest(requestId, incognito: incognito)
         case let .rejectContact(requestId): return try await c.rejectRequest(requestId)
         case let .listContacts(userId): return try await c.listContacts(userId: userId)
-        case let .sendMessages(.direct(contactId), _, _, _, messages): return try await c.send(contactId: contactId, messages: messages)
+        case let .sendMessages(.direct(contactId), _, _, _, messages): return try await c.send(contactId: contactId, messages: messages, idempotencyKey: idempotencyKey)
         case let .updateChatItem(.direct(contactId), itemId, _, message):
             return try await c.updateItem(contactId: contactId, itemId: itemId, message: message)
         case let .deleteChatItems(.direct(contactId), itemIds, mode):

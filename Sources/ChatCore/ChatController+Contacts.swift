@@ -770,7 +770,7 @@ extension ChatController {
                 return db.lastInsertedRowID
             }
             let item = try dbRead { db in try Self.itemRow(db, where: "id = ?", [itemId]) }!
-            sink.yield(response("newChatItems", u, [("chatItems", .array([aChatItem(user: u, contact: row, item: try itemJSON(item))]))]))
+            sink.yield(try receivedItemEvent(user: u, contact: row, item: item))
             return u.sendReceipts
         case "x.msg.update", "x.msg.del", "x.msg.react":
             try receivedItemEvent(message, user: u, contact: row)

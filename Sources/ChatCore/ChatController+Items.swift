@@ -52,7 +52,11 @@ extension ChatController {
 
     // MARK: - Sending
 
-    public func send(contactId: Int64, messages: [JSONValue]) async throws -> JSONValue {
+    /// Sends messages to a contact. With an `idempotencyKey` (given by the bot host for the sends
+    /// of a plugin handling a replayable event, never typed by users), message `i` is sent with
+    /// the agent key `<key>#<i>`: a repeat of the command sends nothing again and returns the
+    /// items of the first sends (storing any the first run had not stored before a crash).
+    public func send(contactId: Int64, messages: [JSONValue], idempotencyKey: String? = nil) async throws -> JSONValue {
         let (u, row) = try contact(contactId)
         guard row.ready else {
             throw ChatFailure(ChatJSON.chatError(row.status == "deleted" ? "contactNotActive" : "contactNotReady", [("contact", contactJSON(row, user: u))]))
@@ -72,15 +76,21 @@ extension ChatController {
             checked.append((content, quoted))
         }
         var items: [JSONValue] = []
-        for (content, quoted) in checked {
-            items.append(try await sendItem(user: u, contact: row, content: content, quoting: quoted))
+        for (i, (content, quoted)) in checked.enumerated() {
+            items.append(try await sendItem(user: u, contact: row, content: content, quoting: quoted,
+                                            idempotencyKey: idempotencyKey.map { "\($0)#\(i)" }))
         }
         return response("newChatItems", u, [("chatItems", .array(items))])
     }
 
     /// Sends one message content to a ready contact, stores it and returns its AChatItem. A quote
     /// travels as SimpleX's `quote`: the quoted message's shared id, time and direction, and its content.
-    func sendItem(user u: UserRow, contact row: ChatJSON.ContactRow, content: JSONValue, quoting quoted: ItemRow? = nil) async throws -> JSONValue {
+    ///
+    /// With an `idempotencyKey` the agent commits the key with the send; when the key was used
+    /// already nothing is sent, and the item of that send is returned (inserted now if the process
+    /// died between the agent's commit and the item's insert).
+    func sendItem(user u: UserRow, contact row: ChatJSON.ContactRow, content: JSONValue, quoting quoted: ItemRow? = nil,
+                  idempotencyKey: String? = nil) async throws -> JSONValue {
         var params: [(String, JSONValue)] = [("content", content)]
         var ciQuote: JSONValue?
         if let quoted, let msgId = quoted.sharedMsgId {
@@ -99,7 +109,17 @@ extension ChatController {
             itemSendsInFlight[row.agentConnId, default: 1] -= 1
             if itemSendsInFlight[row.agentConnId] == 0 { itemSendsInFlight[row.agentConnId] = nil }
         }
-        let seq = try await sendChatMessage(row, message)
+        let seq: UInt64
+        if let idempotencyKey {
+            let sent = try await agentCall { try await agent.sendKeyed(row.agentConnId, message.encoded, idempotencyKey: idempotencyKey) }
+            seq = sent.seq
+            if sent.repeated,
+               let existing = try dbRead({ db in try Self.itemRow(db, where: "contact_id = ? AND agent_seq = ? AND sent = 1", [row.id, Int64(seq)]) }) {
+                return aChatItem(user: u, contact: row, item: try itemJSON(existing))
+            }
+        } else {
+            seq = try await sendChatMessage(row, message)
+        }
         let now = Timestamp.now()
         let status = sentBeforeStored.remove("\(row.agentConnId):\(seq)") != nil ? "sndSent" : "sndNew"
         let itemId = try dbWrite { db in
@@ -220,6 +240,36 @@ extension ChatController {
     }
 
     // MARK: - Received
+
+    /// The `newChatItems` event of one received item, as the engine announces it when it arrives.
+    func receivedItemEvent(user u: UserRow, contact row: ChatJSON.ContactRow, item: ItemRow) throws -> JSONValue {
+        response("newChatItems", u, [("chatItems", .array([aChatItem(user: u, contact: row, item: try itemJSON(item))]))])
+    }
+
+    /// The newest chat item's id (0 when there is none). Ids only grow (`AUTOINCREMENT`): one is
+    /// never used again, even after the newest item is deleted.
+    public func lastChatItemId() throws -> Int64 {
+        try dbRead { db in try Int64.fetchOne(db, sql: "SELECT MAX(id) FROM chat_item") ?? 0 }
+    }
+
+    /// The `newChatItems` events of received items with an id above `afterId`, oldest first, at
+    /// most `limit`: one event per item, as announced when it arrived (with its current content
+    /// and status). The bot host replays these to plugins that had not finished them.
+    public func receivedItemEvents(after afterId: Int64, limit: Int) throws -> [(itemId: Int64, event: JSONValue)] {
+        let rows = try dbRead { db -> [ItemRow] in
+            let ids = try Int64.fetchAll(db, sql: "SELECT id FROM chat_item WHERE sent = 0 AND id > ? ORDER BY id LIMIT ?",
+                                         arguments: [afterId, max(0, limit)])
+            return try ids.compactMap { try Self.itemRow(db, where: "id = ?", [$0]) }
+        }
+        var users: [Int64: UserRow] = [:]
+        var events: [(itemId: Int64, event: JSONValue)] = []
+        for item in rows {
+            guard let (userId, contact) = try dbRead({ db in try Self.contactRow(db, where: "id = ?", [item.contactId]) }) else { continue }
+            if users[userId] == nil { users[userId] = try user(userId) }
+            events.append((item.id, try receivedItemEvent(user: users[userId]!, contact: contact, item: item)))
+        }
+        return events
+    }
 
     /// Applies a peer's `x.msg.update`, `x.msg.del` or `x.msg.react` to the item it names.
     func receivedItemEvent(_ message: ChatMessage, user u: UserRow, contact: ChatJSON.ContactRow) throws {

@@ -20,7 +20,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
     private let path: String
     private let runnerExecutable: URL
     private let services: LocalServices
-    private let runCommand: CommandRunner
+    private let runCommand: KeyedCommandRunner
     private let queueLimit: Int
     private let timeout: Duration
     private let backoff: (initial: Duration, max: Duration)
@@ -34,7 +34,9 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
         var config = "{}"
         var nextSeq = 1
         /// Sent (or waiting to be sent) and not yet done, in order.
-        var inFlight: [(seq: Int, json: String)] = []
+        var inFlight: [(seq: Int, json: String, itemId: Int64?)] = []
+        /// Commands issued so far by the child while handling an event (by the event's seq).
+        var commandsIssued: [Int: Int] = [:]
         var lastProgress = ContinuousClock.now
         var stats = PluginStats()
         var stopping = false
@@ -78,7 +80,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
     static let stableAfter = Duration.seconds(30)
 
     /// Spawns the child and waits for its descriptor; throws the load error if the plugin does not load.
-    static func launch(path: String, runnerExecutable: URL, services: LocalServices, runCommand: @escaping CommandRunner,
+    static func launch(path: String, runnerExecutable: URL, services: LocalServices, runCommand: @escaping KeyedCommandRunner,
                        queueLimit: Int, timeout: Duration, backoff: (Duration, Duration),
                        limits: PluginSpec.IsolationLimits = .init(), logger: Logger) async throws -> IsolatedRunner {
         let probe = try await Spawned.spawn(path: path, runner: runnerExecutable, limits: limits, helloTimeout: max(timeout, .seconds(10)),
@@ -90,7 +92,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
         return runner
     }
 
-    private init(info: PluginInfo, path: String, runnerExecutable: URL, services: LocalServices, runCommand: @escaping CommandRunner,
+    private init(info: PluginInfo, path: String, runnerExecutable: URL, services: LocalServices, runCommand: @escaping KeyedCommandRunner,
                  queueLimit: Int, timeout: Duration, backoff: (Duration, Duration), limits: PluginSpec.IsolationLimits, logger: Logger) {
         self.limits = limits
         self.info = info
@@ -163,7 +165,9 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
 
     // MARK: Events
 
-    func deliver(_ eventJSON: String) -> Bool {
+    var queued: Int { lock.withLock { state.inFlight.count } }
+
+    func deliver(_ eventJSON: String, itemId: Int64?) -> Bool {
         // Queued for the child under the lock (so events keep their order whoever delivers them);
         // `send` never blocks, whatever the child does with its stdin.
         let seq = lock.withLock { () -> Int? in
@@ -174,7 +178,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
             if state.inFlight.isEmpty { state.lastProgress = .now }
             let seq = state.nextSeq
             state.nextSeq += 1
-            state.inFlight.append((seq, eventJSON))
+            state.inFlight.append((seq, eventJSON, itemId))
             if state.restartDelay == nil, let child = state.child {
                 child.writer.send(.event(seq: UInt64(seq), json: eventJSON))
             }
@@ -196,6 +200,8 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
             }
             if now { cont.resume() }
         }
+        let services = services
+        await Task.detached { services.flushMarks() }.value
     }
 
     /// A `done` frame from `child`: false when it names no event in flight (a protocol error).
@@ -216,15 +222,18 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
     }
 
     private func done(seq: Int, error: String?) {
-        let waiters = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
-            if let i = state.inFlight.firstIndex(where: { $0.seq == seq }) { state.inFlight.remove(at: i) }
+        let (waiters, itemId) = lock.withLock { () -> ([CheckedContinuation<Void, Never>], Int64?) in
+            var itemId: Int64?
+            if let i = state.inFlight.firstIndex(where: { $0.seq == seq }) { itemId = state.inFlight.remove(at: i).itemId }
+            state.commandsIssued[seq] = nil
             state.lastProgress = .now
             state.stats.delivered += 1
             if error != nil { state.stats.failed += 1 }
-            guard state.inFlight.isEmpty else { return [] }
+            guard state.inFlight.isEmpty else { return ([], itemId) }
             defer { state.drainWaiters.removeAll() }
-            return state.drainWaiters
+            return (state.drainWaiters, itemId)
         }
+        if let itemId { services.handled(itemId: itemId) }
         if let error {
             logger.warning("plugin handler failed", metadata: ["plugin": "\(services.instanceName)", "error": "\(error.prefix(500))"])
         }
@@ -340,6 +349,16 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
         case "command":
             let line = frame["command"] as? String ?? ""
             let run = runCommand
+            // A call made while the child handles a received message's event (the frame names the
+            // event) carries that event's idempotency key, so a replay after a crash does not send twice.
+            let key = !LocalServices.isSend(line) ? nil : (frame["event"] as? Int).flatMap { seq in
+                lock.withLock { () -> String? in
+                    guard let itemId = state.inFlight.first(where: { $0.seq == seq })?.itemId else { return nil }
+                    let ordinal = state.commandsIssued[seq, default: 0]
+                    state.commandsIssued[seq] = ordinal + 1
+                    return services.idempotencyKey(itemId: itemId, ordinal: ordinal)
+                }
+            }
             guard child.beginCall(limit: limits.maxConcurrentCalls) else {
                 let refused = lock.withLock { () -> Int in
                     state.stats.refusedCalls += 1
@@ -353,7 +372,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
                 return
             }
             Task {
-                let response = await run(line)
+                let response = await run(line, key)
                 child.endCall()
                 child.writer.send(["op": "result", "id": id, "value": response])
             }
@@ -381,18 +400,19 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
         child.process.waitUntilExit()
         let status = child.process.terminationStatus
         let signalled = child.process.terminationReason == .uncaughtSignal
-        let (stopping, delay, lost) = lock.withLock { () -> (Bool, Duration, Int?) in
-            guard state.child === child else { return (true, .zero, nil) }
+        let (stopping, delay, lost, lostItem) = lock.withLock { () -> (Bool, Duration, Int?, Int64?) in
+            guard state.child === child else { return (true, .zero, nil, nil) }
             state.child = nil
-            if state.stopping { return (true, .zero, nil) }
+            if state.stopping { return (true, .zero, nil, nil) }
             state.stats.crashes += 1
             // The event being handled may be what killed it: drop it, keep the rest.
-            let lost = state.inFlight.isEmpty ? nil : state.inFlight.removeFirst().seq
+            let dropped = state.inFlight.isEmpty ? nil : state.inFlight.removeFirst()
+            let lost = dropped?.seq
             let crashedQuickly = ContinuousClock.now - state.childSince < Self.stableAfter
             let next = crashedQuickly ? state.lastDelay.map { min($0 * 2, backoff.max) } ?? backoff.initial : backoff.initial
             state.lastDelay = next
             state.restartDelay = next
-            return (false, next, lost)
+            return (false, next, lost, dropped?.itemId)
         }
         resolveStart(PluginError(.crashed, "the plugin process exited (\(signalled ? "signal" : "status") \(status)) while starting"))
         guard !stopping else { return }
@@ -400,6 +420,9 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
             "plugin": "\(services.instanceName)", signalled ? "signal" : "status": "\(status)",
             "restart_in": "\(delay)", "dropped_event": "\(lost.map(String.init) ?? "none")",
         ])
+        // A message the plugin crashed on is finished with (dropped): the mark moves past it, so
+        // a restart of the host does not give it again to crash the plugin once more.
+        if let lostItem { services.handled(itemId: lostItem) }
         if lost != nil { done(seq: lost!, error: "the plugin crashed while handling this event") }
         Task { await restart(after: delay) }
     }
@@ -450,6 +473,8 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
             return state.drainWaiters
         }
         waiters.forEach { $0.resume() }
+        let services = services
+        await Task.detached { services.flushMarks() }.value
     }
 }
 

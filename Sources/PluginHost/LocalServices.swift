@@ -5,20 +5,47 @@ import NIOConcurrencyHelpers
 /// Runs a Chat API command as the bot and returns its response JSON text.
 public typealias CommandRunner = @Sendable (String) async -> String
 
+/// Runs a Chat API command as the bot with an idempotency key (nil for none): a `/_send` run
+/// again with the same key sends nothing and answers with the items of the first run
+/// (`ChatAPI.execute(_:idempotencyKey:)`).
+public typealias KeyedCommandRunner = @Sendable (_ line: String, _ idempotencyKey: String?) async -> String
+
+/// Where the host finds received messages again after a restart: the engine's received chat
+/// items, each as the `newChatItems` event it was announced with.
+public struct ReceivedItemFeed: Sendable {
+    /// The newest chat item id (where a new instance starts: it gets no history).
+    public var lastItemId: @Sendable () async throws -> Int64
+    /// The events of received items after an id, oldest first, at most `limit`.
+    public var eventsAfter: @Sendable (_ itemId: Int64, _ limit: Int) async throws -> [(itemId: Int64, json: String)]
+
+    public init(lastItemId: @escaping @Sendable () async throws -> Int64,
+                eventsAfter: @escaping @Sendable (_ itemId: Int64, _ limit: Int) async throws -> [(itemId: Int64, json: String)]) {
+        self.lastItemId = lastItemId
+        self.eventsAfter = eventsAfter
+    }
+}
+
 /// The host callbacks of one instance, answered in the host process: commands through the Chat
 /// API, storage in `plugins.db`, timers on the instance's queue, log lines under its name.
 final class LocalServices: HostServices, @unchecked Sendable {
     let instanceName: String
-    private let runCommand: CommandRunner
+    private let runCommand: KeyedCommandRunner
     private let storage: PluginStorage
+    /// Writes the instance's mark when handled received items move it (the host has a
+    /// ``ReceivedItemFeed``); nil otherwise.
+    private let marks: MarkWriter?
+    /// The received item whose event the instance is handling now (in-process) and how many
+    /// commands it has issued for it.
+    private let handling = NIOLockedValueBox<(itemId: Int64, commands: Int)?>(nil)
     private let logger: Logger
     let timers: PluginTimers
     private let commandsChanged: @Sendable (String, [[String: String]]) -> Void
 
-    init(instanceName: String, runCommand: @escaping CommandRunner, storage: PluginStorage, logger: Logger,
+    init(instanceName: String, runCommand: @escaping KeyedCommandRunner, storage: PluginStorage, logger: Logger, keepsMark: Bool = false,
          deliverTimer: @escaping @Sendable (String) -> Void,
          commandsChanged: @escaping @Sendable (String, [[String: String]]) -> Void) {
         self.instanceName = instanceName
+        marks = keepsMark ? MarkWriter(instance: instanceName, storage: storage, logger: logger) : nil
         self.runCommand = runCommand
         self.storage = storage
         self.logger = logger
@@ -26,12 +53,55 @@ final class LocalServices: HostServices, @unchecked Sendable {
         timers = PluginTimers(fire: deliverTimer)
     }
 
+    // MARK: Crash safety
+
+    /// The idempotency key of the `ordinal`-th send (from 0) issued while handling the event of
+    /// received item `itemId`: the same on a replay of that event after a crash.
+    func idempotencyKey(itemId: Int64, ordinal: Int) -> String { "\(instanceName):\(itemId):\(ordinal)" }
+
+    /// Whether a command line is a `/_send` (only sends carry keys and are counted: other
+    /// commands, such as a lookup the plugin caches, may differ between the first run and a replay).
+    static func isSend(_ line: String) -> Bool {
+        line.drop { $0.isWhitespace }.prefix { !$0.isWhitespace } == "/_send"
+    }
+
+    /// The in-process instance starts handling the event of received item `itemId` (nil: an event
+    /// that is not replayed, whose commands carry no key).
+    func beginHandling(itemId: Int64?) {
+        handling.withLockedValue { $0 = itemId.map { ($0, 0) } }
+    }
+
+    func endHandling() {
+        handling.withLockedValue { $0 = nil }
+    }
+
+    /// The instance finished handling the event of received item `itemId`: its mark moves there
+    /// (written off the plugin's thread, soon after).
+    func handled(itemId: Int64) {
+        marks?.record(itemId)
+    }
+
+    /// Waits until the marks recorded so far are written.
+    func flushMarks() {
+        marks?.flush()
+    }
+
+    /// Runs a command with a key (for an isolated child's call made while handling an event).
+    func run(_ line: String, idempotencyKey: String?) async -> String {
+        await runCommand(line, idempotencyKey)
+    }
+
     func command(_ line: String) -> String {
         let result = NIOLockedValueBox<String?>(nil)
         let done = DispatchSemaphore(value: 0)
         let run = runCommand
+        let key = !Self.isSend(line) ? nil : handling.withLockedValue { h -> String? in
+            guard let current = h else { return nil }
+            h!.commands += 1
+            return idempotencyKey(itemId: current.itemId, ordinal: current.commands)
+        }
         Task {
-            let r = await run(line)
+            let r = await run(line, key)
             result.withLockedValue { $0 = r }
             done.signal()
         }
@@ -85,5 +155,58 @@ final class LocalServices: HostServices, @unchecked Sendable {
         }
         commandsChanged(instanceName, commands)
         return true
+    }
+}
+
+/// Writes an instance's mark to `plugins.db` on a thread of its own, so the plugin's thread does
+/// not wait for SQLite after every message, and coalesces bursts: while one write runs, newer
+/// marks replace each other and the newest is written next. The mark may lag the handler by a
+/// write; a crash then replays those messages (at least once, and their sends are deduplicated).
+final class MarkWriter: @unchecked Sendable {
+    private let instance: String
+    private let storage: PluginStorage
+    private let logger: Logger
+    private let queue: DispatchQueue
+    private let lock = NSLock()
+    private var pending: Int64?
+    private var writing = false
+
+    init(instance: String, storage: PluginStorage, logger: Logger) {
+        self.instance = instance
+        self.storage = storage
+        self.logger = logger
+        queue = DispatchQueue(label: "swiftplex.plugin-mark")
+    }
+
+    func record(_ itemId: Int64) {
+        let start = lock.withLock { () -> Bool in
+            pending = max(pending ?? itemId, itemId)
+            if writing { return false }
+            writing = true
+            return true
+        }
+        if start { queue.async { self.writeLoop() } }
+    }
+
+    private func writeLoop() {
+        while true {
+            let next = lock.withLock { () -> Int64? in
+                defer { pending = nil }
+                if pending == nil { writing = false }
+                return pending
+            }
+            guard let next else { return }
+            do { try storage.setHandledMark(instance: instance, itemId: next) } catch {
+                logger.error("cannot record the plugin's dispatch mark", metadata: ["plugin": "\(instance)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// Returns once every mark recorded before the call is written.
+    func flush() {
+        while true {
+            queue.sync {}
+            if lock.withLock({ !writing && pending == nil }) { return }
+        }
     }
 }

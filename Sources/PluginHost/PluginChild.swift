@@ -39,7 +39,9 @@ public enum PluginChild {
                 switch Result(catching: { try reader.next() }) {
                 case let .success(.event(seq, event)):
                     worker.submit {
+                        services.handlingEvent = seq
                         let error = instance?.handle(event)
+                        services.handlingEvent = nil
                         writer.send(.done(seq: seq, error: error?.message))
                     }
                     continue
@@ -89,6 +91,13 @@ final class RemoteServices: HostServices, @unchecked Sendable {
     private var nextId = 1
     private var waiting: [Int: (DispatchSemaphore, Box)] = [:]
     var timers: PluginTimers?
+    /// The event the plugin is handling (its seq), named in its `command` calls so the host can
+    /// give them that event's idempotency keys.
+    var handlingEvent: UInt64? {
+        get { lock.withLock { _handlingEvent } }
+        set { lock.withLock { _handlingEvent = newValue } }
+    }
+    private var _handlingEvent: UInt64?
 
     final class Box: @unchecked Sendable { var value: [String: Any] = [:] }
 
@@ -127,7 +136,9 @@ final class RemoteServices: HostServices, @unchecked Sendable {
     }
 
     func command(_ line: String) -> String {
-        call("command", ["command": line])["value"] as? String
+        var args: [String: Any] = ["command": line]
+        if let seq = handlingEvent, let n = Int(exactly: seq) { args["event"] = n }
+        return call("command", args)["value"] as? String
             ?? #"{"type":"chatCmdError","chatError":{"type":"error","errorType":{"type":"commandError","message":"the host did not answer"}}}"#
     }
 

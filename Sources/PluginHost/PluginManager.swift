@@ -114,7 +114,8 @@ public struct PluginStatus: Sendable {
 /// new one fails; unchanged ones keep running without a hiccup.
 public final class PluginManager: Sendable {
     private let storage: PluginStorage
-    private let runCommand: CommandRunner
+    private let runCommand: KeyedCommandRunner
+    private let feed: ReceivedItemFeed?
     private let runnerExecutable: URL
     private let logger: Logger
     private let commandsChanged: @Sendable ([[String: String]]) -> Void
@@ -126,20 +127,40 @@ public final class PluginManager: Sendable {
     ///   - runCommand: runs a Chat API command as the bot.
     ///   - runnerExecutable: the `swiftplex-plugin-runner` binary for `isolation: process`.
     ///   - commandsChanged: receives the merged bot command menu whenever a plugin publishes one.
-    public init(storage: PluginStorage, runCommand: @escaping CommandRunner, runnerExecutable: URL, logger: Logger,
-                commandsChanged: @escaping @Sendable ([[String: String]]) -> Void = { _ in }) {
+    public convenience init(storage: PluginStorage, runCommand: @escaping CommandRunner, runnerExecutable: URL, logger: Logger,
+                            commandsChanged: @escaping @Sendable ([[String: String]]) -> Void = { _ in }) {
+        self.init(storage: storage, runKeyedCommand: { line, _ in await runCommand(line) }, feed: nil,
+                  runnerExecutable: runnerExecutable, logger: logger, commandsChanged: commandsChanged)
+    }
+
+    /// - Parameters:
+    ///   - runKeyedCommand: runs a Chat API command as the bot, with the idempotency key of the
+    ///     received message being handled (nil for none).
+    ///   - feed: the engine's received messages. With one, each instance keeps a durable mark (the
+    ///     last received message it finished handling, in `plugins.db`); at start it is given the
+    ///     received messages after its mark before any live event, and no live message twice.
+    public init(storage: PluginStorage, runKeyedCommand: @escaping KeyedCommandRunner, feed: ReceivedItemFeed?, runnerExecutable: URL,
+                logger: Logger, commandsChanged: @escaping @Sendable ([[String: String]]) -> Void = { _ in }) {
         self.storage = storage
-        self.runCommand = runCommand
+        self.runCommand = runKeyedCommand
+        self.feed = feed
         self.runnerExecutable = runnerExecutable
         self.logger = logger
         self.commandsChanged = commandsChanged
     }
 
     /// Routes one event (its `type` and JSON text) to every instance that wants it, in order.
-    public func dispatch(type: String, json: String) {
+    /// `receivedItemId` is the received chat item a `newChatItems` event announces (nil for other
+    /// events): an instance that has it already (from a replay) does not get it again.
+    public func dispatch(type: String, json: String, receivedItemId: Int64? = nil) {
         for slot in slots.withLockedValue({ $0 }) where slot.info.wants(type) {
-            slot.deliver(json)
+            slot.deliver(json, itemId: receivedItemId)
         }
+    }
+
+    /// Whether every instance has caught up with the received messages it had missed.
+    public var caughtUp: Bool {
+        slots.withLockedValue { $0 }.allSatisfy { !$0.isCatchingUp }
     }
 
     /// Waits until every instance has handled what it was given.
@@ -179,6 +200,7 @@ public final class PluginManager: Sendable {
         let current = slots.withLockedValue { $0 }
         let wanted = Set(specs.map(\.name))
         for old in current where !wanted.contains(old.spec.name) {
+            old.remove()
             await old.runner.stop()
             slots.withLockedValue { $0.removeAll { $0 === old } }
             clearMenu(old.spec.name)
@@ -196,7 +218,18 @@ public final class PluginManager: Sendable {
             } else {
                 switch await launch(spec) {
                 case let .success(runner):
-                    slots.withLockedValue { $0.append(Slot(spec: spec, fingerprint: fingerprint, runner: runner)) }
+                    let slot = Slot(spec: spec, fingerprint: fingerprint, runner: runner)
+                    let from = feed == nil ? nil : await startMark(spec.name, wantsMessages: runner.info.wants("newChatItems"))
+                    if let from, let feed {
+                        slot.beginCatchUp(from: from)
+                        // A received message its full queue refuses is read again from the store.
+                        slot.setOverflowHandler { [weak self, weak slot] after in
+                            guard let self, let slot else { return }
+                            Task { await self.catchUp(slot, from: after, feed: feed) }
+                        }
+                    }
+                    slots.withLockedValue { $0.append(slot) }
+                    if let from, let feed { Task { await self.catchUp(slot, from: from, feed: feed) } }
                     logger.info("plugin started", metadata: ["plugin": "\(spec.name)", "version": "\(runner.info.version)", "isolation": "\(spec.isolation.rawValue)"])
                     results.append((spec.name, .started(runner.info)))
                 case let .failure(error):
@@ -232,6 +265,7 @@ public final class PluginManager: Sendable {
                 return .rolledBack(error)
             case let .failure(second):
                 logger.error("rollback failed too; plugin stopped", metadata: ["plugin": "\(spec.name)", "error": "\(second)"])
+                old.remove()
                 slots.withLockedValue { $0.removeAll { $0 === old } }
                 return .failed(error)
             }
@@ -241,7 +275,7 @@ public final class PluginManager: Sendable {
     private func launch(_ spec: PluginSpec) async -> Result<any PluginRunner, any Error & Sendable> {
         let slotRef = RunnerRef()
         let services = LocalServices(
-            instanceName: spec.name, runCommand: runCommand, storage: storage, logger: logger,
+            instanceName: spec.name, runCommand: runCommand, storage: storage, logger: logger, keepsMark: feed != nil,
             deliverTimer: { json in _ = slotRef.runner?.deliver(json) },
             commandsChanged: { [weak self] name, menu in self?.setMenu(name, menu) })
         let runner: any PluginRunner
@@ -274,6 +308,72 @@ public final class PluginManager: Sendable {
         }
     }
 
+    // MARK: Replay
+
+    /// Where an instance's replay starts: its mark, or for a new instance the newest item now
+    /// (recorded as its mark: it gets no history). Nil when there is nothing to replay (an
+    /// instance that does not take messages: its mark is kept at the newest item) or the store
+    /// cannot say.
+    private func startMark(_ name: String, wantsMessages: Bool) async -> Int64? {
+        guard let feed else { return nil }
+        do {
+            if wantsMessages, let mark = try storage.handledMark(instance: name) { return mark }
+            let newest = try await feed.lastItemId()
+            if !wantsMessages {
+                try storage.setHandledMark(instance: name, itemId: newest)
+                return nil
+            }
+            try storage.setHandledMark(instance: name, itemId: newest)
+            return newest
+        } catch {
+            logger.error("cannot read the plugin's dispatch mark; it gets live events only", metadata: ["plugin": "\(name)", "error": "\(error)"])
+            return nil
+        }
+    }
+
+    /// Gives an instance the received messages after its mark, in id order, a page at a time
+    /// (waiting for its queue between pages), then switches it to live events. Live messages
+    /// that arrive meanwhile are taken from the store instead; other live events wait.
+    private func catchUp(_ slot: Slot, from mark: Int64, feed: ReceivedItemFeed) async {
+        let name = slot.spec.name
+        var last = mark
+        var replayed = 0
+        let page = max(1, min(100, slot.spec.queueLimit))
+        while !slot.isRemoved {
+            // Every live message seen before this read was stored before it: the read sees it.
+            let seen = slot.liveSeenNow
+            let events: [(itemId: Int64, json: String)]
+            do {
+                events = try await feed.eventsAfter(last, page)
+            } catch {
+                logger.error("cannot read received messages to replay; the plugin gets live events only",
+                             metadata: ["plugin": "\(name)", "error": "\(error)"])
+                slot.endCatchUp(at: last)
+                return
+            }
+            if events.isEmpty {
+                last = max(last, seen)  // nothing left up to there (such a message may have been deleted)
+                if slot.endCatchUp(ifNothingAfter: last) { break }
+                continue
+            }
+            await slot.runner.drain()
+            for event in events {
+                var tries = 0
+                while !slot.runner.deliver(event.json, itemId: event.itemId), !slot.isRemoved, tries < 100 {
+                    tries += 1
+                    await slot.runner.drain()
+                }
+                last = event.itemId
+                replayed += 1
+            }
+            slot.caughtUp(to: last)
+        }
+        if replayed > 0 {
+            logger.notice("gave the plugin received messages from the store (missed before a restart, or refused by its full queue)",
+                          metadata: ["plugin": "\(name)", "messages": "\(replayed)"])
+        }
+    }
+
     /// Identity of what an instance runs: the spec, and the file as it is on disk now.
     private static func fingerprint(_ spec: PluginSpec) -> String {
         let attributes = try? FileManager.default.attributesOfItem(atPath: spec.path)
@@ -301,17 +401,32 @@ public final class PluginManager: Sendable {
 /// One instance in the dispatch list. While it is being reloaded its events wait in a buffer,
 /// then go, in order and before any newer event, to whichever runner comes next, so a reload
 /// loses nothing.
+///
+/// With a durable mark it also knows the last received message it was given (`lastEnqueued`):
+/// while it catches up after a start, live received messages are left to the replay (which
+/// reads them from the store) and other events wait; afterwards a live message it already has
+/// is not given again.
 final class Slot: @unchecked Sendable {
     private let lock = NSLock()
     private var _spec: PluginSpec
     private var _fingerprint: String
     private var _runner: any PluginRunner
-    private var held: [String]?
+    private var held: [(json: String, itemId: Int64?)]?
+    private var lastEnqueued: Int64 = 0
+    private var catchingUp = false
+    /// The newest live received message seen while catching up.
+    private var liveSeen: Int64 = 0
+    private var removed = false
+    private var heldDuringCatchUp: [String] = []
+    private var onOverflow: (@Sendable (Int64) -> Void)?
 
     var spec: PluginSpec { lock.withLock { _spec } }
     var fingerprint: String { lock.withLock { _fingerprint } }
     var runner: any PluginRunner { lock.withLock { _runner } }
     var info: PluginInfo { runner.info }
+    var isCatchingUp: Bool { lock.withLock { catchingUp } }
+    var isRemoved: Bool { lock.withLock { removed } }
+    var liveSeenNow: Int64 { lock.withLock { liveSeen } }
 
     init(spec: PluginSpec, fingerprint: String, runner: any PluginRunner) {
         _spec = spec
@@ -319,16 +434,92 @@ final class Slot: @unchecked Sendable {
         _runner = runner
     }
 
-    func deliver(_ json: String) {
+    func deliver(_ json: String, itemId: Int64?) {
         lock.lock()
+        if catchingUp {
+            if let itemId {
+                liveSeen = max(liveSeen, itemId)  // the replay reads it from the store
+            } else if heldDuringCatchUp.count < _spec.queueLimit {
+                heldDuringCatchUp.append(json)
+            }
+            lock.unlock()
+            return
+        }
+        let previous = lastEnqueued
+        if let itemId {
+            if itemId <= lastEnqueued {
+                lock.unlock()
+                return
+            }
+            lastEnqueued = itemId
+        }
         if held != nil {
-            if held!.count < _spec.queueLimit { held!.append(json) }
+            if held!.count < _spec.queueLimit { held!.append((json, itemId)) }
             lock.unlock()
             return
         }
         let r = _runner
         lock.unlock()
-        _ = r.deliver(json)
+        if !r.deliver(json, itemId: itemId), let itemId { overflowed(itemId, after: previous) }
+    }
+
+    func setOverflowHandler(_ handler: @escaping @Sendable (Int64) -> Void) {
+        lock.withLock { onOverflow = handler }
+    }
+
+    /// The runner's queue refused received message `itemId`: with a handler, the slot catches up
+    /// from the store after `previous` (once the queue has drained) instead of losing it.
+    private func overflowed(_ itemId: Int64, after previous: Int64) {
+        lock.lock()
+        guard !catchingUp, !removed, let handler = onOverflow else {
+            lock.unlock()
+            return
+        }
+        catchingUp = true
+        lastEnqueued = min(lastEnqueued, previous)
+        liveSeen = max(liveSeen, itemId)
+        lock.unlock()
+        handler(previous)
+    }
+
+    func beginCatchUp(from mark: Int64) {
+        lock.withLock {
+            catchingUp = true
+            lastEnqueued = mark
+        }
+    }
+
+    func caughtUp(to itemId: Int64) {
+        lock.withLock { lastEnqueued = max(lastEnqueued, itemId) }
+    }
+
+    /// Ends the catch-up unless a live received message newer than `last` came in since it was
+    /// last read (it is then read from the store first). Events that waited go to the runner.
+    func endCatchUp(ifNothingAfter last: Int64) -> Bool {
+        lock.lock()
+        guard liveSeen <= last || removed else {
+            lock.unlock()
+            return false
+        }
+        catchingUp = false
+        lastEnqueued = max(lastEnqueued, last)
+        let waiting = heldDuringCatchUp
+        heldDuringCatchUp = []
+        let r = _runner
+        // Delivered under the lock so no live event overtakes them.
+        for json in waiting { _ = r.deliver(json, itemId: nil) }
+        lock.unlock()
+        return true
+    }
+
+    /// Ends the catch-up whatever came in (the store cannot be read).
+    func endCatchUp(at last: Int64) {
+        lock.withLock { liveSeen = 0 }
+        _ = endCatchUp(ifNothingAfter: last)
+    }
+
+    func remove() {
+        lock.withLock { removed = true }
     }
 
     func holdEvents() {
@@ -341,7 +532,7 @@ final class Slot: @unchecked Sendable {
             _runner = runner
             _spec = spec
             _fingerprint = fingerprint
-            held?.forEach { _ = runner.deliver($0) }
+            held?.forEach { _ = runner.deliver($0.json, itemId: $0.itemId) }
             held = nil
         }
     }

@@ -23,13 +23,22 @@ protocol PluginRunner: AnyObject, Sendable {
     var info: PluginInfo { get }
     /// Starts the plugin with its validated config JSON.
     func start(configJSON: String) async -> PluginError?
-    /// Queues an event; false when the queue is full.
-    func deliver(_ eventJSON: String) -> Bool
+    /// Queues an event; false when the queue is full. `itemId` names the received chat item of a
+    /// `newChatItems` event: while it is handled the plugin's commands carry idempotency keys,
+    /// and once it is handled the instance's mark moves to it.
+    func deliver(_ eventJSON: String, itemId: Int64?) -> Bool
+    /// Events waiting or being handled.
+    var queued: Int { get }
     /// Waits until every queued event has been handled (for tests and benchmarks).
     func drain() async
     /// Stops the plugin; queued events are handled first.
     func stop() async
     var stats: PluginStats { get }
+}
+
+extension PluginRunner {
+    /// Queues an event that is not a received message (timers, tests).
+    func deliver(_ eventJSON: String) -> Bool { deliver(eventJSON, itemId: nil) }
 }
 
 /// Runs a plugin's shared object inside the host, on its own thread.
@@ -76,11 +85,16 @@ final class InProcessRunner: PluginRunner, @unchecked Sendable {
         }
     }
 
-    func deliver(_ eventJSON: String) -> Bool {
+    var queued: Int { worker.depth }
+
+    func deliver(_ eventJSON: String, itemId: Int64?) -> Bool {
         let accepted = worker.submit(limit: queueLimit) { [self] in
             guard let instance else { return }
             state.withLockedValue { $0.busySince = .now; $0.reportedTimeout = false }
+            services.beginHandling(itemId: itemId)
             let error = instance.handle(eventJSON)
+            services.endHandling()
+            if let itemId { services.handled(itemId: itemId) }
             state.withLockedValue { s in
                 s.busySince = nil
                 s.stats.delivered += 1
@@ -115,7 +129,7 @@ final class InProcessRunner: PluginRunner, @unchecked Sendable {
     }
 
     func drain() async {
-        _ = await worker.run { () }
+        _ = await worker.run { [services] in services.flushMarks() }
     }
 
     func stop() async {
@@ -123,6 +137,7 @@ final class InProcessRunner: PluginRunner, @unchecked Sendable {
         _ = await worker.run { [self] in
             instance?.stop()
             instance = nil
+            services.flushMarks()
         }
         worker.shutdown()
     }

@@ -49,14 +49,11 @@ import Testing
     /// `kill -9` of the bot host twice in a 1,000-message conversation with an echoing plugin:
     /// every message reaches the plugin and every answer the person exactly once, in order.
     ///
-    /// KNOWN BUG (found by this test, not fixed): each kill loses the messages the engine had
-    /// stored but the plugin had not yet answered: 24 (m315…m332 and m729…m734) and 98 (from m297)
-    /// in two runs, 204 in a third; never a duplicate. The engine hands events to the
-    /// host only in memory (`ChatController.sink` → `BotHost.run` → the plugin's queue), after the
-    /// message is committed and the agent has forgotten it, so nothing re-announces them after a
-    /// restart. Run it with `SWIFTPLEX_KNOWN_BUGS=1` until the host has a durable dispatch cursor.
-    @Test(.enabled(if: ProcessInfo.processInfo.environment["SWIFTPLEX_KNOWN_BUGS"] != nil,
-                   "known bug: kill -9 loses the messages between the engine and the plugin; set SWIFTPLEX_KNOWN_BUGS=1 to run"))
+    /// Before the durable dispatch cursor each kill lost the messages the engine had stored but
+    /// the plugin had not yet answered (24, 98 and 204 in three runs): events reached plugins
+    /// only in memory. Now each instance's mark in plugins.db makes the next host replay them,
+    /// and the idempotency keys of the answers keep a replayed message from being answered twice.
+    @Test
     func kill9TwiceMidConversationLosesAndDuplicatesNothing() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }

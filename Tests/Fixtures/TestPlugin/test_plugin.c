@@ -2,10 +2,11 @@
  * The host's test plugin, in C against swiftplex_plugin.h: it proves the ABI works from plain C
  * and gives the tests and the dispatch benchmark a plugin whose behaviour they control.
  *
- * Config: {"tag": "a", "fail_start": false, "count_only": false}
+ * Config: {"tag": "a", "fail_start": false, "count_only": false, "verb": "/seen"}
  * Events: an event whose JSON contains "crash-now" aborts the process; "hang-now" sleeps for
  * an hour; "slow-<tag>" sleeps 300 ms; any other event is reported back to the host as the
- * command "/seen <tag> <event json>" (unless count_only). A "swiftplex.timer" event is
+ * command "/seen <tag> <event json>" (unless count_only; "verb" replaces "/seen", e.g. "/_send"
+ * to test the idempotency keys the host gives sends). A "swiftplex.timer" event is
  * reported the same way. The plugin also stores the number of events in its storage ("count").
  */
 #include "swiftplex_plugin.h"
@@ -18,6 +19,7 @@
 typedef struct {
     const swiftplex_host_api *host;
     char tag[64];
+    char verb[32];
     int count_only;
     unsigned long count;
 } test_instance;
@@ -60,6 +62,8 @@ static swiftplex_plugin_instance *start(const swiftplex_host_api *host, const ch
     t->host = host;
     config_string(config, "tag", t->tag, sizeof t->tag);
     t->count_only = config_true(config, "count_only");
+    config_string(config, "verb", t->verb, sizeof t->verb);
+    if (!t->verb[0]) strcpy(t->verb, "/seen");
     char timer_name[80];
     config_string(config, "timer", timer_name, sizeof timer_name);
     if (timer_name[0]) host->timer_start(host->context, timer_name, 50, 0);
@@ -86,9 +90,9 @@ static int32_t handle_event(swiftplex_plugin_instance *instance, const char *eve
     char count[32];
     snprintf(count, sizeof count, "%lu", t->count);
     t->host->storage_set(t->host->context, "count", count);
-    size_t n = strlen(event) + strlen(t->tag) + 16;
+    size_t n = strlen(event) + strlen(t->tag) + strlen(t->verb) + 16;
     char *command = malloc(n);
-    snprintf(command, n, "/seen %s %s", t->tag, event);
+    snprintf(command, n, "%s %s %s", t->verb, t->tag, event);
     char *response = t->host->command(t->host->context, command);
     free(command);
     if (response) t->host->free_string(response);
