@@ -80,7 +80,7 @@ bench: release
 # .build-fuzz/crashes/<target>/crash-* and replays with `.build-fuzz/debug/swiftplex-fuzz <target> FILE`.
 # `make test` runs each target for FUZZ_CI_SECONDS (0 skips the fuzzing).
 FUZZ_SECONDS ?= 60
-FUZZ_CI_SECONDS ?= 15
+FUZZ_CI_SECONDS ?= 10
 FUZZ_RUNS ?=
 FUZZ_FLAGS ?=
 FUZZ_TARGETS ?= relay-block relay-transmission agent-envelope ratchet-frame links chat-command \
