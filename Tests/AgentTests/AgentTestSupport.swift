@@ -1,7 +1,5 @@
 import Foundation
 import Logging
-import NIOConcurrencyHelpers
-import NIOCore
 import NIOPosix
 import RelayProtocol
 import SwiftplexCrypto
@@ -68,46 +66,13 @@ extension String {
     var bytes: [UInt8] { Array(utf8) }
 }
 
-/// A TCP listener that accepts connections and never answers (no TLS, no relay hello): a relay
-/// that "never answers". Counts the connections it accepted.
-final class BlackHole: Sendable {
-    let port: Int
-    private let channel: any Channel
-    private let accepted: NIOLockedValueBox<Int>
-
-    init() async throws {
-        let accepted = NIOLockedValueBox(0)
-        self.accepted = accepted
-        channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { _ in
-                accepted.withLockedValue { $0 += 1 }
-                return MultiThreadedEventLoopGroup.singleton.any().makeSucceededVoidFuture()
-            }
-            .bind(host: "127.0.0.1", port: 0).get()
-        port = channel.localAddress!.port!
-    }
-
-    var connections: Int { accepted.withLockedValue { $0 } }
-
-    /// A relay address at the black hole (any fingerprint: the handshake never gets that far).
+extension SilentListener {
+    /// A relay address at the silent listener (any fingerprint: the handshake never gets that far).
     var address: RelayAddress { RelayAddress(fingerprint: Array(repeating: 7, count: 32), host: "127.0.0.1", port: port) }
-
-    func close() async { try? await channel.close() }
 }
 
 /// An invitation link whose queue is on `relay`, as a peer could send in a contact request.
 func invitation(on relay: RelayAddress) -> InvitationLink {
     InvitationLink(queue: QueueURI(relay: relay, senderId: Array(repeating: 1, count: 24), recipientDhKey: X25519.PrivateKey().publicKey),
                    keys: X3DH.PrivateKeys().publicKeys)
-}
-
-/// Waits until `condition` holds (polling), or fails after `timeout`.
-func waitUntil(_ what: String, timeout: Duration = .seconds(15), _ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(5))
-    }
-    throw AgentError(.relay, "timed out waiting for \(what)")
 }

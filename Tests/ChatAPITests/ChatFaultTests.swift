@@ -1,39 +1,19 @@
 @testable import ChatCore
 import Foundation
 import GRDB
-import NIOConcurrencyHelpers
-import NIOCore
 import NIOPosix
 import RelayClient
 import RelayProtocol
 import RelayServer
 import SwiftplexCrypto
+import TestSupport
 import Testing
 @testable import Agent
 @testable import ChatAPI
 
-/// A TCP listener that accepts connections and never answers: a relay that "never answers".
-final class SilentListener: Sendable {
-    let port: Int
-    private let channel: any Channel
-    private let accepted: NIOLockedValueBox<Int>
-
-    init() async throws {
-        let accepted = NIOLockedValueBox(0)
-        self.accepted = accepted
-        channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { channel in
-                accepted.withLockedValue { $0 += 1 }
-                return channel.eventLoop.makeSucceededVoidFuture()
-            }
-            .bind(host: "127.0.0.1", port: 0).get()
-        port = channel.localAddress!.port!
-    }
-
-    var connections: Int { accepted.withLockedValue { $0 } }
+extension SilentListener {
+    /// A relay address at the silent listener (any fingerprint: the handshake never gets that far).
     var address: RelayAddress { RelayAddress(fingerprint: Array(repeating: 7, count: 32), host: "127.0.0.1", port: port) }
-    func close() async { try? await channel.close() }
 }
 
 func isText(_ t: String) -> @Sendable (JSONValue) -> Bool {
@@ -62,8 +42,8 @@ func say(_ api: ChatAPI, to contact: Int, _ t: String) async -> JSONValue {
         defer { try? FileManager.default.removeItem(at: dir) }
         let relay = try await relay(dir)
         defer { Task { await relay.shutdown() } }
-        let hole = try await SilentListener()
-        defer { Task { await hole.close() } }
+        let hole = try SilentListener()
+        defer { Task { hole.close() } }
         let bound = Duration.seconds(8)
         try await withEngine(dir, "bot", relays: [relay.address], agentOptions: AgentOptions(peerRelayTimeout: bound, connectTimeout: .seconds(60))) { bot, botInbox in
             try await withEngine(dir, "client", relays: [relay.address]) { client, clientInbox in
@@ -87,9 +67,7 @@ func say(_ api: ChatAPI, to contact: Int, _ t: String) async -> JSONValue {
                 await mallory.close()
 
                 // The bot is now joining through the silent relay ...
-                let deadline = ContinuousClock.now + .seconds(15)
-                while hole.connections == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
-                #expect(hole.connections >= 1)
+                try await hole.waitForConnections()
                 let joinStarted = ContinuousClock.now
                 // ... and still exchanges messages with Alice meanwhile.
                 _ = await say(client, to: botId, "ping")

@@ -1,5 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
+import TestSupport
 import Testing
 @testable import PluginHost
 
@@ -31,14 +32,6 @@ import Testing
         m.statuses().first { $0.name == name }?.stats ?? PluginStats()
     }
 
-    func waitFor(_ what: String, timeout: Duration = .seconds(60), _ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while !condition() {
-            guard ContinuousClock.now < deadline else { throw TestFailure("timed out waiting for \(what)") }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-    }
-
     /// Frames and output that break the protocol: out-of-range numbers (which trapped the host),
     /// frames the child may not send, an oversized frame, an endless output line. Each gets the
     /// child killed (a protocol error) and restarted, and the good plugin misses nothing.
@@ -51,7 +44,7 @@ import Testing
         guard case .started = r[0].outcome, case .started = r[1].outcome else { throw TestFailure("\(r)") }
         for n in 1...50 { m.dispatch(type: "newChatItems", json: event(n)) }
         try await log.wait(timeout: .seconds(60)) { $0.seen("good") == Array(1...50) }
-        try await waitFor("the bad child to be killed and restarted") {
+        try await eventually(timeout: .seconds(60), "the bad child to be killed and restarted") {
             let s = stats(m, "bad")
             return s.protocolErrors >= 1 && s.restarts >= 1
         }
@@ -78,7 +71,7 @@ import Testing
         // still be blocked above until the watchdog killed it (after 15 s). It returned first.
         #expect(stats(m, "bad").timedOut == 0)
         try await log.wait(timeout: .seconds(60)) { $0.seen("good") == Array(1...300) }
-        try await waitFor("the hung child to be killed and restarted") {
+        try await eventually(timeout: .seconds(60), "the hung child to be killed and restarted") {
             let s = stats(m, "bad")
             return s.timedOut >= 1 && s.restarts >= 1
         }
@@ -106,7 +99,7 @@ import Testing
                                testSpec("bad", config: "{}", isolation: .process, path: "/hostile/call-flood", limits: limits)])
         guard case .started = r[0].outcome, case .started = r[1].outcome else { throw TestFailure("\(r)") }
         for n in 1...20 { m.dispatch(type: "newChatItems", json: event(n)) }
-        try await waitFor("every flood call to be run or refused") {
+        try await eventually(timeout: .seconds(60), "every flood call to be run or refused") {
             active.withLockedValue { $0.ran } + stats(m, "bad").refusedCalls == 5000
         }
         try await log.wait(timeout: .seconds(60)) { $0.seen("good") == Array(1...20) }

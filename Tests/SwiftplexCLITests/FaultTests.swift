@@ -1,7 +1,7 @@
 import Foundation
-import NIOConcurrencyHelpers
 import RelayProtocol
 import SwiftplexPluginTesting
+import TestSupport
 import Testing
 
 /// The bot host under faults and misuse, as real processes: `kill -9` mid-conversation, a second
@@ -66,7 +66,7 @@ import Testing
         try await person.connect(to: address, timeout: .seconds(60))
 
         let total = 1000
-        let received = NIOLockedValueBox<[String]>([])
+        let received = AsyncLog<String>()
         // The person writes all the while (the relay keeps what arrives while the bot is down).
         let sender = Task {
             for n in 1...total { try await person.send("m\(n)") }
@@ -74,24 +74,22 @@ import Testing
         let receiver = Task {
             while !Task.isCancelled {
                 guard let text = try? await person.nextMessage(timeout: .seconds(600)) else { continue }
-                received.withLockedValue { $0 += text.split(separator: "\n").map(String.init) }
+                for line in text.split(separator: "\n") { received.append(String(line)) }
             }
         }
         defer { sender.cancel(); receiver.cancel() }
 
         func waitForAnswers(_ n: Int, timeout: Duration) async throws {
-            let deadline = ContinuousClock.now + timeout
-            while received.withLockedValue({ $0.count }) < n {
-                guard ContinuousClock.now < deadline else {
-                    let got = received.withLockedValue { $0 }
-                    let missing = (1...total).map { "m\($0)" }.filter { !got.contains($0) }
-                    let repeated = Dictionary(grouping: got, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted()
-                    throw CLIError("""
-                        \(got.count) answers of \(n) arrived; missing \(missing.count): \(missing.prefix(30)); \
-                        repeated: \(repeated.prefix(30)); last: \(got.suffix(5)); bot stderr: \(bot.stderr.suffix(3000))
-                        """)
-                }
-                try await Task.sleep(for: .milliseconds(20))
+            do {
+                try await received.waitUntil("\(n) answers", timeout: timeout) { $0.count >= n }
+            } catch let timedOut as WaitTimeout {
+                let got = received.all
+                let missing = (1...total).map { "m\($0)" }.filter { !got.contains($0) }
+                let repeated = Dictionary(grouping: got, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted()
+                throw CLIError("""
+                    \(timedOut): \(got.count) answers of \(n) arrived; missing \(missing.count): \(missing.prefix(30)); \
+                    repeated: \(repeated.prefix(30)); last: \(got.suffix(5)); bot stderr: \(bot.stderr.suffix(3000))
+                    """)
             }
         }
         for killAt in [250, 600] {
@@ -103,9 +101,8 @@ import Testing
         try await waitForAnswers(total, timeout: .seconds(120))
         // A last message: its answer comes after any duplicate of an earlier one would have.
         try await person.send("end")
-        try await waitForAnswers(total + 1, timeout: .seconds(120))
-        try await Task.sleep(for: .milliseconds(200))
-        let answers = received.withLockedValue { $0 }
+        try await received.first("the answer to \"end\"", timeout: .seconds(120)) { $0 == "end" }
+        let answers = received.all
         let expected = (1...total).map { "m\($0)" } + ["end"]
         let duplicates = Dictionary(grouping: answers, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted()
         let missing = Set(expected).subtracting(answers)
