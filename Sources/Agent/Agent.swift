@@ -461,7 +461,10 @@ public actor Agent {
             committed(record)
             return (seq, false)
         }
-        if !result.1 { await deliverOutbox(id) }
+        // Committed: the outbox delivers it. Waiting for the relay here would hold the caller —
+        // the chat's event loop sending a welcome, a plugin answering — on a peer relay that
+        // went silent; `sent` reports the delivery instead.
+        if !result.1 { spawn { await self.deliverOutbox(id) } }
         return (result.0, result.1)
     }
 

@@ -12,25 +12,8 @@ public final class SilentListener: Sendable {
     private let accepted = AsyncLog<Int32>()
 
     public init() throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw WaitTimeout("silent listener: socket() failed: \(String(cString: strerror(errno)))") }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = 0
-        let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0, listen(fd, 64) == 0 else {
-            let message = String(cString: strerror(errno))
-            Glibc.close(fd)
-            throw WaitTimeout("silent listener: bind/listen failed: \(message)")
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        port = Int(UInt16(bigEndian: addr.sin_port))
+        let (fd, port) = try Loopback.listen()
+        self.port = port
         listenFD = fd
         let accepted = self.accepted
         Thread.detachNewThread {

@@ -193,3 +193,15 @@ public func eventually(timeout: Duration = .seconds(10), _ what: String,
         try await Task.sleep(for: interval)
     }
 }
+
+/// The result of `body`, or `WaitTimeout` naming `what` once `limit` has passed (`body` is then
+/// cancelled). For "this returns promptly" checks, where the slow alternative would take far longer.
+public func returnsWithin<T: Sendable>(_ limit: Duration, _ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await body() }
+        group.addTask { try await Task.sleep(for: limit); return nil }
+        defer { group.cancelAll() }
+        guard let first = try await group.next(), let result = first else { throw WaitTimeout("timed out after \(limit) waiting for \(what)") }
+        return result
+    }
+}
