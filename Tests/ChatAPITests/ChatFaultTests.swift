@@ -38,54 +38,52 @@ func say(_ api: ChatAPI, to contact: Int, _ t: String) async -> JSONValue {
 /// A contact request naming a relay that never answers holds up nothing else (audit item 3).
 @Suite(.timeLimit(.minutes(3))) struct ChatSlowRelayTests: LiveRelaySuite {
     @Test func aContactRequestNamingASilentRelayDoesNotDelayAnotherContactsMessages() async throws {
-        let dir = tempDir()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let relay = try await relay(dir)
-        defer { Task { await relay.shutdown() } }
-        let hole = try SilentListener()
-        defer { Task { hole.close() } }
-        let bound = Duration.seconds(8)
-        try await withEngine(dir, "bot", relays: [relay.address], agentOptions: AgentOptions(peerRelayTimeout: bound, connectTimeout: .seconds(60))) { bot, botInbox in
-            try await withEngine(dir, "client", relays: [relay.address]) { client, clientInbox in
-                await startUser(bot, "bot")
-                let link = try #require(await bot.execute("/_address 1")["connLinkContact"]?["connFullLink"]?.stringValue)
-                _ = await bot.execute(#"/_address_settings 1 {"businessAddress": false, "autoAccept": {"acceptIncognito": false}}"#)
-                await startUser(client, "alice")
-                _ = await client.execute("/_connect 1 \(link)")
-                let botId = try #require(try await clientInbox.next("contactConnected")["contact"]?["contactId"]?.intValue)
-                let aliceId = try #require(try await botInbox.next("contactConnected")["contact"]?["contactId"]?.intValue)
+        try await withLiveRelay { dir, relay in
+            let hole = try SilentListener()
+            defer { hole.close() }
+            let bound = Duration.seconds(8)
+            try await withEngine(dir, "bot", relays: [relay.address], agentOptions: AgentOptions(peerRelayTimeout: bound, connectTimeout: .seconds(60))) { bot, botInbox in
+                try await withEngine(dir, "client", relays: [relay.address]) { client, clientInbox in
+                    await startUser(bot, "bot")
+                    let link = try #require(await bot.execute("/_address 1")["connLinkContact"]?["connFullLink"]?.stringValue)
+                    _ = await bot.execute(#"/_address_settings 1 {"businessAddress": false, "autoAccept": {"acceptIncognito": false}}"#)
+                    await startUser(client, "alice")
+                    _ = await client.execute("/_connect 1 \(link)")
+                    let botId = try #require(try await clientInbox.next("contactConnected")["contact"]?["contactId"]?.intValue)
+                    let aliceId = try #require(try await botInbox.next("contactConnected")["contact"]?["contactId"]?.intValue)
 
-                // Mallory sends the bot a contact request whose invitation is on the silent relay.
-                let address = try ContactAddressLink(parsing: link)
-                let info = ChatMessage(event: "x.info", params: .object([("profile", .object([("displayName", .string("mallory")), ("fullName", .string(""))]))])).encoded
-                let request = try Envelope.seal(AgentMessage.contactRequest(invitation: InvitationLink(
-                    queue: QueueURI(relay: hole.address, senderId: Array(repeating: 1, count: 24), recipientDhKey: X25519.PrivateKey().publicKey),
-                    keys: X3DH.PrivateKeys().publicKeys), info: info).encoded(),
-                    kind: .confirmation, own: X25519.PrivateKey(), peer: address.queue.recipientDhKey)
-                let mallory = try await RelayConnection.connect(to: relay.address)
-                try await mallory.sendMessage(senderId: address.queue.senderId, key: nil, body: request)
-                await mallory.close()
+                    // Mallory sends the bot a contact request whose invitation is on the silent relay.
+                    let address = try ContactAddressLink(parsing: link)
+                    let info = ChatMessage(event: "x.info", params: .object([("profile", .object([("displayName", .string("mallory")), ("fullName", .string(""))]))])).encoded
+                    let request = try Envelope.seal(AgentMessage.contactRequest(invitation: InvitationLink(
+                        queue: QueueURI(relay: hole.address, senderId: Array(repeating: 1, count: 24), recipientDhKey: X25519.PrivateKey().publicKey),
+                        keys: X3DH.PrivateKeys().publicKeys), info: info).encoded(),
+                        kind: .confirmation, own: X25519.PrivateKey(), peer: address.queue.recipientDhKey)
+                    let mallory = try await RelayConnection.connect(to: relay.address)
+                    try await mallory.sendMessage(senderId: address.queue.senderId, key: nil, body: request)
+                    await mallory.close()
 
-                // The bot is now joining through the silent relay ...
-                try await hole.waitForConnections()
-                let joinStarted = ContinuousClock.now
-                // ... and still exchanges messages with Alice meanwhile.
-                _ = await say(client, to: botId, "ping")
-                _ = try await botInbox.next("newChatItems", where: isText("ping"))
-                _ = await say(bot, to: aliceId, "pong")
-                _ = try await clientInbox.next("newChatItems", where: isText("pong"))
-                #expect(ContinuousClock.now - joinStarted < bound, "the exchange waited for the bad join")
-                let failedEarly = botInbox.contains("chatError", where: { agentErrorType($0) == "timeout" })
-                #expect(!failedEarly, "the exchange waited for the bad join")
+                    // The bot is now joining through the silent relay ...
+                    try await hole.waitForConnections()
+                    let joinStarted = ContinuousClock.now
+                    // ... and still exchanges messages with Alice meanwhile.
+                    _ = await say(client, to: botId, "ping")
+                    _ = try await botInbox.next("newChatItems", where: isText("ping"))
+                    _ = await say(bot, to: aliceId, "pong")
+                    _ = try await clientInbox.next("newChatItems", where: isText("pong"))
+                    #expect(ContinuousClock.now - joinStarted < bound, "the exchange waited for the bad join")
+                    let failedEarly = botInbox.contains("chatError", where: { agentErrorType($0) == "timeout" })
+                    #expect(!failedEarly, "the exchange waited for the bad join")
 
-                // The bad join fails with a typed error within its bound; the request stays.
-                let failed = try await botInbox.next("chatError", where: { agentErrorType($0) == "timeout" }, timeout: .seconds(20))
-                // Ended by the bound (the dial alone would wait 60 s), with slack for a loaded machine.
-                #expect(ContinuousClock.now - joinStarted < bound + .seconds(20))
-                let requestId = try #require(failed["chatError"]?["contactRequestId"]?.intValue)
-                let again = await bot.execute("/_accept \(requestId)")
-                #expect(agentErrorType(again) == "timeout", "\(again)")
-                #expect(await bot.execute("/_contacts 1")["contacts"]?.arrayCount == 1)
+                    // The bad join fails with a typed error within its bound; the request stays.
+                    let failed = try await botInbox.next("chatError", where: { agentErrorType($0) == "timeout" }, timeout: .seconds(20))
+                    // Ended by the bound (the dial alone would wait 60 s), with slack for a loaded machine.
+                    #expect(ContinuousClock.now - joinStarted < bound + .seconds(20))
+                    let requestId = try #require(failed["chatError"]?["contactRequestId"]?.intValue)
+                    let again = await bot.execute("/_accept \(requestId)")
+                    #expect(agentErrorType(again) == "timeout", "\(again)")
+                    #expect(await bot.execute("/_contacts 1")["contacts"]?.arrayCount == 1)
+                }
             }
         }
     }
@@ -130,31 +128,29 @@ func say(_ api: ChatAPI, to contact: Int, _ t: String) async -> JSONValue {
 /// (audit item 8 and the issue's disk-full fault for the engine's receive path).
 @Suite(.timeLimit(.minutes(3)), .serialized) struct ChatStoreFaultTests: LiveRelaySuite {
     @Test func aMessageTheChatDatabaseRefusesIsStoredOnceWhenTheFaultClears() async throws {
-        let dir = tempDir()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let relay = try await relay(dir)
-        defer { Task { await relay.shutdown() } }
-        try await withEngine(dir, "a", relays: [relay.address]) { a, aInbox in
-            try await withEngine(dir, "b", relays: [relay.address]) { b, bInbox in
-                let (ben, _) = try await connectPair(a, aInbox, b, bInbox)
-                let fault = try DatabaseQueue(path: dir.appendingPathComponent("b_chat.db").path)
-                try await fault.write { db in
-                    try db.execute(sql: "CREATE TRIGGER fault BEFORE INSERT ON chat_item WHEN NEW.sent = 0 BEGIN SELECT RAISE(ABORT, 'injected fault'); END")
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "a", relays: [relay.address]) { a, aInbox in
+                try await withEngine(dir, "b", relays: [relay.address]) { b, bInbox in
+                    let (ben, _) = try await connectPair(a, aInbox, b, bInbox)
+                    let fault = try DatabaseQueue(path: dir.appendingPathComponent("b_chat.db").path)
+                    try await fault.write { db in
+                        try db.execute(sql: "CREATE TRIGGER fault BEFORE INSERT ON chat_item WHEN NEW.sent = 0 BEGIN SELECT RAISE(ABORT, 'injected fault'); END")
+                    }
+                    _ = await say(a, to: ben, "one")
+                    let refused = try await bInbox.next("chatError", where: { $0["chatError"]?["type"]?.stringValue == "errorStore" })
+                    #expect(refused["chatError"]?["storeError"]?["type"]?.stringValue == "dbError")
+                    try await fault.write { db in try db.execute(sql: "DROP TRIGGER fault") }
+                    _ = try await bInbox.next("newChatItems", where: isText("one"))
+                    _ = await say(a, to: ben, "two")
+                    _ = try await bInbox.next("newChatItems", where: isText("two"))
+                    let twice = bInbox.contains("newChatItems", where: isText("one"))
+                    #expect(!twice)
+                    let stored = try await fault.read { db in
+                        try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM chat_item WHERE sent = 0 AND content LIKE '%\"one\"%'") ?? 0
+                    }
+                    #expect(stored == 1)
+                    try fault.close()
                 }
-                _ = await say(a, to: ben, "one")
-                let refused = try await bInbox.next("chatError", where: { $0["chatError"]?["type"]?.stringValue == "errorStore" })
-                #expect(refused["chatError"]?["storeError"]?["type"]?.stringValue == "dbError")
-                try await fault.write { db in try db.execute(sql: "DROP TRIGGER fault") }
-                _ = try await bInbox.next("newChatItems", where: isText("one"))
-                _ = await say(a, to: ben, "two")
-                _ = try await bInbox.next("newChatItems", where: isText("two"))
-                let twice = bInbox.contains("newChatItems", where: isText("one"))
-                #expect(!twice)
-                let stored = try await fault.read { db in
-                    try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM chat_item WHERE sent = 0 AND content LIKE '%\"one\"%'") ?? 0
-                }
-                #expect(stored == 1)
-                try fault.close()
             }
         }
     }

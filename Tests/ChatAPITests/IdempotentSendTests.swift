@@ -34,56 +34,52 @@ import Testing
     }
 
     @Test func theSameKeyTwiceSendsOnceAndReturnsTheSameItem() async throws {
-        let dir = tempDir()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let relay = try await relay(dir)
-        defer { Task { await relay.shutdown() } }
-        try await withEngine(dir, "a", relays: [relay.address]) { a, aInbox in
-            try await withEngine(dir, "b", relays: [relay.address]) { b, bInbox in
-                let (benInA, _) = try await connectPair(a, aInbox, b, bInbox)
-                let first = await Self.send(a, to: benInA, "answer", key: "echo:17:0")
-                let again = await Self.send(a, to: benInA, "answer", key: "echo:17:0")
-                #expect(first["type"]?.stringValue == "newChatItems", "\(first)")
-                #expect(Self.itemId(first) != nil && Self.itemId(first) == Self.itemId(again), "\(first) \(again)")
-                // Another key is another send; no key is an ordinary send.
-                let other = await Self.send(a, to: benInA, "answer", key: "echo:18:0")
-                #expect(Self.itemId(other) != Self.itemId(first))
-                _ = await Self.send(a, to: benInA, "end", key: nil)
-                let got = try await Self.receivedUntil(bInbox, "end", ["answer"])
-                #expect(got == ["answer", "answer", "end"])
-                #expect(try await Self.sentItems(a, "answer").count == 2)
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "a", relays: [relay.address]) { a, aInbox in
+                try await withEngine(dir, "b", relays: [relay.address]) { b, bInbox in
+                    let (benInA, _) = try await connectPair(a, aInbox, b, bInbox)
+                    let first = await Self.send(a, to: benInA, "answer", key: "echo:17:0")
+                    let again = await Self.send(a, to: benInA, "answer", key: "echo:17:0")
+                    #expect(first["type"]?.stringValue == "newChatItems", "\(first)")
+                    #expect(Self.itemId(first) != nil && Self.itemId(first) == Self.itemId(again), "\(first) \(again)")
+                    // Another key is another send; no key is an ordinary send.
+                    let other = await Self.send(a, to: benInA, "answer", key: "echo:18:0")
+                    #expect(Self.itemId(other) != Self.itemId(first))
+                    _ = await Self.send(a, to: benInA, "end", key: nil)
+                    let got = try await Self.receivedUntil(bInbox, "end", ["answer"])
+                    #expect(got == ["answer", "answer", "end"])
+                    #expect(try await Self.sentItems(a, "answer").count == 2)
+                }
             }
         }
     }
 
     @Test func aKeyRecordedByTheAgentWhoseItemWasNotStoredGetsItsItemOnceAndIsNotSentAgain() async throws {
-        let dir = tempDir()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let relay = try await relay(dir)
-        defer { Task { await relay.shutdown() } }
-        try await withEngine(dir, "a", relays: [relay.address]) { a, aInbox in
-            try await withEngine(dir, "b", relays: [relay.address]) { b, bInbox in
-                let (benInA, _) = try await connectPair(a, aInbox, b, bInbox)
-                let first = await Self.send(a, to: benInA, "answer", key: "echo:42:0")
-                let firstId = try #require(Self.itemId(first))
-                let seq = try #require(try await Self.sentItems(a, "answer").first?["agent_seq"] as Int64?)
-                // The state a crash between the agent's commit and the item's insert leaves: the
-                // agent has the key (and sent the message), the chat database has no item.
-                let queue = await a.controller.store.queue
-                try await queue.write { db in try db.execute(sql: "DELETE FROM chat_item WHERE id = ?", arguments: [firstId]) }
-                #expect(try await Self.sentItems(a, "answer").isEmpty)
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "a", relays: [relay.address]) { a, aInbox in
+                try await withEngine(dir, "b", relays: [relay.address]) { b, bInbox in
+                    let (benInA, _) = try await connectPair(a, aInbox, b, bInbox)
+                    let first = await Self.send(a, to: benInA, "answer", key: "echo:42:0")
+                    let firstId = try #require(Self.itemId(first))
+                    let seq = try #require(try await Self.sentItems(a, "answer").first?["agent_seq"] as Int64?)
+                    // The state a crash between the agent's commit and the item's insert leaves: the
+                    // agent has the key (and sent the message), the chat database has no item.
+                    let queue = await a.controller.store.queue
+                    try await queue.write { db in try db.execute(sql: "DELETE FROM chat_item WHERE id = ?", arguments: [firstId]) }
+                    #expect(try await Self.sentItems(a, "answer").isEmpty)
 
-                let replayed = await Self.send(a, to: benInA, "answer", key: "echo:42:0")
-                let replayedId = try #require(Self.itemId(replayed), "\(replayed)")
-                let again = await Self.send(a, to: benInA, "answer", key: "echo:42:0")
-                #expect(Self.itemId(again) == replayedId)
-                let items = try await Self.sentItems(a, "answer")
-                #expect(items.count == 1)
-                #expect(items.first?["agent_seq"] as Int64? == seq)
+                    let replayed = await Self.send(a, to: benInA, "answer", key: "echo:42:0")
+                    let replayedId = try #require(Self.itemId(replayed), "\(replayed)")
+                    let again = await Self.send(a, to: benInA, "answer", key: "echo:42:0")
+                    #expect(Self.itemId(again) == replayedId)
+                    let items = try await Self.sentItems(a, "answer")
+                    #expect(items.count == 1)
+                    #expect(items.first?["agent_seq"] as Int64? == seq)
 
-                _ = await Self.send(a, to: benInA, "end", key: nil)
-                let got = try await Self.receivedUntil(bInbox, "end", ["answer"])
-                #expect(got == ["answer", "end"])
+                    _ = await Self.send(a, to: benInA, "end", key: nil)
+                    let got = try await Self.receivedUntil(bInbox, "end", ["answer"])
+                    #expect(got == ["answer", "end"])
+                }
             }
         }
     }
