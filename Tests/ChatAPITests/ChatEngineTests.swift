@@ -68,6 +68,17 @@ func startUser(_ api: ChatAPI, _ name: String) async {
     _ = await api.execute("/_start")
 }
 
+/// Two engines connected through a one-time invitation; returns each one's id of the other.
+func connectPair(_ a: ChatAPI, _ aInbox: ChatInbox, _ b: ChatAPI, _ bInbox: ChatInbox) async throws -> (bInA: Int, aInB: Int) {
+    await startUser(a, "anna")
+    await startUser(b, "ben")
+    let link = try #require(await a.execute("/_connect 1")["connLinkInvitation"]?["connFullLink"]?.stringValue)
+    _ = await b.execute("/_connect 1 \(link)")
+    let ben = try #require(try await aInbox.next("contactConnected")["contact"]?["contactId"]?.intValue)
+    let anna = try #require(try await bInbox.next("contactConnected")["contact"]?["contactId"]?.intValue)
+    return (ben, anna)
+}
+
 /// Suites that run engines on an in-process relay over loopback TLS, in a temporary directory.
 protocol LiveRelaySuite {}
 
@@ -189,12 +200,7 @@ extension LiveRelaySuite {
         try await withLiveRelay { dir, relay in
             try await withEngine(dir, "a", relays: [relay.address]) { a, aInbox in
                 try await withEngine(dir, "b", relays: [relay.address]) { b, bInbox in
-                    await startUser(a, "anna")
-                    await startUser(b, "ben")
-                    let link = try #require(await a.execute("/_connect 1")["connLinkInvitation"]?["connFullLink"]?.stringValue)
-                    _ = await b.execute("/_connect 1 \(link)")
-                    let ben = try #require(try await aInbox.next("contactConnected")["contact"]?["contactId"]?.intValue)
-                    let anna = try #require(try await bInbox.next("contactConnected")["contact"]?["contactId"]?.intValue)
+                    let (ben, anna) = try await connectPair(a, aInbox, b, bInbox)
 
                     let sent = await a.execute(#"/_send @\#(ben) json [{"msgContent": {"type": "text", "text": "helo"}, "mentions": {}}]"#)
                     let itemId = try #require(sent["chatItems"]?.arrayFirst?["chatItem"]?["meta"]?["itemId"]?.intValue)

@@ -20,17 +20,6 @@ func isText(_ t: String) -> @Sendable (JSONValue) -> Bool {
     { e in text(e["chatItems"]?.arrayFirst) == t }
 }
 
-/// Two engines connected through a one-time invitation; returns each one's id of the other.
-func connectPair(_ a: ChatAPI, _ aInbox: ChatInbox, _ b: ChatAPI, _ bInbox: ChatInbox) async throws -> (bInA: Int, aInB: Int) {
-    await startUser(a, "anna")
-    await startUser(b, "ben")
-    let link = try #require(await a.execute("/_connect 1")["connLinkInvitation"]?["connFullLink"]?.stringValue)
-    _ = await b.execute("/_connect 1 \(link)")
-    let ben = try #require(try await aInbox.next("contactConnected")["contact"]?["contactId"]?.intValue)
-    let anna = try #require(try await bInbox.next("contactConnected")["contact"]?["contactId"]?.intValue)
-    return (ben, anna)
-}
-
 func say(_ api: ChatAPI, to contact: Int, _ t: String) async -> JSONValue {
     await api.execute(#"/_send @\#(contact) json [{"msgContent": {"type": "text", "text": "\#(t)"}, "mentions": {}}]"#)
 }
