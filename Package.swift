@@ -124,6 +124,10 @@ let package = Package(
             ]
         ),
 
+        // The bot API's types as Swift values (User, Contact, ChatItem, ChatResponse, ChatEvent, …),
+        // Codable to the JSON the simplex-chat package expects; Foundation only.
+        .target(name: "ChatModel"),
+
         // Layer 6: the Chat API — SimpleX bot API command strings in, JSON out.
         .target(name: "ChatAPI", dependencies: ["ChatCore", "SwiftplexCrypto"]),
 
