@@ -4,6 +4,8 @@ public enum ChatInfo: Sendable, Hashable, Codable {
     case contactRequest(contactRequest: UserContactRequest)
     case contactConnection(contactConnection: PendingContactConnection)
 
+    public static let allTags = ["direct", "contactRequest", "contactConnection"]
+
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
         switch try c.tag() {
@@ -67,6 +69,8 @@ public enum ConnectionPlan: Sendable, Hashable, Codable {
     case invitationLink(InvitationLinkPlan)
     case contactAddress(ContactAddressPlan)
     case error(ChatError)
+
+    public static let allTags = ["invitationLink", "contactAddress", "error"]
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)

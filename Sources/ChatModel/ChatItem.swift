@@ -87,6 +87,8 @@ public enum CIStatus: Sendable, Hashable, Codable {
     case rcvRead
     case invalid(text: String)
 
+    public static let allTags = ["sndNew", "sndSent", "sndRcvd", "sndErrorAuth", "rcvNew", "rcvRead", "invalid"]
+
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
         switch try c.tag() {
@@ -137,6 +139,8 @@ public enum CIContent: Sendable, Hashable, Codable {
     case rcvModerated
     case rcvBlocked
     case chatBanner
+
+    public static let allTags = ["sndMsgContent", "rcvMsgContent", "sndDeleted", "rcvDeleted", "sndModerated", "rcvModerated", "rcvBlocked", "chatBanner"]
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
