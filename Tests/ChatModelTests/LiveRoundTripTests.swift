@@ -131,7 +131,7 @@ final class WireLog {
         await w.run(a, #"/_profile 1 {"displayName": "anna", "fullName": "Anna A"}"#)
 
         // The address: requests rejected, accepted by hand, accepted automatically with a welcome.
-        let addr = try #require(await w.run(a, "/_address 1")["connLinkContact"]?["connFullLink"]?.stringValue)
+        let addr = try #require(await w.run(a, "/_address 1 short=on")["connLinkContact"]?["connFullLink"]?.stringValue)
         await w.run(a, "/_address 1")
         await w.run(a, "/_show_address 1")
         await w.run(a, "/_profile_address 1 on")
@@ -139,7 +139,9 @@ final class WireLog {
         await w.run(c, "/_connect plan 1 \(addr)")
         await w.run(c, "/connect \(addr)")
         let request = try #require(try await w.event(aIn, "receivedContactRequest")["contactRequest"]?["contactRequestId"]?.intValue)
-        let pending = try #require(await w.run(a, "/_connect 1")["connection"]?["pccConnId"]?.intValue)
+        let invitation = await w.run(a, "/_connect 1 short=on")
+        let pending = try #require(invitation["connection"]?["pccConnId"]?.intValue)
+        await w.run(a, "/_connect plan 1 \(try #require(invitation["connLinkInvitation"]?["connShortLink"]?.stringValue))")
         await w.run(a, "/_get chats 1 pcc=on count=20")
         await w.run(a, Self.send(pending, "too early"))
         await w.run(a, "/_delete @\(pending) full")
@@ -214,6 +216,7 @@ final class WireLog {
                                    "invalidConnReq", "invalidChatItemUpdate", "invalidChatItemDelete", "invalidQuote", "chatItemNotFound", "contactNotFound",
                                    "userContactLinkExists", "contactNotReady", "contactRequestNotFound", "contactNotActive", "cantDeleteActiveUser"]
         #expect(errorCodes.isSuperset(of: errors), "errors not reached: \(errors.subtracting(errorCodes).sorted())")
+        #expect(w.responses.contains { $0.description.contains("connShortLink") }, "no short link was made")
         print("live round trip: \(w.responses.count) responses (\(responseTags.sorted().joined(separator: " "))), \(w.events.count) events (\(eventTags.sorted().joined(separator: " "))), errors: \(errorCodes.sorted().joined(separator: " "))")
     }
 }

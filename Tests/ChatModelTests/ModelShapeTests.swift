@@ -157,6 +157,8 @@ import Testing
         try expectShape(CIContent.rcvDeleted(deleteMode: .broadcast), #"{"type":"rcvDeleted","deleteMode":"broadcast"}"#)
         try expectShape(CIStatus.sndSent(sndProgress: .complete), #"{"type":"sndSent","sndProgress":"complete"}"#)
         try expectShape(CIStatus.rcvNew, #"{"type":"rcvNew"}"#)
+        try expectShape(CIStatus.sndErrorAuth, #"{"type":"sndErrorAuth"}"#)
+        try expectShape(CIDirection.directRcv, #"{"type":"directRcv"}"#)
     }
 
     @Test func chatsAndItemsInTheirChats() throws {
