@@ -318,7 +318,13 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),
-        .testTarget(name: "ChatModelTests", dependencies: ["ChatModel", "ChatAPI", "ChatCore", "ChatTestSupport", "TestSupport"]),
+        .testTarget(
+            name: "ChatModelTests",
+            dependencies: [
+                "ChatModel", "Agent", "ChatAPI", "ChatCore", "ChatTestSupport", "TestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
         .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore", "TestSupport"]),
         .testTarget(name: "HostConfigTests", dependencies: ["HostConfig", "TestSupport"]),
         .testTarget(name: "SimplexLibTests", dependencies: ["TestSupport"]),

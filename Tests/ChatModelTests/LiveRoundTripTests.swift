@@ -1,7 +1,9 @@
+import Agent
 import ChatAPI
 import ChatCore
 import ChatTestSupport
 import Foundation
+import GRDB
 import Testing
 @testable import ChatModel
 
@@ -184,39 +186,96 @@ final class WireLog {
         }
     }
 
-    @Test func everyResponseAndEventTheEngineWritesDecodesAndEncodesBackUnchanged() async throws {
-        let w = try await drive()
+    /// What went through the model unchanged and what did not, with the types and error codes seen.
+    struct Verdict {
         var failures: [String] = []
         var responseTags: Set<String> = []
         var eventTags: Set<String> = []
         var errorCodes: Set<String> = []
+    }
+
+    static func verify(_ w: WireLog) -> Verdict {
+        var v = Verdict()
         func noteError(_ e: JSONValue?) {
             guard let e else { return }
-            errorCodes.insert(e["errorType"]?["type"]?.stringValue ?? e["storeError"]?["type"]?.stringValue ?? e["agentError"]?["type"]?.stringValue ?? "?")
+            v.errorCodes.insert(e["errorType"]?["type"]?.stringValue ?? e["storeError"]?["type"]?.stringValue ?? e["agentError"]?["type"]?.stringValue ?? "?")
         }
         for r in w.responses {
             let tag = r["type"]?.stringValue ?? "?"
-            responseTags.insert(tag)
+            v.responseTags.insert(tag)
             noteError(r["chatError"])
-            if let d = Self.check(ChatResponse.self, r) { failures.append("response \(tag): \(d)") }
+            if let d = check(ChatResponse.self, r) { v.failures.append("response \(tag): \(d)") }
         }
         for e in w.events {
             let tag = e["type"]?.stringValue ?? "?"
-            eventTags.insert(tag)
-            if let d = Self.check(ChatEvent.self, e) { failures.append("event \(tag): \(d)") }
+            v.eventTags.insert(tag)
+            noteError(e["chatError"])
+            if let d = check(ChatEvent.self, e) { v.failures.append("event \(tag): \(d)") }
         }
-        #expect(failures.isEmpty, "\(failures.joined(separator: "\n"))")
+        return v
+    }
+
+    @Test func everyResponseAndEventTheEngineWritesDecodesAndEncodesBackUnchanged() async throws {
+        let w = try await drive()
+        let v = Self.verify(w)
+        #expect(v.failures.isEmpty, "\(v.failures.joined(separator: "\n"))")
 
         // The drive must keep reaching every response, and every event but those that need a
-        // fault (chatError) or a relay going away (hostDisconnected).
-        #expect(responseTags == Set(ChatResponse.allTags), "responses not reached: \(Set(ChatResponse.allTags).subtracting(responseTags).sorted())")
+        // fault (chatError) or a relay going away (hostDisconnected): the next test has those.
+        #expect(v.responseTags == Set(ChatResponse.allTags), "responses not reached: \(Set(ChatResponse.allTags).subtracting(v.responseTags).sorted())")
         let events = Set(ChatEvent.allTags).subtracting(["chatError", "hostDisconnected"])
-        #expect(eventTags.isSuperset(of: events), "events not reached: \(events.subtracting(eventTags).sorted())")
+        #expect(v.eventTags.isSuperset(of: events), "events not reached: \(events.subtracting(v.eventTags).sorted())")
         let errors: Set<String> = ["noActiveUser", "invalidDisplayName", "userExists", "chatNotStarted", "commandError", "userNotFound", "cantDeleteLastUser",
                                    "invalidConnReq", "invalidChatItemUpdate", "invalidChatItemDelete", "invalidQuote", "chatItemNotFound", "contactNotFound",
                                    "userContactLinkExists", "contactNotReady", "contactRequestNotFound", "contactNotActive", "cantDeleteActiveUser"]
-        #expect(errorCodes.isSuperset(of: errors), "errors not reached: \(errors.subtracting(errorCodes).sorted())")
+        #expect(v.errorCodes.isSuperset(of: errors), "errors not reached: \(errors.subtracting(v.errorCodes).sorted())")
         #expect(w.responses.contains { $0.description.contains("connShortLink") }, "no short link was made")
-        print("live round trip: \(w.responses.count) responses (\(responseTags.sorted().joined(separator: " "))), \(w.events.count) events (\(eventTags.sorted().joined(separator: " "))), errors: \(errorCodes.sorted().joined(separator: " "))")
+        print("live round trip: \(w.responses.count) responses (\(v.responseTags.sorted().joined(separator: " "))), \(w.events.count) events (\(v.eventTags.sorted().joined(separator: " "))), errors: \(v.errorCodes.sorted().joined(separator: " "))")
+    }
+
+    /// The events of faults and of a relay going away: a contact request the chat database
+    /// refuses (`errorStore` / `dbError`, retried), its automatic accept refused by the agent's
+    /// options (`errorAgent` with the `contactRequestId`), the requester's relay shut down
+    /// (`hostDisconnected`).
+    @Test func faultEventsAndALostRelayDecodeAndEncodeBackUnchanged() async throws {
+        let w = WireLog()
+        try await withLiveRelay { dir, botRelay in
+            let clientRelay = try await relay(dir.appendingPathComponent("client-relay"))
+            do {
+                try await withEngine(dir, "client", relays: [clientRelay.address]) { client, clientIn in
+                    await w.run(client, createUser("alice"))
+                    await w.run(client, "/_start")
+                    // The bot may not dial the client's relay, so accepting its request fails.
+                    try await withEngine(dir, "bot", relays: [botRelay.address], agentOptions: AgentOptions(allowedHosts: ["relay.example.org"])) { bot, botIn in
+                        await w.run(bot, createUser("bot"))
+                        await w.run(bot, "/_start")
+                        let link = try #require(await w.run(bot, "/_address 1")["connLinkContact"]?["connFullLink"]?.stringValue)
+                        await w.run(bot, #"/_address_settings 1 {"businessAddress": false, "autoAccept": {"acceptIncognito": false}}"#)
+                        let fault = try DatabaseQueue(path: dir.appendingPathComponent("bot_chat.db").path)
+                        try await fault.write { db in
+                            try db.execute(sql: "CREATE TRIGGER fault BEFORE INSERT ON contact_request BEGIN SELECT RAISE(ABORT, 'injected fault'); END")
+                        }
+                        await w.run(client, "/_connect 1 \(link)")
+                        try await w.event(botIn, "chatError", where: { $0["chatError"]?["storeError"]?["type"]?.stringValue == "dbError" })
+                        try await fault.write { db in try db.execute(sql: "DROP TRIGGER fault") }
+                        try fault.close()
+                        try await w.event(botIn, "chatError", where: { $0["chatError"]?["contactRequestId"] != nil })
+                        w.drain(botIn)
+                    }
+                    await clientRelay.shutdown()
+                    try await w.event(clientIn, "hostDisconnected")
+                    w.drain(clientIn)
+                }
+                await clientRelay.shutdown()
+            } catch {
+                await clientRelay.shutdown()
+                throw error
+            }
+        }
+        let v = Self.verify(w)
+        #expect(v.failures.isEmpty, "\(v.failures.joined(separator: "\n"))")
+        #expect(v.eventTags.isSuperset(of: ["chatError", "hostConnected", "hostDisconnected"]))
+        #expect(v.errorCodes.isSuperset(of: ["dbError", "relayRefused"]), "\(v.errorCodes.sorted())")
+        print("live fault round trip: \(w.events.count) events (\(v.eventTags.sorted().joined(separator: " "))), errors: \(v.errorCodes.sorted().joined(separator: " "))")
     }
 }
