@@ -124,6 +124,10 @@ let package = Package(
             ]
         ),
 
+        // The bot API's types as Swift values (User, Contact, ChatItem, ChatResponse, ChatEvent, …),
+        // Codable to the JSON the simplex-chat package expects; Foundation only.
+        .target(name: "ChatModel"),
+
         // Layer 6: the Chat API — SimpleX bot API command strings in, JSON out.
         .target(name: "ChatAPI", dependencies: ["ChatCore", "SwiftplexCrypto"]),
 
@@ -187,6 +191,16 @@ let package = Package(
         // Test support only, Foundation only, shared by every test target: temporary directories,
         // inboxes that await events (no polling), child processes whose output lines are awaited.
         .target(name: "TestSupport", path: "Tests/Support/TestSupport"),
+        // Test support only: chat engines on an in-process relay (ChatAPITests, ChatModelTests).
+        .target(
+            name: "ChatTestSupport",
+            dependencies: [
+                "Agent", "ChatAPI", "ChatCore", "RelayProtocol", "RelayServer", "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Tests/Support/ChatTestSupport"
+        ),
         // Built-in plugins.
         .target(name: "AutoAccept", dependencies: ["SwiftplexPluginKit"], path: "Plugins/AutoAccept"),
         .target(name: "AutoReply", dependencies: ["SwiftplexPluginKit"], path: "Plugins/AutoReply"),
@@ -304,6 +318,13 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),
+        .testTarget(
+            name: "ChatModelTests",
+            dependencies: [
+                "ChatModel", "Agent", "ChatAPI", "ChatCore", "ChatTestSupport", "TestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
         .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore", "TestSupport"]),
         .testTarget(name: "HostConfigTests", dependencies: ["HostConfig", "TestSupport"]),
         .testTarget(name: "SimplexLibTests", dependencies: ["TestSupport"]),
@@ -313,7 +334,7 @@ let package = Package(
         .testTarget(
             name: "ChatAPITests",
             dependencies: [
-                "ChatAPI", "ChatCore", "RelayServer", "RelayProtocol", "Agent", "RelayClient", "TestSupport",
+                "ChatAPI", "ChatCore", "ChatTestSupport", "RelayServer", "RelayProtocol", "Agent", "RelayClient", "TestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

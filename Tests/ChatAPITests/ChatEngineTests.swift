@@ -1,5 +1,6 @@
 import Agent
 import ChatCore
+import ChatTestSupport
 import Foundation
 import Logging
 import NIOPosix
@@ -8,105 +9,6 @@ import RelayServer
 import TestSupport
 import Testing
 @testable import ChatAPI
-
-var silent: Logger {
-    var l = Logger(label: "chat-test")
-    l.logLevel = .critical
-    return l
-}
-
-/// A Chat API's events, awaited as they arrive (an `AsyncInbox` over `api.events`), taken by type.
-final class ChatInbox: Sendable {
-    let events: AsyncInbox<JSONValue>
-
-    init(_ api: ChatAPI) {
-        events = AsyncInbox(api.events, describe: { $0["type"]?.stringValue ?? "?" })
-    }
-
-    /// Takes the first event of `type` that `predicate` accepts (others stay for later waits).
-    func next(_ type: String, where predicate: @escaping @Sendable (JSONValue) -> Bool = { _ in true }, timeout: Duration = .seconds(15)) async throws -> JSONValue {
-        try await events.first(where: { $0["type"]?.stringValue == type && predicate($0) }, type, timeout: timeout)
-    }
-
-    /// Whether an event of `type` matching `predicate` has arrived (and is not yet taken).
-    func contains(_ type: String, where predicate: @Sendable (JSONValue) -> Bool = { _ in true }) -> Bool {
-        events.pending.contains { $0["type"]?.stringValue == type && predicate($0) }
-    }
-}
-
-/// Runs an engine on `<dir>/<name>` for the duration of `body`.
-func withEngine<T: Sendable>(_ dir: URL, _ name: String, relays: [RelayAddress], agentOptions: AgentOptions = AgentOptions(),
-                             _ body: (ChatAPI, ChatInbox) async throws -> T) async throws -> T {
-    let controller = try ChatController(prefix: dir.appendingPathComponent(name).path, defaultRelays: relays, logger: silent, agentOptions: agentOptions)
-    let api = ChatAPI(controller: controller)
-    let inbox = ChatInbox(api)
-    do {
-        let result = try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try? await controller.run() }
-            defer { group.cancelAll() }
-            return try await body(api, inbox)
-        }
-        // Closed, so that the same engine can be opened again by the test (a restart).
-        await controller.close()
-        return result
-    } catch {
-        await controller.close()
-        throw error
-    }
-}
-
-func text(_ item: JSONValue?) -> String? { item?["chatItem"]?["content"]?["msgContent"]?["text"]?.stringValue }
-
-/// The `/_create user` command for a plain profile.
-func createUser(_ name: String) -> String {
-    #"/_create user {"profile": {"displayName": "\#(name)", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#
-}
-
-/// Creates a user and starts the engine.
-func startUser(_ api: ChatAPI, _ name: String) async {
-    _ = await api.execute(createUser(name))
-    _ = await api.execute("/_start")
-}
-
-/// Two engines connected through a one-time invitation; returns each one's id of the other.
-func connectPair(_ a: ChatAPI, _ aInbox: ChatInbox, _ b: ChatAPI, _ bInbox: ChatInbox) async throws -> (bInA: Int, aInB: Int) {
-    await startUser(a, "anna")
-    await startUser(b, "ben")
-    let link = try #require(await a.execute("/_connect 1")["connLinkInvitation"]?["connFullLink"]?.stringValue)
-    _ = await b.execute("/_connect 1 \(link)")
-    let ben = try #require(try await aInbox.next("contactConnected")["contact"]?["contactId"]?.intValue)
-    let anna = try #require(try await bInbox.next("contactConnected")["contact"]?["contactId"]?.intValue)
-    return (ben, anna)
-}
-
-/// Suites that run engines on an in-process relay over loopback TLS, in a temporary directory.
-protocol LiveRelaySuite {}
-
-extension LiveRelaySuite {
-    /// A fresh temporary directory (0700); the test removes it.
-    func tempDir() -> URL { TemporaryDirectory(prefix: "swiftplex-chat").url }
-
-    func relay(_ dir: URL) async throws -> RelayServer {
-        try await RelayServer.start(configuration: RelayConfiguration(dataDirectory: dir.appendingPathComponent("relay"), host: "127.0.0.1", port: 0),
-                                    group: MultiThreadedEventLoopGroup.singleton, logger: silent)
-    }
-
-    /// Runs `body` with a fresh temporary directory and an in-process relay whose data is in it;
-    /// afterwards the relay is shut down (awaited) and the directory removed, whatever `body` did.
-    func withLiveRelay<T>(_ body: (URL, RelayServer) async throws -> T) async throws -> T {
-        let dir = tempDir()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let relay = try await relay(dir)
-        do {
-            let result = try await body(dir, relay)
-            await relay.shutdown()
-            return result
-        } catch {
-            await relay.shutdown()
-            throw error
-        }
-    }
-}
 
 @Suite(.timeLimit(.minutes(2))) struct ChatEngineTests: LiveRelaySuite {
     @Test func botWithAutoAcceptAddressWelcomesAndReplies() async throws {
@@ -260,9 +162,4 @@ extension LiveRelaySuite {
             #expect(errorType(await api.execute("/_relays 1 smp://bad")) == "commandError")
         }
     }
-}
-
-extension JSONValue {
-    var arrayFirst: JSONValue? { if case let .array(a) = self { a.first } else { nil } }
-    var arrayCount: Int? { if case let .array(a) = self { a.count } else { nil } }
 }

@@ -1,4 +1,5 @@
 import ChatCore
+import ChatTestSupport
 import Foundation
 import NIOPosix
 import RelayProtocol

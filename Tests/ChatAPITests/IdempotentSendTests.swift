@@ -1,4 +1,5 @@
 @testable import ChatCore
+import ChatTestSupport
 import Foundation
 import GRDB
 import NIOConcurrencyHelpers

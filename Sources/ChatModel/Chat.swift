@@ -1,0 +1,155 @@
+/// Which chat something belongs to. `group` and `local` (note folders) join with groups.
+public enum ChatInfo: Sendable, Hashable, Codable {
+    case direct(contact: Contact)
+    case contactRequest(contactRequest: UserContactRequest)
+    case contactConnection(contactConnection: PendingContactConnection)
+
+    public static let allTags = ["direct", "contactRequest", "contactConnection"]
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: FieldKey.self)
+        switch try c.tag() {
+        case "direct": self = .direct(contact: try c.decode(Contact.self, forKey: "contact"))
+        case "contactRequest": self = .contactRequest(contactRequest: try c.decode(UserContactRequest.self, forKey: "contactRequest"))
+        case "contactConnection":
+            self = .contactConnection(contactConnection: try c.decode(PendingContactConnection.self, forKey: "contactConnection"))
+        case let t: throw c.unknown(t, in: "ChatInfo")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: FieldKey.self)
+        switch self {
+        case let .direct(contact): try c.tag("direct"); try c.encode(contact, forKey: "contact")
+        case let .contactRequest(r): try c.tag("contactRequest"); try c.encode(r, forKey: "contactRequest")
+        case let .contactConnection(p): try c.tag("contactConnection"); try c.encode(p, forKey: "contactConnection")
+        }
+    }
+}
+
+/// An item with the chat it is in.
+public struct AChatItem: Sendable, Hashable, Codable {
+    public var chatInfo: ChatInfo
+    public var chatItem: ChatItem
+    public init(chatInfo: ChatInfo, chatItem: ChatItem) {
+        self.chatInfo = chatInfo
+        self.chatItem = chatItem
+    }
+}
+
+/// A chat with some of its items (the last one in `/_get chats`, a page in `/_get chat`).
+public struct AChat: Sendable, Hashable, Codable {
+    public var chatInfo: ChatInfo
+    public var chatItems: [ChatItem]
+    public var chatStats: ChatStats
+    public init(chatInfo: ChatInfo, chatItems: [ChatItem], chatStats: ChatStats) {
+        self.chatInfo = chatInfo
+        self.chatItems = chatItems
+        self.chatStats = chatStats
+    }
+}
+
+public struct ChatStats: Sendable, Hashable, Codable {
+    public var unreadCount: Int
+    public var unreadMentions: Int
+    public var reportsCount: Int
+    public var minUnreadItemId: Int64
+    public var unreadChat: Bool
+    public init(unreadCount: Int = 0, unreadMentions: Int = 0, reportsCount: Int = 0, minUnreadItemId: Int64 = 0, unreadChat: Bool = false) {
+        self.unreadCount = unreadCount
+        self.unreadMentions = unreadMentions
+        self.reportsCount = reportsCount
+        self.minUnreadItemId = minUnreadItemId
+        self.unreadChat = unreadChat
+    }
+}
+
+/// What connecting through a link would do (`/_connect plan`). `groupLink` joins with groups.
+public enum ConnectionPlan: Sendable, Hashable, Codable {
+    case invitationLink(InvitationLinkPlan)
+    case contactAddress(ContactAddressPlan)
+    case error(ChatError)
+
+    public static let allTags = ["invitationLink", "contactAddress", "error"]
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: FieldKey.self)
+        switch try c.tag() {
+        case "invitationLink": self = .invitationLink(try c.decode(InvitationLinkPlan.self, forKey: "invitationLinkPlan"))
+        case "contactAddress": self = .contactAddress(try c.decode(ContactAddressPlan.self, forKey: "contactAddressPlan"))
+        case "error": self = .error(try c.decode(ChatError.self, forKey: "chatError"))
+        case let t: throw c.unknown(t, in: "ConnectionPlan")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: FieldKey.self)
+        switch self {
+        case let .invitationLink(p): try c.tag("invitationLink"); try c.encode(p, forKey: "invitationLinkPlan")
+        case let .contactAddress(p): try c.tag("contactAddress"); try c.encode(p, forKey: "contactAddressPlan")
+        case let .error(e): try c.tag("error"); try c.encode(e, forKey: "chatError")
+        }
+    }
+}
+
+public enum InvitationLinkPlan: Sendable, Hashable, Codable {
+    case ok
+    case ownLink
+    case connecting(contact: Contact?)
+    case known(contact: Contact)
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: FieldKey.self)
+        switch try c.tag() {
+        case "ok": self = .ok
+        case "ownLink": self = .ownLink
+        case "connecting": self = .connecting(contact: try c.decodeIfPresent(Contact.self, forKey: "contact_"))
+        case "known": self = .known(contact: try c.decode(Contact.self, forKey: "contact"))
+        case let t: throw c.unknown(t, in: "InvitationLinkPlan")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: FieldKey.self)
+        switch self {
+        case .ok: try c.tag("ok")
+        case .ownLink: try c.tag("ownLink")
+        case let .connecting(contact): try c.tag("connecting"); try c.encodeIfPresent(contact, forKey: "contact_")
+        case let .known(contact): try c.tag("known"); try c.encode(contact, forKey: "contact")
+        }
+    }
+}
+
+public enum ContactAddressPlan: Sendable, Hashable, Codable {
+    case ok
+    case ownLink
+    case connectingConfirmReconnect
+    case connectingProhibit(contact: Contact)
+    case known(contact: Contact)
+    case contactViaAddress(contact: Contact)
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: FieldKey.self)
+        switch try c.tag() {
+        case "ok": self = .ok
+        case "ownLink": self = .ownLink
+        case "connectingConfirmReconnect": self = .connectingConfirmReconnect
+        case "connectingProhibit": self = .connectingProhibit(contact: try c.decode(Contact.self, forKey: "contact"))
+        case "known": self = .known(contact: try c.decode(Contact.self, forKey: "contact"))
+        case "contactViaAddress": self = .contactViaAddress(contact: try c.decode(Contact.self, forKey: "contact"))
+        case let t: throw c.unknown(t, in: "ContactAddressPlan")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: FieldKey.self)
+        switch self {
+        case .ok: try c.tag("ok")
+        case .ownLink: try c.tag("ownLink")
+        case .connectingConfirmReconnect: try c.tag("connectingConfirmReconnect")
+        case let .connectingProhibit(contact): try c.tag("connectingProhibit"); try c.encode(contact, forKey: "contact")
+        case let .known(contact): try c.tag("known"); try c.encode(contact, forKey: "contact")
+        case let .contactViaAddress(contact): try c.tag("contactViaAddress"); try c.encode(contact, forKey: "contact")
+        }
+    }
+}

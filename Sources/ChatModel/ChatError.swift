@@ -1,0 +1,213 @@
+/// A failure as the API reports it: in `chatCmdError` responses and `chatError` events.
+public struct ChatError: Sendable, Hashable, Codable, Error {
+    public enum Kind: Sendable, Hashable {
+        /// `{"type":"error","errorType":{…}}`
+        case error(ChatErrorType)
+        /// `{"type":"errorAgent","agentError":{…},"agentConnId":"…"}`
+        case errorAgent(AgentErrorType, agentConnId: String)
+        /// `{"type":"errorStore","storeError":{…}}`
+        case errorStore(StoreError)
+    }
+
+    public var kind: Kind
+    /// Swiftplex: the contact request an automatic accept failed for (in `chatError` events only).
+    public var contactRequestId: Int64?
+
+    public init(_ kind: Kind, contactRequestId: Int64? = nil) {
+        self.kind = kind
+        self.contactRequestId = contactRequestId
+    }
+
+    public static func error(_ type: ChatErrorType) -> ChatError { ChatError(.error(type)) }
+    public static func store(_ error: StoreError) -> ChatError { ChatError(.errorStore(error)) }
+    public static func agent(_ error: AgentErrorType, connection: String = "") -> ChatError { ChatError(.errorAgent(error, agentConnId: connection)) }
+
+    public static let allTags = ["error", "errorAgent", "errorStore"]
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: FieldKey.self)
+        let kind: Kind
+        switch try c.tag() {
+        case "error": kind = .error(try c.decode(ChatErrorType.self, forKey: "errorType"))
+        case "errorAgent": kind = .errorAgent(try c.decode(AgentErrorType.self, forKey: "agentError"), agentConnId: try c.decode(String.self, forKey: "agentConnId"))
+        case "errorStore": kind = .errorStore(try c.decode(StoreError.self, forKey: "storeError"))
+        case let t: throw c.unknown(t, in: "ChatError")
+        }
+        self.init(kind, contactRequestId: try c.decodeIfPresent(Int64.self, forKey: "contactRequestId"))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: FieldKey.self)
+        switch kind {
+        case let .error(e): try c.tag("error"); try c.encode(e, forKey: "errorType")
+        case let .errorAgent(e, conn):
+            try c.tag("errorAgent")
+            try c.encode(e, forKey: "agentError")
+            try c.encode(conn, forKey: "agentConnId")
+        case let .errorStore(e): try c.tag("errorStore"); try c.encode(e, forKey: "storeError")
+        }
+        try c.encodeIfPresent(contactRequestId, forKey: "contactRequestId")
+    }
+}
+
+/// The chat engine's own errors (`errorType`). `userContactLinkExists` is Swiftplex's: SimpleX
+/// reports an existing address as a store error.
+public enum ChatErrorType: Sendable, Hashable, Codable {
+    case noActiveUser
+    case userUnknown
+    case userExists(contactName: String)
+    case cantDeleteActiveUser(userId: Int64)
+    case cantDeleteLastUser(userId: Int64)
+    case invalidDisplayName(displayName: String, validName: String)
+    case chatNotStarted
+    case chatNotStopped
+    case invalidConnReq
+    case unsupportedConnReq
+    case userContactLinkExists
+    case contactNotReady(contact: Contact)
+    case contactNotActive(contact: Contact)
+    case invalidChatItemUpdate
+    case invalidChatItemDelete
+    case commandError(message: String)
+    case internalError(message: String)
+    case exception(message: String)
+
+    public static let allTags = ["noActiveUser", "userUnknown", "userExists", "cantDeleteActiveUser", "cantDeleteLastUser", "invalidDisplayName",
+                                 "chatNotStarted", "chatNotStopped", "invalidConnReq", "unsupportedConnReq", "userContactLinkExists",
+                                 "contactNotReady", "contactNotActive", "invalidChatItemUpdate", "invalidChatItemDelete", "commandError",
+                                 "internalError", "exception"]
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: FieldKey.self)
+        switch try c.tag() {
+        case "noActiveUser": self = .noActiveUser
+        case "userUnknown": self = .userUnknown
+        case "userExists": self = .userExists(contactName: try c.decode(String.self, forKey: "contactName"))
+        case "cantDeleteActiveUser": self = .cantDeleteActiveUser(userId: try c.decode(Int64.self, forKey: "userId"))
+        case "cantDeleteLastUser": self = .cantDeleteLastUser(userId: try c.decode(Int64.self, forKey: "userId"))
+        case "invalidDisplayName":
+            self = .invalidDisplayName(displayName: try c.decode(String.self, forKey: "displayName"), validName: try c.decode(String.self, forKey: "validName"))
+        case "chatNotStarted": self = .chatNotStarted
+        case "chatNotStopped": self = .chatNotStopped
+        case "invalidConnReq": self = .invalidConnReq
+        case "unsupportedConnReq": self = .unsupportedConnReq
+        case "userContactLinkExists": self = .userContactLinkExists
+        case "contactNotReady": self = .contactNotReady(contact: try c.decode(Contact.self, forKey: "contact"))
+        case "contactNotActive": self = .contactNotActive(contact: try c.decode(Contact.self, forKey: "contact"))
+        case "invalidChatItemUpdate": self = .invalidChatItemUpdate
+        case "invalidChatItemDelete": self = .invalidChatItemDelete
+        case "commandError": self = .commandError(message: try c.decode(String.self, forKey: "message"))
+        case "internalError": self = .internalError(message: try c.decode(String.self, forKey: "message"))
+        case "exception": self = .exception(message: try c.decode(String.self, forKey: "message"))
+        case let t: throw c.unknown(t, in: "ChatErrorType")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: FieldKey.self)
+        switch self {
+        case .noActiveUser: try c.tag("noActiveUser")
+        case .userUnknown: try c.tag("userUnknown")
+        case let .userExists(name): try c.tag("userExists"); try c.encode(name, forKey: "contactName")
+        case let .cantDeleteActiveUser(id): try c.tag("cantDeleteActiveUser"); try c.encode(id, forKey: "userId")
+        case let .cantDeleteLastUser(id): try c.tag("cantDeleteLastUser"); try c.encode(id, forKey: "userId")
+        case let .invalidDisplayName(name, valid):
+            try c.tag("invalidDisplayName")
+            try c.encode(name, forKey: "displayName")
+            try c.encode(valid, forKey: "validName")
+        case .chatNotStarted: try c.tag("chatNotStarted")
+        case .chatNotStopped: try c.tag("chatNotStopped")
+        case .invalidConnReq: try c.tag("invalidConnReq")
+        case .unsupportedConnReq: try c.tag("unsupportedConnReq")
+        case .userContactLinkExists: try c.tag("userContactLinkExists")
+        case let .contactNotReady(contact): try c.tag("contactNotReady"); try c.encode(contact, forKey: "contact")
+        case let .contactNotActive(contact): try c.tag("contactNotActive"); try c.encode(contact, forKey: "contact")
+        case .invalidChatItemUpdate: try c.tag("invalidChatItemUpdate")
+        case .invalidChatItemDelete: try c.tag("invalidChatItemDelete")
+        case let .commandError(m): try c.tag("commandError"); try c.encode(m, forKey: "message")
+        case let .internalError(m): try c.tag("internalError"); try c.encode(m, forKey: "message")
+        case let .exception(m): try c.tag("exception"); try c.encode(m, forKey: "message")
+        }
+    }
+}
+
+/// Errors of the chat database (`storeError`). `dbError` is Swiftplex's: SQLite refused a write
+/// (its result code and message), reported while the engine retries.
+public enum StoreError: Sendable, Hashable, Codable {
+    case duplicateName
+    case userNotFound(userId: Int64)
+    case contactNotFound(contactId: Int64)
+    case duplicateContactLink
+    case userContactLinkNotFound
+    case contactRequestNotFound(contactRequestId: Int64)
+    case chatItemNotFound(itemId: Int64)
+    case invalidQuote
+    case dbError(resultCode: String, message: String)
+
+    public static let allTags = ["duplicateName", "userNotFound", "contactNotFound", "duplicateContactLink", "userContactLinkNotFound",
+                                 "contactRequestNotFound", "chatItemNotFound", "invalidQuote", "dbError"]
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: FieldKey.self)
+        switch try c.tag() {
+        case "duplicateName": self = .duplicateName
+        case "userNotFound": self = .userNotFound(userId: try c.decode(Int64.self, forKey: "userId"))
+        case "contactNotFound": self = .contactNotFound(contactId: try c.decode(Int64.self, forKey: "contactId"))
+        case "duplicateContactLink": self = .duplicateContactLink
+        case "userContactLinkNotFound": self = .userContactLinkNotFound
+        case "contactRequestNotFound": self = .contactRequestNotFound(contactRequestId: try c.decode(Int64.self, forKey: "contactRequestId"))
+        case "chatItemNotFound": self = .chatItemNotFound(itemId: try c.decode(Int64.self, forKey: "itemId"))
+        case "invalidQuote": self = .invalidQuote
+        case "dbError": self = .dbError(resultCode: try c.decode(String.self, forKey: "resultCode"), message: try c.decode(String.self, forKey: "message"))
+        case let t: throw c.unknown(t, in: "StoreError")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: FieldKey.self)
+        switch self {
+        case .duplicateName: try c.tag("duplicateName")
+        case let .userNotFound(id): try c.tag("userNotFound"); try c.encode(id, forKey: "userId")
+        case let .contactNotFound(id): try c.tag("contactNotFound"); try c.encode(id, forKey: "contactId")
+        case .duplicateContactLink: try c.tag("duplicateContactLink")
+        case .userContactLinkNotFound: try c.tag("userContactLinkNotFound")
+        case let .contactRequestNotFound(id): try c.tag("contactRequestNotFound"); try c.encode(id, forKey: "contactRequestId")
+        case let .chatItemNotFound(id): try c.tag("chatItemNotFound"); try c.encode(id, forKey: "itemId")
+        case .invalidQuote: try c.tag("invalidQuote")
+        case let .dbError(code, message):
+            try c.tag("dbError")
+            try c.encode(code, forKey: "resultCode")
+            try c.encode(message, forKey: "message")
+        }
+    }
+}
+
+/// An agent failure as Swiftplex reports it: `{"type": <code>, "message": "…"}`. These are the
+/// Swiftplex agent's codes, not SimpleX's agent error tags (`CMD`, `CONN`, `SMP`, …).
+public struct AgentErrorType: Sendable, Hashable, Codable {
+    public enum Code: String, StringEnum, CaseIterable {
+        case noRelay, unknownConnection, wrongState, badEnvelope, messageTooLarge, relay, store, ownLink, linkNotFound, badLink,
+             relayRefused, timeout, relayUnreachable
+    }
+
+    public var code: Code
+    public var message: String
+
+    public init(code: Code, message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: FieldKey.self)
+        let t = try c.tag()
+        guard let code = Code(rawValue: t) else { throw c.unknown(t, in: "AgentErrorType") }
+        self.init(code: code, message: try c.decode(String.self, forKey: "message"))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: FieldKey.self)
+        try c.tag(code.rawValue)
+        try c.encode(message, forKey: "message")
+    }
+}
