@@ -19,6 +19,11 @@ import SwiftplexStorage
 ///
 /// Call ``run()`` (it returns when cancelled) to receive: it subscribes every queue, processes
 /// what relays deliver, reconnects with backoff and retries the outbox.
+///
+/// This file holds the state, running and closing, relay connections and the per-connection
+/// lock; each capability is an extension of its own: `Agent+Handshake`, `Agent+Sending`,
+/// `Agent+Receiving`, `Agent+Addresses`, `Agent+ShortLinks`, `Agent+Deletion`. Which step a
+/// connection may take is decided by ``ConnectionStateMachine`` (pure, no I/O).
 public actor Agent {
     public nonisolated let events: AsyncStream<AgentEvent>
     let eventSink: AsyncStream<AgentEvent>.Continuation
@@ -81,6 +86,8 @@ public actor Agent {
     public static func pendingMigrations(databasePath: URL) throws -> [String] {
         try PrivateDatabase.pendingMigrations(AgentStore.migrator, at: databasePath)
     }
+
+    // MARK: - Running
 
     /// Subscribes all queues, then processes relay events, reconnects and retries until cancelled.
     /// Closes its relay connections when it returns.
@@ -234,6 +241,8 @@ public actor Agent {
         }
     }
 
+    // MARK: - Relay connections
+
     /// The connection to `relay`, dialled if needed. A relay named by a peer (`peer`) that is not
     /// one of our own is first checked against the options (``RelayPolicy``): refused before any
     /// socket is opened, or given up when it never worked.
@@ -308,6 +317,8 @@ public actor Agent {
             return r
         }
     }
+
+    // MARK: - Connection records and the per-connection lock
 
     /// The connection's record; call only under its lock.
     func lockedRecord(_ id: Int64) async throws -> ConnectionRecord? {
