@@ -92,4 +92,19 @@ import Testing
             try await group.waitForAll()
         }
     }
+
+    @Test func withBenchShutsTheBenchDownAndWaitsEvenWhenTheBodyThrows() async throws {
+        struct Planned: Error {}
+        let directory = NIOLockedValueBox<URL?>(nil)
+        await #expect(throws: Planned.self) {
+            try await PluginTestBench.withBench(plugins: []) { bench in
+                directory.withLockedValue { $0 = bench.directory }
+                _ = try await bench.request("alice")  // a contact of its own to stop as well
+                throw Planned()
+            }
+        }
+        // Removed by `shutdown()` after the host and the contact had stopped: it has run, awaited.
+        let dir = try #require(directory.withLockedValue { $0 })
+        #expect(!FileManager.default.fileExists(atPath: dir.path))
+    }
 }
