@@ -8,6 +8,7 @@ import NIOPosix
 import PluginHost
 import RelayProtocol
 import RelayServer
+import ServiceLifecycle
 import SwiftplexStorage
 
 /// A running bot: the chat engine (and, with `relays: embedded`, a relay) plus its plugins.
@@ -15,12 +16,17 @@ import SwiftplexStorage
 /// ```swift
 /// let host = try await BotHost.start(options, logger: logger)
 /// print(host.address ?? "")           // the bot's contact address
-/// try await host.run()                 // dispatches events to plugins until cancelled
+/// await host.run()                     // serves until shutdown() or graceful shutdown
 /// ```
 /// Start-up is the headless form of SimpleX's onboarding: open and migrate the databases,
 /// create the bot user on first start, start chat, create or reuse the contact address, load the
 /// plugins, then publish the profile (peer type, command menu, address).
-public final class BotHost: Sendable {
+///
+/// The host is a `Service`: ``run()`` runs its parts — the embedded relay, the chat engine, the
+/// plugins' event dispatch and watchdog — as services of one `ServiceGroup`, and returns once
+/// a graceful shutdown (from a parent group, e.g. on SIGTERM, or from ``shutdown()``) has stopped
+/// them in reverse order and the databases are closed.
+public final class BotHost: Service, Sendable {
     public let api: ChatAPI
     public let plugins: PluginManager
     /// The embedded relay's address, when there is one.
@@ -29,11 +35,27 @@ public final class BotHost: Sendable {
     public let address: String?
     public let userId: Int64
     private let relay: RelayServer?
-    private let engine: Task<Void, Never>
+    private let controller: ChatController
     private let options: BotHostOptions
     private let logger: Logger
     private let menu = NIOLockedValueBox<[[String: String]]>([])
     private let profileUpdates = ProfilePublisher()
+    /// The command menu changed: the plugins' service publishes the profile (newest change only).
+    private let menuChanges: AsyncStream<Void>
+    private let menuChangeSink: AsyncStream<Void>.Continuation
+    /// Where the host is in its life: ``run()`` and ``shutdown()`` each act once.
+    private let phase = NIOLockedValueBox(Phase.started)
+    /// Finished when the host has stopped and closed its databases.
+    private let stopped = Completion()
+    private let relayService: EmbeddedRelayService?
+    private let engineService: EngineService
+
+    private enum Phase {
+        case started
+        /// ``run()`` runs this group.
+        case running(ServiceGroup)
+        case stopping
+    }
     /// The exclusive lock on the data directory's databases, held for the host's life.
     private let databaseLock: DatabaseLock
 
@@ -78,11 +100,6 @@ public final class BotHost: Sendable {
             await relay?.shutdown()
             throw BotHostError("cannot open the bot's databases in \(options.dataDirectory.path): \(error)")
         }
-        let engine = Task<Void, Never> {
-            do { try await controller.run() } catch is CancellationError {} catch {
-                logger.critical("the chat engine stopped: \(error)")
-            }
-        }
         let api = ChatAPI(controller: controller)
         do {
             let userId = try await Self.ensureUser(api, options.profile, logger: logger)
@@ -99,36 +116,76 @@ public final class BotHost: Sendable {
             let manager = PluginManager(storage: storage, runKeyedCommand: { line, key in await api.execute(line, idempotencyKey: key).description },
                                         feed: feed, runnerExecutable: options.runnerExecutable, logger: logger,
                                         commandsChanged: { menu in box.withLockedValue { $0 }?.menuChanged(menu) })
-            let host = BotHost(api: api, plugins: manager, relayAddress: relay?.address, address: address, userId: userId,
-                               relay: relay, engine: engine, options: options, logger: logger, databaseLock: databaseLock)
+            let host = BotHost(api: api, controller: controller, plugins: manager, relayAddress: relay?.address, address: address,
+                               userId: userId, relay: relay, options: options, logger: logger, databaseLock: databaseLock)
             box.withLockedValue { $0 = host }
             await host.reload(options.plugins)
             return host
         } catch {
-            engine.cancel()
+            await controller.close()
             await relay?.shutdown()
+            databaseLock.release()
             throw error
         }
     }
 
-    private init(api: ChatAPI, plugins: PluginManager, relayAddress: RelayAddress?, address: String?, userId: Int64,
-                 relay: RelayServer?, engine: Task<Void, Never>, options: BotHostOptions, logger: Logger, databaseLock: DatabaseLock) {
+    private init(api: ChatAPI, controller: ChatController, plugins: PluginManager, relayAddress: RelayAddress?, address: String?,
+                 userId: Int64, relay: RelayServer?, options: BotHostOptions, logger: Logger, databaseLock: DatabaseLock) {
         self.databaseLock = databaseLock
         self.api = api
+        self.controller = controller
         self.plugins = plugins
         self.relayAddress = relayAddress
         self.address = address
         self.userId = userId
         self.relay = relay
-        self.engine = engine
         self.options = options
         self.logger = logger
+        (menuChanges, menuChangeSink) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        relayService = relay.map { EmbeddedRelayService(relay: $0) }
+        engineService = EngineService(controller: controller, api: api, logger: logger)
     }
 
-    /// Dispatches chat events to plugins (and watches their timeouts) until cancelled.
+    /// The host's services, in start order (the group stops them in reverse).
+    private func serviceGroup() -> ServiceGroup {
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        if let relayService { services.append(.init(service: relayService)) }
+        // An engine that fails stops the host (gracefully: plugins first), rather than leaving
+        // plugins running with no events.
+        services.append(.init(service: engineService, successTerminationBehavior: .gracefullyShutdownGroup,
+                              failureTerminationBehavior: .gracefullyShutdownGroup))
+        services.append(.init(service: PluginsService(host: self)))
+        return ServiceGroup(configuration: .init(services: services, logger: logger))
+    }
+
+    /// Runs the host's services — embedded relay, chat engine, plugins — until a graceful
+    /// shutdown (from a parent `ServiceGroup`, or ``shutdown()``); then stops them (plugins,
+    /// engine, relay, in that order), closes the databases and releases the data directory.
+    /// Returns at once, after the shutdown has finished, when the host was already shut down.
     public func run() async {
+        let group = phase.withLockedValue { p -> ServiceGroup? in
+            guard case .started = p else { return nil }
+            let group = serviceGroup()
+            p = .running(group)
+            return group
+        }
+        guard let group else { return await stopped.wait() }
+        do {
+            try await group.run()
+        } catch {
+            logger.error("the bot host stopped on an error: \(error)")
+        }
+        await close()
+    }
+
+    /// Serves the plugins until cancelled: chat events to them, their timeouts watched, the
+    /// profile published when their command menu changes.
+    func servePlugins() async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.plugins.runWatchdog() }
+            group.addTask {
+                for await _ in self.menuChanges { await self.publishProfile() }
+            }
             group.addTask {
                 for await event in self.api.events {
                     guard let type = event["type"]?.stringValue else { continue }
@@ -161,24 +218,59 @@ public final class BotHost: Sendable {
         return results
     }
 
-    /// Stops plugins, the engine and the embedded relay.
+    /// Stops plugins, the engine and the embedded relay, closes the databases and releases the
+    /// data directory; returns when all of that is done (a second host may start on the same
+    /// data directory right after). With ``run()`` under way, it shuts the service group down
+    /// gracefully and waits for `run()` to finish; without, it does the same steps itself.
     public func shutdown() async {
+        enum Step { case stopAlone, stopGroup(ServiceGroup), wait }
+        let step = phase.withLockedValue { p -> Step in
+            switch p {
+            case .started: p = .stopping; return .stopAlone
+            case let .running(group): p = .stopping; return .stopGroup(group)
+            case .stopping: return .wait
+            }
+        }
+        switch step {
+        case .stopAlone:
+            // Never run: the services' own stop steps, in the group's shutdown order.
+            await stopPlugins()
+            await engineService.stop()
+            await relayService?.stop()
+            await close()
+        case let .stopGroup(group):
+            // Remembered by the group when its run() has not begun yet.
+            await group.triggerGracefulShutdown()
+            await stopped.wait()
+        case .wait:
+            await stopped.wait()
+        }
+    }
+
+    /// Stops every plugin (reporting what each did).
+    func stopPlugins() async {
         for s in plugins.statuses() {
             let c = s.stats
             logger.info("plugin \(s.name): \(c.delivered) events handled, \(c.failed) failed, \(c.timedOut) timed out, \(c.dropped) dropped, \(c.crashes) crashes, \(c.restarts) restarts, \(c.protocolErrors) protocol errors, \(c.refusedCalls) refused calls")
         }
         await plugins.stopAll()
-        _ = await api.execute("/_stop")
-        engine.cancel()
-        await relay?.shutdown()
+    }
+
+    /// After the services stopped: closes the controller (its background work awaited, the
+    /// agent stopped, both databases closed) and releases the data directory's lock.
+    private func close() async {
+        phase.withLockedValue { $0 = .stopping }  // a later run() only waits
+        menuChangeSink.finish()
+        await controller.close()
         databaseLock.release()
+        stopped.finish()
     }
 
     // MARK: Profile
 
     private func menuChanged(_ commands: [[String: String]]) {
         menu.withLockedValue { $0 = commands }
-        Task { await self.publishProfile() }
+        menuChangeSink.yield()
     }
 
     /// Puts the peer type, the command menu and the address into the bot's profile when they changed.

@@ -259,12 +259,33 @@ extension ChatController {
             try dbWrite { db in try db.execute(sql: "UPDATE contact SET status = 'deleted', updated_at = ? WHERE id = ?", arguments: [Timestamp.now(), row.id]) }
             let updated = try contact(row.id).1
             sink.yield(response("contactDeletedByContact", u, [("contact", contactJSON(updated, user: u))]))
-            // The peer's side is gone: our queue for it is of no use either.
-            let agent = self.agent
-            Task { try? await agent.deleteConnection(conn) }
+            // The peer's side is gone: our queue for it is of no use either. Deleted in a task
+            // `close()` waits for; one cut short (a shutdown cancels it, a crash) is done again
+            // at the next run — the contact's `deleted` status is the durable mark.
+            inBackground { await self.deleteConnectionOfDeletedContact(conn) }
         default:
             logger.debug("unsupported chat event", metadata: ["event": "\(message.event)"])
         }
         return false
+    }
+
+    /// Deletes the agent connections of contacts that deleted us (`deleted`) whose deletion a
+    /// shutdown or a crash cut short; `run()` starts it. Connections already gone are skipped.
+    public func resumeConnectionDeletions() async {
+        guard let conns = try? dbRead({ db in
+            try Int64.fetchAll(db, sql: "SELECT agent_conn_id FROM contact WHERE status = 'deleted'")
+        }) else { return }
+        for conn in conns where !closing { await deleteConnectionOfDeletedContact(conn) }
+    }
+
+    func deleteConnectionOfDeletedContact(_ conn: Int64) async {
+        do {
+            try await agent.deleteConnection(conn)
+        } catch let e as AgentError where e.code == .unknownConnection {
+            // Deleted already.
+        } catch {
+            logger.info("could not delete the connection of a contact that deleted us; retried at the next start",
+                        metadata: ["connection": "\(conn)", "error": "\(error)"])
+        }
     }
 }

@@ -73,6 +73,7 @@ public actor ChatController {
 
     /// Runs the agent and turns its events into chat events, until cancelled.
     public func run() async throws {
+        inBackground { await self.resumeConnectionDeletions() }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await self.sweepContactRequests() }
 

@@ -12,13 +12,13 @@ import RelayProtocol
 /// connect to the bot and talk to it.
 ///
 /// ```swift
-/// let bench = try await PluginTestBench.start(plugins: [
+/// try await PluginTestBench.withBench(plugins: [
 ///     .init(name: "echo", path: PluginTestBench.product("libauto-reply.so"), config: #"{"echo": true}"#),
-/// ])
-/// defer { Task { await bench.shutdown() } }
-/// let alice = try await bench.connect("alice")
-/// try await alice.send("hello")
-/// #expect(try await alice.nextMessage() == "hello")
+/// ]) { bench in
+///     let alice = try await bench.connect("alice")
+///     try await alice.send("hello")
+///     #expect(try await alice.nextMessage() == "hello")
+/// }   // the bench is shut down (awaited) here, also when the body throws
 /// ```
 public final class PluginTestBench: Sendable {
     /// A plugin instance to run: the shared object, its config JSON, how it runs.
@@ -59,7 +59,25 @@ public final class PluginTestBench: Sendable {
         return URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
     }
 
-    /// Starts a bot named `botName` with `plugins`, its own relay, and a contact address.
+    /// Runs `body` with a bench started as ``start(plugins:botName:logLevel:)`` does, and shuts the
+    /// bench down when `body` returns or throws — awaited, so that the next test begins with
+    /// nothing of this one still running.
+    public static func withBench<T>(plugins: [Plugin], botName: String = "test-bot", logLevel: Logger.Level = .critical,
+                                    _ body: (PluginTestBench) async throws -> T) async throws -> T {
+        let bench = try await start(plugins: plugins, botName: botName, logLevel: logLevel)
+        let result: T
+        do {
+            result = try await body(bench)
+        } catch {
+            await bench.shutdown()
+            throw error
+        }
+        await bench.shutdown()
+        return result
+    }
+
+    /// Starts a bot named `botName` with `plugins`, its own relay, and a contact address; the
+    /// caller shuts it down with ``shutdown()`` (``withBench(plugins:botName:logLevel:_:)`` does it for you).
     public static func start(plugins: [Plugin], botName: String = "test-bot", logLevel: Logger.Level = .critical) async throws -> PluginTestBench {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-plugin-test-\(UUID().uuidString)")
         var logger = Logger(label: "plugin-test")
@@ -112,11 +130,12 @@ public final class PluginTestBench: Sendable {
         return directory.appendingPathComponent("contact-\(n)-\(name.filter { $0.isLetter || $0.isNumber })")
     }
 
-    /// Stops everything and removes the temporary directory.
+    /// Stops everything (the contacts' engines, the host and its plugins, all awaited) and
+    /// removes the temporary directory.
     public func shutdown() async {
         for c in contacts.withLockedValue({ $0 }) { await c.stop() }
-        hostTask.cancel()
         await host.shutdown()
+        await hostTask.value
         try? FileManager.default.removeItem(at: directory)
     }
 }
@@ -129,6 +148,7 @@ public final class ScriptedContact: Sendable {
     private let engine: Task<Void, Never>
     /// The bot as this person's contact, once connected.
     private let botContactId = NIOLockedValueBox<Int?>(nil)
+    private let stopped = NIOLockedValueBox(false)
 
     /// A person with their own engine in `directory`, using `relay` (for bots running elsewhere,
     /// e.g. a `swiftplex` process; a `PluginTestBench` makes its contacts itself).
@@ -190,10 +210,13 @@ public final class ScriptedContact: Sendable {
         (try? await nextMessage(timeout: duration)) == nil
     }
 
-    /// Stops this person's engine.
+    /// Stops this person's engine and closes its databases (waiting for both); once.
     public func stop() async {
+        guard !stopped.withLockedValue({ s in defer { s = true }; return s }) else { return }
         _ = await api.execute("/_stop")
         engine.cancel()
+        await engine.value
+        await api.controller.close()
     }
 
     @discardableResult

@@ -70,8 +70,10 @@ struct RunCommand: AsyncParsableCommand {
         hangup.resume()
         defer { hangup.cancel() }
 
+        // The host is a service: SIGTERM or SIGINT shuts its own services down gracefully
+        // (plugins, engine, relay) and its run() returns once the databases are closed.
         let group = ServiceGroup(configuration: .init(
-            services: [.init(service: BotHostService(host: host))],
+            services: [.init(service: host), .init(service: reloader)],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         ))
@@ -81,30 +83,30 @@ struct RunCommand: AsyncParsableCommand {
     }
 }
 
-/// Runs a bot host until graceful shutdown, then stops it cleanly.
-struct BotHostService: Service {
-    let host: BotHost
-
-    func run() async throws {
-        await cancelWhenGracefulShutdown { await host.run() }
-        await host.shutdown()
-    }
-}
-
-/// Re-reads the configuration and applies its plugin list, one reload at a time.
-final class Reloader: Sendable {
+/// Re-reads the configuration and applies its plugin list, one reload at a time (a service of
+/// the run's group: SIGHUPs that come during a reload make one more reload afterwards).
+final class Reloader: Service, Sendable {
     let file: String
     let host: BotHost
     let logger: Logger
+    private let requests: AsyncStream<Void>
+    private let requestSink: AsyncStream<Void>.Continuation
 
     init(file: String, host: BotHost, logger: Logger) {
         self.file = file
         self.host = host
         self.logger = logger
+        (requests, requestSink) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     func trigger() {
-        Task { await self.reload() }
+        requestSink.yield()
+    }
+
+    func run() async {
+        await cancelWhenGracefulShutdown { [self] in
+            for await _ in requests { await reload() }
+        }
     }
 
     func reload() async {

@@ -6,11 +6,10 @@ import Testing
 /// and deleted; an allowed one is welcomed and stays.
 @Suite(.timeLimit(.minutes(3))) struct AutoAcceptNoticeTests {
     @Test func aRejectedRequesterGetsTheNoticeAndIsThenDeleted() async throws {
-        let bench = try await PluginTestBench.start(plugins: [
+        try await PluginTestBench.withBench(plugins: [
             .init(name: "gate", path: PluginTestBench.product("libauto-accept.so"),
                   config: #"{"welcome":"welcome in","deny":["mallory*"],"rejection_notice":"Sorry, this bot does not accept you.","rejection_grace_seconds":0}"#),
-        ])
-        do {
+        ]) { bench in
             let mallory = try await bench.request("mallory")
             #expect(try await mallory.nextMessage() == "Sorry, this bot does not accept you.")
             _ = try await mallory.nextEvent("contactDeletedByContact")
@@ -18,19 +17,14 @@ import Testing
             #expect(try await alice.nextMessage() == "welcome in")
             let contacts = await bench.host.api.execute("/_contacts \(bench.host.userId)").description
             #expect(contacts.contains(#""displayName":"alice""#) && !contacts.contains("mallory"))
-        } catch {
-            await bench.shutdown()
-            throw error
         }
-        await bench.shutdown()
     }
 
     @Test func acceptIncognitoGivesTheContactARandomProfile() async throws {
-        let bench = try await PluginTestBench.start(plugins: [
+        try await PluginTestBench.withBench(plugins: [
             .init(name: "gate", path: PluginTestBench.product("libauto-accept.so"),
                   config: #"{"welcome":"hi","allow":["a*"],"accept_incognito":true}"#),
-        ], botName: "named-bot")
-        do {
+        ], botName: "named-bot") { bench in
             let alice = try await bench.connect("alice")
             #expect(try await alice.nextMessage() == "hi")
             // The bot as alice sees it: a contact with a random name, not the bot's profile.
@@ -38,10 +32,6 @@ import Testing
             let contacts = seen["contacts"]?.description ?? ""
             #expect(seen["type"]?.stringValue == "contactsList" && contacts.contains("contactId"))
             #expect(!contacts.contains("named-bot"))
-        } catch {
-            await bench.shutdown()
-            throw error
         }
-        await bench.shutdown()
     }
 }

@@ -17,8 +17,7 @@ import Testing
     }
 
     @Test func aPersonConnectsGetsTheWelcomeAndEveryMessageEchoed() async throws {
-        let bench = try await PluginTestBench.start(plugins: Self.acceptAndEcho())
-        do {
+        try await PluginTestBench.withBench(plugins: Self.acceptAndEcho()) { bench in
             let alice = try await bench.connect("alice")
             #expect(try await alice.nextMessage() == Self.welcome)
             for text in ["hello", "second message", "ünïcödé ✓"] {
@@ -29,34 +28,24 @@ import Testing
             #expect(try await bob.nextMessage() == Self.welcome)
             try await bob.send("hi from bob")
             #expect(try await bob.nextMessage() == "hi from bob")
-        } catch {
-            await bench.shutdown()
-            throw error
         }
-        await bench.shutdown()
     }
 
     @Test func anIsolatedEchoPluginWorksTheSame() async throws {
-        let bench = try await PluginTestBench.start(plugins: Self.acceptAndEcho(isolation: .process))
-        do {
+        try await PluginTestBench.withBench(plugins: Self.acceptAndEcho(isolation: .process)) { bench in
             let alice = try await bench.connect("alice")
             #expect(try await alice.nextMessage() == Self.welcome)
             try await alice.send("through a child process")
             #expect(try await alice.nextMessage() == "through a child process")
             #expect(bench.host.plugins.statuses().first { $0.name == "echo" }?.isolation == .process)
-        } catch {
-            await bench.shutdown()
-            throw error
         }
-        await bench.shutdown()
     }
 
     @Test func autoAcceptRulesDenyNamesAndCapTheHourlyRate() async throws {
-        let bench = try await PluginTestBench.start(plugins: [
+        try await PluginTestBench.withBench(plugins: [
             .init(name: "gate", path: PluginTestBench.product("libauto-accept.so"),
                   config: #"{"welcome": "welcome in", "deny": ["mallory*"], "max_per_hour": 2}"#),
-        ])
-        do {
+        ]) { bench in
             let alice = try await bench.connect("alice")
             #expect(try await alice.nextMessage() == "welcome in")
             _ = try await bench.request("mallory-the-spammer")
@@ -68,20 +57,15 @@ import Testing
             let contacts = await bench.host.api.execute("/_contacts \(bench.host.userId)").description
             #expect(contacts.contains(#""displayName":"alice""#) && contacts.contains(#""displayName":"bob""#))
             #expect(!contacts.contains("mallory") && !contacts.contains(#""displayName":"carol""#))
-        } catch {
-            await bench.shutdown()
-            throw error
         }
-        await bench.shutdown()
     }
 
     @Test func broadcastReachesEveryContactAndOthersGetTheNotice() async throws {
-        let bench = try await PluginTestBench.start(plugins: [
+        try await PluginTestBench.withBench(plugins: [
             .init(name: "welcome", path: PluginTestBench.product("libauto-accept.so"), config: "{}"),
             .init(name: "news", path: PluginTestBench.product("libbroadcast.so"),
                   config: #"{"admins": ["1:alice"], "notice": "This bot only forwards announcements."}"#),
-        ])
-        do {
+        ]) { bench in
             let alice = try await bench.connect("alice")
             let bob = try await bench.connect("bob")
             let carol = try await bench.connect("carol")
@@ -93,11 +77,7 @@ import Testing
             try await bob.send("can I broadcast?")
             #expect(try await bob.nextMessage() == "This bot only forwards announcements.")
             #expect(await carol.receivesNothing(for: .seconds(1)))
-        } catch {
-            await bench.shutdown()
-            throw error
         }
-        await bench.shutdown()
     }
 
     /// A second contact who takes the admin's display name is `alice_1` in the bot's database
@@ -105,12 +85,11 @@ import Testing
     /// admin still broadcasts (to the impostor too, as to every contact).
     @Test func aContactNamedLikeTheAdminCannotBroadcast() async throws {
         let notice = "This bot only forwards announcements."
-        let bench = try await PluginTestBench.start(plugins: [
+        try await PluginTestBench.withBench(plugins: [
             .init(name: "welcome", path: PluginTestBench.product("libauto-accept.so"), config: "{}"),
             .init(name: "news", path: PluginTestBench.product("libbroadcast.so"),
                   config: #"{"admins": ["1:alice"], "notice": "\#(notice)"}"#),
-        ])
-        do {
+        ]) { bench in
             let alice = try await bench.connect("alice")
             let bob = try await bench.connect("bob")
             let impostor = try await bench.connect("alice")
@@ -127,10 +106,6 @@ import Testing
             #expect(try await bob.nextMessage() == "the real announcement")
             #expect(try await impostor.nextMessage() == "the real announcement")
             #expect(try await alice.nextMessage() == "Sent to 2 contacts.")
-        } catch {
-            await bench.shutdown()
-            throw error
         }
-        await bench.shutdown()
     }
 }

@@ -82,33 +82,30 @@ func say(_ api: ChatAPI, to contact: Int, _ t: String) async -> JSONValue {
 /// A request whose automatic acceptance failed is not forgotten: the next start accepts it.
 @Suite(.timeLimit(.minutes(3))) struct ChatAutoAcceptResumeTests: LiveRelaySuite {
     @Test func anAutoAcceptThatFailedIsTriedAgainAtTheNextStart() async throws {
-        let dir = tempDir()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let botRelay = try await relay(dir)
-        defer { Task { await botRelay.shutdown() } }
-        let aliceRelay = try await RelayServer.start(configuration: RelayConfiguration(dataDirectory: dir.appendingPathComponent("r2"), host: "127.0.0.1", port: 0),
-                                                     group: MultiThreadedEventLoopGroup.singleton, logger: silent)
-        defer { Task { await aliceRelay.shutdown() } }
-        try await withEngine(dir, "client", relays: [aliceRelay.address]) { client, clientInbox in
-            await startUser(client, "alice")
-            // First run: the bot may not dial Alice's relay, so accepting her request fails.
-            let strict = AgentOptions(allowedHosts: ["relay.example.org"])
-            try await withEngine(dir, "bot", relays: [botRelay.address], agentOptions: strict) { bot, botInbox in
-                await startUser(bot, "bot")
-                let link = try #require(await bot.execute("/_address 1")["connLinkContact"]?["connFullLink"]?.stringValue)
-                _ = await bot.execute(#"/_address_settings 1 {"businessAddress": false, "autoAccept": {"acceptIncognito": false}}"#)
-                #expect(await client.execute("/_connect 1 \(link)")["type"]?.stringValue == "sentInvitation")
-                let failed = try await botInbox.next("chatError", where: { $0["chatError"]?["contactRequestId"] != nil })
-                #expect(agentErrorType(failed) == "relayRefused", "\(failed)")
-            }
-            // Next run, allowed: the start accepts the request that is still there.
-            try await withEngine(dir, "bot", relays: [botRelay.address]) { bot, botInbox in
-                #expect(await bot.execute("/_start")["type"]?.stringValue == "chatStarted")
-                _ = try await botInbox.next("acceptingContactRequest")
-                let seen = try await botInbox.next("contactConnected")
-                #expect(seen["contact"]?["profile"]?["displayName"]?.stringValue == "alice")
-                _ = try await clientInbox.next("contactConnected")
-                #expect(await bot.execute("/_contacts 1")["contacts"]?.arrayCount == 1)
+        try await withLiveRelay { dir, botRelay in
+            try await withRelay(dir.appendingPathComponent("r2")) { aliceRelay in
+                try await withEngine(dir, "client", relays: [aliceRelay.address]) { client, clientInbox in
+                    await startUser(client, "alice")
+                    // First run: the bot may not dial Alice's relay, so accepting her request fails.
+                    let strict = AgentOptions(allowedHosts: ["relay.example.org"])
+                    try await withEngine(dir, "bot", relays: [botRelay.address], agentOptions: strict) { bot, botInbox in
+                        await startUser(bot, "bot")
+                        let link = try #require(await bot.execute("/_address 1")["connLinkContact"]?["connFullLink"]?.stringValue)
+                        _ = await bot.execute(#"/_address_settings 1 {"businessAddress": false, "autoAccept": {"acceptIncognito": false}}"#)
+                        #expect(await client.execute("/_connect 1 \(link)")["type"]?.stringValue == "sentInvitation")
+                        let failed = try await botInbox.next("chatError", where: { $0["chatError"]?["contactRequestId"] != nil })
+                        #expect(agentErrorType(failed) == "relayRefused", "\(failed)")
+                    }
+                    // Next run, allowed: the start accepts the request that is still there.
+                    try await withEngine(dir, "bot", relays: [botRelay.address]) { bot, botInbox in
+                        #expect(await bot.execute("/_start")["type"]?.stringValue == "chatStarted")
+                        _ = try await botInbox.next("acceptingContactRequest")
+                        let seen = try await botInbox.next("contactConnected")
+                        #expect(seen["contact"]?["profile"]?["displayName"]?.stringValue == "alice")
+                        _ = try await clientInbox.next("contactConnected")
+                        #expect(await bot.execute("/_contacts 1")["contacts"]?.arrayCount == 1)
+                    }
+                }
             }
         }
     }
@@ -148,36 +145,34 @@ func say(_ api: ChatAPI, to contact: Int, _ t: String) async -> JSONValue {
     /// A real full disk: Ben's engine lives on a small tmpfs that is filled up.
     @Test(.enabled(if: getuid() == 0, "mounting a tmpfs needs root"))
     func aFullDiskDuringReceiveLosesNothingAndServiceResumesWhenSpaceReturns() async throws {
-        let dir = tempDir()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let small = dir.appendingPathComponent("small")
-        try FileManager.default.createDirectory(at: small, withIntermediateDirectories: true)
-        guard run("/bin/mount", ["-t", "tmpfs", "-o", "size=4m", "tmpfs", small.path]) == 0 else {
-            Issue.record("could not mount a tmpfs at \(small.path)")
-            return
-        }
-        defer { _ = run("/bin/umount", ["-l", small.path]) }
-        let relay = try await relay(dir)
-        defer { Task { await relay.shutdown() } }
-        try await withEngine(dir, "a", relays: [relay.address]) { a, aInbox in
-            try await withEngine(small, "b", relays: [relay.address]) { b, bInbox in
-                let (ben, _) = try await connectPair(a, aInbox, b, bInbox)
-                let filler = small.appendingPathComponent("filler")
-                fill(filler)
-                _ = await say(a, to: ben, "one")
-                // The agent's or the chat's database reports the fault; nothing is lost.
-                let fault = try await bInbox.next("chatError", where: { e in
-                    e["chatError"]?["type"]?.stringValue == "errorStore" || agentErrorType(e) == "store"
-                })
-                #expect(fault.description.contains("disk is full") || fault.description.contains("SQLITE_FULL"), "\(fault)")
-                let early = bInbox.contains("newChatItems", where: isText("one"))
-                #expect(!early)
-                try FileManager.default.removeItem(at: filler)
-                _ = try await bInbox.next("newChatItems", where: isText("one"), timeout: .seconds(30))
-                _ = await say(a, to: ben, "two")
-                _ = try await bInbox.next("newChatItems", where: isText("two"))
-                let twice = bInbox.contains("newChatItems", where: isText("one"))
-                #expect(!twice)
+        try await withLiveRelay { dir, relay in
+            let small = dir.appendingPathComponent("small")
+            try FileManager.default.createDirectory(at: small, withIntermediateDirectories: true)
+            guard run("/bin/mount", ["-t", "tmpfs", "-o", "size=4m", "tmpfs", small.path]) == 0 else {
+                Issue.record("could not mount a tmpfs at \(small.path)")
+                return
+            }
+            defer { _ = run("/bin/umount", ["-l", small.path]) }
+            try await withEngine(dir, "a", relays: [relay.address]) { a, aInbox in
+                try await withEngine(small, "b", relays: [relay.address]) { b, bInbox in
+                    let (ben, _) = try await connectPair(a, aInbox, b, bInbox)
+                    let filler = small.appendingPathComponent("filler")
+                    fill(filler)
+                    _ = await say(a, to: ben, "one")
+                    // The agent's or the chat's database reports the fault; nothing is lost.
+                    let fault = try await bInbox.next("chatError", where: { e in
+                        e["chatError"]?["type"]?.stringValue == "errorStore" || agentErrorType(e) == "store"
+                    })
+                    #expect(fault.description.contains("disk is full") || fault.description.contains("SQLITE_FULL"), "\(fault)")
+                    let early = bInbox.contains("newChatItems", where: isText("one"))
+                    #expect(!early)
+                    try FileManager.default.removeItem(at: filler)
+                    _ = try await bInbox.next("newChatItems", where: isText("one"), timeout: .seconds(30))
+                    _ = await say(a, to: ben, "two")
+                    _ = try await bInbox.next("newChatItems", where: isText("two"))
+                    let twice = bInbox.contains("newChatItems", where: isText("one"))
+                    #expect(!twice)
+                }
             }
         }
     }

@@ -98,9 +98,16 @@ extension LiveRelaySuite {
     public func withLiveRelay<T>(_ body: (URL, RelayServer) async throws -> T) async throws -> T {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let relay = try await relay(dir)
+        return try await withRelay(dir.appendingPathComponent("relay")) { relay in try await body(dir, relay) }
+    }
+
+    /// Runs `body` with an in-process relay whose data is in `dataDirectory`; afterwards the relay
+    /// is shut down (awaited), whatever `body` did.
+    public func withRelay<T>(_ dataDirectory: URL, _ body: (RelayServer) async throws -> T) async throws -> T {
+        let relay = try await RelayServer.start(configuration: RelayConfiguration(dataDirectory: dataDirectory, host: "127.0.0.1", port: 0),
+                                                group: MultiThreadedEventLoopGroup.singleton, logger: silent)
         do {
-            let result = try await body(dir, relay)
+            let result = try await body(relay)
             await relay.shutdown()
             return result
         } catch {

@@ -1,0 +1,89 @@
+import ChatAPI
+import ChatCore
+import Logging
+import NIOConcurrencyHelpers
+import PluginHost
+import RelayServer
+import ServiceLifecycle
+
+// The bot host's long-running parts, each a `Service` in the host's one `ServiceGroup`. The
+// group shuts them down in the reverse of their order — plugins, then the engine, then the
+// embedded relay — each finished before the next begins.
+
+/// The embedded relay: serving since the host started (the address was made through it); stops
+/// on graceful shutdown.
+struct EmbeddedRelayService: Service {
+    let relay: RelayServer
+
+    func run() async throws {
+        do { try await gracefulShutdown() } catch {}  // cancelled: stop all the same
+        await stop()
+    }
+
+    func stop() async { await relay.shutdown() }
+}
+
+/// The chat engine (`ChatController.run`: the agent and its event loop) until graceful shutdown;
+/// then chat is stopped. The controller itself is closed by the host once the group has finished.
+struct EngineService: Service {
+    let controller: ChatController
+    let api: ChatAPI
+    let logger: Logger
+
+    func run() async throws {
+        do {
+            try await cancelWhenGracefulShutdown { [controller] in try await controller.run() }
+        } catch is CancellationError {
+        } catch {
+            logger.critical("the chat engine stopped: \(error)")
+            await stop()
+            throw error
+        }
+        await stop()
+    }
+
+    func stop() async { _ = await api.execute("/_stop") }
+}
+
+/// Dispatches chat events to the plugins, watches their timeouts and publishes the profile when
+/// their command menu changes, until graceful shutdown; then stops every plugin.
+struct PluginsService: Service {
+    let host: BotHost
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown { [host] in await host.servePlugins() }
+        await stop()
+    }
+
+    func stop() async { await host.stopPlugins() }
+}
+
+/// A one-time signal many tasks can wait for (the host's shutdown having finished).
+final class Completion: Sendable {
+    private struct State {
+        var done = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    func wait() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let resumeNow = state.withLockedValue { s -> Bool in
+                if s.done { return true }
+                s.waiters.append(c)
+                return false
+            }
+            if resumeNow { c.resume() }
+        }
+    }
+
+    func finish() {
+        let waiting = state.withLockedValue { s -> [CheckedContinuation<Void, Never>] in
+            s.done = true
+            defer { s.waiters = [] }
+            return s.waiters
+        }
+        for c in waiting { c.resume() }
+    }
+}
