@@ -585,9 +585,15 @@ struct Spawned: @unchecked Sendable {
         Thread.detachNewThread {
             var buffer = Data()
             var reported = false
+            // Read with read(2), not `FileHandle.availableData`: Foundation's traps on EINTR, and
+            // a signal (a child's SIGCHLD, say) landing on this thread would take the host down.
+            let fd = handle.fileDescriptor
+            var bytes = [UInt8](repeating: 0, count: 4096)
             while true {
-                let chunk = handle.availableData
-                if chunk.isEmpty { break }
+                let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n < 0, errno == EINTR { continue }
+                if n <= 0 { break }
+                let chunk = Data(bytes[0..<n])
                 if reported { continue }  // drain until the killed child's pipe closes
                 buffer.append(chunk)
                 while let nl = buffer.firstIndex(of: UInt8(ascii: "\n")) {

@@ -14,7 +14,7 @@ func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) 
     p.standardOutput = pipe
     p.standardError = pipe
     try p.run()
-    let out = pipe.fileHandleForReading.readDataToEndOfFile()
+    let out = readToEnd(pipe.fileHandleForReading)
     p.waitUntilExit()
     return (p.terminationStatus, String(decoding: out, as: UTF8.self))
 }

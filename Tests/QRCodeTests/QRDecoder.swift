@@ -52,7 +52,7 @@ enum ZBar {
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
         try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
+        let data = readToEnd(out.fileHandleForReading)
         process.waitUntilExit()
         // Exit status 4 means no symbol was found.
         if process.terminationStatus == 4 { return nil }

@@ -79,7 +79,7 @@ import Testing
         p.standardError = err
         p.standardOutput = Pipe()
         try p.run()
-        let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let text = String(decoding: readToEnd(err.fileHandleForReading), as: UTF8.self)
         p.waitUntilExit()
         return (p.terminationReason, p.terminationStatus, text)
     }

@@ -34,10 +34,15 @@ public final class ChildProcess: @unchecked Sendable {
     private static func collect(_ handle: FileHandle, into log: AsyncLog<String>, _ label: String) {
         Thread.detachNewThread {
             var pending = Data()
+            // read(2) rather than `FileHandle.availableData`, which traps on EINTR (a child's
+            // SIGCHLD landing on this thread ended a whole test run that way).
+            let fd = handle.fileDescriptor
+            var bytes = [UInt8](repeating: 0, count: 4096)
             while true {
-                let chunk = handle.availableData
-                if chunk.isEmpty { break }
-                pending.append(chunk)
+                let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n < 0, errno == EINTR { continue }
+                if n <= 0 { break }
+                pending.append(contentsOf: bytes[0..<n])
                 while let nl = pending.firstIndex(of: UInt8(ascii: "\n")) {
                     log.append(String(decoding: pending[pending.startIndex..<nl], as: UTF8.self))
                     pending.removeSubrange(pending.startIndex...nl)
@@ -131,5 +136,19 @@ public final class ChildProcess: @unchecked Sendable {
 
     deinit {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+}
+
+/// Everything readable from `handle` until its end of file, read with read(2): unlike
+/// `FileHandle.readDataToEndOfFile()` it retries on EINTR instead of trapping.
+public func readToEnd(_ handle: FileHandle) -> Data {
+    let fd = handle.fileDescriptor
+    var data = Data()
+    var bytes = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0, errno == EINTR { continue }
+        if n <= 0 { return data }
+        data.append(contentsOf: bytes[0..<n])
     }
 }
