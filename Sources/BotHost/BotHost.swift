@@ -8,6 +8,7 @@ import NIOPosix
 import PluginHost
 import RelayProtocol
 import RelayServer
+import SwiftplexBase
 import SwiftplexStorage
 
 /// A running bot: the chat engine (and, with `relays: embedded`, a relay) plus its plugins.

@@ -2,6 +2,7 @@
 import Foundation
 import GRDB
 import NIOConcurrencyHelpers
+import SwiftplexBase
 import Testing
 @testable import ChatAPI
 

@@ -1,5 +1,6 @@
 import Foundation
 import RelayProtocol
+import SwiftplexBase
 import TestSupport
 import Testing
 @testable import ChatAPI
