@@ -84,7 +84,7 @@ FUZZ_CI_SECONDS ?= 10
 FUZZ_RUNS ?=
 FUZZ_FLAGS ?=
 FUZZ_TARGETS ?= relay-block relay-transmission agent-envelope ratchet-frame links chat-command \
-	json-chat json-hostconfig json-pluginkit yaml-config plugin-frames
+	json json-hostconfig json-pluginkit yaml-config plugin-frames
 FUZZ_BIN := .build-fuzz/debug/swiftplex-fuzz
 
 fuzz-build: deps

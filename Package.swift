@@ -52,13 +52,19 @@ let package = Package(
         // The plugin ABI: one C header shared by the host, the SDK and plugins in any language.
         .systemLibrary(name: "CSwiftplexPlugin", path: "Sources/CSwiftplexPlugin"),
 
+        // Layer 0: the foundation every module shares — one JSON value type (parser, writer,
+        // Codable bridge) and `CodedError`; no dependencies, not even Foundation. The plugin SDK
+        // compiles the same JSON files (symlinks in Sources/SwiftplexPluginKit/Base).
+        .target(name: "SwiftplexBase"),
+
         // Layer 1: cryptographic primitives over libsodium.
-        .target(name: "SwiftplexCrypto", dependencies: ["CSodium"]),
+        .target(name: "SwiftplexCrypto", dependencies: ["CSodium", "SwiftplexBase"]),
 
         // Layer 2: the relay wire protocol (pure values, no sockets).
         .target(
             name: "RelayProtocol",
             dependencies: [
+                "SwiftplexBase",
                 "SwiftplexCrypto",
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
@@ -68,6 +74,7 @@ let package = Package(
         .target(
             name: "RelayServer",
             dependencies: [
+                "SwiftplexBase",
                 "RelayProtocol",
                 "SwiftplexCrypto",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -85,6 +92,7 @@ let package = Package(
         .target(
             name: "RelayClient",
             dependencies: [
+                "SwiftplexBase",
                 "RelayProtocol",
                 "SwiftplexCrypto",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -101,6 +109,7 @@ let package = Package(
         .target(
             name: "Agent",
             dependencies: [
+                "SwiftplexBase",
                 "RelayClient",
                 "SwiftplexStorage",
                 "RelayProtocol",
@@ -116,6 +125,7 @@ let package = Package(
         .target(
             name: "ChatCore",
             dependencies: [
+                "SwiftplexBase",
                 "Agent",
                 "SwiftplexStorage",
                 "SwiftplexCrypto",
@@ -129,13 +139,13 @@ let package = Package(
         .target(name: "ChatModel"),
 
         // Layer 6: the Chat API — SimpleX bot API command strings in, JSON out.
-        .target(name: "ChatAPI", dependencies: ["ChatCore", "SwiftplexCrypto"]),
+        .target(name: "ChatAPI", dependencies: ["ChatCore", "SwiftplexBase", "SwiftplexCrypto"]),
 
         // libsimplex: the SimpleX bot libraries' C ABI over the Chat API (product `simplex`).
         .target(
             name: "SimplexLib",
             dependencies: [
-                "ChatAPI", "ChatCore", "CSodium", "RelayProtocol", "SwiftplexCrypto", "SwiftplexStorage",
+                "ChatAPI", "ChatCore", "CSodium", "RelayProtocol", "SwiftplexBase", "SwiftplexCrypto", "SwiftplexStorage",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
@@ -146,6 +156,7 @@ let package = Package(
             name: "PluginHost",
             dependencies: [
                 "CSwiftplexPlugin",
+                "SwiftplexBase",
                 "SwiftplexStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -158,7 +169,7 @@ let package = Package(
         .target(
             name: "SwiftplexPluginTesting",
             dependencies: [
-                "BotHost", "ChatAPI", "ChatCore", "PluginHost", "RelayProtocol",
+                "BotHost", "ChatAPI", "ChatCore", "PluginHost", "RelayProtocol", "SwiftplexBase",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
@@ -168,7 +179,7 @@ let package = Package(
         .target(
             name: "BotHost",
             dependencies: [
-                "Agent", "ChatAPI", "ChatCore", "PluginHost", "RelayServer", "RelayProtocol", "SwiftplexStorage",
+                "Agent", "ChatAPI", "ChatCore", "PluginHost", "RelayServer", "RelayProtocol", "SwiftplexBase", "SwiftplexStorage",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -182,10 +193,11 @@ let package = Package(
             publicHeadersPath: ".",
             cSettings: [.headerSearchPath("../../../Sources/CSwiftplexPlugin/include")]
         ),
-        // The plugin SDK: Swift over the C ABI, Foundation only (plugins share no Swift types with the host).
+        // The plugin SDK: Swift over the C ABI, Foundation only (plugins share no Swift types with
+        // the host). Its JSON is SwiftplexBase's own files, compiled in through symlinks (Base/).
         .target(name: "SwiftplexPluginKit", dependencies: ["CSwiftplexPlugin"]),
         // Writes a new out-of-tree plugin package (`swiftplex plugin new NAME`).
-        .target(name: "PluginScaffold"),
+        .target(name: "PluginScaffold", dependencies: ["SwiftplexBase"]),
         // Test support only: drives a plugin's C descriptor directly with scripted Chat API
         // answers, for unit tests of plugin logic (end-to-end tests use SwiftplexPluginTesting).
         .target(name: "PluginABITesting", dependencies: ["CSwiftplexPlugin"], path: "Tests/Support/PluginABITesting"),
@@ -196,7 +208,7 @@ let package = Package(
         .target(
             name: "ChatTestSupport",
             dependencies: [
-                "Agent", "ChatAPI", "ChatCore", "RelayProtocol", "RelayServer", "TestSupport",
+                "Agent", "ChatAPI", "ChatCore", "RelayProtocol", "RelayServer", "SwiftplexBase", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
@@ -208,9 +220,9 @@ let package = Package(
         .target(name: "Broadcast", dependencies: ["SwiftplexPluginKit"], path: "Plugins/Broadcast"),
 
         // The bot host's typed YAML configuration (libyaml only; no engine dependency).
-        .target(name: "HostConfig", dependencies: ["CLibYAML"]),
-        // QR codes (ISO/IEC 18004 byte mode) and their terminal rendering; no dependencies.
-        .target(name: "QRCode"),
+        .target(name: "HostConfig", dependencies: ["CLibYAML", "SwiftplexBase"]),
+        // QR codes (ISO/IEC 18004 byte mode) and their terminal rendering; only SwiftplexBase (CodedError).
+        .target(name: "QRCode", dependencies: ["SwiftplexBase"]),
 
         // Executables.
         .executableTarget(
@@ -225,7 +237,7 @@ let package = Package(
         .executableTarget(
             name: "swiftplex-chat",
             dependencies: [
-                "ChatAPI", "ChatCore", "RelayProtocol", "QRCode", "SwiftplexStorage",
+                "ChatAPI", "ChatCore", "RelayProtocol", "QRCode", "SwiftplexBase", "SwiftplexStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -253,6 +265,7 @@ let package = Package(
                 "ChatAPI",
                 "ChatCore",
                 "PluginHost",
+                "SwiftplexBase",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -270,7 +283,7 @@ let package = Package(
         .executableTarget(
             name: "swiftplex-fuzz",
             dependencies: [
-                "CFuzzer", "RelayProtocol", "SwiftplexCrypto", "Agent", "ChatAPI", "ChatCore", "HostConfig",
+                "CFuzzer", "RelayProtocol", "SwiftplexBase", "SwiftplexCrypto", "Agent", "ChatAPI", "ChatCore", "HostConfig",
                 "SwiftplexPluginKit", "PluginHost",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
@@ -278,6 +291,7 @@ let package = Package(
         ),
 
         // Tests.
+        .testTarget(name: "SwiftplexBaseTests", dependencies: ["SwiftplexBase"]),
         .testTarget(name: "SwiftplexCryptoTests", dependencies: ["SwiftplexCrypto"]),
         .testTarget(name: "TestSupportTests", dependencies: ["TestSupport"]),
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode", "TestSupport"]),
@@ -292,7 +306,7 @@ let package = Package(
         .testTarget(
             name: "BotHostTests",
             dependencies: [
-                "BotHost", "ChatCore", "PluginHost", "SwiftplexPluginTesting", "TestSupport",
+                "BotHost", "ChatCore", "PluginHost", "SwiftplexBase", "SwiftplexPluginTesting", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -322,12 +336,12 @@ let package = Package(
         .testTarget(
             name: "ChatModelTests",
             dependencies: [
-                "ChatModel", "Agent", "ChatAPI", "ChatCore", "ChatTestSupport", "TestSupport",
+                "ChatModel", "Agent", "ChatAPI", "ChatCore", "ChatTestSupport", "SwiftplexBase", "TestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
-        .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore", "TestSupport"]),
-        .testTarget(name: "HostConfigTests", dependencies: ["HostConfig", "TestSupport"]),
+        .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore", "SwiftplexBase", "TestSupport"]),
+        .testTarget(name: "HostConfigTests", dependencies: ["HostConfig", "SwiftplexBase", "TestSupport"]),
         .testTarget(name: "SimplexLibTests", dependencies: ["TestSupport"]),
         .testTarget(name: "SwiftplexPluginKitTests", dependencies: ["SwiftplexPluginKit", "PluginABITesting", "CSwiftplexPlugin"]),
         // Loads the built plugin libraries (lib<name>.so) and the C example through the C ABI only.
@@ -335,7 +349,7 @@ let package = Package(
         .testTarget(
             name: "ChatAPITests",
             dependencies: [
-                "ChatAPI", "ChatCore", "ChatTestSupport", "RelayServer", "RelayProtocol", "Agent", "RelayClient", "TestSupport",
+                "ChatAPI", "ChatCore", "ChatTestSupport", "RelayServer", "RelayProtocol", "Agent", "RelayClient", "SwiftplexBase", "TestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

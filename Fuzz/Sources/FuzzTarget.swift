@@ -20,7 +20,7 @@ let fuzzTargets: [any FuzzTarget.Type] = [
     RatchetFrameTarget.self,
     LinksTarget.self,
     ChatCommandTarget.self,
-    ChatJSONTarget.self,
+    JSONTarget.self,
     HostConfigJSONTarget.self,
     PluginKitJSONTarget.self,
     YAMLConfigTarget.self,

@@ -3,6 +3,7 @@ import ChatAPI
 import ChatCore
 import Foundation
 @testable import HostConfig
+import SwiftplexBase
 import SwiftplexPluginKit
 
 /// The Chat API command parser: one command line as a bot sends it (through libsimplex or the
@@ -46,49 +47,51 @@ enum ChatCommandTarget: FuzzTarget {
     }
 }
 
-/// The chat engine's JSON (`ChatCore.JSONValue`): message bodies from peers and API parameters.
-enum ChatJSONTarget: FuzzTarget {
-    static let name = "json-chat"
-    static let summary = "ChatCore JSONValue.parse and its printer (what parses prints as JSON that parses to the same value)"
+/// The one JSON reader and writer (`SwiftplexBase.JSONValue`): message bodies from peers, API
+/// parameters, plugin config schemas, and the Codable bridge typed values go through.
+enum JSONTarget: FuzzTarget {
+    static let name = "json"
+    static let summary = "SwiftplexBase JSONValue.parse, its writer and the Codable bridge (what parses prints as JSON that parses to the same value)"
 
     static func fuzz(_ data: [UInt8]) {
-        guard let v = try? ChatCore.JSONValue.parse(text(data)) else { return }
+        guard let v = try? SwiftplexBase.JSONValue.parse(text(data)) else { return }
         // Audit 7: a number that is not finite (`1e999`) is a parse error, so whatever parses
         // prints as JSON (never a bare `inf`) and reads back the same.
         let printed = v.description
-        fuzzCheck((try? ChatCore.JSONValue.parse(printed)) == v, "printed JSON does not parse back: \(printed.prefix(200))")
+        guard let again = try? SwiftplexBase.JSONValue.parse(printed) else { fuzzCheck(false, "printed JSON does not parse: \(printed.prefix(200))"); return }
+        fuzzCheck(again == v, "printed JSON does not parse back: \(printed.prefix(200))")
+        // Integers stay integers and doubles doubles: the second printing is the first, byte for byte.
+        fuzzCheck(again.description == printed, "printing is not stable: \(printed.prefix(200))")
+        // Through the Codable bridge (JSONValue as a field of a Codable type) nothing changes.
+        let bridged = try? SwiftplexBase.JSONValueDecoder().decode([SwiftplexBase.JSONValue].self, from: SwiftplexBase.JSONValueEncoder().encode([v]))
+        fuzzCheck(bridged.map { $0.count == 1 && $0[0].description == printed } == true, "the Codable bridge changed \(printed.prefix(200))")
     }
 
     static func seeds() throws -> [[UInt8]] { jsonSeeds }
 }
 
-/// HostConfig's order-keeping JSON (plugin config schemas and the config values sent to plugins),
-/// and the plugin config schema reader built on it.
+/// The plugin config schema reader (HostConfig, over SwiftplexBase's JSON with its depth of 100).
 enum HostConfigJSONTarget: FuzzTarget {
     static let name = "json-hostconfig"
-    static let summary = "HostConfig JSONText.parse/text and PluginConfigSchema(json:) (plugin config schemas)"
+    static let summary = "HostConfig PluginConfigSchema(json:) (plugin config schemas)"
 
     static func fuzz(_ data: [UInt8]) {
-        let s = text(data)
-        if let v = try? JSONText.parse(s) {
-            let printed = v.text
-            fuzzCheck((try? JSONText.parse(printed)) == v, "printed JSON does not parse back: \(printed.prefix(200))")
-        }
-        _ = try? PluginConfigSchema(json: s)
+        _ = try? PluginConfigSchema(json: text(data))
     }
 
     static func seeds() throws -> [[UInt8]] { jsonSeeds + [Array(YAMLConfigTarget.schema.utf8)] }
 }
 
-/// The plugin SDK's JSON (`SwiftplexPluginKit.JSONValue`): every event and command response a plugin reads.
+/// The plugin SDK's JSON (`SwiftplexPluginKit.JSONValue`, SwiftplexBase's files compiled into the
+/// SDK): every event and command response a plugin reads, through the SDK's `parse(_:as:)`.
 enum PluginKitJSONTarget: FuzzTarget {
     static let name = "json-pluginkit"
-    static let summary = "SwiftplexPluginKit JSONValue.parse (strict, RFC 8259) and .text"
+    static let summary = "SwiftplexPluginKit JSONValue.parse(_:as:) (strict, RFC 8259) and .text"
 
     static func fuzz(_ data: [UInt8]) {
-        guard let v = try? SwiftplexPluginKit.JSONValue.parse(text(data)) else { return }
+        guard let v = try? SwiftplexPluginKit.JSONValue.parse(text(data), as: .event) else { return }
         let printed = v.text
-        let again = try? SwiftplexPluginKit.JSONValue.parse(printed)
+        let again = try? SwiftplexPluginKit.JSONValue.parse(printed, as: .event)
         fuzzCheck(again == v, "printed JSON does not parse back: \(printed.prefix(200))")
     }
 
@@ -133,7 +136,7 @@ enum YAMLConfigTarget: FuzzTarget {
             _ = try? HostConfiguration.parse(bytes: yaml, file: "fuzz.yaml", directory: "/nonexistent", environment: environment)
         } else if let node = try? YAMLReader.parse(yaml, file: "fuzz.yaml") {
             if case let .success(json) = pluginSchema.validate(node, file: "fuzz.yaml") {
-                fuzzCheck((try? JSONText.parse(json)) != nil, "a validated plugin config is not JSON: \(json.prefix(200))")
+                fuzzCheck((try? SwiftplexBase.JSONValue.parse(json)) != nil, "a validated plugin config is not JSON: \(json.prefix(200))")
             }
             _ = node.toJSON()
         }

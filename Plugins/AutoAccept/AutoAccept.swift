@@ -119,10 +119,10 @@ public final class AutoAccept: Plugin {
         }
         var settings: [String: JSONValue] = ["businessAddress": shown.json["contactLink"]?["addressSettings"]?["businessAddress"] ?? false]
         if trivial {
-            settings["autoAccept"] = ["acceptIncognito": .bool(config.acceptIncognito)]
-            if let welcome = config.welcome { settings["autoReply"] = ["type": "text", "text": .string(welcome)] }
+            settings["autoAccept"] = .sorted(["acceptIncognito": .bool(config.acceptIncognito)])
+            if let welcome = config.welcome { settings["autoReply"] = .sorted(["type": "text", "text": .string(welcome)]) }
         }
-        try context.command("/_address_settings \(userId) \(JSONValue.object(settings).text)", expecting: "userContactLinkUpdated")
+        try context.command("/_address_settings \(userId) \(JSONValue.sorted(settings).text)", expecting: "userContactLinkUpdated")
         context.log.info(trivial ? "engine auto-accept on" : "engine auto-accept off; deciding each request")
     }
 

@@ -1,4 +1,5 @@
 import RelayProtocol
+import SwiftplexBase
 import SwiftplexCrypto
 
 /// The per-queue end-to-end layer every agent message travels in, inside the double ratchet's

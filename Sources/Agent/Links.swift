@@ -1,5 +1,6 @@
 import Foundation
 import RelayProtocol
+import SwiftplexBase
 import SwiftplexCrypto
 
 /// Why a link was refused.

@@ -9,6 +9,7 @@ import PluginHost
 import RelayProtocol
 import RelayServer
 import ServiceLifecycle
+import SwiftplexBase
 import SwiftplexStorage
 
 /// A running bot: the chat engine (and, with `relays: embedded`, a relay) plus its plugins.

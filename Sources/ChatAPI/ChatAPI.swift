@@ -1,4 +1,5 @@
 import ChatCore
+import SwiftplexBase
 
 /// The Chat API: command strings in, response JSON out; events on ``events``.
 ///

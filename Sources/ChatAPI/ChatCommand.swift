@@ -1,4 +1,5 @@
 import ChatCore
+import SwiftplexBase
 import SwiftplexCrypto
 
 /// A Chat API command, parsed from the SimpleX bot API's command strings (`/_send @12 json […]`).

@@ -1,4 +1,5 @@
 import ChatCore
+import SwiftplexBase
 
 /// Parses command strings of the SimpleX bot API. Words are separated by single or repeated
 /// spaces; JSON and links run to the end of the line.

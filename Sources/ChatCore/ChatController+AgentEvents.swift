@@ -1,6 +1,7 @@
 import Agent
 import Foundation
 import GRDB
+import SwiftplexBase
 
 extension ChatController {
     // MARK: - Agent events

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import SwiftplexBase
 
 /// Which items of a chat `/_get chat` returns; items always come oldest first.
 public enum ItemPage: Sendable, Equatable {

@@ -1,6 +1,7 @@
 import Agent
 import Foundation
 import GRDB
+import SwiftplexBase
 
 extension ChatController {
     // MARK: - Address
@@ -18,7 +19,7 @@ extension ChatController {
 
     func addressJSON(_ a: AddressRow, userId: Int64) -> JSONValue {
         .object([
-            ("userContactLinkId", .number(Double(userId))),
+            ("userContactLinkId", .int(Int64(userId))),
             ("connLinkContact", ChatJSON.createdConnLink(full: a.link, short: a.shortLink)),
             ("shortLinkDataSet", .bool(a.shortLink != nil)), ("shortLinkLargeDataSet", .bool(false)),
             ("addressSettings", a.settings),
@@ -175,7 +176,7 @@ extension ChatController {
     /// A contact and its user, or `contactNotFound`.
     func contact(_ contactId: Int64) throws -> (UserRow, ChatJSON.ContactRow) {
         guard let (userId, row) = try dbRead({ db in try Self.contactRow(db, where: "id = ?", [contactId]) }) else {
-            throw ChatFailure(ChatJSON.storeError("contactNotFound", [("contactId", .number(Double(contactId)))]))
+            throw ChatFailure(ChatJSON.storeError("contactNotFound", [("contactId", .int(Int64(contactId)))]))
         }
         return (try user(userId), row)
     }

@@ -1,6 +1,7 @@
 import Agent
 import Foundation
 import GRDB
+import SwiftplexBase
 
 extension ChatController {
     struct ItemRow {
@@ -29,7 +30,7 @@ extension ChatController {
             try Row.fetchAll(db, sql: "SELECT reaction, SUM(sent) AS mine, COUNT(*) AS total FROM chat_item_reaction WHERE item_id = ? GROUP BY reaction",
                              arguments: [i.id]).map { row -> JSONValue in
                 .object([("reaction", (try? JSONValue.parse(row["reaction"] as String)) ?? .null),
-                         ("userReacted", .bool((row["mine"] as Int) > 0)), ("totalReacted", .number(Double(row["total"] as Int)))])
+                         ("userReacted", .bool((row["mine"] as Int) > 0)), ("totalReacted", .int(Int64(row["total"] as Int)))])
             }
         }
         return ChatJSON.chatItem(id: i.id, sent: i.sent, content: i.content, sharedMsgId: i.sharedMsgId, status: i.status,
@@ -45,7 +46,7 @@ extension ChatController {
     /// One item of a contact's chat, or `chatItemNotFound`.
     func item(_ itemId: Int64, contactId: Int64) throws -> ItemRow {
         guard let item = try dbRead({ db in try Self.itemRow(db, where: "id = ? AND contact_id = ?", [itemId, contactId]) }) else {
-            throw ChatFailure(ChatJSON.storeError("chatItemNotFound", [("itemId", .number(Double(itemId)))]))
+            throw ChatFailure(ChatJSON.storeError("chatItemNotFound", [("itemId", .int(Int64(itemId)))]))
         }
         return item
     }
@@ -99,7 +100,7 @@ extension ChatController {
                 ("content", quoted.content),
             ])))
             ciQuote = .object([
-                ("chatDir", .object([("type", .string(quoted.sent ? "directSnd" : "directRcv"))])), ("itemId", .number(Double(quoted.id))),
+                ("chatDir", .object([("type", .string(quoted.sent ? "directSnd" : "directRcv"))])), ("itemId", .int(Int64(quoted.id))),
                 ("sharedMsgId", .string(msgId)), ("sentAt", .string(quoted.createdAt)), ("content", quoted.content),
             ])
         }
@@ -144,7 +145,7 @@ extension ChatController {
         if let sent = ref["sent"]?.boolValue { pairs.append(("chatDir", .object([("type", .string(sent ? "directRcv" : "directSnd"))]))) }
         if let msgId = ref["msgId"]?.stringValue {
             if let local = try dbRead({ db in try Self.itemRow(db, where: "contact_id = ? AND shared_msg_id = ?", [contactId, msgId]) }) {
-                pairs.append(("itemId", .number(Double(local.id))))
+                pairs.append(("itemId", .int(Int64(local.id))))
             }
             pairs.append(("sharedMsgId", .string(msgId)))
         }

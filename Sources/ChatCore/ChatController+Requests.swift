@@ -1,6 +1,7 @@
 import Agent
 import Foundation
 import GRDB
+import SwiftplexBase
 
 extension ChatController {
     // MARK: - Requests
@@ -11,7 +12,7 @@ extension ChatController {
                 ($0["user_id"] as Int64, $0["agent_request_id"] as Int64, (try? JSONValue.parse($0["profile"] as String)) ?? .object([]),
                  $0["local_display_name"] as String?)
             }
-        }) else { throw ChatFailure(ChatJSON.storeError("contactRequestNotFound", [("contactRequestId", .number(Double(requestId)))])) }
+        }) else { throw ChatFailure(ChatJSON.storeError("contactRequestNotFound", [("contactRequestId", .int(Int64(requestId)))])) }
         let u = try user(userId)
         return try await accept(user: u, requestId: requestId, agentRequest: agentRequest, profile: profile, incognito: incognito, localName: localName)
     }
@@ -35,7 +36,7 @@ extension ChatController {
                 ($0["user_id"] as Int64, $0["agent_request_id"] as Int64, (try? JSONValue.parse($0["profile"] as String)) ?? .object([]), $0["created_at"] as String,
                  $0["local_display_name"] as String?)
             }
-        }) else { throw ChatFailure(ChatJSON.storeError("contactRequestNotFound", [("contactRequestId", .number(Double(requestId)))])) }
+        }) else { throw ChatFailure(ChatJSON.storeError("contactRequestNotFound", [("contactRequestId", .int(Int64(requestId)))])) }
         let u = try user(userId)
         try? await agent.rejectRequest(agentRequest)
         try dbWrite { db in
@@ -143,7 +144,7 @@ extension ChatController {
             } catch let failure as ChatFailure {
                 await self.autoAcceptDone(requestId)
                 guard case let .object(fields) = failure.chatError else { throw failure }
-                throw ChatFailure(.object(fields + [("contactRequestId", .number(Double(requestId)))]))
+                throw ChatFailure(.object(fields + [("contactRequestId", .int(Int64(requestId)))]))
             } catch {
                 await self.autoAcceptDone(requestId)
                 throw error

@@ -3,6 +3,7 @@ import Foundation
 import GRDB
 import Logging
 import RelayProtocol
+import SwiftplexBase
 import SwiftplexStorage
 
 /// A failed chat operation, carrying the `chatError` JSON the API reports.
@@ -117,7 +118,7 @@ public actor ChatController {
 
     func user(_ id: Int64) throws -> UserRow {
         guard let u = try dbRead({ db in try Self.fetchUser(db, sql: "SELECT * FROM user WHERE id = ?", [id]) }) else {
-            throw ChatFailure(ChatJSON.storeError("userNotFound", [("userId", .number(Double(id)))]))
+            throw ChatFailure(ChatJSON.storeError("userNotFound", [("userId", .int(Int64(id)))]))
         }
         return u
     }
@@ -174,7 +175,7 @@ public actor ChatController {
         let users = try dbRead { db in
             try Row.fetchAll(db, sql: "SELECT id FROM user ORDER BY id").map { $0["id"] as Int64 }
         }
-        let infos = try users.map { id -> JSONValue in .object([("user", userJSON(try user(id))), ("unreadCount", .number(0))]) }
+        let infos = try users.map { id -> JSONValue in .object([("user", userJSON(try user(id))), ("unreadCount", .int(0))]) }
         return .object([("type", .string("usersList")), ("users", .array(infos))])
     }
 
@@ -212,7 +213,7 @@ public actor ChatController {
         }
         return response("userProfileUpdated", updated, [
             ("fromProfile", u.profile), ("toProfile", profile),
-            ("updateSummary", .object([("updateSuccesses", .number(Double(successes))), ("updateFailures", .number(Double(failures))),
+            ("updateSummary", .object([("updateSuccesses", .int(Int64(successes))), ("updateFailures", .int(Int64(failures))),
                                        ("changedContacts", .array(changed))])),
         ])
     }
@@ -233,8 +234,8 @@ public actor ChatController {
     public func deleteUser(userId: Int64, deleteQueues: Bool) async throws -> JSONValue {
         let u = try user(userId)
         let count = try dbRead { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM user") ?? 0 }
-        if count <= 1 { throw ChatFailure(ChatJSON.chatError("cantDeleteLastUser", [("userId", .number(Double(userId)))])) }
-        if u.active { throw ChatFailure(ChatJSON.chatError("cantDeleteActiveUser", [("userId", .number(Double(userId)))])) }
+        if count <= 1 { throw ChatFailure(ChatJSON.chatError("cantDeleteLastUser", [("userId", .int(Int64(userId)))])) }
+        if u.active { throw ChatFailure(ChatJSON.chatError("cantDeleteActiveUser", [("userId", .int(Int64(userId)))])) }
         let (connections, agentAddress, requests) = try dbRead { db in
             (try Int64.fetchAll(db, sql: "SELECT agent_conn_id FROM contact WHERE user_id = ?", arguments: [userId]),
              try Int64.fetchOne(db, sql: "SELECT agent_address_id FROM address WHERE user_id = ?", arguments: [userId]),

@@ -1,9 +1,11 @@
+import SwiftplexBase
+
 /// Builders for the API's JSON shapes (see docs/simplex-bot-api.md §8): each takes what the
 /// store holds and fills the remaining required fields with the values this engine implies.
 enum ChatJSON {
     static func obj(_ pairs: [(String, JSONValue)]) -> JSONValue { .object(pairs) }
     static func str(_ s: String) -> JSONValue { .string(s) }
-    static func int(_ i: Int64) -> JSONValue { .number(Double(i)) }
+    static func int(_ i: Int64) -> JSONValue { .int(i) }
 
     /// A LocalProfile: the profile's own fields in order, with `profileId` first and `localAlias`.
     static func localProfile(id: Int64, profile: JSONValue) -> JSONValue {

@@ -1,4 +1,5 @@
 import Foundation
+import SwiftplexBase
 
 /// Limits the engine applies to what peers send it. The defaults suit a public bot; an operator
 /// changes them where the controller is made (`ChatController(…, limits:)`).

@@ -1,4 +1,5 @@
 import Foundation
+import SwiftplexBase
 import SwiftplexCrypto
 
 /// One message of the chat protocol, carried as an agent message body:

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import SwiftplexBase
 import SwiftplexStorage
 
 /// `<prefix>_chat.db`: users, contacts, pending connections, addresses, contact requests and chat

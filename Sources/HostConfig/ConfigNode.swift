@@ -1,3 +1,5 @@
+import SwiftplexBase
+
 /// A position in a configuration file, 1-based, as a person counts lines and characters.
 public struct ConfigMark: Sendable, Hashable, Comparable, CustomStringConvertible {
     public var line: Int
@@ -156,7 +158,7 @@ public struct ConfigNode: Sendable, Hashable {
             }
             if style == .plain, isNull { return "null" }
             let clipped = s.count > 60 ? String(s.prefix(57)) + "..." : s
-            return JSONText.quote(clipped)
+            return JSONWriter.quote(clipped)
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import SwiftplexBase
 
 extension HostConfiguration {
     /// Config files are small; anything bigger is refused before libyaml sees it.
@@ -153,7 +154,7 @@ extension NodeDecoder {
                 var duplicate = false
                 if let nameNode = item["name"], let name = nameNode.scalar, PluginName.isValid(name) {
                     if let first = firstByName[name] {
-                        problem(nameNode, "plugins[\(i)].name", "duplicate plugin name \(JSONText.quote(name)) (first used at \(first)); give each instance its own name")
+                        problem(nameNode, "plugins[\(i)].name", "duplicate plugin name \(JSONWriter.quote(name)) (first used at \(first)); give each instance its own name")
                         duplicate = true
                     } else {
                         firstByName[name] = nameNode.mark

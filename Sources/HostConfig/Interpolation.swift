@@ -1,3 +1,5 @@
+import SwiftplexBase
+
 /// `${NAME}` substitution in scalar values, so secrets stay out of config files.
 ///
 /// - `${NAME}`: the variable's value; unset is an error at the scalar's position.
@@ -72,7 +74,7 @@ enum Interpolation {
             }
             guard isVariableName(name) else {
                 let shown = name.count > 40 ? String(name.prefix(37)) + "..." : String(name)
-                return .failure(Problem(message: "\(JSONText.quote("${" + shown + "}")) is not a variable reference: a name is letters, digits and _, not starting with a digit (write $${ for a literal ${)"))
+                return .failure(Problem(message: "\(JSONWriter.quote("${" + shown + "}")) is not a variable reference: a name is letters, digits and _, not starting with a digit (write $${ for a literal ${)"))
             }
             let value = env[String(name)]
             if let fallback, value?.isEmpty ?? true {

@@ -1,3 +1,5 @@
+import SwiftplexBase
+
 /// Reads typed values out of ``ConfigNode``s, recording a problem — at the node's position and
 /// naming the key path — for each value that does not fit, and carrying on.
 struct NodeDecoder {
@@ -40,7 +42,7 @@ struct NodeDecoder {
         }
         for e in entries where !known.contains(e.key) {
             let place = path.isEmpty ? "" : " in \(path)"
-            sink.add(e.keyMark, "unknown key \(JSONText.quote(e.key))\(place)\(Suggestion.hint(for: e.key, in: known))")
+            sink.add(e.keyMark, "unknown key \(JSONWriter.quote(e.key))\(place)\(Suggestion.hint(for: e.key, in: known))")
         }
         return Fields(node: node, path: path, known: known)
     }

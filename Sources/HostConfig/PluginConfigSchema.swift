@@ -1,4 +1,5 @@
 import Foundation
+import SwiftplexBase
 
 /// Why a plugin's config schema was refused; `location` is a JSON pointer into the schema.
 public struct PluginSchemaError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -41,9 +42,9 @@ public struct PluginConfigSchema: Sendable {
 
     /// Parses and checks a schema; its root must be an object schema.
     public init(json: String) throws(PluginSchemaError) {
-        let value: JSON
+        let value: JSONValue
         do {
-            value = try JSONText.parse(json)
+            value = try JSONValue.parse(json, maxDepth: 100)
         } catch {
             throw PluginSchemaError(.syntax, at: "", "not valid JSON at byte \(error.offset): \(error.reason)")
         }
@@ -75,7 +76,7 @@ extension ConfigNode {
     /// booleans, integers, numbers), everything else a string.
     public func toJSON() -> String { untypedJSON.text }
 
-    var untypedJSON: JSON {
+    var untypedJSON: JSONValue {
         switch value {
         case .sequence(let items): return .array(items.map(\.untypedJSON))
         case .mapping(let entries): return .object(entries.map { ($0.key, $0.value.untypedJSON) })
@@ -83,8 +84,8 @@ extension ConfigNode {
         case .scalar(let s, .plain):
             if isNull { return .null }
             if let b = boolValue { return .bool(b) }
-            if let i = intValue { return .integer(i) }
-            if let d = doubleValue { return .number(d) }
+            if let i = intValue { return .int(Int64(i)) }
+            if let d = doubleValue { return .double(d) }
             return .string(s)
         }
     }
@@ -101,8 +102,8 @@ final class SchemaNode: Sendable {
     }
 
     let type: Kind?
-    let defaultValue: JSON?
-    let enumValues: [JSON]?
+    let defaultValue: JSONValue?
+    let enumValues: [JSONValue]?
     let minimum: Double?
     let maximum: Double?
     let minLength: Int?
@@ -123,7 +124,7 @@ final class SchemaNode: Sendable {
         "properties": [.object], "required": [.object], "additionalProperties": [.object],
     ]
 
-    init(_ json: JSON, at location: String) throws(PluginSchemaError) {
+    init(_ json: JSONValue, at location: String) throws(PluginSchemaError) {
         guard case let .object(pairs) = json else {
             throw PluginSchemaError(.badKeyword, at: location, "a schema must be a JSON object")
         }
@@ -137,7 +138,7 @@ final class SchemaNode: Sendable {
         type = typeName
         let known = Set(Self.keywordTypes.keys).union(Self.annotations).union(["type", "default", "enum"])
         for (key, _) in pairs where !known.contains(key) {
-            throw PluginSchemaError(.unknownKeyword, at: location + "/" + key, "unknown keyword \(JSONText.quote(key))\(Suggestion.hint(for: key, in: known.sorted()))")
+            throw PluginSchemaError(.unknownKeyword, at: location + "/" + key, "unknown keyword \(JSONWriter.quote(key))\(Suggestion.hint(for: key, in: known.sorted()))")
         }
         for (key, _) in pairs {
             if let types = Self.keywordTypes[key], let t = typeName, !types.contains(t) {
@@ -150,15 +151,15 @@ final class SchemaNode: Sendable {
         func number(_ key: String) throws(PluginSchemaError) -> Double? {
             switch json[key] {
             case nil: return nil
-            case let .integer(i)?: return Double(i)
-            case let .number(d)?: return d
+            case let .int(i)?: return Double(i)
+            case let .double(d)?: return d
             default: throw PluginSchemaError(.badKeyword, at: location + "/" + key, "\(key) must be a number")
             }
         }
         func count(_ key: String) throws(PluginSchemaError) -> Int? {
             switch json[key] {
             case nil: return nil
-            case let .integer(i)? where i >= 0: return i
+            case let .int(i)? where i >= 0: return Int(i)
             default: throw PluginSchemaError(.badKeyword, at: location + "/" + key, "\(key) must be a non-negative integer")
             }
         }

@@ -1,10 +1,11 @@
 import Foundation
+import SwiftplexBase
 
 extension SchemaNode {
     /// Decodes a YAML node as this schema directs (a plain `123` is the string "123" where a
     /// string is wanted; only `true`/`false` are booleans), recording problems in `d`.
-    func decode(_ node: ConfigNode, _ path: String, _ d: inout NodeDecoder) -> JSON? {
-        let value: JSON
+    func decode(_ node: ConfigNode, _ path: String, _ d: inout NodeDecoder) -> JSONValue? {
+        let value: JSONValue
         switch type {
         case nil:
             value = node.untypedJSON
@@ -13,9 +14,9 @@ extension SchemaNode {
             value = .string(s)
         case .integer:
             guard let i = node.intValue else { d.expected("an integer", node, path); return nil }
-            value = .integer(i)
+            value = .int(Int64(i))
         case .number:
-            if let i = node.intValue { value = .integer(i) } else if let n = node.doubleValue { value = .number(n) } else {
+            if let i = node.intValue { value = .int(Int64(i)) } else if let n = node.doubleValue { value = .double(n) } else {
                 d.expected("a number", node, path)
                 return nil
             }
@@ -24,7 +25,7 @@ extension SchemaNode {
             value = .bool(b)
         case .array:
             guard let items = node.sequence else { d.expected("a list", node, path); return nil }
-            var out: [JSON] = []
+            var out: [JSONValue] = []
             var ok = true
             for (i, item) in items.enumerated() {
                 if let v = self.items.map({ $0.decode(item, "\(path)[\(i)]", &d) }) ?? item.untypedJSON {
@@ -50,12 +51,12 @@ extension SchemaNode {
         return value
     }
 
-    private func decodeObject(_ node: ConfigNode, _ path: String, _ d: inout NodeDecoder) -> JSON? {
+    private func decodeObject(_ node: ConfigNode, _ path: String, _ d: inout NodeDecoder) -> JSONValue? {
         guard let entries = node.isNull ? [] : node.entries else {
             d.expected("a mapping", node, path)
             return nil
         }
-        var out: [(String, JSON)] = []
+        var out: [(String, JSONValue)] = []
         var ok = true
         var nulls: Set<String> = []
         for e in entries {
@@ -67,7 +68,7 @@ extension SchemaNode {
                 switch additional {
                 case .forbidden:
                     let place = path.isEmpty ? "" : " in \(path)"
-                    d.sink.add(e.keyMark, "unknown key \(JSONText.quote(e.key))\(place)\(Suggestion.hint(for: e.key, in: properties.map(\.0)))")
+                    d.sink.add(e.keyMark, "unknown key \(JSONWriter.quote(e.key))\(place)\(Suggestion.hint(for: e.key, in: properties.map(\.0)))")
                     ok = false
                     continue
                 case .allowed: schema = nil
@@ -86,7 +87,7 @@ extension SchemaNode {
             }
         }
         for name in required where !out.contains(where: { $0.0 == name }) {
-            let why = nulls.contains(name) ? "required key \(JSONText.quote(name)) is null" : "missing required key \(JSONText.quote(name))"
+            let why = nulls.contains(name) ? "required key \(JSONWriter.quote(name)) is null" : "missing required key \(JSONWriter.quote(name))"
             d.problem(node, path, why)
             ok = false
         }
@@ -100,19 +101,19 @@ extension SchemaNode {
     static func join(_ path: String, _ key: String) -> String {
         let plain = !key.isEmpty && key.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") }
         if plain { return path.isEmpty ? key : "\(path).\(key)" }
-        return "\(path)[\(JSONText.quote(key))]"
+        return "\(path)[\(JSONWriter.quote(key))]"
     }
 
     /// The first constraint (enum, range, length, pattern, item count) that `value` breaks,
     /// phrased as "must …"; its type is already right.
-    func constraintProblem(_ value: JSON) -> String? {
+    func constraintProblem(_ value: JSONValue) -> String? {
         if let allowed = enumValues, !allowed.contains(value) {
             return "must be one of \(enumText)"
         }
         switch value {
-        case let .integer(i):
+        case let .int(i):
             return rangeProblem(Double(i))
-        case let .number(n):
+        case let .double(n):
             return rangeProblem(n)
         case let .string(s):
             if let lo = minLength, s.count < lo { return "must have at least \(lo) character\(lo == 1 ? "" : "s")" }
@@ -131,17 +132,23 @@ extension SchemaNode {
     }
 
     private func rangeProblem(_ n: Double) -> String? {
-        if let lo = minimum, n < lo { return "must be at least \(JSONText.number(lo))" }
-        if let hi = maximum, n > hi { return "must be at most \(JSONText.number(hi))" }
+        if let lo = minimum, n < lo { return "must be at least \(Self.shown(lo))" }
+        if let hi = maximum, n > hi { return "must be at most \(Self.shown(hi))" }
         return nil
     }
 
+    /// A bound in a message: `3`, not `3.0`.
+    static func shown(_ d: Double) -> String {
+        if let i = Int64(exactly: d) { return String(i) }
+        return JSONWriter.number(d)
+    }
+
     /// Why a JSON value (a schema's `default` or `enum` entry) does not fit this schema, or nil.
-    func problem(with value: JSON) -> String? {
+    func problem(with value: JSONValue) -> String? {
         if let type {
             let fits: Bool
             switch (type, value) {
-            case (.string, .string), (.integer, .integer), (.number, .integer), (.number, .number),
+            case (.string, .string), (.integer, .int), (.number, .int), (.number, .double),
                  (.boolean, .bool), (.array, .array), (.object, .object): fits = true
             default: fits = false
             }
@@ -158,13 +165,13 @@ extension SchemaNode {
                 if let sub = self[key] {
                     if let why = sub.problem(with: v) { return "\(key): \(why)" }
                 } else if case .forbidden = additional, type == .object {
-                    return "\(JSONText.quote(key)) is not a known property"
+                    return "\(JSONWriter.quote(key)) is not a known property"
                 } else if case let .schema(s) = additional, let why = s.problem(with: v) {
                     return "\(key): \(why)"
                 }
             }
             for name in required where !pairs.contains(where: { $0.0 == name }) {
-                return "missing required property \(JSONText.quote(name))"
+                return "missing required property \(JSONWriter.quote(name))"
             }
         }
         return nil

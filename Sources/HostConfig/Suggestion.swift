@@ -1,3 +1,5 @@
+import SwiftplexBase
+
 /// "Did you mean …?" for misspelt keys and enum values, by edit distance.
 enum Suggestion {
     /// The closest candidate within a distance that still looks like a typo (at most 2 edits, or
@@ -14,7 +16,7 @@ enum Suggestion {
 
     /// `; did you mean "x"?` or "".
     static func hint(for word: String, in candidates: some Sequence<String>) -> String {
-        closest(to: word, in: candidates).map { "; did you mean \(JSONText.quote($0))?" } ?? ""
+        closest(to: word, in: candidates).map { "; did you mean \(JSONWriter.quote($0))?" } ?? ""
     }
 
     /// Damerau–Levenshtein distance (optimal string alignment): insertions, deletions,

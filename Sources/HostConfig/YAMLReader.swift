@@ -1,4 +1,5 @@
 import CLibYAML
+import SwiftplexBase
 
 /// Turns YAML text into a ``ConfigNode`` tree through libyaml's event API (the process's one
 /// YAML implementation), keeping a position on every node.
@@ -173,7 +174,7 @@ private struct TreeBuilder {
                 return
             }
             if let first = seen[key] {
-                sink.add(node.mark, "duplicate key \(JSONText.quote(key)) (first defined at \(first))")
+                sink.add(node.mark, "duplicate key \(JSONWriter.quote(key)) (first defined at \(first))")
             } else {
                 seen[key] = node.mark
             }

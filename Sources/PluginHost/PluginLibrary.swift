@@ -1,9 +1,10 @@
 import CSwiftplexPlugin
 import Foundation
+import SwiftplexBase
 
 /// Why a plugin could not be loaded. Each case names the file and what to do about it.
-public struct PluginLoadError: Error, Equatable, CustomStringConvertible {
-    public enum Code: Sendable, Equatable {
+public struct PluginLoadError: CodedError {
+    public enum Code: Sendable, Hashable {
         case fileNotFound
         case notLoadable
         case missingEntryPoint
@@ -16,7 +17,6 @@ public struct PluginLoadError: Error, Equatable, CustomStringConvertible {
     public let message: String
 
     public var description: String { "\(path): \(message)" }
-    public static func == (l: Self, r: Self) -> Bool { l.code == r.code }
 }
 
 /// What a plugin says about itself in its descriptor, copied out of the shared object.

@@ -1,21 +1,19 @@
 import Foundation
+import SwiftplexBase
 
 /// Writes a new out-of-tree plugin package — Package.swift, one Swift file with a small greeter
 /// plugin, a README — that builds `lib<name>.so` against SwiftplexPluginKit. `swiftplex plugin new
 /// NAME` calls it; `examples/swift-plugin` is what it writes.
 public enum PluginScaffold {
     /// Why a package was not written.
-    public struct Failure: Error, Hashable, CustomStringConvertible, Sendable {
+    public struct Failure: CodedError {
         public enum Code: String, Sendable { case invalidName, directoryExists, write }
         public let code: Code
         public let message: String
-        public var description: String { message }
         public init(code: Code, message: String) {
             self.code = code
             self.message = message
         }
-        public static func == (l: Failure, r: Failure) -> Bool { l.code == r.code }
-        public func hash(into h: inout Hasher) { h.combine(code) }
     }
 
     /// Writes the package for plugin `name` into `directory` (which must not exist yet).

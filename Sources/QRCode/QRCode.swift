@@ -1,3 +1,5 @@
+import SwiftplexBase
+
 /// A QR code symbol (ISO/IEC 18004, model 2) holding bytes in byte mode.
 ///
 /// Swiftplex prints links as QR codes in the terminal so that a phone can scan them; that needs
@@ -84,7 +86,7 @@ public struct QRCode: Sendable, Equatable {
 }
 
 /// Why a QR code could not be made.
-public struct QRCodeError: Error, Hashable, CustomStringConvertible, Sendable {
+public struct QRCodeError: CodedError {
     public enum Code: Hashable, Sendable {
         /// More bytes than the largest version holds at the requested level.
         case dataTooLong
@@ -102,7 +104,4 @@ public struct QRCodeError: Error, Hashable, CustomStringConvertible, Sendable {
         self.message = message
     }
 
-    public var description: String { message }
-    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 }

@@ -1,6 +1,7 @@
 import SwiftplexCrypto
 
 import RelayProtocol
+import SwiftplexBase
 
 /// Why a relay operation failed. `relay(code)` carries the relay's own `ERR` answer.
 public struct RelayClientError: CodedError {

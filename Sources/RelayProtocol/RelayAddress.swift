@@ -1,3 +1,4 @@
+import SwiftplexBase
 import SwiftplexCrypto
 
 /// A typed reason why a relay address or queue URI was refused.

@@ -1,3 +1,4 @@
+import SwiftplexBase
 import SwiftplexCrypto
 
 /// A failure to start or run the relay. The message is safe to log: it never holds keys or

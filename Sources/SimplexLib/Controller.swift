@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import RelayProtocol
+import SwiftplexBase
 import SwiftplexStorage
 
 /// One `chat_migrate_init` controller: the Chat API, its running engine, and the queue of events

@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import RelayProtocol
+import SwiftplexBase
 import SwiftplexCrypto
 import SwiftplexStorage
 

@@ -1,4 +1,5 @@
 import Foundation
+import SwiftplexBase
 
 /// Why a ratchet message was refused. Decryption failures leave the ratchet unchanged.
 public struct RatchetError: CodedError {

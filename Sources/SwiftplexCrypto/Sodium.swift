@@ -1,5 +1,6 @@
 import Foundation
 import CSodium
+import SwiftplexBase
 
 /// Process-wide libsodium state and the small helpers every other primitive uses.
 ///

@@ -13,7 +13,7 @@ public struct ChatEvent: Sendable {
     }
 
     public init(parsing text: String) throws(PluginError) {
-        try self.init(json: try JSONValue.parse(text))
+        try self.init(json: try JSONValue.parse(text, as: .event))
     }
 
     /// The received messages of a `newChatItems` event (sent items and non-message items are

@@ -51,7 +51,7 @@ public struct JSONSchema: Sendable, Hashable {
                               additionalProperties: Bool = false, _ description: String? = nil) -> JSONSchema {
         var props: [String: JSONValue] = [:]
         for (name, schema) in properties { props[name] = schema.json }
-        var extra: [String: JSONValue] = ["properties": .object(props), "additionalProperties": .bool(additionalProperties)]
+        var extra: [String: JSONValue] = ["properties": .sorted(props), "additionalProperties": .bool(additionalProperties)]
         if !required.isEmpty { extra["required"] = .array(required.map { .string($0) }) }
         return make("object", description, nil, extra)
     }
@@ -61,6 +61,6 @@ public struct JSONSchema: Sendable, Hashable {
         o["type"] = .string(type)
         if let description { o["description"] = .string(description) }
         if let value { o["default"] = value }
-        return JSONSchema(json: .object(o))
+        return JSONSchema(json: .sorted(o))
     }
 }

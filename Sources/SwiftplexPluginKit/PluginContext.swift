@@ -93,13 +93,13 @@ public final class PluginContext: @unchecked Sendable {
     /// Sends a text to a contact; returns the response (`newChatItems`).
     @discardableResult
     public func send(contactId: Int64, text: String) throws(PluginError) -> ChatEvent {
-        try send(chatRef: "@\(contactId)", content: ["type": "text", "text": .string(text)])
+        try send(chatRef: "@\(contactId)", content: .sorted(["type": "text", "text": .string(text)]))
     }
 
     /// Sends a text to a group.
     @discardableResult
     public func send(groupId: Int64, text: String) throws(PluginError) -> ChatEvent {
-        try send(chatRef: "#\(groupId)", content: ["type": "text", "text": .string(text)])
+        try send(chatRef: "#\(groupId)", content: .sorted(["type": "text", "text": .string(text)]))
     }
 
     /// Sends any message content (`{"type":"text","text":…}`, a link, an image, …) to `@id` / `#id`.
@@ -107,13 +107,13 @@ public final class PluginContext: @unchecked Sendable {
     public func send(chatRef: String, content: JSONValue, quotedItemId: Int64? = nil) throws(PluginError) -> ChatEvent {
         var composed: [String: JSONValue] = ["msgContent": content, "mentions": [:]]
         if let quotedItemId { composed["quotedItemId"] = .int(quotedItemId) }
-        return try command("/_send \(chatRef) json \(JSONValue.array([.object(composed)]).text)", expecting: "newChatItems")
+        return try command("/_send \(chatRef) json \(JSONValue.array([.sorted(composed)]).text)", expecting: "newChatItems")
     }
 
     /// Answers a message in its chat (the contact's direct chat, or the group).
     @discardableResult
     public func reply(to message: Message, text: String) throws(PluginError) -> ChatEvent {
-        try send(chatRef: message.chatRef, content: ["type": "text", "text": .string(text)])
+        try send(chatRef: message.chatRef, content: .sorted(["type": "text", "text": .string(text)]))
     }
 
     /// The bot's contacts (`/_contacts <userId>`).
@@ -207,7 +207,7 @@ public final class PluginContext: @unchecked Sendable {
         var node: JSONValue? = error
         while let n = node, let type = n["type"]?.stringValue {
             parts.append(type)
-            node = n.objectValue?.first { $0.key != "type" && $0.value["type"] != nil }?.value
+            node = n.objectValue?.first { $0.0 != "type" && $0.1["type"] != nil }?.1
         }
         if let text = error["errorType"]?["message"]?.stringValue ?? error["errorType"]?["commandError"]?.stringValue {
             parts.append(text)

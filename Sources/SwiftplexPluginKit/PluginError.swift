@@ -1,7 +1,7 @@
 /// Why a plugin could not start or could not handle an event. The SDK turns it into the
 /// `*error` string of the C ABI, so its message is what the host logs: it names the config field,
 /// the handler or the Chat API error, and never carries message contents.
-public struct PluginError: Error, Hashable, CustomStringConvertible, Sendable {
+public struct PluginError: CodedError {
     public enum Code: String, Sendable {
         /// The instance's `config:` does not decode or fails the plugin's own checks.
         case config
@@ -27,8 +27,4 @@ public struct PluginError: Error, Hashable, CustomStringConvertible, Sendable {
     public static func config(_ field: String, _ problem: String) -> PluginError {
         PluginError(.config, "config.\(field): \(problem)")
     }
-
-    public var description: String { message }
-    public static func == (lhs: PluginError, rhs: PluginError) -> Bool { lhs.code == rhs.code }
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 }

@@ -6,6 +6,7 @@ import Logging
 import NIOConcurrencyHelpers
 import PluginHost
 import RelayProtocol
+import SwiftplexBase
 
 /// A test harness for plugin authors: a real bot host (engine, in-process relay on loopback TLS,
 /// real SQLite files in a temporary directory) running your plugin, and scripted contacts that

@@ -9,6 +9,7 @@ import NIOPosix
 import RelayClient
 import RelayProtocol
 import RelayServer
+import SwiftplexBase
 import SwiftplexCrypto
 
 /// `swiftplex-bench echo`: a client engine sends messages to a bot engine that echoes each one,

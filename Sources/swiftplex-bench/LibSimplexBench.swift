@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import SimplexLib
+import SwiftplexBase
 
 /// `swiftplex-bench libsimplex`: the cost of the C ABI — a cheap command through `chat_send_cmd`
 /// and event delivery through `chat_recv_msg_wait` — against the same operations on the Swift

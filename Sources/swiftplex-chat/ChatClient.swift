@@ -1,6 +1,7 @@
 import ChatAPI
 import ChatCore
 import QRCode
+import SwiftplexBase
 
 /// Turns the client's short commands into Chat API commands and the engine's events into
 /// readable lines. Contact and request names are looked up here, since the API works with ids.

@@ -1,4 +1,5 @@
 import ChatCore
+import SwiftplexBase
 
 /// Readable lines for the engine's events and errors (raw JSON only for typed-in API commands).
 enum EventText {

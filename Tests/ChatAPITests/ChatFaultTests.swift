@@ -6,6 +6,7 @@ import NIOPosix
 import RelayClient
 import RelayProtocol
 import RelayServer
+import SwiftplexBase
 import SwiftplexCrypto
 import TestSupport
 import Testing

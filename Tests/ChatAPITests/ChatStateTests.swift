@@ -4,6 +4,7 @@ import Foundation
 import NIOPosix
 import RelayProtocol
 import RelayServer
+import SwiftplexBase
 import Testing
 @testable import ChatAPI
 
@@ -143,6 +144,27 @@ func sendText(_ contact: Int, _ text: String, quoting: Int? = nil) -> String {
                     #expect(errorType(await b.execute("/_get chats 1 count=0")) == "commandError")
                     #expect(errorType(await b.execute(#"/_get chats 1 count=1 {"type": "filters"}"#)) == "commandError")
                     #expect(errorType(await b.execute("/_get chat @\(anna) sideways=1")) == "commandError")
+                }
+            }
+        }
+    }
+
+    /// Numbers were held only as doubles: 2^53 + 1 came back from `/_contacts` as 2^53, and `1.0`
+    /// as `1`. Integers within Int64 now come back exactly and doubles stay doubles.
+    @Test func customDataNumbersComeBackExactly() async throws {
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "a", relays: [relay.address]) { a, aInbox in
+                try await withEngine(dir, "b", relays: [relay.address]) { b, bInbox in
+                    await startUser(a, "anna")
+                    await startUser(b, "ben")
+                    let (ben, _) = try await connect(a, aInbox, b, bInbox)
+                    let set = #"{"n": 9007199254740993, "min": -9223372036854775808, "d": 1.0, "f": 2.5e-7, "z": -0.0, "e": 1e3, "big": 12345678901234567890}"#
+                    #expect(await a.execute("/_set custom @\(ben) \(set)")["type"]?.stringValue == "cmdOk")
+                    let contacts = await a.execute("/_contacts 1")
+                    let data = contacts["contacts"]?.arrayFirst?["customData"]
+                    #expect(data?["n"] == .int(9_007_199_254_740_993))
+                    #expect(data?.description == #"{"n":9007199254740993,"min":-9223372036854775808,"d":1.0,"f":2.5e-07,"z":-0.0,"e":1000.0,"big":1.2345678901234567e+19}"#)
+                    #expect(contacts.description.contains(#""customData":{"n":9007199254740993,"#))
                 }
             }
         }

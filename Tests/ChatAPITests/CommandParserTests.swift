@@ -1,4 +1,5 @@
 import ChatCore
+import SwiftplexBase
 import Testing
 @testable import ChatAPI
 

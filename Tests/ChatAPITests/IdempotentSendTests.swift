@@ -3,6 +3,7 @@ import ChatTestSupport
 import Foundation
 import GRDB
 import NIOConcurrencyHelpers
+import SwiftplexBase
 import Testing
 @testable import ChatAPI
 

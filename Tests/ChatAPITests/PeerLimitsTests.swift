@@ -1,6 +1,7 @@
 import ChatTestSupport
 import Foundation
 import RelayProtocol
+import SwiftplexBase
 import TestSupport
 import Testing
 @testable import ChatAPI

@@ -4,6 +4,7 @@ import ChatCore
 import ChatTestSupport
 import Foundation
 import GRDB
+import SwiftplexBase
 import Testing
 @testable import ChatModel
 

@@ -41,7 +41,7 @@ import Testing
         let v = try JSONValue.parse(#"{"a":[1,2.5,true,null,"x\n\"y\"\u0001é"],"b":{}}"#)
         #expect(v["a"]?[0]?.int64Value == 1 && v["a"]?[1] == .double(2.5) && v["a"]?[2]?.boolValue == true)
         #expect(v.text == #"{"a":[1,2.5,true,null,"x\n\"y\"\u0001é"],"b":{}}"#)
-        #expect(throws: PluginError(.event, "")) { try JSONValue.parse("{nope") }
+        #expect(throws: PluginError(.event, "")) { try JSONValue.parse("{nope", as: .event) }
         // Booleans and the integers 0 and 1 stay apart; big integers stay exact.
         let kinds = try JSONValue.parse(#"[true,false,1,0,-7,9007199254740993,1e3,0.5,"1",null]"#)
         #expect(kinds == [.bool(true), .bool(false), .int(1), .int(0), .int(-7), .int(9_007_199_254_740_993), .double(1000), .double(0.5), "1", .null])

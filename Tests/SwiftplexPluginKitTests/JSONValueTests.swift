@@ -6,18 +6,18 @@ import Testing
 @Suite struct JSONValueTests {
     @Test(arguments: ["1e999", "-1e999", #"{"n":1e400}"#, "[2E+999]"])
     func numbersOutOfRangeAreRefused(text: String) {
-        #expect { try JSONValue.parse(text) } throws: { ($0 as? PluginError)?.message.contains("out of range") == true }
+        #expect { try JSONValue.parse(text, as: .event) } throws: { ($0 as? PluginError)?.message.contains("out of range") == true }
     }
 
     /// JSONSerialization kept one of two equal keys silently; now the text is refused.
     @Test(arguments: [#"{"type":"newChatItems","type":"contactConnected"}"#, #"{"a":{"b":1,"b":2}}"#, #"[{"k":1,"k":1}]"#])
     func duplicateKeysAreRefused(text: String) {
-        #expect { try JSONValue.parse(text) } throws: { ($0 as? PluginError)?.message.contains("duplicate key") == true }
+        #expect { try JSONValue.parse(text, as: .event) } throws: { ($0 as? PluginError)?.message.contains("duplicate key") == true }
     }
 
     @Test(arguments: ["", "{", "[1,]", "+1", "01", ".5", "1.", "tru", #""\x""#, #""\ud800""#, "1 2", String(repeating: "[", count: 200)])
     func malformedTextIsRefused(text: String) {
-        #expect(throws: PluginError.self) { try JSONValue.parse(text) }
+        #expect(throws: PluginError.self) { try JSONValue.parse(text, as: .event) }
     }
 
     @Test func valuesReadAsBefore() throws {

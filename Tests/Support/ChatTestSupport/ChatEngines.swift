@@ -6,6 +6,7 @@ import Logging
 import NIOPosix
 import RelayProtocol
 import RelayServer
+import SwiftplexBase
 import TestSupport
 import Testing
 

@@ -1,0 +1,1 @@
+../../SwiftplexBase/JSONValue+Codable.swift

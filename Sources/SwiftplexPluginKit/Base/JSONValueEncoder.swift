@@ -1,0 +1,1 @@
+../../SwiftplexBase/JSONValueEncoder.swift
