@@ -207,7 +207,7 @@ final class RelayCore: Sendable {
             let signed = verify(t, session: session, key: rk)
             let allowed = passwordAccepted(password)
             guard signed, allowed else { return authFailed(reply) }
-            createQueue(recipientKey: rk, recipientDhKey: dh, mode: mode, reply: reply)
+            createQueue(recipientKey: rk, recipientDhKey: dh, mode: mode, owner: conn.connectionId, reply: reply)
         case .recipient:
             guard t.entityId.count == RelayLimits.entityIdLength else { return reply(.error(.noEntity)) }
             guard !t.signature.isEmpty else { return reply(.error(.noAuth)) }
@@ -216,7 +216,7 @@ final class RelayCore: Sendable {
             handleRecipient(command, recipientId: t.entityId, conn: conn, reply: reply)
         case .sender:
             guard t.entityId.count == RelayLimits.entityIdLength else { return reply(.error(.noEntity)) }
-            handleSender(t, command, session: session, reply: reply)
+            handleSender(t, command, session: session, owner: conn.connectionId, reply: reply)
         case .linkReader:
             guard t.entityId.count == RelayLimits.entityIdLength else { return reply(.error(.noEntity)) }
             guard t.signature.isEmpty else { return reply(.error(.hasAuth)) }
@@ -254,6 +254,12 @@ final class RelayCore: Sendable {
         metrics.refused(limit)
     }
 
+    /// Counts a connection going over one of its rates (its reads are held for a while).
+    func noteThrottled(_ limit: ConnectionBudget.Limit) {
+        state.withLockedValue { $0.stats.throttled += 1 }
+        metrics.throttled(limit)
+    }
+
     private func recordStorage() {
         let (messages, bytes) = state.withLockedValue { ($0.stats.storedMessages, $0.stats.storedBytes) }
         metrics.storedMessages.record(messages)
@@ -282,7 +288,7 @@ final class RelayCore: Sendable {
 
     // MARK: - Creator
 
-    private func createQueue(recipientKey: AuthPublicKey, recipientDhKey: X25519.PublicKey, mode: QueueMode, reply: @escaping Reply) {
+    private func createQueue(recipientKey: AuthPublicKey, recipientDhKey: X25519.PublicKey, mode: QueueMode, owner: UInt64, reply: @escaping Reply) {
         let serverDh = X25519.PrivateKey()
         guard let boxKey = try? BoxKey(privateKey: serverDh, peer: recipientDhKey) else {
             return reply(.error(.syntax))
@@ -299,7 +305,7 @@ final class RelayCore: Sendable {
         let stored = StoredQueue(recipientId: rid, senderId: sid, recipientKey: recipientKey.wireBytes, boxKey: boxKey.secretBytes,
                                  senderKey: nil, enabled: true, linkId: nil, mode: mode)
         let now = self.now
-        store.submit({ db in try RelayStore.insertQueue(db, stored, now: now) }) { [self] result in
+        store.submit(owner: owner, { db in try RelayStore.insertQueue(db, stored, now: now) }) { [self] result in
             switch result {
             case .success:
                 let n = state.withLockedValue { s -> Int in
@@ -342,17 +348,18 @@ final class RelayCore: Sendable {
         case (.enabled, _):
             break
         }
+        let owner = conn.connectionId
         switch command {
         case let .key(senderKey):
-            setSenderKey(rid, senderKey, reply: reply)
+            setSenderKey(rid, senderKey, owner: owner, reply: reply)
         case .subscribe:
             subscribe(rid, conn: conn, reply: reply)
         case let .ack(messageId):
-            acknowledge(rid, messageId: messageId, reply: reply)
+            acknowledge(rid, messageId: messageId, owner: owner, reply: reply)
         case .get:
             getMessage(rid, reply: reply)
         case .off:
-            store.submit({ db in try RelayStore.disable(db, recipientId: rid) }) { [self] result in
+            store.submit(owner: owner, { db in try RelayStore.disable(db, recipientId: rid) }) { [self] result in
                 switch result {
                 case .success:
                     let found = state.withLockedValue { s -> Bool in
@@ -366,10 +373,10 @@ final class RelayCore: Sendable {
                 }
             }
         case .delete:
-            deleteQueue(rid, reply: reply)
+            deleteQueue(rid, owner: owner, reply: reply)
         case let .linkSet(data):
             let linkId = state.withLockedValue { $0.queues[rid]?.linkId } ?? Sodium.randomBytes(RelayLimits.entityIdLength)
-            store.submit({ db in try RelayStore.setLink(db, recipientId: rid, linkId: linkId, data: data) }) { [self] result in
+            store.submit(owner: owner, bytes: data.count, { db in try RelayStore.setLink(db, recipientId: rid, linkId: linkId, data: data) }) { [self] result in
                 switch result {
                 case .success:
                     let found = state.withLockedValue { s -> Bool in
@@ -386,7 +393,7 @@ final class RelayCore: Sendable {
                 }
             }
         case .linkDelete:
-            store.submit({ db in try RelayStore.setLink(db, recipientId: rid, linkId: nil, data: nil) }) { [self] result in
+            store.submit(owner: owner, { db in try RelayStore.setLink(db, recipientId: rid, linkId: nil, data: nil) }) { [self] result in
                 switch result {
                 case .success:
                     let found = state.withLockedValue { s -> Bool in
@@ -410,7 +417,7 @@ final class RelayCore: Sendable {
     /// has none. A contact queue can never be secured; a second, different key is refused; the
     /// same key again is `OK`. The conditional update on disk decides, so two racing keys cannot
     /// both win.
-    private func setSenderKey(_ rid: [UInt8], _ key: AuthPublicKey, reply: @escaping Reply) {
+    private func setSenderKey(_ rid: [UInt8], _ key: AuthPublicKey, owner: UInt64, reply: @escaping Reply) {
         enum Outcome { case write, same, refused }
         let outcome = state.withLockedValue { s -> Outcome in
             guard let q = s.queues[rid], q.enabled, q.mode == .messaging else { return .refused }
@@ -422,7 +429,7 @@ final class RelayCore: Sendable {
         case .same: return reply(.ok)
         case .write: break
         }
-        store.submit({ db in try RelayStore.setSenderKey(db, recipientId: rid, key: key.wireBytes) }) { [self] result in
+        store.submit(owner: owner, { db in try RelayStore.setSenderKey(db, recipientId: rid, key: key.wireBytes) }) { [self] result in
             switch result {
             case let .success(changed):
                 let accepted = state.withLockedValue { s -> Bool in
@@ -521,7 +528,7 @@ final class RelayCore: Sendable {
     /// Acknowledgement is answered at once: the deletion is committed in the background (if it is
     /// lost in a crash the message is delivered again, which at-least-once delivery allows), and
     /// the next message is read without waiting for it.
-    private func acknowledge(_ rid: [UInt8], messageId: [UInt8], reply: @escaping Reply) {
+    private func acknowledge(_ rid: [UInt8], messageId: [UInt8], owner: UInt64, reply: @escaping Reply) {
         enum Outcome { case missing, noMessage, acked(seq: Int64, Next) }
         let notBefore = oldestAllowed
         let outcome = state.withLockedValue { s -> Outcome in
@@ -545,7 +552,7 @@ final class RelayCore: Sendable {
         case .noMessage:
             reply(.error(.noMessage))
         case let .acked(seq, next):
-            store.submit({ db in try RelayStore.deleteMessage(db, seq: seq) }) { [self] result in
+            store.submit(owner: owner, { db in try RelayStore.deleteMessage(db, seq: seq) }) { [self] result in
                 switch result {
                 case .success:
                     // Runs in commit order with the sweep's completion: whichever deleted the row,
@@ -596,8 +603,8 @@ final class RelayCore: Sendable {
         }
     }
 
-    private func deleteQueue(_ rid: [UInt8], reply: @escaping Reply) {
-        store.submit({ db in try RelayStore.deleteQueue(db, recipientId: rid) }) { [self] result in
+    private func deleteQueue(_ rid: [UInt8], owner: UInt64, reply: @escaping Reply) {
+        store.submit(owner: owner, { db in try RelayStore.deleteQueue(db, recipientId: rid) }) { [self] result in
             if case let .failure(e) = result { return storeFailed(e, reply) }
             let remaining = state.withLockedValue { s -> Int? in
                 guard let q = s.queues.removeValue(forKey: rid) else { return nil }
@@ -621,7 +628,7 @@ final class RelayCore: Sendable {
 
     // MARK: - Sender
 
-    private func handleSender(_ t: Transmission, _ command: ClientCommand, session: SessionKeys, reply: @escaping Reply) {
+    private func handleSender(_ t: Transmission, _ command: ClientCommand, session: SessionKeys, owner: UInt64, reply: @escaping Reply) {
         let sid = t.entityId
         let snapshot = state.withLockedValue { s -> (rid: [UInt8], senderKey: AuthPublicKey?, enabled: Bool)? in
             guard let rid = s.senders[sid], let q = s.queues[rid] else { return nil }
@@ -635,7 +642,7 @@ final class RelayCore: Sendable {
             guard verify(t, session: session, key: snapshot == nil ? nil : newKey), let snapshot, snapshot.enabled else {
                 return authFailed(reply)
             }
-            setSenderKey(snapshot.rid, newKey, reply: reply)
+            setSenderKey(snapshot.rid, newKey, owner: owner, reply: reply)
         case let .send(flags, body):
             let authorised: Bool
             if let key = snapshot?.senderKey {
@@ -646,13 +653,13 @@ final class RelayCore: Sendable {
                 authorised = verify(t, session: session, key: nil)
             }
             guard authorised, let snapshot, snapshot.enabled else { return authFailed(reply) }
-            enqueue(snapshot.rid, flags: flags, body: body, reply: reply)
+            enqueue(snapshot.rid, flags: flags, body: body, owner: owner, reply: reply)
         default:
             reply(.error(.prohibited))
         }
     }
 
-    private func enqueue(_ rid: [UInt8], flags: MessageFlags, body: [UInt8], reply: @escaping Reply) {
+    private func enqueue(_ rid: [UInt8], flags: MessageFlags, body: [UInt8], owner: UInt64, reply: @escaping Reply) {
         let quota = configuration.queueQuota
         let maxMessages = configuration.maxStoredMessages
         let maxBytes = configuration.maxStoredBytes
@@ -683,7 +690,7 @@ final class RelayCore: Sendable {
         }
         let id = Sodium.randomBytes(RelayLimits.entityIdLength)
         let timestamp = now
-        store.submit({ db in
+        store.submit(owner: owner, bytes: size, { db in
             try RelayStore.insertMessage(db, recipientId: rid, id: id, timestamp: timestamp, flags: flags.rawValue, body: body)
         }) { [self] result in
             switch result {
