@@ -61,13 +61,13 @@ struct RelayCommand: AsyncParsableCommand {
     var authFailureWindow: String = "10s"
 
     @Option(name: .customLong("max-commands-per-second"), help: "Commands one connection may send per second (a burst of two seconds' worth); over it the relay reads from it more slowly.")
-    var maxCommandsPerSecond: Int = 5000
+    var maxCommandsPerSecond: Int = 20_000
 
     @Option(name: .customLong("max-new-per-second"), help: "NEWs one connection may send per second (a burst of two seconds' worth); over it the relay reads from it more slowly.")
     var maxNewPerSecond: Int = 50
 
     @Option(name: .customLong("max-send-kb-per-second"), help: "KiB of SEND bodies one connection may send per second (a burst of two seconds' worth); over it the relay reads from it more slowly.")
-    var maxSendKBPerSecond: Int = 4096
+    var maxSendKBPerSecond: Int = 32_768
 
     @Option(name: .customLong("max-auth-failures-per-second"), help: "AUTH answers one connection may get per second (a burst of two seconds' worth); over it the relay reads from it more slowly.")
     var maxAuthFailuresPerSecond: Int = 10
