@@ -35,6 +35,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
     ],
     targets: [
         // System libraries (Debian: libsodium-dev, libyaml-dev).
@@ -141,6 +143,22 @@ let package = Package(
             ]
         ),
 
+        // SimpleX's WebSocket API over a ChatAPI (`swiftplex-chat -p`, the host's `ws_api`), and the
+        // bearer-token and JSON-error helpers the host's admin API shares with it.
+        .target(
+            name: "ChatServer",
+            dependencies: [
+                "ChatAPI", "SwiftplexCrypto",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+
         // The bot host's plugin runtime: loading, per-instance queues, isolation, storage, timers.
         .target(
             name: "PluginHost",
@@ -168,7 +186,9 @@ let package = Package(
         .target(
             name: "BotHost",
             dependencies: [
-                "Agent", "ChatAPI", "ChatCore", "PluginHost", "RelayServer", "RelayProtocol", "SwiftplexStorage",
+                "Agent", "ChatAPI", "ChatCore", "ChatServer", "PluginHost", "QRCode", "RelayServer", "RelayProtocol", "SwiftplexStorage",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -216,7 +236,7 @@ let package = Package(
         .executableTarget(
             name: "swiftplex",
             dependencies: [
-                "BotHost", "HostConfig", "PluginHost", "PluginScaffold", "RelayProtocol", "QRCode", "SwiftplexStorage",
+                "BotHost", "ChatServer", "HostConfig", "PluginHost", "PluginScaffold", "RelayProtocol", "QRCode", "SwiftplexStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -225,7 +245,7 @@ let package = Package(
         .executableTarget(
             name: "swiftplex-chat",
             dependencies: [
-                "ChatAPI", "ChatCore", "RelayProtocol", "QRCode", "SwiftplexStorage",
+                "ChatAPI", "ChatCore", "ChatServer", "RelayProtocol", "QRCode", "SwiftplexStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -292,8 +312,10 @@ let package = Package(
         .testTarget(
             name: "BotHostTests",
             dependencies: [
-                "BotHost", "ChatCore", "PluginHost", "SwiftplexPluginTesting", "TestSupport",
+                "BotHost", "ChatCore", "ChatServer", "ChatTestSupport", "PluginHost", "SwiftplexPluginTesting", "TestSupport",
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
         ),
         .testTarget(
@@ -327,6 +349,15 @@ let package = Package(
             ]
         ),
         .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore", "TestSupport"]),
+        .testTarget(
+            name: "ChatServerTests",
+            dependencies: [
+                "ChatServer", "ChatAPI", "ChatCore", "ChatTestSupport", "RelayServer", "TestSupport",
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
         .testTarget(name: "HostConfigTests", dependencies: ["HostConfig", "TestSupport"]),
         .testTarget(name: "SimplexLibTests", dependencies: ["TestSupport"]),
         .testTarget(name: "SwiftplexPluginKitTests", dependencies: ["SwiftplexPluginKit", "PluginABITesting", "CSwiftplexPlugin"]),
