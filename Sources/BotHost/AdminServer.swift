@@ -208,7 +208,7 @@ struct AdminServer: Service {
         func n(_ v: Int) -> JSONValue { .number(Double(v)) }
         return .object([
             ("name", .string(s.name)), ("plugin", .string(s.info.name)), ("version", .string(s.info.version)),
-            ("isolation", .string(s.isolation.rawValue)), ("state", .string("running")),
+            ("isolation", .string(s.isolation.rawValue)),
             ("counters", .object([("handled", n(c.delivered)), ("errors", n(c.failed)), ("timeouts", n(c.timedOut)),
                                   ("dropped", n(c.dropped)), ("crashes", n(c.crashes)), ("restarts", n(c.restarts)),
                                   ("protocolErrors", n(c.protocolErrors)), ("refusedCalls", n(c.refusedCalls))])),

@@ -298,13 +298,21 @@ public final class BotHost: Service, Sendable {
     /// beyond loopback without a token — was refused by ``start(_:logger:)``).
     private func operationServices() -> [any Service] {
         var services: [any Service] = []
-        if let ws = options.webSocketAPI,
-           let server = try? ChatWebSocketServer(api: api, events: events, listen: ws.listen, token: ws.token, logger: logger,
-                                                 onListening: { [webSocketListening] in webSocketListening.set($0) }) {
-            services.append(server)
+        if let ws = options.webSocketAPI {
+            do {
+                services.append(try ChatWebSocketServer(api: api, events: events, listen: ws.listen, token: ws.token, logger: logger,
+                                                        onListening: { [webSocketListening] in webSocketListening.set($0) }))
+            } catch {
+                logger.error("the WebSocket API is not served: \(error)")
+            }
         }
-        if let admin = options.admin, let tokens = try? AdminTokenStore(dataDirectory: options.dataDirectory) {
-            services.append(AdminServer(host: self, options: admin, tokens: tokens, listening: adminListening, logger: logger))
+        if let admin = options.admin {
+            do {
+                let tokens = try AdminTokenStore(dataDirectory: options.dataDirectory)
+                services.append(AdminServer(host: self, options: admin, tokens: tokens, listening: adminListening, logger: logger))
+            } catch {
+                logger.error("the admin API is not served: cannot read or make its token: \(error)")
+            }
         }
         return services
     }
@@ -330,7 +338,6 @@ public final class BotHost: Service, Sendable {
     public func webSocketAddress() async -> ListenAddress { await webSocketListening.wait() }
 
     var engineRunning: Bool { operations.withLockedValue { $0.engineRunning } }
-    func setEngineRunning(_ running: Bool) { operations.withLockedValue { $0.engineRunning = running } }
     func countAuthFailure() { operations.withLockedValue { $0.authFailures += 1 } }
     public var authFailures: Int { operations.withLockedValue { $0.authFailures } }
     /// The plugin list last applied.

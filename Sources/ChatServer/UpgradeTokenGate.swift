@@ -21,6 +21,7 @@ final class UpgradeTokenGate: ChannelInboundHandler, RemovableChannelHandler {
     private let onRefused: @Sendable () -> Void
     private var buffered: ByteBuffer?
     private var done = false
+    private var refused = false
 
     init(check: @escaping @Sendable (String, String?) -> Bool, onRefused: @escaping @Sendable () -> Void) {
         self.check = check
@@ -28,6 +29,7 @@ final class UpgradeTokenGate: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !refused else { return }  // closing: the rest of a refused request is dropped
         guard !done else { return context.fireChannelRead(data) }
         var incoming = unwrapInboundIn(data)
         if buffered == nil { buffered = incoming } else { buffered!.writeBuffer(&incoming) }
@@ -39,6 +41,7 @@ final class UpgradeTokenGate: ChannelInboundHandler, RemovableChannelHandler {
         let head = String(decoding: bytes.prefix(headEnd), as: UTF8.self)
         if let (uri, authorization) = Self.upgradeRequest(head), !check(uri, authorization) {
             done = true
+            refused = true
             onRefused()
             let body = JSONValueText.error(type: "unauthorized", message: "a valid bearer token is required (Authorization: Bearer <token>, or ?token=<token>)")
             let response = "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json; charset=utf-8\r\nWWW-Authenticate: Bearer\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
