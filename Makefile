@@ -50,23 +50,27 @@ test: deps
 	@$(MAKE) --no-print-directory python-test
 	@if [ "$(FUZZ_CI_SECONDS)" != "0" ]; then $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_CI_SECONDS); fi
 
-# The Python environment for the library tests (simplex-chat 7.0.2 from PyPI).
+# The Python environment for the library tests (simplex-chat 7.0.2 from PyPI) and the
+# WebSocket/admin API tests (websockets). The stamp names the package list, so a changed list
+# installs again.
 VENV ?= .venv
-PY_PACKAGE := simplex-chat==7.0.2
-$(VENV)/.installed:
+PY_PACKAGE := simplex-chat==7.0.2 websockets==15.0.1
+PY_STAMP := $(VENV)/.installed-$(shell echo '$(PY_PACKAGE)' | md5sum | cut -c1-8)
+$(PY_STAMP):
 	@if ! python3 -c 'import ensurepip' >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq python3-venv; fi
 	python3 -m venv $(VENV)
-	@if $(VENV)/bin/pip install -q $(PY_PACKAGE); then touch $@; else \
+	@if $(VENV)/bin/pip install -q $(PY_PACKAGE); then touch $@ $(VENV)/.installed; else \
 	  echo "################################################################"; \
 	  echo "# SKIPPING the Python library tests: cannot install $(PY_PACKAGE)"; \
 	  echo "# from PyPI (no network?). libsimplex.so is NOT tested this run."; \
 	  echo "################################################################"; fi
 
-python-test: $(VENV)/.installed
-	@if [ -f $(VENV)/.installed ]; then \
-	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_python_bot.py; fi
+python-test: $(PY_STAMP)
+	@if [ -f $(PY_STAMP) ]; then \
+	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_python_bot.py && \
+	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_ws_api.py; fi
 
 # Benchmarks (release build). BENCH=relay|libsimplex|echo ; extra flags in BENCH_ARGS.
 BENCH ?= relay

@@ -35,6 +35,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
     ],
     targets: [
         // System libraries (Debian: libsodium-dev, libyaml-dev).
@@ -151,6 +153,22 @@ let package = Package(
             ]
         ),
 
+        // SimpleX's WebSocket API over a ChatAPI (`swiftplex-chat -p`, the host's `ws_api`), and the
+        // bearer-token and JSON-error helpers the host's admin API shares with it.
+        .target(
+            name: "ChatServer",
+            dependencies: [
+                "ChatAPI", "SwiftplexBase", "SwiftplexCrypto",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+
         // The bot host's plugin runtime: loading, per-instance queues, isolation, storage, timers.
         .target(
             name: "PluginHost",
@@ -179,7 +197,9 @@ let package = Package(
         .target(
             name: "BotHost",
             dependencies: [
-                "Agent", "ChatAPI", "ChatCore", "PluginHost", "RelayServer", "RelayProtocol", "SwiftplexBase", "SwiftplexStorage",
+                "Agent", "ChatAPI", "ChatCore", "ChatServer", "PluginHost", "QRCode", "RelayServer", "RelayProtocol", "SwiftplexBase", "SwiftplexStorage",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -228,7 +248,7 @@ let package = Package(
         .executableTarget(
             name: "swiftplex",
             dependencies: [
-                "BotHost", "HostConfig", "PluginHost", "PluginScaffold", "RelayProtocol", "QRCode", "SwiftplexStorage",
+                "BotHost", "ChatServer", "HostConfig", "PluginHost", "PluginScaffold", "RelayProtocol", "QRCode", "SwiftplexStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -237,7 +257,7 @@ let package = Package(
         .executableTarget(
             name: "swiftplex-chat",
             dependencies: [
-                "ChatAPI", "ChatCore", "RelayProtocol", "QRCode", "SwiftplexBase", "SwiftplexStorage",
+                "ChatAPI", "ChatCore", "ChatServer", "RelayProtocol", "QRCode", "SwiftplexBase", "SwiftplexStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -306,8 +326,10 @@ let package = Package(
         .testTarget(
             name: "BotHostTests",
             dependencies: [
-                "BotHost", "ChatCore", "PluginHost", "SwiftplexBase", "SwiftplexPluginTesting", "TestSupport",
+                "BotHost", "ChatCore", "ChatServer", "ChatTestSupport", "PluginHost", "SwiftplexBase", "SwiftplexPluginTesting", "TestSupport",
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
         ),
         .testTarget(
@@ -341,6 +363,15 @@ let package = Package(
             ]
         ),
         .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore", "SwiftplexBase", "TestSupport"]),
+        .testTarget(
+            name: "ChatServerTests",
+            dependencies: [
+                "ChatServer", "ChatAPI", "ChatCore", "ChatTestSupport", "RelayServer", "SwiftplexBase", "TestSupport",
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
         .testTarget(name: "HostConfigTests", dependencies: ["HostConfig", "SwiftplexBase", "TestSupport"]),
         .testTarget(name: "SimplexLibTests", dependencies: ["TestSupport"]),
         .testTarget(name: "SwiftplexPluginKitTests", dependencies: ["SwiftplexPluginKit", "PluginABITesting", "CSwiftplexPlugin"]),

@@ -1,6 +1,7 @@
 import Agent
 import ChatAPI
 import ChatCore
+import ChatServer
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -50,6 +51,19 @@ public final class BotHost: Service, Sendable {
     private let stopped = Completion()
     private let relayService: EmbeddedRelayService?
     private let engineService: EngineService
+    /// The chat events, for the plugins, the WebSocket API's clients and the admin API's stream.
+    public let events: EventHub
+    private let pluginEvents: EventHub.Subscription
+    let startedAt = ContinuousClock.now
+    private let operations: NIOLockedValueBox<Operations>
+    private let adminListening = ListeningAddress()
+    private let webSocketListening = ListeningAddress()
+
+    private struct Operations {
+        var engineRunning = false
+        var authFailures = 0
+        var appliedPlugins: [PluginSpec] = []
+    }
 
     private enum Phase {
         case started
@@ -71,6 +85,10 @@ public final class BotHost: Service, Sendable {
         // One host per data directory: a second would encrypt with the same chain keys (and
         // fight over the embedded relay's store). Refused at once with ``DatabaseLocked``.
         let databaseLock = try DatabaseLock.acquire(prefix: Self.databasePrefix(options.dataDirectory))
+        do { try validateOperations(options) } catch {
+            databaseLock.release()
+            throw error
+        }
 
         var relay: RelayServer?
         let relays: [RelayAddress]
@@ -144,7 +162,12 @@ public final class BotHost: Service, Sendable {
         self.logger = logger
         (menuChanges, menuChangeSink) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         relayService = relay.map { EmbeddedRelayService(relay: $0) }
-        engineService = EngineService(controller: controller, api: api, logger: logger)
+        let flag = NIOLockedValueBox(Operations())
+        operations = flag
+        engineService = EngineService(controller: controller, api: api, logger: logger,
+                                      running: { r in flag.withLockedValue { $0.engineRunning = r } })
+        events = EventHub(source: api.events)
+        pluginEvents = events.subscribe()
     }
 
     /// The host's services, in start order (the group stops them in reverse).
@@ -155,7 +178,9 @@ public final class BotHost: Service, Sendable {
         // plugins running with no events.
         services.append(.init(service: engineService, successTerminationBehavior: .gracefullyShutdownGroup,
                               failureTerminationBehavior: .gracefullyShutdownGroup))
+        services.append(.init(service: EventHubService(hub: events)))
         services.append(.init(service: PluginsService(host: self)))
+        services.append(contentsOf: operationServices().map { .init(service: $0) })
         return ServiceGroup(configuration: .init(services: services, logger: logger))
     }
 
@@ -188,7 +213,7 @@ public final class BotHost: Service, Sendable {
                 for await _ in self.menuChanges { await self.publishProfile() }
             }
             group.addTask {
-                for await event in self.api.events {
+                for await event in self.pluginEvents.events {
                     guard let type = event["type"]?.stringValue else { continue }
                     self.plugins.dispatch(type: type, json: event.description, receivedItemId: Self.receivedItemId(event))
                 }
@@ -212,6 +237,7 @@ public final class BotHost: Service, Sendable {
     @discardableResult
     public func reload(_ specs: [PluginSpec]) async -> [(name: String, outcome: PluginOutcome)] {
         let results = await plugins.apply(specs)
+        operations.withLockedValue { $0.appliedPlugins = specs }
         for (name, outcome) in results where outcome.isFailure {
             logger.error("plugin \(name): \(outcome)")
         }
@@ -265,6 +291,78 @@ public final class BotHost: Service, Sendable {
         await controller.close()
         databaseLock.release()
         stopped.finish()
+    }
+
+    // MARK: Operations (WebSocket API, admin API)
+
+    /// The servers of `ws_api:` and `admin:`, when configured (a bad setting — a WebSocket API
+    /// beyond loopback without a token — was refused by ``start(_:logger:)``).
+    private func operationServices() -> [any Service] {
+        var services: [any Service] = []
+        if let ws = options.webSocketAPI {
+            do {
+                services.append(try ChatWebSocketServer(api: api, events: events, listen: ws.listen, token: ws.token, logger: logger,
+                                                        onListening: { [webSocketListening] in webSocketListening.set($0) }))
+            } catch {
+                logger.error("the WebSocket API is not served: \(error)")
+            }
+        }
+        if let admin = options.admin {
+            do {
+                let tokens = try AdminTokenStore(dataDirectory: options.dataDirectory)
+                services.append(AdminServer(host: self, options: admin, tokens: tokens, listening: adminListening, logger: logger))
+            } catch {
+                logger.error("the admin API is not served: cannot read or make its token: \(error)")
+            }
+        }
+        return services
+    }
+
+    /// Checks the operations settings before anything starts.
+    static func validateOperations(_ options: BotHostOptions) throws {
+        if let ws = options.webSocketAPI {
+            if let t = ws.token, t.isEmpty { throw BotHostError("ws_api.token must not be empty") }
+            if ws.token == nil, !ws.listen.isLoopback {
+                throw BotHostError("ws_api listens on \(ws.listen), beyond loopback: it needs a token")
+            }
+        }
+        if options.admin != nil {
+            do { _ = try AdminToken.loadOrCreate(dataDirectory: options.dataDirectory) } catch {
+                throw BotHostError("cannot make the admin token in \(options.dataDirectory.path): \(error)")
+            }
+        }
+    }
+
+    /// Where the admin API listens, once it does (`admin:` configured and ``run()`` under way).
+    public func adminAddress() async -> ListenAddress { await adminListening.wait() }
+    /// Where the WebSocket API listens, once it does.
+    public func webSocketAddress() async -> ListenAddress { await webSocketListening.wait() }
+
+    var engineRunning: Bool { operations.withLockedValue { $0.engineRunning } }
+    func countAuthFailure() { operations.withLockedValue { $0.authFailures += 1 } }
+    public var authFailures: Int { operations.withLockedValue { $0.authFailures } }
+    /// The plugin list last applied.
+    public var appliedPlugins: [PluginSpec] { operations.withLockedValue { $0.appliedPlugins } }
+
+    func statusJSON() -> JSONValue {
+        let elapsed = ContinuousClock.now - startedAt
+        let relays: [JSONValue] = {
+            switch options.relays {
+            case .embedded: relayAddress.map { [.string($0.description)] } ?? []
+            case let .external(list): list.map { .string($0.description) }
+            }
+        }()
+        return .object([
+            ("engineRunning", .bool(engineRunning)),
+            ("uptimeSeconds", .number(Double(elapsed.components.seconds))),
+            ("version", .string(SwiftplexVersion.current)),
+            ("relays", .array(relays)),
+            ("embeddedRelay", .bool(relay != nil)),
+            ("address", address.map(JSONValue.string) ?? .null),
+            ("plugins", .number(Double(plugins.statuses().count))),
+            ("authFailures", .number(Double(authFailures))),
+            ("eventSubscribers", .number(Double(events.subscriberCount))),
+        ])
     }
 
     // MARK: Profile

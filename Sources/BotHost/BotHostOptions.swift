@@ -43,6 +43,10 @@ public struct BotHostOptions: Sendable {
     public var requestTTL = Duration.seconds(168 * 3600)
     /// Relays that peers' links may make the bot dial (see `peer_relays` in docs/configuration.md).
     public var peerRelays: PeerRelays = PeerRelays()
+    /// SimpleX's WebSocket API (`ws_api:`); nil: not served.
+    public var webSocketAPI: WebSocketAPIOptions?
+    /// The admin API (`admin:`); nil: not served.
+    public var admin: AdminOptions?
 
     public struct PeerRelays: Sendable {
         /// Hosts (`host` or `host:port`) links may name; nil: any.

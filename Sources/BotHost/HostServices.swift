@@ -1,5 +1,6 @@
 import ChatAPI
 import ChatCore
+import ChatServer
 import Logging
 import NIOConcurrencyHelpers
 import PluginHost
@@ -29,8 +30,11 @@ struct EngineService: Service {
     let controller: ChatController
     let api: ChatAPI
     let logger: Logger
+    var running: @Sendable (Bool) -> Void = { _ in }
 
     func run() async throws {
+        running(true)
+        defer { running(false) }
         do {
             try await cancelWhenGracefulShutdown { [controller] in try await controller.run() }
         } catch is CancellationError {
@@ -56,6 +60,21 @@ struct PluginsService: Service {
     }
 
     func stop() async { await host.stopPlugins() }
+}
+
+/// Reads the engine's events into the host's ``EventHub`` (for the plugins and the API
+/// servers) until graceful shutdown.
+struct EventHubService: Service {
+    let hub: EventHub
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown { [hub] in await hub.run() }
+    }
+}
+
+/// The version the admin API reports.
+public enum SwiftplexVersion {
+    public static let current = "0.1.0-dev"
 }
 
 /// A one-time signal many tasks can wait for (the host's shutdown having finished).

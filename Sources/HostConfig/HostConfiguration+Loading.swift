@@ -70,7 +70,7 @@ extension HostConfiguration {
 }
 
 extension NodeDecoder {
-    static let topKeys = ["data_dir", "log_level", "bot", "relays", "embedded_relay", "address", "plugin_dirs", "plugins", "peer_relays"]
+    static let topKeys = ["data_dir", "log_level", "bot", "relays", "embedded_relay", "address", "plugin_dirs", "plugins", "peer_relays", "ws_api", "admin"]
 
     /// Decodes the whole file; nil when something required is missing or wrong (the problems
     /// are in `sink` either way).
@@ -164,12 +164,20 @@ extension NodeDecoder {
             }
         }
 
+        var webSocketAPI: HostConfiguration.WebSocketAPI?
+        if let n = f("ws_api") { webSocketAPI = self.webSocketAPI(n) }
+        var admin: HostConfiguration.Admin?
+        if let n = f("admin") { admin = self.admin(n) }
+
         guard let bot else { return nil }
-        return HostConfiguration(
+        var config = HostConfiguration(
             file: file, directory: directory, dataDirectory: dataDirectory, logLevel: logLevel, bot: bot,
             relays: relays, embeddedRelay: embedded, address: address, peerRelays: peerRelays, pluginDirectories: pluginDirectories,
             plugins: plugins, warnings: warnings
         )
+        config.webSocketAPI = webSocketAPI
+        if let admin { config.admin = admin }
+        return config
     }
 
     mutating func nonEmptyString(_ node: ConfigNode, _ path: String) -> String? {

@@ -26,6 +26,10 @@ public struct HostConfiguration: Sendable, Hashable {
     /// Things that are allowed but probably not meant (a setting that has no effect), for
     /// `swiftplex check-config` to show.
     public var warnings: [ConfigProblem]
+    /// `ws_api:` (SimpleX's WebSocket API), when present.
+    public var webSocketAPI: WebSocketAPI? = nil
+    /// `admin:` (the admin API; off unless `admin:` is given).
+    public var admin = Admin()
 
     // The defaults, in one place; docs/configuration.md and the starter template repeat them.
     public static let defaultDataDirectory = ".swiftplex/bot"

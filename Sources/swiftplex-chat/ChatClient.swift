@@ -240,8 +240,8 @@ actor ChatClient {
     // MARK: - Events
 
     /// Prints the engine's events until the stream ends.
-    func printEvents() async {
-        for await event in api.events {
+    func printEvents(_ events: AsyncStream<JSONValue>) async {
+        for await event in events {
             if event["type"]?.stringValue == "receivedContactRequest",
                let id = event["contactRequest"]?["contactRequestId"]?.intValue,
                let name = event["contactRequest"]?["localDisplayName"]?.stringValue {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import ChatAPI
 import ChatCore
+import ChatServer
 import Foundation
 import Logging
 import RelayProtocol
@@ -27,7 +28,22 @@ struct SwiftplexChat: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "Engine log level on standard error (trace…critical).")
     var logLevel: String = "error"
 
+    @Option(name: .customShort("p"), help: "Also serve SimpleX's WebSocket API on this port (as `simplex-chat -p PORT`); 0 picks a free port.")
+    var port: Int?
+
+    @Option(name: .customLong("ws-host"), help: "Address the WebSocket API listens on (default 127.0.0.1; beyond loopback it needs --ws-token).")
+    var wsHost: String = "127.0.0.1"
+
+    @Option(name: .customLong("ws-token"), help: "Bearer token WebSocket API clients must present (Authorization: Bearer, or ?token=). Also read from SWIFTPLEX_WS_TOKEN.")
+    var wsToken: String?
+
+    var webSocketToken: String? { wsToken ?? ProcessInfo.processInfo.environment["SWIFTPLEX_WS_TOKEN"].flatMap { $0.isEmpty ? nil : $0 } }
+
     func validate() throws {
+        if let port, !(0...65535).contains(port) { throw ValidationError("-p must be a port in 0...65535") }
+        if port != nil, webSocketToken == nil, !ListenAddress(host: wsHost, port: 0).isLoopback {
+            throw ValidationError("--ws-host \(wsHost) is beyond loopback: the WebSocket API then needs a token (--ws-token or SWIFTPLEX_WS_TOKEN)")
+        }
         for s in servers {
             do { _ = try RelayAddress(parsing: s) } catch {
                 throw ValidationError("invalid --server '\(s)': \(error) (expected smp://<fingerprint>@host[:port])")
@@ -62,11 +78,35 @@ struct SwiftplexChat: AsyncParsableCommand {
         } catch {
             throw ClientFailure("cannot open the chat databases in \(dir.path): \(error)")
         }
-        let client = ChatClient(api: ChatAPI(controller: controller), terminal: terminal, qrColors: terminal.isInteractive)
+        let api = ChatAPI(controller: controller)
+        let client = ChatClient(api: api, terminal: terminal, qrColors: terminal.isInteractive)
+        // The terminal and the WebSocket API's clients each see every event.
+        let hub = EventHub(source: api.events)
+        let terminalEvents = hub.subscribe().events
+        var server: ChatWebSocketServer?
+        if let port {
+            do {
+                server = try ChatWebSocketServer(api: api, events: hub, listen: ListenAddress(host: wsHost, port: port), token: webSocketToken, logger: logger,
+                                                 onListening: { bound in
+                                                     // A line a script can wait for (the port, when -p 0 picked one).
+                                                     FileHandle.standardError.write(Data("WebSocket API listening on \(bound)\n".utf8))
+                                                 })
+            } catch {
+                throw ClientFailure("\(error)")
+            }
+        }
         let status = await withTaskGroup(of: Void.self, returning: Int32.self) { group in
             var inputs = input.events.makeAsyncIterator()
             group.addTask { try? await controller.run() }
-            group.addTask { await client.printEvents() }
+            group.addTask { await hub.run() }
+            group.addTask { await client.printEvents(terminalEvents) }
+            if let server {
+                group.addTask {
+                    do { try await server.run() } catch {
+                        terminal.error(ClientFailure("the WebSocket API stopped: \(error)"))
+                    }
+                }
+            }
             defer { group.cancelAll() }
             do {
                 var displayName = name

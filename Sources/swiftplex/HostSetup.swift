@@ -1,4 +1,5 @@
 import BotHost
+import ChatServer
 import Foundation
 import HostConfig
 import Logging
@@ -98,6 +99,16 @@ struct HostSetup {
         options.maxPendingRequests = config.address.maxPendingRequests
         options.requestTTL = config.address.requestTTL
         options.peerRelays = .init(allow: config.peerRelays.allow, refusePrivate: config.peerRelays.refusePrivate, timeout: config.peerRelays.timeout)
+        if let ws = config.webSocketAPI {
+            options.webSocketAPI = WebSocketAPIOptions(listen: ListenAddress(host: ws.host, port: ws.port), token: ws.token)
+        }
+        if config.admin.enabled {
+            var admin = AdminOptions(listen: ListenAddress(host: config.admin.host, port: config.admin.port))
+            admin.maxBodyBytes = config.admin.maxBodyBytes
+            admin.requestsPerSecond = Double(config.admin.requestsPerSecond)
+            admin.burst = config.admin.burst
+            options.admin = admin
+        }
         return (options, problems)
     }
 

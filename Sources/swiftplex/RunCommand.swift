@@ -36,7 +36,14 @@ struct RunCommand: AsyncParsableCommand {
         for warning in configuration.warnings { logger.warning("\(warning)") }
 
         let setup = HostSetup(config: configuration)
-        let (options, problems) = try setup.options()
+        let (setupOptions, problems) = try setup.options()
+        var options = setupOptions
+        // An admin API reload reads the file again, as SIGHUP does.
+        options.admin?.pluginSource = { [config] in
+            let fresh: HostConfiguration
+            do { fresh = try HostConfiguration.load(path: config) } catch { throw ValidationErrorText("\(error)") }
+            return try HostSetup(config: fresh).options().0.plugins
+        }
         for p in problems { logger.error("\(p)") }
         let host: BotHost
         do {
@@ -77,6 +84,18 @@ struct RunCommand: AsyncParsableCommand {
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         ))
+        // Where the API servers listen, once they do (a line scripts and tests can wait for).
+        let announcements = Task {
+            await withTaskGroup(of: Void.self) { g in
+                if options.admin != nil {
+                    g.addTask { let a = await host.adminAddress(); print("admin API: http://\(a)"); fflush(nil) }
+                }
+                if options.webSocketAPI != nil {
+                    g.addTask { let a = await host.webSocketAddress(); print("WebSocket API: ws://\(a)"); fflush(nil) }
+                }
+            }
+        }
+        defer { announcements.cancel() }
         logger.info("bot running; SIGHUP reloads plugins, SIGTERM or Ctrl-C stops")
         try await group.run()
         logger.info("bot stopped")

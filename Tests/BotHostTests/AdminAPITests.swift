@@ -1,0 +1,254 @@
+@testable import BotHost
+import ChatCore
+import ChatServer
+import ChatTestSupport
+import Foundation
+import HummingbirdWSClient
+import Logging
+import NIOConcurrencyHelpers
+import PluginHost
+import SwiftplexPluginTesting
+import TestSupport
+import Testing
+import SwiftplexBase
+
+/// The admin API and the WebSocket API of a real bot host (embedded relay, a real plugin, a
+/// person on their own engine), over HTTP and WebSocket on loopback.
+@Suite(.timeLimit(.minutes(3))) struct AdminAPITests {
+    static let wsToken = "ws-token-0123456789abcdef"
+
+    func options(_ dir: URL, burst: Int = 10_000, rate: Double = 10_000, pluginSource: (@Sendable () async throws -> [PluginSpec])? = nil) -> BotHostOptions {
+        var options = BotHostOptions(dataDirectory: dir, profile: .init(displayName: "Admin Test Bot"),
+                                     relays: .embedded(host: "127.0.0.1", port: 0, publicHost: nil),
+                                     plugins: [testPluginSpec("menu", tag: "status")],
+                                     runnerExecutable: URL(fileURLWithPath: PluginTestBench.product("swiftplex-plugin-runner")))
+        var admin = AdminOptions(listen: ListenAddress(host: "127.0.0.1", port: 0))
+        admin.burst = burst
+        admin.requestsPerSecond = rate
+        admin.maxBodyBytes = 4096
+        admin.pluginSource = pluginSource
+        options.admin = admin
+        options.webSocketAPI = WebSocketAPIOptions(listen: ListenAddress(host: "127.0.0.1", port: 0), token: Self.wsToken)
+        return options
+    }
+
+    /// Runs a host with its servers; `body` gets it, an HTTP probe on its admin port and the token.
+    func withHost(_ options: BotHostOptions, _ body: (BotHost, HTTPProbe, String) async throws -> Void) async throws {
+        let host = try await BotHost.start(options, logger: quiet)
+        let running = Task { await host.run() }
+        do {
+            let admin = await host.adminAddress()
+            let token = try AdminToken.read(dataDirectory: options.dataDirectory)
+            try await body(host, HTTPProbe(port: admin.port), token)
+        } catch {
+            await host.shutdown()
+            await running.value
+            throw error
+        }
+        await host.shutdown()
+        await running.value
+    }
+
+    /// The answer's JSON body (null when it is none, which the checks then fail on).
+    func json(_ a: HTTPProbe.Answer) -> JSONValue { (try? JSONValue.parse(a.body)) ?? .null }
+
+    @Test func theTokenIsMadeOnFirstStartPrivateRequiredAndRotatable() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withHost(options(dir)) { host, http, token in
+            let mode = try FileManager.default.attributesOfItem(atPath: AdminToken.file(in: dir).path)[.posixPermissions] as? Int
+            #expect(mode == 0o600)
+            #expect(token.count == 64)
+            // Open: health and readiness. Everything else needs the token.
+            #expect(try await http.get("/healthz").status == 200)
+            let ready = try await http.get("/readyz")
+            #expect(ready.status == 200 && (json(ready))["ready"]?.boolValue == true)
+            let missing = try await http.get("/api/status")
+            #expect(missing.status == 401)
+            #expect((json(missing))["error"]?["type"]?.stringValue == "unauthorized")
+            #expect(try await http.get("/api/status", token: token + "0").status == 401)
+            #expect(try await http.get("/api/status", token: String(token.dropLast())).status == 401)
+            let status = try await http.get("/api/status", token: token)
+            #expect(status.status == 200)
+            let s = json(status)
+            #expect(s["engineRunning"]?.boolValue == true)
+            #expect(s["authFailures"]?.intValue == 3)
+            #expect(s["address"]?.stringValue == host.address)
+            #expect(s["relays"]?.arrayCount == 1)
+            #expect(status.headers["x-request-id"]?.isEmpty == false)
+
+            // Rotation: the old token stops working at the next request, the new one works.
+            let rotated = try AdminToken.rotate(dataDirectory: dir)
+            #expect(rotated != token)
+            #expect(try await http.get("/api/status", token: token).status == 401)
+            #expect(try await http.get("/api/status", token: rotated).status == 200)
+        }
+    }
+
+    @Test func theOpenAPIDocumentListsEveryRouteAndEveryListedPathAnswers() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withHost(options(dir)) { _, http, token in
+            let answer = try await http.get("/api/openapi.json", token: token)
+            #expect(answer.status == 200)
+            let doc = json(answer)
+            guard case let .object(paths)? = doc["paths"] else { Issue.record("no paths"); return }
+            var documented = Set<String>()
+            for (path, item) in paths {
+                guard case let .object(methods) = item else { continue }
+                for (method, _) in methods { documented.insert("\(method.uppercased()) \(path)") }
+            }
+            let routes = Set(AdminServer.routes.map { "\($0.method) \($0.path)" })
+            #expect(documented == routes, "documented but not routed: \(documented.subtracting(routes)); routed but not documented: \(routes.subtracting(documented))")
+            // Every documented path answers (not "no such endpoint"); parameters get values
+            // that may not exist (a typed 404/422 is fine, a missing route is not).
+            for entry in documented.sorted() {
+                let parts = entry.split(separator: " ", maxSplits: 1)
+                let method = String(parts[0])
+                let path = String(parts[1]).replacingOccurrences(of: "{name}", with: "menu")
+                    .replacingOccurrences(of: "{contactId}", with: "999").replacingOccurrences(of: "{requestId}", with: "999")
+                let a: HTTPProbe.Answer
+                if path == "/api/events" {
+                    a = try await http.upgrade(path, headers: ["Authorization": "Bearer \(token)"])
+                    #expect(a.status == 101, "\(entry)")
+                    continue
+                }
+                let body: String? = method == "POST" ? (path == "/api/command" ? #"{"cmd": "/user"}"# : #"{"text": "hi"}"#) : nil
+                a = try await http.send(method, path, headers: ["Authorization": "Bearer \(token)", "Content-Type": "application/json"], body: body)
+                #expect(a.status != 404 || json(a)["error"]?["type"]?.stringValue != "notFound", "\(entry): \(a.status) \(a.body)")
+                #expect(a.status < 500, "\(entry): \(a.status) \(a.body)")
+            }
+        }
+    }
+
+    @Test func badInputGetsTypedErrors() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withHost(options(dir)) { _, http, token in
+            func errorType(_ a: HTTPProbe.Answer) -> String? { json(a)["error"]?["type"]?.stringValue }
+            let unknown = try await http.get("/api/nothing-here", token: token)
+            #expect(unknown.status == 404 && (errorType(unknown)) == "notFound")
+            let malformed = try await http.post("/api/command", token: token, body: "{not json")
+            #expect(malformed.status == 400 && (errorType(malformed)) == "malformedJSON")
+            let wrongShape = try await http.post("/api/command", token: token, body: #"{"command": "/user"}"#)
+            #expect(wrongShape.status == 400 && (errorType(wrongShape)) == "badRequest")
+            let big = try await http.post("/api/command", token: token, body: #"{"cmd": "\#(String(repeating: "x", count: 10_000))"}"#)
+            #expect(big.status == 413 && (errorType(big)) == "bodyTooLarge")
+            let badPage = try await http.get("/api/contacts?limit=0", token: token)
+            #expect(badPage.status == 400 && (errorType(badPage)) == "badRequest")
+            let badId = try await http.post("/api/contact-requests/abc/accept", token: token)
+            #expect(badId.status == 400)
+            let noPlugin = try await http.post("/api/plugins/nosuch/reload", token: token)
+            #expect(noPlugin.status == 404 && (errorType(noPlugin)) == "noSuchPlugin")
+            // Still serving, and the Chat API's own errors come back as its JSON.
+            let command = try await http.post("/api/command", token: token, body: #"{"cmd": "/no_such_command"}"#)
+            #expect(command.status == 200 && (json(command))["type"]?.stringValue == "chatCmdError")
+            let user = try await http.post("/api/command", token: token, body: #"{"cmd": "/user"}"#)
+            #expect((json(user))["type"]?.stringValue == "activeUser")
+        }
+    }
+
+    @Test func tooManyRequestsFromOneClientAreRefused() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withHost(options(dir, burst: 3, rate: 0.001)) { _, http, token in
+            for _ in 0..<3 { #expect(try await http.get("/api/status", token: token).status == 200) }
+            let limited = try await http.get("/api/status", token: token)
+            #expect(limited.status == 429)
+            #expect((json(limited))["error"]?["type"]?.stringValue == "rateLimited")
+        }
+    }
+
+    @Test func pluginsAreListedAndReloadedWithTheirOutcome() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let source = NIOLockedValueBoxHolder(value: [testPluginSpec("menu", tag: "status")])
+        try await withHost(options(dir, pluginSource: { source.get() })) { _, http, token in
+            let list = json(try await http.get("/api/plugins", token: token))
+            let menu = try #require(list["plugins"]?.arrayFirst)
+            #expect(menu["name"]?.stringValue == "menu")
+            #expect(menu["counters"]?["handled"]?.intValue != nil)
+            let same = json(try await http.post("/api/plugins/reload", token: token))
+            #expect(same["results"]?.arrayFirst?["outcome"]?.stringValue == "unchanged")
+            source.set([testPluginSpec("menu", tag: "help")])
+            let changed = json(try await http.post("/api/plugins/menu/reload", token: token))
+            #expect(changed["results"]?.arrayFirst?["outcome"]?.stringValue == "started")
+            // A library that does not load rolls back to the running version.
+            source.set([PluginSpec(name: "menu", path: dir.appendingPathComponent("missing.so").path, configFingerprint: "x", configure: { _ in .success("{}") })])
+            let failed = json(try await http.post("/api/plugins/reload", token: token))
+            let outcome = failed["results"]?.arrayFirst?["outcome"]?.stringValue
+            #expect(outcome == "rolledBack" || outcome == "failed")
+            #expect(failed["results"]?.arrayFirst?["failed"]?.boolValue == true)
+        }
+    }
+
+    @Test func aContactRequestIsListedAcceptedAndMessagedAndEventsStream() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await withHost(options(dir)) { host, http, token in
+            let relay = try #require(host.relayAddress)
+            let address = try #require(host.address)
+            // The event stream, opened before the request is made.
+            let events = AsyncInbox<JSONValue>()
+            var configuration = WebSocketClientConfiguration()
+            configuration.additionalHeaders[.authorization] = "Bearer \(token)"
+            let stream = Task {
+                try await WebSocketClient.connect(url: "ws://127.0.0.1:\(http.port)/api/events", configuration: configuration, logger: quiet) { inbound, _, _ in
+                    for try await m in inbound.messages(maxSize: 1 << 20) {
+                        if case let .text(t) = m { events.yield(try JSONValue.parse(t)) }
+                    }
+                }
+            }
+            defer { stream.cancel() }
+            // Wait until the stream is subscribed (the host counts its event subscribers).
+            try await eventually(timeout: .seconds(20), "the event stream subscribed") { host.events.subscriberCount >= 2 }
+
+            try await withEngine(dir, "person", relays: [relay]) { person, inbox in
+                await startUser(person, "person")
+                _ = await person.execute("/_connect 1 \(address)")
+                _ = try await events.first(where: { $0["type"]?.stringValue == "receivedContactRequest" }, "receivedContactRequest", timeout: .seconds(30))
+                let requests = json(try await http.get("/api/contact-requests", token: token))
+                #expect(requests["total"]?.intValue == 1)
+                let requestId = try #require(requests["contactRequests"]?.arrayFirst?["contactRequestId"]?.intValue)
+                let accepted = try await http.post("/api/contact-requests/\(requestId)/accept", token: token)
+                #expect(accepted.status == 200, "\(accepted.body)")
+                _ = try await inbox.next("contactConnected", timeout: .seconds(30))
+                _ = try await events.first(where: { $0["type"]?.stringValue == "contactConnected" }, "contactConnected", timeout: .seconds(30))
+
+                let contacts = json(try await http.get("/api/contacts?offset=0&limit=10", token: token))
+                #expect(contacts["total"]?.intValue == 1)
+                let contactId = try #require(contacts["contacts"]?.arrayFirst?["contactId"]?.intValue)
+                let sent = try await http.post("/api/contacts/\(contactId)/messages", token: token, body: #"{"text": "hello from the admin API"}"#)
+                #expect(sent.status == 200, "\(sent.body)")
+                let received = try await inbox.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == "hello from the admin API" }, timeout: .seconds(30))
+                #expect(received["chatItems"] != nil)
+
+                let link = json(try await http.get("/api/address", token: token))
+                #expect(link["link"]?.stringValue == address)
+                let svg = try await http.get("/api/address/qr.svg", token: token)
+                #expect(svg.status == 200 && svg.headers["content-type"] == "image/svg+xml" && svg.body.hasPrefix("<svg"))
+            }
+
+            // The host's WebSocket API answers too, with its own token.
+            let ws = await host.webSocketAddress()
+            #expect(try await HTTPProbe(port: ws.port).upgrade("/").status == 401)
+            #expect(try await HTTPProbe(port: ws.port).upgrade("/?token=\(Self.wsToken)").status == 101)
+        }
+    }
+
+    @Test func aWebSocketAPIBeyondLoopbackWithoutATokenDoesNotStart() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var o = options(dir)
+        o.webSocketAPI = WebSocketAPIOptions(listen: ListenAddress(host: "0.0.0.0", port: 0), token: nil)
+        await #expect(throws: BotHostError.self) { _ = try await BotHost.start(o, logger: quiet) }
+    }
+}
+
+/// A value tests change while the host reads it.
+final class NIOLockedValueBoxHolder<T: Sendable>: Sendable {
+    private let box: NIOLockedValueBox<T>
+    init(value: T) { box = NIOLockedValueBox(value) }
+    func get() -> T { box.withLockedValue { $0 } }
+    func set(_ v: T) { box.withLockedValue { $0 = v } }
+}

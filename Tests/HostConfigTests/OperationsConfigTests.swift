@@ -1,0 +1,45 @@
+import Foundation
+import Testing
+@testable import HostConfig
+
+/// `ws_api:` and `admin:` (docs/operations.md).
+@Suite struct OperationsConfigTests {
+    @Test func bothAreOffUnlessGivenAndTakeTheirDefaults() throws {
+        let (plain, _) = try load(minimal)
+        #expect(plain.webSocketAPI == nil)
+        #expect(!plain.admin.enabled)
+        let (c, _) = try load(minimal + "ws_api: {}\nadmin: {}\n")
+        #expect(c.webSocketAPI?.host == "127.0.0.1" && c.webSocketAPI?.port == 5225 && c.webSocketAPI?.token == nil)
+        #expect(c.admin.enabled && c.admin.host == "127.0.0.1" && c.admin.port == 5280)
+        #expect(c.admin.maxBodyBytes == 64 << 10 && c.admin.requestsPerSecond == 20 && c.admin.burst == 40)
+        let (off, _) = try load(minimal + "admin:\n  enabled: false\n")
+        #expect(!off.admin.enabled)
+    }
+
+    @Test func listenAddressesTokensAndLimitsAreRead() throws {
+        let (c, _) = try load(minimal + """
+            ws_api:
+              listen: 0.0.0.0:6000
+              token: ${WS_TOKEN}
+            admin:
+              listen: 127.0.0.1:0
+              max_body_bytes: 2048
+              requests_per_second: 5
+              burst: 10
+            """, environment: ["WS_TOKEN": "0123456789abcdef0123"])
+        #expect(c.webSocketAPI?.host == "0.0.0.0" && c.webSocketAPI?.port == 6000 && c.webSocketAPI?.token == "0123456789abcdef0123")
+        #expect(c.admin.port == 0 && c.admin.maxBodyBytes == 2048 && c.admin.requestsPerSecond == 5 && c.admin.burst == 10)
+    }
+
+    @Test func aWebSocketAPIBeyondLoopbackNeedsAToken() throws {
+        let p = try problems(minimal + "ws_api:\n  listen: 0.0.0.0:5225\n")
+        #expect(p.contains { $0.contains("ws_api.listen") && $0.contains("token") }, "\(p)")
+        let short = try problems(minimal + "ws_api:\n  token: short\n")
+        #expect(short.contains { $0.contains("ws_api.token") && $0.contains("16") }, "\(short)")
+        let bad = try problems(minimal + "ws_api:\n  listen: nowhere\n  colour: blue\nadmin:\n  listen: 1.2.3.4:99999\n  burst: 0\n")
+        #expect(bad.contains { $0.contains("ws_api.listen") }, "\(bad)")
+        #expect(bad.contains { $0.contains("colour") }, "\(bad)")
+        #expect(bad.contains { $0.contains("admin.listen") }, "\(bad)")
+        #expect(bad.contains { $0.contains("admin.burst") }, "\(bad)")
+    }
+}
