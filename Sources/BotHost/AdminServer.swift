@@ -206,7 +206,7 @@ struct AdminServer: Service {
 
     static func pluginJSON(_ s: PluginStatus) -> JSONValue {
         let c = s.stats
-        func n(_ v: Int) -> JSONValue { .number(Double(v)) }
+        func n(_ v: Int) -> JSONValue { .int(Int64(v)) }
         return .object([
             ("name", .string(s.name)), ("plugin", .string(s.info.name)), ("version", .string(s.info.version)),
             ("isolation", .string(s.isolation.rawValue)),
@@ -273,8 +273,8 @@ struct Page {
 
     func json(_ all: [JSONValue], key: String) -> JSONValue {
         let slice = offset < all.count ? Array(all[offset..<min(all.count, offset + limit)]) : []
-        return .object([(key, .array(slice)), ("total", .number(Double(all.count))), ("offset", .number(Double(offset))),
-                        ("limit", .number(Double(limit)))])
+        return .object([(key, .array(slice)), ("total", .int(Int64(all.count))), ("offset", .int(Int64(offset))),
+                        ("limit", .int(Int64(limit)))])
     }
 }
 

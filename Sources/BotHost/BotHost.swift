@@ -354,14 +354,14 @@ public final class BotHost: Service, Sendable {
         }()
         return .object([
             ("engineRunning", .bool(engineRunning)),
-            ("uptimeSeconds", .number(Double(elapsed.components.seconds))),
+            ("uptimeSeconds", .int(Int64(elapsed.components.seconds))),
             ("version", .string(SwiftplexVersion.current)),
             ("relays", .array(relays)),
             ("embeddedRelay", .bool(relay != nil)),
             ("address", address.map(JSONValue.string) ?? .null),
-            ("plugins", .number(Double(plugins.statuses().count))),
-            ("authFailures", .number(Double(authFailures))),
-            ("eventSubscribers", .number(Double(events.subscriberCount))),
+            ("plugins", .int(Int64(plugins.statuses().count))),
+            ("authFailures", .int(Int64(authFailures))),
+            ("eventSubscribers", .int(Int64(events.subscriberCount))),
         ])
     }
 

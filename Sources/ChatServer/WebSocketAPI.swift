@@ -30,7 +30,7 @@ public enum WebSocketAPI {
         // SimpleX's clients send corrId as a string; a number is taken as its decimal text.
         let corrId: String? = switch value["corrId"] {
         case let .string(s)?: s
-        case let .number(n)? where n == n.rounded() && abs(n) < 9e15: String(Int(n))
+        case let .int(n)?: String(n)
         default: nil
         }
         guard let corrId, !corrId.isEmpty else {

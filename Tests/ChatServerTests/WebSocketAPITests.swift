@@ -81,16 +81,16 @@ import SwiftplexBase
         let second = hub.subscribe()
         let limited = hub.subscribe(limit: 2)
         let pump = Task { await hub.run() }
-        for i in 0..<5 { sink.yield(.number(Double(i))) }
+        for i in 0..<5 { sink.yield(.int(Int64(i))) }
         sink.finish()
         await pump.value
         var a: [JSONValue] = [], b: [JSONValue] = [], c: [JSONValue] = []
         for await e in all.events { a.append(e) }
         for await e in second.events { b.append(e) }
         for await e in limited.events { c.append(e) }
-        #expect(a == (0..<5).map { .number(Double($0)) })
+        #expect(a == (0..<5).map { .int(Int64($0)) })
         #expect(b == a)
-        #expect(c == [.number(0), .number(1)])
+        #expect(c == [.int(0), .int(1)])
         #expect(limited.dropped == 3)
         // Subscribing after the source ended gives an ended stream.
         var late = 0
