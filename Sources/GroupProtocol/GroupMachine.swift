@@ -325,6 +325,7 @@ extension GroupState {
     }
 
     private mutating func confirmation(_ id: MemberId, _ info: GroupEnvelope, _ run: inout Run) throws(GroupError) {
+        try requireActive()
         var m = try requireMember(id, "confirmation")
         guard !m.status.isRemoved else { throw GroupError(.memberNotCurrent, "member \(id) is \(m.status.rawValue)") }
         let message: GroupMessage?
@@ -544,7 +545,11 @@ extension GroupState {
         case let .memberInvitation(id, intro):
             guard direct, a.category == .invitee else { throw GroupError(.unexpectedSender, "x.grp.mem.inv only comes from an invitee") }
             let key = Introduction.Key(re: id, to: a.memberId)
-            guard let status = introductions[key] else { throw GroupError(.invalidState, "x.grp.mem.inv: \(id) was not introduced to \(a.memberId)") }
+            guard let status = introductions[key] else {
+                // The introduced member left or was removed meanwhile (its introductions went with it).
+                if let re = members[id], re.status.isRemoved { return }
+                throw GroupError(.invalidState, "x.grp.mem.inv: \(id) was not introduced to \(a.memberId)")
+            }
             guard status == .sent else { return }
             guard let re = members[id], re.status.isCurrent else {
                 // The introduced member left meanwhile: nothing to pass on.

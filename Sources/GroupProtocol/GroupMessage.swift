@@ -24,13 +24,17 @@ public struct GroupEnvelope: Sendable, Hashable {
     /// Reads an envelope (as inside `x.grp.msg.forward`): `event` must be an `x.*` name, `params`
     /// an object; `v` and `msgId` are optional strings.
     public init(json: JSONValue) throws(GroupMessageError) {
-        let r = try ParamsReader(event: "envelope", path: "msg", json)
+        try self.init(json: json, context: "envelope", path: "msg")
+    }
+
+    init(json: JSONValue, context: String, path: String) throws(GroupMessageError) {
+        let r = try ParamsReader(event: context, path: path, json)
         v = try r.optionalString("v", maxLength: 32)
         msgId = try r.optionalString("msgId", maxLength: 256)
         event = try r.string("event", maxLength: 128)
         guard event.hasPrefix("x.") else { throw r.invalid("event", "is not an x.* event") }
         guard let p = json["params"], case .object = p else {
-            throw GroupMessageError(json["params"] == nil ? .missingField : .wrongType, "envelope: msg.params must be an object")
+            throw GroupMessageError(json["params"] == nil ? .missingField : .wrongType, "\(context): \(path).params must be an object")
         }
         params = p
     }
@@ -92,7 +96,7 @@ public struct GroupForward: Sendable, Hashable {
         msgTs = try r.string("msgTs", maxLength: 64)
         guard Timestamp.isValid(msgTs) else { throw r.invalid("msgTs", "is not an RFC 3339 time") }
         let inner = try r.object("msg")
-        msg = try GroupEnvelope(json: inner.value)
+        msg = try GroupEnvelope(json: inner.value, context: r.event, path: inner.path)
         guard msg.event != GroupMessage.Event.forward.rawValue else {
             throw GroupMessageError(.notForwardable, "x.grp.msg.forward: a forward cannot carry a forward")
         }
