@@ -59,12 +59,11 @@ public struct GroupState: Sendable {
         guard from.memberId != me.memberId else { throw GroupError(.duplicateMember, "x.grp.inv: inviter and invitee have the same member id") }
         guard !invitation.groupProfile.isPublicGroup else { throw GroupError(.invalidState, "x.grp.inv: a channel cannot be joined by invitation") }
         let host = GroupMemberState(memberId: from.memberId, role: from.memberRole, status: .invited, category: .host, contact: contact)
-        var state = GroupState(
+        let state = GroupState(
             membership: GroupMemberState(memberId: me.memberId, role: me.memberRole, status: .invited, category: .user,
                                          profile: ownProfile, invitedBy: from.memberId),
             profile: invitation.groupProfile, members: [host], pendingJoinRequest: invitation.connRequest, dedup: dedup
         )
-        state.pendingJoinRequest = invitation.connRequest
         return (state, [
             .saveMembership(state.membership), .saveMember(host), .saveProfile(invitation.groupProfile),
             .emit(.receivedGroupInvitation(contact: contact, fromMemberRole: from.memberRole, memberRole: me.memberRole)),

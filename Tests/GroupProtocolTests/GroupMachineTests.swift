@@ -320,6 +320,43 @@ import Testing
         #expect(net.input("bob", .sendContent(event: "x.grp.del", params: [:]))?.code == .invalidState)
     }
 
+    /// An admin that receives a removal directly passes it on to the removed member (SimpleX
+    /// `xGrpMemDel` `forwardToMember`); the removed member applies the first copy and refuses the rest.
+    @Test func adminsPassRemovalToTheRemovedMember() {
+        var net = GroupNet()
+        net.createGroup(by: "alice")
+        net.add("bob", by: "alice", role: .admin)
+        net.add("carol", by: "alice")
+        let alice = net.ids["alice"]!, carol = net.ids["carol"]!
+        net.input("alice", .remove(carol, messages: false))
+        net.run()
+        #expect(net.sent.contains { $0.from == "bob" && $0.to == "carol" && $0.event == "x.grp.msg.forward" })
+        #expect(net.events["carol"]?.filter { $0 == .deletedMemberUser(by: alice, withMessages: false) }.count == 1)
+        #expect(net.errors["carol"]?.map(\.error.code) == [.notJoined])
+        #expect(net.errors["alice"] == nil && net.errors["bob"] == nil)
+    }
+
+    /// A blocked member's messages are applied as blocked and not forwarded by the host.
+    @Test func hostDoesNotForwardBlockedMembers() {
+        var net = GroupNet()
+        net.createGroup(by: "alice")
+        net.add("bob", by: "alice")
+        net.holds = [{ to, input in
+            if to == "carol", case .confirmation = input { return true }
+            return false
+        }]
+        net.add("carol", by: "alice")
+        net.input("alice", .block(net.ids["carol"]!, blocked: true))
+        net.run()
+        net.say("carol", "blocked words")
+        #expect(net.applied["alice"]?.last?.blocked == true)
+        #expect(net.texts(at: "bob").isEmpty)
+        #expect(!net.sent.contains { $0.event == "x.grp.msg.forward" })
+        net.say("bob", "fine words")
+        #expect(net.texts(at: "carol") == ["fine words"])
+        #expect(net.allErrors().isEmpty, "\(net.allErrors())")
+    }
+
     @Test func groupProfileAndDeletionAreOwners() throws {
         var net = GroupNet()
         net.createGroup(by: "alice")
