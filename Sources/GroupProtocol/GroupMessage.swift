@@ -92,7 +92,9 @@ public struct GroupForward: Sendable, Hashable {
 
     init(reading r: ParamsReader) throws(GroupMessageError) {
         memberId = try r.optionalMemberId("memberId")
-        memberName = try r.optionalString("memberName", maxLength: 1024) ?? ""
+        // A channel's forward has no sender, so no name (SimpleX `FwdChannel`).
+        let name = try r.optionalString("memberName", maxLength: 1024) ?? ""
+        memberName = memberId == nil ? "" : name
         msgTs = try r.string("msgTs", maxLength: 64)
         guard Timestamp.isValid(msgTs) else { throw r.invalid("msgTs", "is not an RFC 3339 time") }
         let inner = try r.object("msg")

@@ -447,6 +447,30 @@ import Testing
         _ = (alice, dave)
     }
 
+    /// Every fixture message, as sent by every member to every other: each is applied or refused
+    /// with a typed error, and a refused one leaves the receiver's state as it was.
+    @Test func anyMessageFromAnyMemberIsAppliedOrRefusedWhole() throws {
+        for receiver in ["alice", "bob", "carol"] {
+            for sender in ["alice", "bob", "carol"] where sender != receiver {
+                for (i, fixture) in simplexFixtures.enumerated() {
+                    var net = GroupNet()
+                    net.createGroup(by: "alice")
+                    net.add("bob", by: "alice", role: .admin)
+                    net.add("carol", by: "alice")
+                    let env = GroupEnvelope(msgId: "fx\(i)", event: fixture.event, params: try JSONValue.parse(fixture.params))
+                    let before = net.state(receiver)
+                    if net.input(receiver, .received(from: net.ids[sender]!, env, brokerTs: GroupNet.brokerTs)) != nil {
+                        let after = net.state(receiver)
+                        #expect(after.members == before.members && after.membership == before.membership
+                                && after.introductions == before.introductions && after.profile == before.profile,
+                                "\(fixture.event) from \(sender) to \(receiver) was refused but changed the state")
+                    }
+                    net.run()
+                }
+            }
+        }
+    }
+
     @Test func malformedInputIsRefusedWithoutChange() {
         var net = GroupNet()
         net.createGroup(by: "alice")

@@ -245,3 +245,48 @@ let simplexFixtures: [(event: String, params: String)] = [
         ])
     }
 }
+
+/// Every field of every fixture replaced by a value of each other JSON type, or removed: decoding
+/// never traps and never accepts a required field of the wrong type silently.
+@Suite struct GroupMessageMutationTests {
+    static func paths(_ v: JSONValue, _ prefix: [String] = []) -> [[String]] {
+        guard case let .object(pairs) = v else { return [] }
+        return pairs.flatMap { k, sub in [prefix + [k]] + paths(sub, prefix + [k]) }
+    }
+
+    static func replacing(_ v: JSONValue, at path: [String], with new: JSONValue?) -> JSONValue {
+        guard let first = path.first, case var .object(pairs) = v else { return v }
+        guard let i = pairs.firstIndex(where: { $0.0 == first }) else { return v }
+        if path.count == 1 {
+            if let new { pairs[i].1 = new } else { pairs.remove(at: i) }
+        } else {
+            pairs[i].1 = replacing(pairs[i].1, at: Array(path.dropFirst()), with: new)
+        }
+        return .object(pairs)
+    }
+
+    @Test(arguments: simplexFixtures.indices)
+    func mutatedFieldsDecodeOrFailTyped(index: Int) throws {
+        let (event, text) = simplexFixtures[index]
+        let params = try JSONValue.parse(text)
+        let replacements: [JSONValue?] = [nil, .null, .int(0), .string(""), .string("x"), .array([]), .object([]), .bool(true), .double(1.5)]
+        var decoded = 0, refused = 0
+        for path in Self.paths(params) {
+            for r in replacements {
+                let mutated = Self.replacing(params, at: path, with: r)
+                do {
+                    if let m = try GroupMessage.decode(event: event, params: mutated) {
+                        decoded += 1
+                        // Whatever decodes encodes and decodes again to the same message.
+                        #expect(try GroupMessage.decode(event: event, params: m.params) == m)
+                    }
+                } catch {
+                    refused += 1
+                    #expect(!error.message.isEmpty)
+                }
+            }
+        }
+        if !Self.paths(params).isEmpty { #expect(refused > 0, "\(event): some mutation must be refused") }
+        _ = decoded
+    }
+}
