@@ -144,6 +144,11 @@ let package = Package(
         // Codable to the JSON the simplex-chat package expects; Foundation only.
         .target(name: "ChatModel"),
 
+        // Groups: the group chat protocol (x.grp.*) as typed messages, roles and permissions, the
+        // member lifecycle and introductions as a pure state machine, forwarding dedup; no I/O.
+        .target(name: "GroupProtocol", dependencies: ["SwiftplexBase"]),
+        .testTarget(name: "GroupProtocolTests", dependencies: ["GroupProtocol", "SwiftplexBase"]),
+
         // Layer 6: the Chat API — SimpleX bot API command strings in, JSON out.
         .target(name: "ChatAPI", dependencies: ["ChatCore", "SwiftplexBase", "SwiftplexCrypto"]),
 

@@ -1,0 +1,644 @@
+import SwiftplexBase
+
+/// One group as the local user sees it — its members, the introductions it hosts, the messages it
+/// has seen — and the pure state machine of the group protocol (p2p groups: a full mesh of member
+/// connections, with the member who invited a newcomer introducing it to everyone).
+///
+/// `handle(_:newMessageId:)` takes a local command, a message received from a member or a
+/// connection event, checks it (roles through ``GroupPermissions``, membership, state), and
+/// returns the effects for the engine to perform. A refused input throws a ``GroupError`` and
+/// changes nothing. No I/O, no clock, no randomness: message ids come from `newMessageId`.
+///
+/// ```
+/// host H invites B; M is in the group already
+/// H: addMember ─→ createInvitation ─invitationCreated→ x.grp.inv ⇒ B (contact)
+/// B: join ─→ joinConnection(x.grp.acpt)        H: confirmation(x.grp.acpt) ─→ allowConnection
+/// H,B: connected ─→ H: x.grp.mem.new(B) ⇒ M;  x.grp.mem.intro(M) ⇒ B;  history ⇒ B
+/// B: intro ─→ createInvitation ─invitationCreated→ x.grp.mem.inv(M) ⇒ H ─→ x.grp.mem.fwd(B) ⇒ M
+/// M: fwd ─→ joinConnection(x.grp.mem.info)      B: confirmation(x.grp.mem.info) ─→ allowConnection
+/// B,M: connected ─→ x.grp.mem.con ⇒ H (each)    until then H forwards B's and M's messages
+/// ```
+public struct GroupState: Sendable {
+    /// The user's own membership (category `user`).
+    public private(set) var membership: GroupMemberState
+    public private(set) var profile: GroupProfile
+    public private(set) var members: [MemberId: GroupMemberState] = [:]
+    /// Host only: introductions in progress or done.
+    public private(set) var introductions: [Introduction.Key: Introduction.Status] = [:]
+    /// Messages seen, per author.
+    public private(set) var dedup: ForwardDedup
+    /// The invitation's connection request, kept until the user joins.
+    public private(set) var pendingJoinRequest: String?
+
+    /// A new group created by the user, who is its owner (`/_group`).
+    public init(creator memberId: MemberId, profile ownProfile: MemberProfile, groupProfile: GroupProfile, dedup: ForwardDedup = ForwardDedup()) {
+        membership = GroupMemberState(memberId: memberId, role: .owner, status: .creator, category: .user, profile: ownProfile)
+        profile = groupProfile
+        self.dedup = dedup
+    }
+
+    /// A group as stored (the engine restores the machine from its database).
+    public init(membership: GroupMemberState, profile: GroupProfile, members: [GroupMemberState],
+                introductions: [Introduction] = [], pendingJoinRequest: String? = nil, dedup: ForwardDedup = ForwardDedup()) {
+        self.membership = membership
+        self.profile = profile
+        for m in members { self.members[m.memberId] = m }
+        for i in introductions { self.introductions[i.key] = i.status }
+        self.pendingJoinRequest = pendingJoinRequest
+        self.dedup = dedup
+    }
+
+    /// An invitation received from a contact (`x.grp.inv` on the direct connection): the group as
+    /// the invitee first knows it — itself `invited`, the inviter as its host. SimpleX
+    /// `processGroupInvitation`: the inviter must be admin or above and at least the invited role;
+    /// the two member ids must differ; a channel's profile cannot come this way.
+    public static func invited(by contact: ContactRef, _ invitation: GroupInvitation, ownProfile: MemberProfile,
+                               dedup: ForwardDedup = ForwardDedup()) throws(GroupError) -> (GroupState, [GroupEffect]) {
+        let from = invitation.fromMember, me = invitation.invitedMember
+        try GroupPermissions.authorize(actor: from.memberRole, action: .invite(as: me.memberRole))
+        guard from.memberId != me.memberId else { throw GroupError(.duplicateMember, "x.grp.inv: inviter and invitee have the same member id") }
+        guard !invitation.groupProfile.isPublicGroup else { throw GroupError(.invalidState, "x.grp.inv: a channel cannot be joined by invitation") }
+        let host = GroupMemberState(memberId: from.memberId, role: from.memberRole, status: .invited, category: .host, contact: contact)
+        let state = GroupState(
+            membership: GroupMemberState(memberId: me.memberId, role: me.memberRole, status: .invited, category: .user,
+                                         profile: ownProfile, invitedBy: from.memberId),
+            profile: invitation.groupProfile, members: [host], pendingJoinRequest: invitation.connRequest, dedup: dedup
+        )
+        return (state, [
+            .saveMembership(state.membership), .saveMember(host), .saveProfile(invitation.groupProfile),
+            .emit(.receivedGroupInvitation(contact: contact, fromMemberRole: from.memberRole, memberRole: me.memberRole)),
+        ])
+    }
+
+    public func member(_ id: MemberId) -> GroupMemberState? { members[id] }
+
+    /// The member who brought the user in.
+    public var host: GroupMemberState? { membership.invitedBy.flatMap { members[$0] } }
+
+    /// Handles one input. On success the state has moved and the effects say what to do; on a
+    /// ``GroupError`` nothing changed.
+    public mutating func handle(_ input: GroupInput, newMessageId: () -> String) throws(GroupError) -> [GroupEffect] {
+        var next = self
+        let effects = try withoutActuallyEscaping(newMessageId) { (ids) throws(GroupError) -> [GroupEffect] in
+            var run = Run(newMessageId: ids)
+            try next.apply(input, &run)
+            return run.effects
+        }
+        self = next
+        return effects
+    }
+}
+
+/// The effects of one `handle` call, being collected.
+struct Run {
+    let newMessageId: () -> String
+    var effects: [GroupEffect] = []
+
+    mutating func envelope(_ message: GroupMessage) -> GroupEnvelope { message.envelope(msgId: newMessageId()) }
+}
+
+extension GroupState {
+    private var isHost: Bool { membership.role >= .admin }
+
+    private var userActive: Bool { membership.status.isCurrent }
+
+    private func requireActive() throws(GroupError) {
+        guard userActive else { throw GroupError(.notJoined, "the user is not in the group (\(membership.status.rawValue))") }
+    }
+
+    private func requireMember(_ id: MemberId, _ what: String) throws(GroupError) -> GroupMemberState {
+        guard let m = members[id] else { throw GroupError(.unknownMember, "\(what): unknown member \(id)") }
+        return m
+    }
+
+    /// Members the user's messages go to directly: connected ones. Members still being introduced
+    /// get them from the host (forwarding); invitees still connecting, as pending messages.
+    private func recipients(excluding: MemberId? = nil) -> [MemberId] {
+        members.values.filter { $0.isConnected && $0.memberId != excluding }.map(\.memberId).sorted()
+    }
+
+    private mutating func save(_ m: GroupMemberState, _ run: inout Run) {
+        members[m.memberId] = m
+        run.effects.append(.saveMember(m))
+    }
+
+    private mutating func saveMembership(_ run: inout Run) { run.effects.append(.saveMembership(membership)) }
+
+    private mutating func setIntro(_ key: Introduction.Key, _ status: Introduction.Status?, _ run: inout Run) {
+        introductions[key] = status
+        run.effects.append(.saveIntroduction(key, status))
+    }
+
+    private mutating func dropIntroductions(involving id: MemberId, _ run: inout Run) {
+        for key in introductions.keys.sorted(by: { ($0.re, $0.to) < ($1.re, $1.to) }) where key.re == id || key.to == id {
+            setIntro(key, nil, &run)
+        }
+    }
+
+    /// A member is gone (left or removed): its connection and introductions go, its messages are
+    /// refused from now on.
+    private mutating func memberGone(_ m: GroupMemberState, status: GroupMemberStatus, _ run: inout Run) {
+        var m = m
+        m.status = status
+        save(m, &run)
+        run.effects.append(.deleteConnection(for: m.memberId))
+        dropIntroductions(involving: m.memberId, &run)
+        dedup.forget(author: m.memberId)
+    }
+
+    private mutating func userGone(status: GroupMemberStatus, _ run: inout Run) {
+        membership.status = status
+        saveMembership(&run)
+        run.effects.append(.deleteAllConnections)
+        for key in introductions.keys.sorted(by: { ($0.re, $0.to) < ($1.re, $1.to) }) { setIntro(key, nil, &run) }
+    }
+
+    private func broadcast(_ env: GroupEnvelope, _ run: inout Run, excluding: MemberId? = nil) {
+        for id in recipients(excluding: excluding) { run.effects.append(.send(env, to: id)) }
+    }
+
+    mutating func apply(_ input: GroupInput, _ run: inout Run) throws(GroupError) {
+        switch input {
+        case let .addMember(contact, memberId, role): try addMember(contact, memberId, role, &run)
+        case .join: try join(&run)
+        case let .changeRole(id, to): try changeRole(id, to, &run)
+        case let .remove(id, messages): try remove(id, messages, &run)
+        case let .block(id, blocked): try block(id, blocked, &run)
+        case .leave: try leave(&run)
+        case .deleteGroup: try deleteGroup(&run)
+        case let .updateProfile(p): try updateProfile(p, &run)
+        case let .sendContent(event, params): try sendContent(event, params, &run)
+        case let .received(from, env, brokerTs): try received(from, env, brokerTs, &run)
+        case let .invitationCreated(id, connRequest): try invitationCreated(id, connRequest, &run)
+        case let .confirmation(from, info): try confirmation(from, info, &run)
+        case let .connected(id): try connected(id, &run)
+        }
+    }
+
+    // MARK: Local commands
+
+    private mutating func addMember(_ contact: ContactRef, _ id: MemberId, _ role: GroupMemberRole, _ run: inout Run) throws(GroupError) {
+        try requireActive()
+        try GroupPermissions.authorize(actor: membership.role, action: .invite(as: role))
+        guard id != membership.memberId, members[id] == nil else { throw GroupError(.duplicateMember, "member id \(id) is in the group already") }
+        if let existing = members.values.first(where: { $0.contact == contact && $0.category == .invitee && !$0.status.isRemoved }) {
+            throw GroupError(.duplicateMember, "the contact is invited already as \(existing.memberId)")
+        }
+        save(GroupMemberState(memberId: id, role: role, status: .invited, category: .invitee, invitedBy: membership.memberId, contact: contact), &run)
+        run.effects.append(.createInvitation(for: id))
+    }
+
+    private mutating func join(_ run: inout Run) throws(GroupError) {
+        guard membership.status == .invited, let connRequest = pendingJoinRequest, var host = self.host else {
+            throw GroupError(.invalidState, "no invitation to accept (membership is \(membership.status.rawValue))")
+        }
+        let info = run.envelope(.accept(memberId: membership.memberId))
+        run.effects.append(.joinConnection(for: host.memberId, connRequest: connRequest, info: info))
+        pendingJoinRequest = nil
+        membership.status = .accepted
+        saveMembership(&run)
+        host.status = .accepted
+        save(host, &run)
+        run.effects.append(.emit(.userAcceptedGroupSent))
+    }
+
+    private mutating func changeRole(_ id: MemberId, _ to: GroupMemberRole, _ run: inout Run) throws(GroupError) {
+        try requireActive()
+        var m = try requireMember(id, "changing role")
+        guard m.status.isCurrent else { throw GroupError(.memberNotCurrent, "member \(id) is \(m.status.rawValue)") }
+        try GroupPermissions.authorize(actor: membership.role, action: .changeRole(to: to), target: m.role)
+        guard m.role != to else { return }
+        broadcast(run.envelope(.memberRole(memberId: id, role: to)), &run)
+        let from = m.role
+        m.role = to
+        save(m, &run)
+        run.effects.append(.emit(.memberRole(by: nil, member: id, from: from, to: to)))
+    }
+
+    private mutating func remove(_ id: MemberId, _ messages: Bool, _ run: inout Run) throws(GroupError) {
+        try requireActive()
+        let m = try requireMember(id, "removing")
+        guard !m.status.isRemoved else { throw GroupError(.memberNotCurrent, "member \(id) is \(m.status.rawValue)") }
+        try GroupPermissions.authorize(actor: membership.role, action: .remove, target: m.role)
+        // The removed member gets it too, so that it knows.
+        broadcast(run.envelope(.memberDelete(memberId: id, messages: messages)), &run)
+        memberGone(m, status: .removed, &run)
+        run.effects.append(.emit(.deletedMember(by: nil, member: id, withMessages: messages)))
+    }
+
+    private mutating func block(_ id: MemberId, _ blocked: Bool, _ run: inout Run) throws(GroupError) {
+        try requireActive()
+        var m = try requireMember(id, "blocking")
+        guard m.status.isCurrent else { throw GroupError(.memberNotCurrent, "member \(id) is \(m.status.rawValue)") }
+        try GroupPermissions.authorize(actor: membership.role, action: .block, target: m.role)
+        guard m.blocked != blocked else { return }
+        // As SimpleX, the blocked member is not told (`x.grp.mem.restrict` about it is ignored there anyway).
+        broadcast(run.envelope(.memberRestrict(memberId: id, restriction: blocked ? .blocked : .unrestricted)), &run, excluding: id)
+        m.blocked = blocked
+        save(m, &run)
+        run.effects.append(.emit(.memberBlockedForAll(by: nil, member: id, blocked: blocked)))
+    }
+
+    private mutating func leave(_ run: inout Run) throws(GroupError) {
+        guard !membership.status.isRemoved else { throw GroupError(.notJoined, "the user is not in the group (\(membership.status.rawValue))") }
+        broadcast(run.envelope(.leave), &run)
+        userGone(status: .left, &run)
+        run.effects.append(.emit(.leftMemberUser))
+    }
+
+    private mutating func deleteGroup(_ run: inout Run) throws(GroupError) {
+        try requireActive()
+        try GroupPermissions.authorize(actor: membership.role, action: .deleteGroup)
+        broadcast(run.envelope(.delete), &run)
+        userGone(status: .deleted, &run)
+        run.effects.append(.emit(.groupDeleted(by: nil)))
+    }
+
+    private mutating func updateProfile(_ p: GroupProfile, _ run: inout Run) throws(GroupError) {
+        try requireActive()
+        try GroupPermissions.authorize(actor: membership.role, action: .updateProfile)
+        guard !p.isPublicGroup else { throw GroupError(.invalidState, "a group's profile cannot make it a channel") }
+        guard p != profile else { return }
+        broadcast(run.envelope(.info(p)), &run)
+        let old = profile
+        profile = p
+        run.effects.append(.saveProfile(p))
+        run.effects.append(.emit(.groupUpdated(by: nil, from: old, to: p)))
+    }
+
+    private mutating func sendContent(_ event: String, _ params: JSONValue, _ run: inout Run) throws(GroupError) {
+        try requireActive()
+        guard GroupMessage.Event(rawValue: event) == nil else {
+            throw GroupError(.invalidState, "\(event) is a group control message, not content")
+        }
+        try checkContent(actor: membership, event: event, params: params)
+        broadcast(GroupEnvelope(msgId: run.newMessageId(), event: event, params: params), &run)
+    }
+
+    /// Who may send which content: `x.msg.new`/`x.msg.update` need a role above observer
+    /// (`memberCanSend`); `x.msg.del` naming another member's message is moderation (moderator
+    /// and at least the author's role, `groupMessageDelete`).
+    private func checkContent(actor: GroupMemberState, event: String, params: JSONValue) throws(GroupError) {
+        switch event {
+        case "x.msg.new", "x.msg.update":
+            try GroupPermissions.authorize(actor: actor.role, action: .sendContent)
+        case "x.msg.del":
+            guard let text = params["memberId"]?.stringValue else { return }
+            guard let target = MemberId(text) else { throw GroupError(.malformedMessage, "x.msg.del: memberId is not a member id") }
+            guard target != actor.memberId else { return }
+            let targetRole: GroupMemberRole
+            if target == membership.memberId {
+                targetRole = membership.role
+            } else {
+                guard let m = members[target] else { throw GroupError(.unknownMember, "x.msg.del: unknown member \(target)") }
+                targetRole = m.role
+            }
+            try GroupPermissions.authorize(actor: actor.role, action: .deleteMessage, target: targetRole)
+        default:
+            return
+        }
+    }
+
+    // MARK: Connection events
+
+    private mutating func invitationCreated(_ id: MemberId, _ connRequest: String, _ run: inout Run) throws(GroupError) {
+        let m = try requireMember(id, "invitation created")
+        switch (m.category, m.status) {
+        case (.invitee, .invited):
+            guard let contact = m.contact else { throw GroupError(.invalidState, "invitee \(id) has no contact") }
+            let invitation = GroupInvitation(
+                fromMember: MemberIdRole(membership.memberId, membership.role), invitedMember: MemberIdRole(id, m.role),
+                connRequest: connRequest, groupProfile: profile, groupSize: members.values.filter { $0.status.isCurrent }.count + 1
+            )
+            run.effects.append(.sendToContact(run.envelope(.invitation(invitation)), contact: contact))
+            run.effects.append(.emit(.sentGroupInvitation(member: id, contact: contact)))
+        case (.pre, .introduced):
+            guard let host = host else { throw GroupError(.invalidState, "no host to send the invitation to") }
+            var m = m
+            m.status = .introInvited
+            save(m, &run)
+            run.effects.append(.send(run.envelope(.memberInvitation(memberId: id, IntroInvitation(groupConnReq: connRequest))), to: host.memberId))
+        default:
+            throw GroupError(.invalidState, "no invitation was asked for member \(id) (\(m.category.rawValue), \(m.status.rawValue))")
+        }
+    }
+
+    private mutating func confirmation(_ id: MemberId, _ info: GroupEnvelope, _ run: inout Run) throws(GroupError) {
+        try requireActive()
+        var m = try requireMember(id, "confirmation")
+        guard !m.status.isRemoved else { throw GroupError(.memberNotCurrent, "member \(id) is \(m.status.rawValue)") }
+        let message: GroupMessage?
+        do { message = try info.groupMessage() } catch { throw GroupError(.malformedMessage, error.message) }
+        switch (m.category, m.status, message) {
+        case let (.invitee, .invited, .accept(memberId)?):
+            // SimpleX: the joiner's `x.grp.acpt` must carry the id it was invited with.
+            guard memberId == id else { throw GroupError(.unexpectedSender, "x.grp.acpt: member id does not match the invitation") }
+            m.status = .accepted
+            save(m, &run)
+            run.effects.append(.allowConnection(for: id, info: nil))
+        case let (.pre, .introInvited, .memberInfo(memberId, memberProfile)?):
+            guard memberId == id else { throw GroupError(.unexpectedSender, "x.grp.mem.info: member id does not match the introduction") }
+            m.profile = memberProfile
+            save(m, &run)
+            run.effects.append(.allowConnection(for: id, info: run.envelope(.memberInfo(memberId: membership.memberId, profile: ownProfile))))
+        default:
+            throw GroupError(.invalidState, "unexpected confirmation \(info.event) from member \(id) (\(m.category.rawValue), \(m.status.rawValue))")
+        }
+    }
+
+    private var ownProfile: MemberProfile { membership.profile ?? MemberProfile(displayName: String(membership.memberId.text.prefix(7))) }
+
+    private mutating func connected(_ id: MemberId, _ run: inout Run) throws(GroupError) {
+        var m = try requireMember(id, "connected")
+        guard !m.status.isRemoved, userActive else {
+            throw GroupError(.memberNotCurrent, "member \(id) is \(m.status.rawValue), user is \(membership.status.rawValue)")
+        }
+        switch m.category {
+        case .host:
+            guard m.status == .accepted else { throw GroupError(.invalidState, "host connected before the user joined") }
+            m.status = .connected
+            save(m, &run)
+            membership.status = .connected
+            saveMembership(&run)
+            run.effects.append(.emit(.userJoinedGroup(host: id)))
+        case .invitee:
+            guard m.status == .accepted else { throw GroupError(.invalidState, "invitee \(id) connected in status \(m.status.rawValue)") }
+            m.status = .connected
+            save(m, &run)
+            run.effects.append(.emit(.joinedGroupMember(id)))
+            introduceToAll(m, &run)
+        case .pre, .post:
+            guard m.status == .introInvited else { throw GroupError(.invalidState, "member \(id) connected in status \(m.status.rawValue)") }
+            m.status = .connected
+            save(m, &run)
+            run.effects.append(.emit(.connectedToGroupMember(id)))
+            // Tell whoever introduced us that the pair is connected, so it stops forwarding
+            // (SimpleX `sendXGrpMemCon`: a pre-member's is the user's host, a post-member's its inviter).
+            let introducer = m.category == .pre ? membership.invitedBy : m.invitedBy
+            if let introducer, members[introducer]?.isConnected == true {
+                run.effects.append(.send(run.envelope(.memberConnected(memberId: id)), to: introducer))
+            }
+        case .user:
+            throw GroupError(.invalidState, "the user's own member id cannot connect")
+        }
+    }
+
+    /// The host's part when an invitee connects (SimpleX `introduceToAll`): announce it to every
+    /// connected member, introduce every connected member to it, then history.
+    private mutating func introduceToAll(_ newMember: GroupMemberState, _ run: inout Run) {
+        let others = members.values.filter { $0.isConnected && $0.memberId != newMember.memberId }.sorted { $0.memberId < $1.memberId }
+        let announce = run.envelope(.memberNew(newMember.info, scope: nil))
+        for m in others { run.effects.append(.send(announce, to: m.memberId)) }
+        for m in others {
+            run.effects.append(.send(run.envelope(.memberIntro(m.info, restrictions: m.blocked ? .blocked : nil)), to: newMember.memberId))
+            setIntro(Introduction.Key(re: m.memberId, to: newMember.memberId), .sent, &run)
+        }
+        run.effects.append(.sendHistory(to: newMember.memberId))
+    }
+
+    // MARK: Received messages
+
+    private mutating func received(_ from: MemberId, _ env: GroupEnvelope, _ brokerTs: String, _ run: inout Run) throws(GroupError) {
+        guard !membership.status.isRemoved else { throw GroupError(.notJoined, "the user is not in the group (\(membership.status.rawValue))") }
+        let sender = try requireMember(from, env.event)
+        guard !sender.status.isRemoved else { throw GroupError(.memberNotCurrent, "\(env.event) from member \(from), who is \(sender.status.rawValue)") }
+        let message: GroupMessage?
+        do { message = try env.groupMessage() } catch { throw GroupError(.malformedMessage, error.message) }
+
+        if case let .forward(fwd)? = message {
+            try receivedForward(fwd, forwarder: sender, &run)
+            return
+        }
+        if env.isForwardable {
+            switch dedup.record(author: from, msgId: env.msgId, forwardedBy: nil) {
+            case .new: break
+            case let .duplicate(forwardedBy):
+                // Came forwarded first; now directly: the host may stop (SimpleX answers the
+                // duplicate with `x.grp.mem.con`).
+                if let forwardedBy, members[forwardedBy]?.isConnected == true {
+                    run.effects.append(.send(run.envelope(.memberConnected(memberId: from)), to: forwardedBy))
+                }
+                return
+            }
+        }
+        // The host forwards to members not yet connected to the sender — chosen before the
+        // message is applied, as a leave or removal drops the sender's introductions.
+        let targets = isHost && env.isForwardable && !sender.blocked ? forwardTargets(of: from) : []
+        try process(env, message, author: sender, forwardedBy: nil, brokerTs: brokerTs, &run)
+        if !targets.isEmpty {
+            let fwd = GroupForward(memberId: from, memberName: sender.profile?.displayName ?? "", msgTs: brokerTs, msg: env)
+            let out = run.envelope(.forward(fwd))
+            for t in targets where members[t]?.isConnected == true { run.effects.append(.send(out, to: t)) }
+        }
+    }
+
+    /// SimpleX `forwardMsgs` (p2p): to members introduced to the sender (if it is our invitee) and
+    /// to our invitees the sender was introduced to, while neither has reported the connection.
+    private func forwardTargets(of sender: MemberId) -> [MemberId] {
+        var targets: Set<MemberId> = []
+        for (key, status) in introductions where status.needsForwarding {
+            if key.to == sender { targets.insert(key.re) }
+            if key.re == sender { targets.insert(key.to) }
+        }
+        return targets.filter { members[$0]?.isConnected == true }.sorted()
+    }
+
+    private mutating func receivedForward(_ fwd: GroupForward, forwarder: GroupMemberState, _ run: inout Run) throws(GroupError) {
+        // SimpleX `isMemberGrpFwdRelay`: in p2p groups only admins and owners forward.
+        try GroupPermissions.authorize(actor: forwarder.role, action: .host)
+        guard let authorId = fwd.memberId else {
+            throw GroupError(.invalidState, "x.grp.msg.forward without memberId is a channel's, not in a group")
+        }
+        guard fwd.msg.isForwardable else {
+            throw GroupError(.malformedMessage, "x.grp.msg.forward: \(fwd.msg.event) is never forwarded")
+        }
+        let inner: GroupMessage?
+        do { inner = try fwd.msg.groupMessage() } catch { throw GroupError(.malformedMessage, error.message) }
+        guard authorId != membership.memberId else { throw GroupError(.invalidState, "x.grp.msg.forward of the user's own message") }
+        var author: GroupMemberState
+        if let known = members[authorId] {
+            author = known
+        } else {
+            // SimpleX creates the unknown author with the group's default role for unknown members
+            // (author in p2p groups), except for a leave, which there is nothing to apply to.
+            if inner == .leave { return }
+            author = GroupMemberState(memberId: authorId, role: .author, status: .unknown, category: .pre,
+                                      profile: fwd.memberName.isEmpty ? nil : MemberProfile(displayName: fwd.memberName), invitedBy: forwarder.memberId)
+            save(author, &run)
+        }
+        guard !author.status.isRemoved else {
+            throw GroupError(.memberNotCurrent, "forwarded \(fwd.msg.event) from member \(authorId), who is \(author.status.rawValue)")
+        }
+        // Forwards are expected only from the member who introduced us to the author: our host or
+        // the author's inviter (SimpleX `expectedForwarder`); an unknown author's from any admin.
+        guard forwarder.memberId == membership.invitedBy || author.invitedBy == forwarder.memberId || author.status == .unknown else {
+            throw GroupError(.unexpectedSender, "member \(forwarder.memberId) may not forward messages of \(authorId)")
+        }
+        switch dedup.record(author: authorId, msgId: fwd.msg.msgId, forwardedBy: forwarder.memberId) {
+        case .new: break
+        case .duplicate: return
+        }
+        author = members[authorId] ?? author
+        try process(fwd.msg, inner, author: author, forwardedBy: forwarder.memberId, brokerTs: fwd.msgTs, &run)
+    }
+
+    /// Applies one message from `author` (received directly, or forwarded by `forwardedBy`).
+    private mutating func process(_ env: GroupEnvelope, _ message: GroupMessage?, author a: GroupMemberState, forwardedBy: MemberId?,
+                                  brokerTs: String, _ run: inout Run) throws(GroupError) {
+        guard let message else {
+            // Content.
+            guard a.status.isCurrent || a.status == .unknown else {
+                throw GroupError(.memberNotCurrent, "\(env.event) from member \(a.memberId), who is \(a.status.rawValue)")
+            }
+            try checkContent(actor: a, event: env.event, params: env.params)
+            run.effects.append(.applyContent(env, author: a.memberId, forwardedBy: forwardedBy, blocked: a.blocked))
+            return
+        }
+        let direct = forwardedBy == nil
+        switch message {
+        case .invitation, .accept, .linkInvitation, .linkRejection, .memberInfo:
+            throw GroupError(.invalidState, "\(env.event) is not sent over a member connection")
+        case .forward:
+            throw GroupError(.malformedMessage, "nested x.grp.msg.forward")
+        case let .linkMember(p):
+            guard direct, a.category == .host else { throw GroupError(.unexpectedSender, "x.grp.link.mem only comes from the host") }
+            var h = a
+            h.profile = p
+            save(h, &run)
+        case let .linkAccept(acceptance, role, id):
+            try GroupPermissions.authorize(actor: a.role, action: .admit(as: role))
+            if id == membership.memberId {
+                guard acceptance == .accepted else { return }
+                membership.role = role
+                membership.status = .connected
+                saveMembership(&run)
+                run.effects.append(.emit(.userJoinedGroup(host: a.memberId)))
+            } else {
+                var m = try requireMember(id, env.event)
+                m.role = role
+                if m.status == .pendingReview || m.status == .pendingApproval { m.status = .announced }
+                save(m, &run)
+                run.effects.append(.emit(.memberAcceptedByOther(by: a.memberId, member: id)))
+            }
+        case let .memberNew(info, scope):
+            // SimpleX `xGrpMemNew` with `checkHostRole`.
+            try GroupPermissions.authorize(actor: a.role, action: .invite(as: info.memberRole))
+            guard info.memberId != membership.memberId else { return }
+            guard members[info.memberId] == nil || members[info.memberId]?.status == .unknown else {
+                throw GroupError(.duplicateMember, "x.grp.mem.new: member \(info.memberId) exists")
+            }
+            let m = GroupMemberState(memberId: info.memberId, role: info.memberRole, status: scope == nil ? .announced : .pendingReview,
+                                     category: .post, profile: info.profile, invitedBy: a.memberId)
+            save(m, &run)
+            run.effects.append(.emit(.joinedGroupMemberConnecting(host: a.memberId, member: m.memberId)))
+        case let .memberIntro(info, restriction):
+            guard direct, a.category == .host else { throw GroupError(.unexpectedSender, "x.grp.mem.intro only comes from the host") }
+            try GroupPermissions.authorize(actor: a.role, action: .host)
+            guard info.memberId != membership.memberId, members[info.memberId] == nil else {
+                throw GroupError(.duplicateMember, "x.grp.mem.intro: member \(info.memberId) exists")
+            }
+            let m = GroupMemberState(memberId: info.memberId, role: info.memberRole, status: .introduced, category: .pre,
+                                     profile: info.profile, invitedBy: a.memberId, blocked: restriction?.isBlocked ?? false)
+            save(m, &run)
+            run.effects.append(.createInvitation(for: m.memberId))
+        case let .memberInvitation(id, intro):
+            guard direct, a.category == .invitee else { throw GroupError(.unexpectedSender, "x.grp.mem.inv only comes from an invitee") }
+            let key = Introduction.Key(re: id, to: a.memberId)
+            guard let status = introductions[key] else {
+                // The introduced member left or was removed meanwhile (its introductions went with it).
+                if let re = members[id], re.status.isRemoved { return }
+                throw GroupError(.invalidState, "x.grp.mem.inv: \(id) was not introduced to \(a.memberId)")
+            }
+            guard status == .sent else { return }
+            guard let re = members[id], re.status.isCurrent else {
+                // The introduced member left meanwhile: nothing to pass on.
+                setIntro(key, nil, &run)
+                return
+            }
+            setIntro(key, .invitationReceived, &run)
+            run.effects.append(.send(run.envelope(.memberForward(a.info, intro)), to: re.memberId))
+            setIntro(key, .invitationForwarded, &run)
+        case let .memberForward(info, intro):
+            try GroupPermissions.authorize(actor: a.role, action: .invite(as: info.memberRole))
+            guard info.memberId != membership.memberId else { throw GroupError(.invalidState, "x.grp.mem.fwd about the user") }
+            var m = members[info.memberId] ?? GroupMemberState(memberId: info.memberId, role: info.memberRole, status: .announced,
+                                                               category: .post, profile: info.profile, invitedBy: a.memberId)
+            guard m.status == .announced || m.status == .unknown else {
+                throw GroupError(.invalidState, "x.grp.mem.fwd: member \(info.memberId) is \(m.status.rawValue)")
+            }
+            m.status = .introInvited
+            if m.profile == nil { m.profile = info.profile }
+            if m.invitedBy == nil { m.invitedBy = a.memberId }
+            save(m, &run)
+            run.effects.append(.joinConnection(for: m.memberId, connRequest: intro.groupConnReq,
+                                               info: run.envelope(.memberInfo(memberId: membership.memberId, profile: ownProfile))))
+        case let .memberConnected(id):
+            _ = try requireMember(id, env.event)
+            if let s = introductions[Introduction.Key(re: id, to: a.memberId)] {
+                setIntro(Introduction.Key(re: id, to: a.memberId), s == .reConnected || s == .connected ? .connected : .toConnected, &run)
+            }
+            if let s = introductions[Introduction.Key(re: a.memberId, to: id)] {
+                setIntro(Introduction.Key(re: a.memberId, to: id), s == .toConnected || s == .connected ? .connected : .reConnected, &run)
+            }
+        case let .memberRole(id, role):
+            if id == membership.memberId {
+                try GroupPermissions.authorize(actor: a.role, action: .changeRole(to: role), target: membership.role)
+                let from = membership.role
+                guard from != role else { return }
+                membership.role = role
+                saveMembership(&run)
+                run.effects.append(.emit(.userRole(by: a.memberId, from: from, to: role)))
+            } else {
+                var m = try requireMember(id, env.event)
+                try GroupPermissions.authorize(actor: a.role, action: .changeRole(to: role), target: m.role)
+                let from = m.role
+                guard from != role else { return }
+                m.role = role
+                save(m, &run)
+                run.effects.append(.emit(.memberRole(by: a.memberId, member: id, from: from, to: role)))
+            }
+        case let .memberRestrict(id, restriction):
+            // SimpleX ignores one about the user (it may be sent to the blocked member too).
+            guard id != membership.memberId else { return }
+            var m = try requireMember(id, env.event)
+            try GroupPermissions.authorize(actor: a.role, action: .block, target: m.role)
+            guard m.blocked != restriction.isBlocked else { return }
+            m.blocked = restriction.isBlocked
+            save(m, &run)
+            run.effects.append(.emit(.memberBlockedForAll(by: a.memberId, member: id, blocked: m.blocked)))
+        case let .memberDelete(id, messages):
+            if id == membership.memberId {
+                try GroupPermissions.authorize(actor: a.role, action: .remove, target: membership.role)
+                userGone(status: .removed, &run)
+                run.effects.append(.emit(.deletedMemberUser(by: a.memberId, withMessages: messages)))
+            } else {
+                let m = try requireMember(id, env.event)
+                try GroupPermissions.authorize(actor: a.role, action: .remove, target: m.role)
+                guard !m.status.isRemoved else { return }
+                // A forwarding admin passes the removal to the removed member before dropping its
+                // connection (SimpleX `xGrpMemDel`, `forwardToMember`).
+                if isHost, direct, m.isConnected {
+                    let fwd = GroupForward(memberId: a.memberId, memberName: a.profile?.displayName ?? "", msgTs: brokerTs, msg: env)
+                    run.effects.append(.send(run.envelope(.forward(fwd)), to: id))
+                }
+                memberGone(m, status: .removed, &run)
+                run.effects.append(.emit(.deletedMember(by: a.memberId, member: id, withMessages: messages)))
+            }
+        case .leave:
+            memberGone(a, status: .left, &run)
+            run.effects.append(.emit(.leftMember(a.memberId)))
+        case .delete:
+            try GroupPermissions.authorize(actor: a.role, action: .deleteGroup)
+            userGone(status: .deleted, &run)
+            run.effects.append(.emit(.groupDeleted(by: a.memberId)))
+        case let .info(p):
+            try GroupPermissions.authorize(actor: a.role, action: .updateProfile)
+            guard !p.isPublicGroup else { throw GroupError(.invalidState, "x.grp.info: publicGroup is not allowed in groups") }
+            guard p != profile else { return }
+            let old = profile
+            profile = p
+            run.effects.append(.saveProfile(p))
+            run.effects.append(.emit(.groupUpdated(by: a.memberId, from: old, to: p)))
+        }
+    }
+}
