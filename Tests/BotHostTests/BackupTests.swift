@@ -92,7 +92,7 @@ import ZIPFoundation
         func archive(_ name: String, manifest: String, entries: [String: String]) throws -> URL {
             let url = dir.appendingPathComponent(name)
             let zip = try Archive(url: url, accessMode: .create)
-            for (path, text) in [("swiftplex-backup.json", manifest)] + entries.sorted(by: { $0.key < $1.key }).map { ($0.key, $0.value) } {
+            for (path, text) in [("swiftplex-backup.json", manifest)] + entries.sorted(by: { $0.key < $1.key }).map({ ($0.key, $0.value) }) {
                 let data = Data(text.utf8)
                 try zip.addEntry(with: path, type: .file, uncompressedSize: Int64(data.count)) { position, size in
                     data.subdata(in: Int(position)..<Int(position) + size)

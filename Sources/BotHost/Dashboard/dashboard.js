@@ -124,7 +124,7 @@ async function answer(id, verb) {
 async function refreshContacts() {
   const { contacts, total } = await api("GET", "/api/contacts?limit=100");
   $("contacts").replaceChildren(...(contacts.length ? contacts.map((c) => el("li", { "data-contact": c.contactId },
-    el("span", { class: "name" }, c.localDisplayName), el("span", { class: "muted" }, "#" + c.contactId + " " + c.activeConn.connStatus)))
+    el("span", { class: "name" }, c.localDisplayName), el("span", { class: "muted" }, "#" + c.contactId + " · " + c.contactStatus)))
     : [el("li", { class: "muted" }, "no contacts yet")]));
   if (total > contacts.length) $("contacts").append(el("li", { class: "muted" }, (total - contacts.length) + " more"));
 }
