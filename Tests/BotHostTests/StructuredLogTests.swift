@@ -4,6 +4,7 @@ import Logging
 import NIOConcurrencyHelpers
 import SwiftplexBase
 import Testing
+import TestSupport
 
 /// `log: {format: logfmt|json}`: one parseable line per record, values quoted where they must be,
 /// the admin API's request id under `request_id`.
@@ -25,6 +26,33 @@ import Testing
         #expect(line.hasPrefix("ts=") && line.contains(" level=info logger=swiftplex msg=\"admin call\" "))
         #expect(line.contains(#"note="two words \"quoted\"\nand a newline""#))
         #expect(line.contains(" path=/api/status ") && line.contains(" request_id=abc123 ") && line.contains(" status=200"))
+    }
+
+    /// A real host logging as logfmt: each admin call is one line with its request id (the same
+    /// as the answer's X-Request-Id), and neither the token nor a message text is in any line.
+    @Test(.timeLimit(.minutes(2))) func adminCallsAreLoggedWithTheirRequestIdAndNoSecrets() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let lines = Lines()
+        var logger = Logger(label: "swiftplex") { StructuredLogHandler(label: $0, format: .logfmt, write: lines.append) }
+        logger.logLevel = .info
+        let host = try await BotHost.start(AdminAPITests().options(dir), logger: logger)
+        let running = Task { await host.run() }
+        let http = HTTPProbe(port: await host.adminAddress().port)
+        let token = try AdminToken.read(dataDirectory: dir)
+        let secret = "a private message text 7f3a"
+        let answer = try await http.post("/api/command", token: token, body: #"{"cmd": "/_send @1 json [{\"msgContent\": {\"type\": \"text\", \"text\": \"\#(secret)\"}}]"}"#)
+        let requestId = try #require(answer.headers["x-request-id"])
+        #expect(try await http.get("/api/status", token: "wrong-\(token)").status == 401)
+        await host.shutdown()
+        await running.value
+        let all = lines.all
+        let call = all.first { $0.contains(#"msg="admin call""#) && $0.contains("path=/api/command") }
+        #expect(call?.contains("request_id=\(requestId) ") == true, "\(call ?? "no admin call line")")
+        #expect(call?.contains("status=200") == true && call?.hasPrefix("ts=") == true)
+        #expect(all.contains { $0.contains("status=401") || $0.contains("without a valid token") })
+        #expect(!all.contains { $0.contains(token) || $0.contains(secret) })
+        #expect(all.count > 3)
     }
 
     @Test func jsonLinesParseWithTheirMetadata() throws {
