@@ -200,20 +200,38 @@ enum AdminOpenAPI {
 
 /// The web dashboard's files (plain HTML, JavaScript and CSS in the package's resources; no
 /// build step). Read once; only these names are served.
+///
+/// Looked for (SwiftPM's `Bundle.module` would stop the process when its bundle is missing, so
+/// it is not used): `$SWIFTPLEX_DASHBOARD_DIR`, then `Swiftplex_BotHost.resources/Dashboard`
+/// beside the executable (where `swift build` puts it), then `../share/swiftplex/dashboard`.
+/// Without them the API works and `/` answers a typed `dashboardMissing` error.
 enum Dashboard {
+    static let names = [("index.html", "text/html; charset=utf-8"), ("dashboard.js", "text/javascript; charset=utf-8"),
+                        ("dashboard.css", "text/css; charset=utf-8")]
+
+    static var candidates: [URL] {
+        let exe = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+        var dirs: [URL] = []
+        if let env = ProcessInfo.processInfo.environment["SWIFTPLEX_DASHBOARD_DIR"], !env.isEmpty { dirs.append(URL(fileURLWithPath: env)) }
+        dirs.append(exe.appendingPathComponent("Swiftplex_BotHost.resources/Dashboard"))
+        dirs.append(exe.deletingLastPathComponent().appendingPathComponent("share/swiftplex/dashboard"))
+        return dirs
+    }
+
     static let files: [String: (type: String, bytes: [UInt8])] = {
-        var files: [String: (String, [UInt8])] = [:]
-        for (name, type) in [("index.html", "text/html; charset=utf-8"), ("dashboard.js", "text/javascript; charset=utf-8"),
-                             ("dashboard.css", "text/css; charset=utf-8")] {
-            let url = Bundle.module.resourceURL?.appendingPathComponent("Dashboard").appendingPathComponent(name)
-            if let url, let data = try? Data(contentsOf: url) { files[name] = (type, [UInt8](data)) }
+        for dir in candidates {
+            var files: [String: (String, [UInt8])] = [:]
+            for (name, type) in names {
+                if let data = try? Data(contentsOf: dir.appendingPathComponent(name)) { files[name] = (type, [UInt8](data)) }
+            }
+            if files.count == names.count { return files }
         }
-        return files
+        return [:]
     }()
 
     static func response(_ name: String) throws -> Response {
         guard let file = files[name] else {
-            throw AdminError(.internalServerError, "dashboardMissing", "the dashboard's \(name) is not installed beside the executable")
+            throw AdminError(.internalServerError, "dashboardMissing", "the dashboard's \(name) is not installed: put Swiftplex_BotHost.resources/Dashboard beside the executable, or the files in ../share/swiftplex/dashboard, or name their directory in SWIFTPLEX_DASHBOARD_DIR")
         }
         var headers: HTTPFields = [.contentType: file.type]
         headers[.cacheControl] = "no-cache"
