@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -237,6 +238,20 @@ admin:
     check(status == 200 and body["type"] == "activeUser", "POST /api/command answers as chat_send_cmd does")
     status, body = http("GET", f"{base}/api/openapi.json", token)
     check(status == 200 and "/api/status" in body["paths"], "the OpenAPI document is served")
+
+    # Ready once the engine runs with its relay connected; then Prometheus metrics, with the token only.
+    deadline = time.monotonic() + TIMEOUT
+    while http("GET", f"{base}/readyz")[0] != 200 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    status, body = http("GET", f"{base}/readyz")
+    check(status == 200 and body["relaysConnected"] == 1, "/readyz: ready, one relay connected (no token)")
+    check(http("GET", f"{base}/metrics")[0] == 401, "/metrics needs the token")
+    with urllib.request.urlopen(urllib.request.Request(f"{base}/metrics", headers={"Authorization": f"Bearer {token}"}),
+                                timeout=TIMEOUT) as r:
+        metrics = r.read().decode()
+        check(r.status == 200 and r.headers["Content-Type"].startswith("text/plain"), "/metrics answers in Prometheus' text format")
+    check(re.search(r"^swiftplex_engine_relays_connected 1(\.0)?$", metrics, re.M) and re.search(r"^process_open_fds \d", metrics, re.M),
+          "/metrics counts the relay connected and the process' descriptors")
 
     rotated = subprocess.run([swiftplex, "admin-token", "--config", config, "--rotate"], capture_output=True, text=True, check=True).stdout.strip()
     check(rotated != token and http("GET", f"{base}/api/status", token)[0] == 401, "a rotated token replaces the old one at once")
