@@ -68,6 +68,10 @@ public enum HostBackup {
         guard fm.fileExists(atPath: BotHost.databasePrefix(dataDirectory) + "_chat.db") else {
             throw BackupError("\(dataDirectory.path) holds no bot (no bot_chat.db)")
         }
+        let dataPath = dataDirectory.standardizedFileURL.resolvingSymlinksInPath().path
+        guard !archiveURL.deletingLastPathComponent().standardizedFileURL.resolvingSymlinksInPath().path.appending("/").hasPrefix(dataPath + "/") else {
+            throw BackupError("the archive must not be written inside the data directory \(dataDirectory.path) (it would be in the next backup)")
+        }
         let staging = try privateTemporaryDirectory(near: archiveURL)
         defer { try? fm.removeItem(at: staging) }
 

@@ -41,6 +41,7 @@ import ZIPFoundation
                 let botInPerson = try #require(try await inbox.next("contactConnected", timeout: .seconds(30))["contact"]?["contactId"]?.intValue)
 
                 // Online: the snapshot is taken while the bot runs; a restore onto its data is refused.
+                #expect(throws: BackupError.self) { try HostBackup.create(dataDirectory: original, configFile: nil, to: original.appendingPathComponent("inside.zip")) }
                 let manifest = try HostBackup.create(dataDirectory: original, configFile: config, to: archive)
                 #expect(try mode(archive) == 0o600)
                 #expect(manifest.databases.contains("bot_chat.db") && manifest.databases.contains("bot_agent.db") && manifest.databases.contains("plugins.db"))
