@@ -96,8 +96,16 @@ import SwiftplexBase
             var documented = Set<String>()
             for (path, item) in paths {
                 guard case let .object(methods) = item else { continue }
-                for (method, _) in methods { documented.insert("\(method.uppercased()) \(path)") }
+                for (method, op) in methods {
+                    documented.insert("\(method.uppercased()) \(path)")
+                    // Each operation is well formed: a summary, answers, and every {parameter} of its path declared.
+                    #expect(op["summary"]?.stringValue?.isEmpty == false && op["responses"]?["default"] != nil, "\(method) \(path)")
+                    let declared = Set((op["parameters"]?.arrayValue ?? []).filter { $0["in"]?.stringValue == "path" }.compactMap { $0["name"]?.stringValue })
+                    let inPath = Set(path.split(separator: "/").filter { $0.hasPrefix("{") }.map { String($0.dropFirst().dropLast()) })
+                    #expect(declared == inPath, "\(method) \(path): \(declared) vs \(inPath)")
+                }
             }
+            #expect(doc["components"]?["securitySchemes"]?["bearer"]?["scheme"]?.stringValue == "bearer")
             // The routes the server's Hummingbird routers really have (HTTP and WebSocket), in
             // OpenAPI's form: a route added beside the table, or a table entry not routed, fails.
             let server = AdminServer(host: host, options: options(dir).admin!, tokens: try AdminTokenStore(dataDirectory: dir),
