@@ -358,18 +358,36 @@ public final class BotHost: Service, Sendable {
         return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     }
 
-    /// The relays the engine is connected to now (by host), and those it lost and has not got back.
-    var relayConnections: HostMetrics.RelayState { metrics.relayState }
+    /// The hosts of the bot's own relays (where its queues are), as the agent names them in
+    /// `hostConnected`; a peer's relay the bot only sends to is not among them.
+    var ownRelayHosts: Set<String> {
+        switch options.relays {
+        case .embedded: Set(relayAddress.map { [$0.host] } ?? [])
+        case let .external(list): Set(list.map(\.host))
+        }
+    }
 
-    /// `/readyz`: the engine runs, no relay it was connected to is down, and — when the bot has
-    /// an address, whose queue the agent subscribes at start — at least one relay is connected.
+    /// The bot's own relays the engine is connected to now, and those it lost and has not got back.
+    var relayConnections: HostMetrics.RelayState {
+        let own = ownRelayHosts
+        let all = metrics.relayState
+        return HostMetrics.RelayState(connected: all.connected.intersection(own), lost: all.lost.intersection(own))
+    }
+
+    /// `/readyz`: the engine runs, none of the bot's own relays it was connected to is down, and —
+    /// when the bot has an address, whose queue the agent subscribes at start — at least one of
+    /// them is connected. Peers' relays (dialled to send, dropped when idle) do not count.
     func readiness() -> (ready: Bool, json: JSONValue) {
         let running = engineRunning
         let relays = relayConnections
-        let ready = running && relays.lost.isEmpty && (address == nil || !relays.connected.isEmpty)
+        let ready = Self.isReady(engineRunning: running, hasAddress: address != nil, ownRelays: relays)
         return (ready, .object([("ready", .bool(ready)), ("engineRunning", .bool(running)),
                                 ("relaysConnected", .int(Int64(relays.connected.count))),
                                 ("relaysDown", .array(relays.lost.sorted().map(JSONValue.string)))]))
+    }
+
+    static func isReady(engineRunning: Bool, hasAddress: Bool, ownRelays: HostMetrics.RelayState) -> Bool {
+        engineRunning && ownRelays.lost.isEmpty && (!hasAddress || !ownRelays.connected.isEmpty)
     }
 
     /// The Prometheus text of ``metrics``, its scrape-time values read now.

@@ -65,7 +65,7 @@ final class HostMetrics: Sendable {
         relayLatency = registry.makeDurationHistogram(descriptor: latency, labels: [("stage", "relay")], buckets: Self.latencyBuckets)
         peerLatency = registry.makeDurationHistogram(descriptor: latency, labels: [("stage", "peer")], buckets: Self.latencyBuckets)
         outbox = registry.makeGauge(descriptor: d("swiftplex_engine_outbox", "pending", "Envelopes in the agent's outbox waiting for their relay"))
-        relaysConnected = registry.makeGauge(descriptor: d("swiftplex_engine_relays", "connected", "Relays the engine is connected to"))
+        relaysConnected = registry.makeGauge(descriptor: d("swiftplex_engine_relays", "connected", "Relays the engine is connected to (its own and contacts' relays it sends to)"))
         relayDisconnects = registry.makeCounter(descriptor: d("swiftplex_engine_relay_disconnects", "total", "Relay connections lost"))
         engineRunning = registry.makeGauge(descriptor: d("swiftplex_engine", "running", "1 while the chat engine runs"))
         uptime = registry.makeGauge(descriptor: d("swiftplex_host_uptime", "seconds", "Time since the host started"))

@@ -321,6 +321,19 @@ import SwiftplexBase
         let text = String(decoding: metrics.registry.emitToBuffer(), as: UTF8.self)
         #expect(Self.prometheus(text)["swiftplex_engine_relays_connected"] == 2)
         #expect(Self.prometheus(text)["swiftplex_engine_relay_disconnects_total"] == 1)
+        // Readiness looks at the bot's own relays only: a contact's relay it sent to and dropped does not count.
+        func own(_ state: HostMetrics.RelayState, _ hosts: Set<String>) -> HostMetrics.RelayState {
+            .init(connected: state.connected.intersection(hosts), lost: state.lost.intersection(hosts))
+        }
+        metrics.observe(event("hostConnected", "peer-relay"))
+        metrics.observe(event("hostDisconnected", "peer-relay"))
+        #expect(BotHost.isReady(engineRunning: true, hasAddress: true, ownRelays: own(metrics.relayState, ["relay-a"])))
+        #expect(!BotHost.isReady(engineRunning: true, hasAddress: true, ownRelays: own(metrics.relayState, ["relay-a", "peer-relay"])))
+        metrics.observe(event("hostDisconnected", "relay-a"))
+        #expect(!BotHost.isReady(engineRunning: true, hasAddress: true, ownRelays: own(metrics.relayState, ["relay-a"])))
+        #expect(!BotHost.isReady(engineRunning: true, hasAddress: false, ownRelays: own(metrics.relayState, ["relay-a"])))
+        #expect(BotHost.isReady(engineRunning: true, hasAddress: false, ownRelays: own(metrics.relayState, ["relay-c"])))
+        #expect(!BotHost.isReady(engineRunning: false, hasAddress: false, ownRelays: own(metrics.relayState, ["relay-c"])))
     }
 
     @Test func aWebSocketAPIBeyondLoopbackWithoutATokenDoesNotStart() async throws {
