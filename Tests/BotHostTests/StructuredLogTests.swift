@@ -44,6 +44,9 @@ import TestSupport
         let answer = try await http.post("/api/command", token: token, body: #"{"cmd": "/_send @1 json [{\"msgContent\": {\"type\": \"text\", \"text\": \"\#(secret)\"}}]"}"#)
         let requestId = try #require(answer.headers["x-request-id"])
         #expect(try await http.get("/api/status", token: "wrong-\(token)").status == 401)
+        // The dashboard's event stream presents the token in the URL: it is not logged either.
+        #expect(try await http.upgrade("/api/events?token=\(token)").status == 101)
+        #expect(try await http.get("/api/plugins?token=\(token)").status == 200)
         await host.shutdown()
         await running.value
         let all = lines.all
