@@ -45,20 +45,10 @@ TEST_PRODUCTS := simplex swiftplex swiftplex-plugin-runner swiftplex-test-plugin
 test: deps
 	$(SWIFT) build --build-tests
 	@for p in $(TEST_PRODUCTS); do echo "building $$p"; $(SWIFT) build --product $$p || exit 1; done
-	@# Swift 6.3.1's Foundation can crash inside Process.run() on Linux (a 256-byte over-read of
-	@# /proc/self/fd entries, swift-corelibs-foundation PR 5472, fixed upstream after 6.3.1). When the
-	@# test process dies of exactly that (a crashed thread in memcpy under Process.run()), the run is
-	@# repeated once, loudly; any other failure fails at once.
-	@# The Swift tests run in two halves (the engine suites, then the rest), so that fewer live
-	@# relays, engines and processes are open at once: past ~1,300 open descriptors the crash can fire.
+	@# The Swift tests run in two processes (the engine suites, then the rest), which keeps the
+	@# number of live relays, engines and child processes in one process moderate.
 	@set -o pipefail; for half in --filter --skip; do \
-	  if ! $(SWIFT) test --skip-build $$half "$(ENGINE_SUITES)" 2>&1 | tee .build/test$$half.log; then \
-	    if grep -A3 'crashed:' .build/test$$half.log | grep -q 'Process.run()'; then \
-	      echo "################################################################"; \
-	      echo "# the test process hit Foundation's Process.run() crash (PR 5472); running these tests again"; \
-	      echo "################################################################"; \
-	      $(SWIFT) test --skip-build $$half "$(ENGINE_SUITES)" 2>&1 | tee .build/test$$half.log || exit 1; \
-	    else exit 1; fi; fi; done
+	  $(SWIFT) test --skip-build $$half "$(ENGINE_SUITES)" 2>&1 | tee .build/test$$half.log || exit 1; done
 	@cat .build/test--filter.log .build/test--skip.log > .build/test.log
 	@n=0; for k in $$(grep -oE 'Test run with [0-9]+ tests?' .build/test.log | grep -oE '[0-9]+'); do n=$$((n + k)); done; \
 	  echo "swift: $$n passed, 0 failed"

@@ -59,6 +59,10 @@ let package = Package(
         // Codable bridge) and `CodedError`; no dependencies, not even Foundation. The plugin SDK
         // compiles the same JSON files (symlinks in Sources/SwiftplexPluginKit/Base).
         .target(name: "SwiftplexBase"),
+        // Child processes started with posix_spawn (closefrom in the child), not Foundation's
+        // Process.run(), which can crash with many descriptors open (docs/architecture.md).
+        .target(name: "CSpawn"),
+        .target(name: "SwiftplexSpawn", dependencies: ["CSpawn", "SwiftplexBase"]),
 
         // Layer 1: cryptographic primitives over libsodium.
         .target(name: "SwiftplexCrypto", dependencies: ["CSodium", "SwiftplexBase"]),
@@ -176,6 +180,7 @@ let package = Package(
             dependencies: [
                 "CSwiftplexPlugin",
                 "SwiftplexBase",
+                "SwiftplexSpawn",
                 "SwiftplexStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -228,7 +233,7 @@ let package = Package(
         .target(name: "PluginABITesting", dependencies: ["CSwiftplexPlugin"], path: "Tests/Support/PluginABITesting"),
         // Test support only, Foundation only, shared by every test target: temporary directories,
         // inboxes that await events (no polling), child processes whose output lines are awaited.
-        .target(name: "TestSupport", path: "Tests/Support/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["SwiftplexSpawn"], path: "Tests/Support/TestSupport"),
         // Test support only: chat engines on an in-process relay (ChatAPITests, ChatModelTests).
         .target(
             name: "ChatTestSupport",

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SwiftplexSpawn
 import NIOConcurrencyHelpers
 
 /// Runs a plugin in a child process (`swiftplex-plugin-runner`) over the same ABI: a crash or a
@@ -51,12 +52,12 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
 
     /// One running child process.
     final class Child: @unchecked Sendable {
-        let process: Process
+        let process: SpawnedProcess
         let writer: ChildInput
         let generation: Int
         private let lock = NSLock()
         private var calls = 0
-        init(process: Process, writer: ChildInput, generation: Int) {
+        init(process: SpawnedProcess, writer: ChildInput, generation: Int) {
             self.process = process
             self.writer = writer
             self.generation = generation
@@ -259,7 +260,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
         }
         guard let victim else { return }
         logger.error("isolated plugin hung past its timeout; killing it", metadata: ["plugin": "\(services.instanceName)", "timeout": "\(timeout)"])
-        kill(victim.process.processIdentifier, SIGKILL)
+        victim.process.signal(SIGKILL)
     }
 
     /// The child let more than `limits.maxPendingInputBytes` wait on its stdin: it is hung.
@@ -272,7 +273,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
         guard current else { return }
         logger.error("isolated plugin does not read its input; killing it as hung",
                      metadata: ["plugin": "\(services.instanceName)", "limit": "\(limits.maxPendingInputBytes)"])
-        kill(child.process.processIdentifier, SIGKILL)
+        child.process.signal(SIGKILL)
     }
 
     /// The child broke the protocol: it is killed (its exit restarts it) and the error counted.
@@ -286,7 +287,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
             logger.error("isolated plugin broke the frame protocol; killing it",
                          metadata: ["plugin": "\(services.instanceName)", "reason": "\(reason)"])
         }
-        kill(child.process.processIdentifier, SIGKILL)
+        child.process.signal(SIGKILL)
     }
 
     // MARK: The child's frames
@@ -401,9 +402,9 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
 
     private func childExited(_ child: Child) {
         child.writer.close()
-        child.process.waitUntilExit()
-        let status = child.process.terminationStatus
-        let signalled = child.process.terminationReason == .uncaughtSignal
+        let termination = child.process.waitUntilExit()
+        let status = termination.status
+        let signalled = if case .signal = termination { true } else { false }
         let (stopping, delay, lost, lostItem) = lock.withLock { () -> (Bool, Duration, Int?, Int64?) in
             guard state.child === child else { return (true, .zero, nil, nil) }
             state.child = nil
@@ -470,7 +471,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
         }
         if child.process.isRunning {
             logger.warning("isolated plugin did not stop in 5 s; killing it", metadata: ["plugin": "\(services.instanceName)"])
-            kill(child.process.processIdentifier, SIGKILL)
+            child.process.signal(SIGKILL)
         }
         let waiters = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
             defer { state.drainWaiters.removeAll() }
@@ -487,20 +488,20 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
 final class ViolationSink: @unchecked Sendable {
     private let lock = NSLock()
     private var handler: (@Sendable (String) -> Void)?
-    private let pid: Int32
+    private let process: SpawnedProcess
 
-    init(pid: Int32) { self.pid = pid }
+    init(process: SpawnedProcess) { self.process = process }
 
     func set(_ h: @escaping @Sendable (String) -> Void) { lock.withLock { handler = h } }
 
     func report(_ reason: String) {
-        if let h = lock.withLock({ handler }) { h(reason) } else { kill(pid, SIGKILL) }
+        if let h = lock.withLock({ handler }) { h(reason) } else { process.signal(SIGKILL) }
     }
 }
 
 /// A child process that has loaded the plugin and sent its descriptor.
 struct Spawned: @unchecked Sendable {
-    let process: Process
+    let process: SpawnedProcess
     let writer: ChildInput
     let reader: FrameReader
     let info: PluginInfo
@@ -514,30 +515,29 @@ struct Spawned: @unchecked Sendable {
         // A child that dies while its stdin has bytes queued must give the writer thread EPIPE,
         // not kill the host.
         signal(SIGPIPE, SIG_IGN)
-        let process = Process()
-        process.executableURL = runner
-        process.arguments = [path]
         // Swift's crash backtracer symbolicates for seconds before the process exits; a plugin
         // crash should be noticed (EOF on the pipe) and restarted at once. The host logs the signal.
         var environment = ProcessInfo.processInfo.environment
         environment["SWIFT_BACKTRACE"] = "enable=no"
-        process.environment = environment
-        let toChild = Pipe(), fromChild = Pipe(), errors = Pipe()
-        process.standardInput = toChild
-        process.standardOutput = fromChild
-        process.standardError = errors
-        try process.run()
-        // The Process keeps its three Pipe objects (and so their descriptors) alive.
-        let writer = ChildInput(fd: toChild.fileHandleForWriting.fileDescriptor, limit: limits.maxPendingInputBytes)
-        let reader = FrameReader(fd: fromChild.fileHandleForReading.fileDescriptor, maxLength: limits.maxFrameBytes)
-        let violations = ViolationSink(pid: process.processIdentifier)
-        forwardStderr(errors.fileHandleForReading, maxLine: limits.maxOutputLineBytes, logger: logger, instance: instance, violations: violations)
+        // posix_spawn with closefrom in the child (SpawnedProcess), not Foundation's Process.run(),
+        // which can crash the host when many descriptors are open.
+        let process: SpawnedProcess
+        do {
+            process = try SpawnedProcess(runner.path, [path], environment: environment)
+        } catch {
+            throw PluginLoadError(code: .notLoadable, path: path, message: "isolation: cannot start \(runner.path): \(error)")
+        }
+        // The SpawnedProcess keeps the parent's pipe ends (and so their descriptors) alive.
+        let toChild = process.standardInput!, fromChild = process.standardOutput!, errors = process.standardError!
+        let writer = ChildInput(fd: toChild.fileDescriptor, limit: limits.maxPendingInputBytes)
+        let reader = FrameReader(fd: fromChild.fileDescriptor, maxLength: limits.maxFrameBytes)
+        let violations = ViolationSink(process: process)
+        forwardStderr(errors, maxLine: limits.maxOutputLineBytes, logger: logger, instance: instance, violations: violations)
         // A child that never says hello (or says it slowly, byte by byte) is killed: the read ends.
         let answered = NIOLockedValueBox(false)
-        let pid = process.processIdentifier
         let seconds = Double(helloTimeout.components.seconds) + Double(helloTimeout.components.attoseconds) / 1e18
         DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
-            if !answered.withLockedValue({ $0 }) { kill(pid, SIGKILL) }
+            if !answered.withLockedValue({ $0 }) { process.signal(SIGKILL) }
         }
         let first: Frame
         do {
@@ -551,13 +551,13 @@ struct Spawned: @unchecked Sendable {
             answered.withLockedValue { $0 = true }
         } catch {
             answered.withLockedValue { $0 = true }
-            kill(pid, SIGKILL)
+            process.signal(SIGKILL)
             writer.close()
             process.waitUntilExit()
             throw error
         }
         func refuse(_ message: String) -> PluginLoadError {
-            kill(pid, SIGKILL)
+            process.signal(SIGKILL)
             writer.close()
             process.waitUntilExit()
             return PluginLoadError(code: .notLoadable, path: path, message: message)

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SwiftplexSpawn
 
 /// Reads a plugin's descriptor without starting it (for `swiftplex check-config`): in this
 /// process for in-process plugins, in a throwaway child for isolated ones, so a plugin that
@@ -12,7 +13,7 @@ public enum PluginProbe {
         case .process:
             let spawned = try await Spawned.spawn(path: path, runner: runnerExecutable, logger: logger, instance: "check")
             spawned.writer.send(["op": "stop"])
-            kill(spawned.process.processIdentifier, SIGKILL)
+            spawned.process.signal(SIGKILL)
             spawned.process.waitUntilExit()
             spawned.writer.close()
             return spawned.info

@@ -179,13 +179,7 @@ func say(_ api: ChatAPI, to contact: Int, _ t: String) async -> JSONValue {
     }
 
     func run(_ tool: String, _ arguments: [String]) -> Int32 {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: tool)
-        p.arguments = arguments
-        p.standardError = FileHandle.nullDevice
-        do { try p.run() } catch { return -1 }
-        p.waitUntilExit()
-        return p.terminationStatus
+        (try? runProgram(tool, arguments))?.status ?? -1
     }
 
     /// Writes zeros to `file` until the file system is full.

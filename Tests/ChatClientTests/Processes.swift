@@ -22,7 +22,7 @@ final class LineProcess: Sendable {
         child = try ChildProcess(executable, arguments)
     }
 
-    var process: Process { child.process }
+    var process: SpawnedProcess { child.process }
     var lines: [String] { child.lines }
     var errorLines: [String] { child.errorLines }
 

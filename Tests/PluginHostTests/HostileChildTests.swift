@@ -14,13 +14,12 @@ import Testing
         let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Fixtures/HostileRunner/hostile_runner.c")
         let out = temporaryDirectory().appendingPathComponent("hostile-runner")
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         let compiler = FileManager.default.isExecutableFile(atPath: "/usr/bin/cc") ? "cc" : "clang"
-        p.arguments = [compiler, "-O1", "-D_GNU_SOURCE", "-DREAL_RUNNER=\"\(Build.runner.path)\"", "-o", out.path, source.path]
-        do { try p.run() } catch { return .failure(TestFailure("cannot run the C compiler: \(error)")) }
-        p.waitUntilExit()
-        return p.terminationStatus == 0 ? .success(out) : .failure(TestFailure("cannot compile \(source.path)"))
+        let result: ProgramResult
+        do {
+            result = try runProgram(compiler, ["-O1", "-D_GNU_SOURCE", "-DREAL_RUNNER=\"\(Build.runner.path)\"", "-o", out.path, source.path])
+        } catch { return .failure(TestFailure("cannot run the C compiler: \(error)")) }
+        return result.termination == .exit(0) ? .success(out) : .failure(TestFailure("cannot compile \(source.path): \(result.errors)"))
     }()
 
     func manager(_ runCommand: @escaping CommandRunner) throws -> PluginManager {

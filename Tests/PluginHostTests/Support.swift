@@ -88,12 +88,8 @@ func compilePlugin(_ source: String, named name: String, in dir: URL) throws -> 
     let c = dir.appendingPathComponent("\(name).c")
     let so = dir.appendingPathComponent("lib\(name).so")
     try source.write(to: c, atomically: true, encoding: .utf8)
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     let compiler = FileManager.default.isExecutableFile(atPath: "/usr/bin/cc") ? "cc" : "clang"
-    p.arguments = [compiler, "-shared", "-fPIC", "-I", Build.header, "-o", so.path, c.path]
-    try p.run()
-    p.waitUntilExit()
-    guard p.terminationStatus == 0 else { throw TestFailure("cannot compile \(name)") }
+    let result = try runProgram(compiler, ["-shared", "-fPIC", "-I", Build.header, "-o", so.path, c.path])
+    guard result.termination == .exit(0) else { throw TestFailure("cannot compile \(name): \(result.errors)") }
     return so.path
 }

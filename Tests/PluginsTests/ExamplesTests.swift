@@ -6,17 +6,8 @@ import Testing
 
 /// Runs a program and returns its exit status and output.
 func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) throws -> (Int32, String) {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: executable)
-    p.arguments = arguments
-    if let directory { p.currentDirectoryURL = directory }
-    let pipe = Pipe()
-    p.standardOutput = pipe
-    p.standardError = pipe
-    try p.run()
-    let out = readToEnd(pipe.fileHandleForReading)
-    p.waitUntilExit()
-    return (p.terminationStatus, String(decoding: out, as: UTF8.self))
+    let result = try runProgram(executable, arguments, in: directory)
+    return (result.status, result.output + result.errors)
 }
 
 /// A fresh temporary directory (0700) named after `tag`; the test removes it.

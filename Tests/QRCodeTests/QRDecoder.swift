@@ -41,23 +41,15 @@ enum ZBar {
 
     /// One image per zbarimg run, so that an image without a code cannot shift the others.
     private static func decodeFile(_ file: URL) throws -> String? {
-        let process = Process()
         let candidates = ["/usr/bin/zbarimg", "/usr/local/bin/zbarimg"]
         guard let path = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
             throw Failure(description: "zbarimg is not installed (make deps installs zbar-tools)")
         }
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = ["--quiet", "--raw", "-Sdisable", "-Sqrcode.enable", "-Sbinary", file.path]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = readToEnd(out.fileHandleForReading)
-        process.waitUntilExit()
+        let result = try runProgram(path, ["--quiet", "--raw", "-Sdisable", "-Sqrcode.enable", "-Sbinary", file.path])
         // Exit status 4 means no symbol was found.
-        if process.terminationStatus == 4 { return nil }
-        guard process.terminationStatus == 0 else { throw Failure(description: "zbarimg exited with \(process.terminationStatus)") }
-        var text = String(decoding: data, as: UTF8.self)
+        if result.termination == .exit(4) { return nil }
+        guard result.termination == .exit(0) else { throw Failure(description: "zbarimg ended with \(result.termination)") }
+        var text = result.output
         if text.hasSuffix("\n") { text.removeLast() }
         return text
     }

@@ -11,8 +11,11 @@ import Testing
 @Suite(.timeLimit(.minutes(2))) struct RelayCommandTests {
     @Test(arguments: ["999999999999999d", "9223372036854775807s", "106751991167301d", "36501d", "0s", "-5m", "12x", ""])
     func anImpossibleDurationIsAUsageErrorNotATrap(ttl: String) throws {
-        let (reason, status, stderr) = try runToExit(["--data-dir", "/tmp/unused", "--ttl", ttl])
-        #expect(reason == .exit, "the relay died of a signal")
+        let (termination, stderr) = try runToExit(["--data-dir", "/tmp/unused", "--ttl", ttl])
+        guard case let .exit(status) = termination else {
+            Issue.record("the relay died of a signal: \(termination)")
+            return
+        }
         #expect(status != 0)
         #expect(stderr.contains("--ttl"))
     }
@@ -65,23 +68,15 @@ import Testing
         try FileManager.default.createDirectory(at: dir.url, withIntermediateDirectories: true)
         let file = dir.url.appendingPathComponent("pw")
         try "has space\n".write(to: file, atomically: true, encoding: .utf8)
-        let (reason, status, stderr) = try runToExit(["--data-dir", dir.url.path, "--password-file", file.path])
-        #expect(reason == .exit && status != 0)
+        let (termination, stderr) = try runToExit(["--data-dir", dir.url.path, "--password-file", file.path])
+        #expect(termination != SpawnedProcess.Termination.exit(0) && { if case .exit = termination { true } else { false } }(), "\(termination)")
         #expect(stderr.contains("--password-file"))
         #expect(!stderr.contains("has space"))
     }
 
-    private func runToExit(_ arguments: [String]) throws -> (Process.TerminationReason, Int32, String) {
-        let p = Process()
-        p.executableURL = RelayProcess.executable("swiftplex-relay")
-        p.arguments = arguments
-        let err = Pipe()
-        p.standardError = err
-        p.standardOutput = Pipe()
-        try p.run()
-        let text = String(decoding: readToEnd(err.fileHandleForReading), as: UTF8.self)
-        p.waitUntilExit()
-        return (p.terminationReason, p.terminationStatus, text)
+    private func runToExit(_ arguments: [String]) throws -> (SpawnedProcess.Termination, String) {
+        let result = try runProgram(RelayProcess.executable("swiftplex-relay").path, arguments)
+        return (result.termination, result.errors)
     }
 
     /// A loopback port nobody listens on right now.

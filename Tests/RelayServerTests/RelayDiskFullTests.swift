@@ -3,6 +3,7 @@ import RelayClient
 import RelayProtocol
 import RelayServer
 import SwiftplexCrypto
+import TestSupport
 import Testing
 
 /// A small tmpfs for the relay's data directory: a real full disk (ENOSPC, SQLITE_FULL).
@@ -39,14 +40,7 @@ struct SmallFilesystem {
 
     @discardableResult
     private static func run(_ arguments: [String], tool: String = "/bin/mount") -> Bool {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: tool)
-        p.arguments = arguments
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        guard (try? p.run()) != nil else { return false }
-        p.waitUntilExit()
-        return p.terminationStatus == 0
+        (try? runProgram(tool, arguments))?.termination == .exit(0)
     }
 }
 

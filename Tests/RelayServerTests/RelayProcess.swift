@@ -8,7 +8,7 @@ final class RelayProcess: Sendable {
     let child: ChildProcess
     let address: RelayAddress
 
-    var process: Process { child.process }
+    var process: SpawnedProcess { child.process }
 
     static var binaryDirectory: URL { BuildProducts.directory }
 

@@ -12,7 +12,7 @@ final class CLIProcess: Sendable {
         child = try ChildProcess(BuildProducts.url(executable), arguments, in: directory)
     }
 
-    var process: Process { child.process }
+    var process: SpawnedProcess { child.process }
     var stdout: [String] { child.lines }
     var stderr: String { child.errorText }
 
@@ -28,7 +28,7 @@ final class CLIProcess: Sendable {
         do {
             return try await child.waitForExit(timeout: timeout)
         } catch {
-            process.terminate()
+            process.signal(SIGTERM)
             throw CLIError("did not exit in time: \(error)")
         }
     }

@@ -58,7 +58,7 @@ import Testing
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let (relayProcess, relay) = try await Self.startRelay(dir.appendingPathComponent("relay"))
-        defer { if relayProcess.process.isRunning { relayProcess.process.terminate() } }
+        defer { relayProcess.process.signal(SIGTERM) }
         let file = dir.appendingPathComponent("bot.yaml")
         try Self.config(dataDir: dir.appendingPathComponent("data"), relay: relay).write(to: file, atomically: true, encoding: .utf8)
         var (bot, address) = try await Self.startBot(file)
@@ -115,7 +115,7 @@ import Testing
         kill(bot.process.processIdentifier, SIGTERM)
         #expect(try await bot.exitStatus(timeout: .seconds(30)) == 0)
         await person.stop()
-        relayProcess.process.terminate()
+        relayProcess.process.signal(SIGTERM)
     }
 
     /// Two `swiftplex run` on one data directory would encrypt with the same chain keys: the
@@ -126,12 +126,12 @@ import Testing
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let (relayProcess, relay) = try await Self.startRelay(dir.appendingPathComponent("relay"))
-        defer { if relayProcess.process.isRunning { relayProcess.process.terminate() } }
+        defer { relayProcess.process.signal(SIGTERM) }
         let file = dir.appendingPathComponent("bot.yaml")
         let data = dir.appendingPathComponent("data")
         try Self.config(dataDir: data, relay: relay).write(to: file, atomically: true, encoding: .utf8)
         let (first, address) = try await Self.startBot(file)
-        defer { if first.process.isRunning { first.process.terminate() } }
+        defer { first.process.signal(SIGTERM) }
 
         let second = try CLIProcess(["run", "--config", file.path])
         let status = try await second.exitStatus(timeout: .seconds(60))
@@ -159,11 +159,8 @@ import Testing
 
         // kill -9 leaves the pid file behind; its pid now names an unrelated process.
         try await Self.kill9(first)
-        let unrelated = Process()
-        unrelated.executableURL = URL(fileURLWithPath: "/bin/sleep")
-        unrelated.arguments = ["120"]
-        try unrelated.run()
-        defer { if unrelated.isRunning { unrelated.terminate() } }
+        let unrelated = try SpawnedProcess("/bin/sleep", ["120"], stdin: .null, stdout: .null, stderr: .null)
+        defer { unrelated.signal(SIGTERM) }
         try "\(unrelated.processIdentifier)\n".write(to: pidFile, atomically: true, encoding: .utf8)
         let stale = try await CLIProcess.run(["reload", "--config", file.path])
         #expect(stale.status != 0)
@@ -172,6 +169,6 @@ import Testing
         #expect(unrelated.isRunning)
 
         await person.stop()
-        relayProcess.process.terminate()
+        relayProcess.process.signal(SIGTERM)
     }
 }

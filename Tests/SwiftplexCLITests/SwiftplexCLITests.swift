@@ -100,7 +100,7 @@ import Testing
         let file = dir.appendingPathComponent("bot.yaml")
         try Self.config(dataDir: dir.appendingPathComponent("data"), echo: true).write(to: file, atomically: true, encoding: .utf8)
         let bot = try CLIProcess(["run", "--config", file.path])
-        defer { if bot.process.isRunning { bot.process.terminate() } }
+        defer { bot.process.signal(SIGTERM) }
         let relay = try RelayAddress(parsing: try await bot.line(startingWith: "relay: "))
         let address = try await bot.line(startingWith: "bot address: ")
 

@@ -1,34 +1,28 @@
 import Foundation
+@_exported import SwiftplexSpawn
 
 /// A child process with pipes: its stdout and stderr are collected line by line as they arrive
 /// (one reading thread per pipe), tests await a line matching a predicate or the exit (both
-/// continuation-based), send signals and write to its stdin.
+/// continuation-based), send signals and write to its stdin. Started with posix_spawn
+/// (``SpawnedProcess``), not Foundation's `Process`, whose `run()` can crash with many descriptors open.
 public final class ChildProcess: @unchecked Sendable {
-    public let process = Process()
+    public let process: SpawnedProcess
     /// Lines of standard output and standard error, in order; each ends at the pipe's end of file.
     public let output = AsyncLog<String>()
     public let errors = AsyncLog<String>()
     private let exitStatus = AsyncInbox<Int32>()
-    private let stdin = Pipe()
+    private let stdin: FileHandle
     public let name: String
 
     /// Starts `executable` with `arguments` (in `directory`, with `environment` if given).
     public init(_ executable: URL, _ arguments: [String], in directory: URL? = nil, environment: [String: String]? = nil) throws {
         name = executable.lastPathComponent
-        process.executableURL = executable
-        process.arguments = arguments
-        if let directory { process.currentDirectoryURL = directory }
-        if let environment { process.environment = environment }
-        let out = Pipe()
-        let err = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = out
-        process.standardError = err
+        process = try SpawnedProcess(executable.path, arguments, environment: environment, directory: directory?.path)
+        stdin = process.standardInput!
         let exitStatus = self.exitStatus
-        process.terminationHandler = { p in exitStatus.yield(p.terminationStatus) }
-        try process.run()
-        Self.collect(out.fileHandleForReading, into: output, "\(name)'s standard output")
-        Self.collect(err.fileHandleForReading, into: errors, "\(name)'s standard error")
+        process.onExit { exitStatus.yield($0.status) }
+        Self.collect(process.standardOutput!, into: output, "\(name)'s standard output")
+        Self.collect(process.standardError!, into: errors, "\(name)'s standard error")
     }
 
     private static func collect(_ handle: FileHandle, into log: AsyncLog<String>, _ label: String) {
@@ -64,8 +58,8 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// Writes `line` and a newline to the process's standard input.
     public func send(_ line: String) { write(Data((line + "\n").utf8)) }
-    public func write(_ data: Data) { stdin.fileHandleForWriting.write(data) }
-    public func closeInput() { try? stdin.fileHandleForWriting.close() }
+    public func write(_ data: Data) { try? stdin.write(contentsOf: data) }
+    public func closeInput() { try? stdin.close() }
 
     /// Waits for the first stdout line (at index `from` or later) that `predicate` accepts; returns
     /// its index and text. Fails at once if the output ends first, and after `timeout`, with the
@@ -119,7 +113,7 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     /// Sends `signal` to the process.
-    public func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
+    public func signal(_ signal: Int32) { process.signal(signal) }
 
     /// SIGTERM, then waits for the exit status.
     @discardableResult
@@ -135,7 +129,7 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.signal(SIGKILL)
     }
 }
 
@@ -150,5 +144,55 @@ public func readToEnd(_ handle: FileHandle) -> Data {
         if n < 0, errno == EINTR { continue }
         if n <= 0 { return data }
         data.append(contentsOf: bytes[0..<n])
+    }
+}
+
+/// What a program run to completion by ``runProgram(_:_:in:)`` did.
+public struct ProgramResult: Sendable {
+    public let termination: SpawnedProcess.Termination
+    public let standardOutput: Data
+    public let standardError: Data
+    /// The exit status, or the signal number.
+    public var status: Int32 { termination.status }
+    public var output: String { String(decoding: standardOutput, as: UTF8.self) }
+    public var errors: String { String(decoding: standardError, as: UTF8.self) }
+}
+
+/// Runs `executable` (a path, or a name looked up in PATH) to completion with posix_spawn, its
+/// standard input from /dev/null, collecting both output streams (read on two threads, so a full
+/// pipe cannot deadlock it).
+public func runProgram(_ executable: String, _ arguments: [String], in directory: URL? = nil,
+                       environment: [String: String]? = nil) throws -> ProgramResult {
+    var path = executable
+    if !executable.contains("/") {
+        let directories = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
+        guard let found = directories.map({ "\($0)/\(executable)" }).first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw SpawnError(.notExecutable, "\(executable) is not in PATH")
+        }
+        path = found
+    }
+    let process = try SpawnedProcess(path, arguments, environment: environment, directory: directory?.path, stdin: .null)
+    // stderr is read on its own thread while this one reads stdout; its end of file comes with
+    // the exit (or a grandchild's).
+    let collected = ErrorCollector()
+    let errorHandle = process.standardError!
+    Thread.detachNewThread { collected.set(readToEnd(errorHandle)) }
+    let out = readToEnd(process.standardOutput!)
+    let termination = process.waitUntilExit()
+    let err = collected.wait()
+    return ProgramResult(termination: termination, standardOutput: out, standardError: err)
+}
+
+private final class ErrorCollector: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var data: Data?
+
+    func set(_ d: Data) { condition.withLock { data = d; condition.broadcast() } }
+
+    func wait() -> Data {
+        condition.withLock {
+            while data == nil { condition.wait() }
+            return data!
+        }
     }
 }
