@@ -159,7 +159,7 @@ final class HostMetrics: Sendable {
 
     /// One instance's series. Counters follow the runner's own counts: a runner replaced by a
     /// reload starts from zero, which the counter shows as a reset (as Prometheus expects).
-    private struct PluginSeries: @unchecked Sendable {
+    private struct PluginSeries: Sendable {
         var counters: [String: (counter: Counter, last: Int)]
         var queueDepth: Gauge
         var conditions: [PluginCondition: Gauge]
