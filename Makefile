@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SWIFT ?= swift
 SYSTEM_PACKAGES := libsodium-dev libyaml-dev libsqlite3-dev pkg-config zbar-tools
 
-.PHONY: run test python-test deps build release bench clean plugins fuzz fuzz-build fuzz-seeds
+.PHONY: run test python-test browser-deps deps build release bench clean plugins fuzz fuzz-build fuzz-seeds
 
 # Installs the system libraries Swiftplex links against, when they are missing.
 deps:
@@ -59,7 +59,7 @@ test: deps
 # WebSocket/admin API tests (websockets). The stamp names the package list, so a changed list
 # installs again.
 VENV ?= .venv
-PY_PACKAGE := simplex-chat==7.0.2 websockets==15.0.1
+PY_PACKAGE := simplex-chat==7.0.2 websockets==15.0.1 selenium==4.38.0
 PY_STAMP := $(VENV)/.installed-$(shell echo '$(PY_PACKAGE)' | md5sum | cut -c1-8)
 $(PY_STAMP):
 	@if ! python3 -c 'import ensurepip' >/dev/null 2>&1; then \
@@ -72,10 +72,23 @@ $(PY_STAMP):
 	  echo "# from PyPI (no network?). libsimplex.so is NOT tested this run."; \
 	  echo "################################################################"; fi
 
-python-test: $(PY_STAMP)
+# The dashboard's browser test drives Debian's headless Chromium through its chromedriver.
+BROWSER_PACKAGES := chromium chromium-driver
+browser-deps:
+	@missing=""; \
+	for p in $(BROWSER_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing system packages:$$missing"; \
+	  if [ "$$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+python-test: $(PY_STAMP) browser-deps
 	@if [ -f $(PY_STAMP) ]; then \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_python_bot.py && \
-	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_ws_api.py; fi
+	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_ws_api.py && \
+	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) SWIFTPLEX_ARTIFACTS=.build/test-artifacts \
+	    $(VENV)/bin/python Tests/python/test_dashboard.py; fi
 
 # Benchmarks (release build). BENCH=relay|libsimplex|echo ; extra flags in BENCH_ARGS.
 BENCH ?= relay

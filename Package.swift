@@ -37,6 +37,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        .package(url: "https://github.com/weichsel/ZIPFoundation.git", from: "0.9.20"),
     ],
     targets: [
         // System libraries (Debian: libsodium-dev, libyaml-dev).
@@ -208,13 +209,17 @@ let package = Package(
             name: "BotHost",
             dependencies: [
                 "Agent", "ChatAPI", "ChatCore", "ChatServer", "PluginHost", "QRCode", "RelayServer", "RelayProtocol", "SwiftplexBase", "SwiftplexStorage",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ]
+                .product(name: "ZIPFoundation", package: "ZIPFoundation"),
+            ],
+            resources: [.copy("Dashboard")]
         ),
         .target(
             name: "SwiftplexTestPlugin",
@@ -261,6 +266,8 @@ let package = Package(
                 "BotHost", "ChatServer", "HostConfig", "PluginHost", "PluginScaffold", "RelayProtocol", "QRCode", "SwiftplexStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
@@ -336,8 +343,9 @@ let package = Package(
         .testTarget(
             name: "BotHostTests",
             dependencies: [
-                "BotHost", "ChatCore", "ChatServer", "ChatTestSupport", "PluginHost", "SwiftplexBase", "SwiftplexPluginTesting", "TestSupport",
+                "BotHost", "ChatCore", "ChatServer", "ChatTestSupport", "PluginHost", "RelayServer", "SwiftplexBase", "SwiftplexPluginTesting", "TestSupport",
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "ZIPFoundation", package: "ZIPFoundation"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]

@@ -87,6 +87,17 @@ public actor Agent {
         try PrivateDatabase.pendingMigrations(AgentStore.migrator, at: databasePath)
     }
 
+    /// Envelopes in the outbox of the agent database at `databasePath` (application messages and
+    /// receipts waiting for their relay), read through a read-only connection of its own: a
+    /// monitoring process can ask while the agent runs (WAL readers do not block it).
+    public static func outboxDepth(databasePath: URL) throws -> Int {
+        var configuration = Configuration()
+        configuration.readonly = true
+        let db = try DatabaseQueue(path: databasePath.path, configuration: configuration)
+        defer { try? db.close() }
+        return try db.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM pending") ?? 0 }
+    }
+
     // MARK: - Running
 
     /// Subscribes all queues, then processes relay events, reconnects and retries until cancelled.

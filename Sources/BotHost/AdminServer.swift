@@ -26,9 +26,10 @@ struct AdminRequestContext: RequestContext, WebSocketRequestContext, RemoteAddre
     }
 }
 
-/// The host's authenticated admin API: JSON over HTTP (documented in ``AdminOpenAPI``), and
-/// the chat events over a WebSocket at `/api/events`. Every path but `/healthz` and `/readyz`
-/// needs the bearer token of `<data_dir>/admin.token`.
+/// The host's authenticated admin API: JSON over HTTP (documented in ``AdminOpenAPI``), the
+/// chat events over a WebSocket at `/api/events`, Prometheus `/metrics` and the web dashboard.
+/// Every path but the open ones of ``routeTable()`` (health, readiness, the dashboard's static
+/// files) needs the bearer token of `<data_dir>/admin.token`.
 struct AdminServer: Service {
     let host: BotHost
     let options: AdminOptions
@@ -36,46 +37,47 @@ struct AdminServer: Service {
     let listening: ListeningAddress
     let logger: Logger
 
-    /// Every route, as the OpenAPI document must list it (`{name}` for a path parameter).
-    static let routes: [(method: String, path: String)] = [
-        ("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/api/openapi.json"), ("GET", "/api/status"),
-        ("GET", "/api/plugins"), ("POST", "/api/plugins/reload"), ("POST", "/api/plugins/{name}/reload"),
-        ("GET", "/api/contacts"), ("POST", "/api/contacts/{contactId}/messages"),
-        ("GET", "/api/contact-requests"), ("POST", "/api/contact-requests/{requestId}/accept"),
-        ("POST", "/api/contact-requests/{requestId}/reject"),
-        ("GET", "/api/address"), ("GET", "/api/address/qr.svg"), ("POST", "/api/command"), ("GET", "/api/events"),
-    ]
-    static let openPaths: Set<String> = ["/healthz", "/readyz"]
+    /// Paths answered without the token: health, readiness and the dashboard's static files
+    /// (which hold no data; the page asks for the token and sends it with every call).
+    static func openPaths(_ table: [AdminRoute]) -> Set<String> {
+        Set(table.filter { $0.access == .open }.map(\.path))
+    }
 
     func authorized(_ request: Request) -> Bool {
         BearerToken.matches(BearerToken.presented(authorization: request.headers[.authorization], uri: request.uri.description), tokens.current)
     }
 
-    func run() async throws {
+    /// The routers the server runs: HTTP routes, and the WebSocket routes behind the upgrade gate.
+    /// Both come from ``routeTable()``, as does the OpenAPI document.
+    func makeRouters() -> (http: Router<AdminRequestContext>, webSocket: Router<AdminRequestContext>) {
         let router = Router(context: AdminRequestContext.self)
-        router.middlewares.add(AdminErrorMiddleware())
+        let table = routeTable()
+        router.middlewares.add(AdminErrorMiddleware(onAnswered: { [host] in host.metrics.countAdminRequest() }))
         router.middlewares.add(RateLimitMiddleware(limiter: RateLimiter(rate: options.requestsPerSecond, burst: options.burst)))
-        router.middlewares.add(BearerMiddleware(check: authorized, open: Self.openPaths, onFailure: { [host] in host.countAuthFailure() }))
-        addRoutes(router)
-
+        router.middlewares.add(BearerMiddleware(check: authorized, open: Self.openPaths(table), onFailure: { [host] in host.countAuthFailure() }))
         let wsRouter = Router(context: AdminRequestContext.self)
-        wsRouter.ws("/api/events") { request, _ in
-            authorized(request) ? .upgrade([:]) : .dontUpgrade
-        } onUpgrade: { [host] inbound, outbound, context in
-            let subscription = host.events.subscribe(limit: ChatWebSocketServer.maxPendingEvents)
-            context.logger.info("admin event stream opened")
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    for await event in subscription.events {
-                        do { try await outbound.write(.text(event.description)) } catch { return }
-                    }
+        let document = ByteBuffer(string: AdminOpenAPI.document(table).description + "\n")
+        for route in table {
+            switch route.kind {
+            case let .http(handler):
+                router.on(RouterPath(route.routerPath), method: route.method, use: handler)
+            case .openAPI:
+                router.on(RouterPath(route.routerPath), method: route.method) { _, _ in
+                    Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: document))
                 }
-                // Nothing is read from the client; this only notices when it goes.
-                do { for try await _ in inbound.messages(maxSize: 4096) {} } catch {}
-                group.cancelAll()
+            case .events:
+                wsRouter.ws(RouterPath(route.routerPath)) { request, _ in
+                    authorized(request) ? .upgrade([:]) : .dontUpgrade
+                } onUpgrade: { [host] inbound, outbound, context in
+                    try await Self.streamEvents(host: host, inbound: inbound, outbound: outbound, context: context)
+                }
             }
-            context.logger.info("admin event stream closed", metadata: ["dropped": "\(subscription.dropped)"])
         }
+        return (router, wsRouter)
+    }
+
+    func run() async throws {
+        let (router, wsRouter) = makeRouters()
         var log = logger
         log[metadataKey: "server"] = "admin"
         let app = Application(
@@ -96,78 +98,146 @@ struct AdminServer: Service {
         try await app.run()
     }
 
+    static func streamEvents(host: BotHost, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter,
+                             context: WebSocketRouterContext<AdminRequestContext>) async throws {
+        let subscription = host.events.subscribe(limit: ChatWebSocketServer.maxPendingEvents)
+        context.logger.info("admin event stream opened")
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await event in subscription.events {
+                    do { try await outbound.write(.text(event.description)) } catch { return }
+                }
+            }
+            // Nothing is read from the client; this only notices when it goes.
+            do { for try await _ in inbound.messages(maxSize: 4096) {} } catch {}
+            group.cancelAll()
+        }
+        context.logger.info("admin event stream closed", metadata: ["dropped": "\(subscription.dropped)"])
+    }
+
     // MARK: Routes
 
-    private func addRoutes(_ router: Router<AdminRequestContext>) {
+    /// Every route of the admin API: what it does, who may call it, its parameters and answers
+    /// (for the OpenAPI document), and its handler.
+    func routeTable() -> [AdminRoute] {
         let host = self.host
         let maxBody = options.maxBodyBytes
-        router.get("/healthz") { _, _ in JSONResponse.make(.object([("status", .string("ok"))])) }
-        router.get("/readyz") { _, _ in
-            let ready = host.engineRunning
-            return JSONResponse.make(.object([("ready", .bool(ready)), ("engineRunning", .bool(ready))]),
-                                     status: ready ? .ok : .serviceUnavailable)
-        }
-        router.get("/api/openapi.json") { _, _ in
-            Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: AdminOpenAPI.document)))
-        }
-        router.get("/api/status") { _, _ in JSONResponse.make(host.statusJSON()) }
-        router.get("/api/plugins") { _, _ in JSONResponse.make(.object([("plugins", .array(host.plugins.statuses().map(Self.pluginJSON)))])) }
-        router.post("/api/plugins/reload") { _, context in
-            try await reload(only: nil, context: context)
-        }
-        router.post("/api/plugins/:name/reload") { _, context in
-            try await reload(only: context.parameters.require("name"), context: context)
-        }
-        router.get("/api/contacts") { request, _ in
-            let page = try Page(request)
-            let r = await host.api.execute("/_contacts \(host.userId)")
-            guard case let .array(all)? = r["contacts"] else { return Self.chatFailure(r) }
-            return JSONResponse.make(page.json(all, key: "contacts"))
-        }
-        router.get("/api/contact-requests") { request, _ in
-            let page = try Page(request)
-            let r = await host.api.execute("/_get chats \(host.userId) count=1000000")
-            guard case let .array(chats)? = r["chats"] else { return Self.chatFailure(r) }
-            let requests = chats.compactMap { chat -> JSONValue? in
-                guard chat["chatInfo"]?["type"]?.stringValue == "contactRequest" else { return nil }
-                return chat["chatInfo"]?["contactRequest"]
-            }
-            return JSONResponse.make(page.json(requests, key: "contactRequests"))
-        }
-        router.post("/api/contact-requests/:requestId/accept") { _, context in
-            let id = try context.parameters.require("requestId", as: Int64.self)
-            return Self.commandResult(await host.api.execute("/_accept \(id)"))
-        }
-        router.post("/api/contact-requests/:requestId/reject") { _, context in
-            let id = try context.parameters.require("requestId", as: Int64.self)
-            return Self.commandResult(await host.api.execute("/_reject \(id)"))
-        }
-        router.post("/api/contacts/:contactId/messages") { request, context in
-            let id = try context.parameters.require("contactId", as: Int64.self)
-            let body = try await Self.jsonBody(request, limit: maxBody)
-            guard case let .string(text)? = body["text"], !text.isEmpty else {
-                throw AdminError(.badRequest, "badRequest", "the body must be {\"text\": \"a non-empty message\"}")
-            }
-            let messages: JSONValue = .array([.object([("msgContent", .object([("type", .string("text")), ("text", .string(text))]))])])
-            return Self.commandResult(await host.api.execute("/_send @\(id) json \(messages.description)"))
-        }
-        router.get("/api/address") { _, _ in
-            guard let link = host.address else { throw AdminError(.notFound, "noAddress", "the bot has no contact address (address.enabled is false)") }
-            return JSONResponse.make(.object([("link", .string(link)), ("qrSvg", .string("/api/address/qr.svg"))]))
-        }
-        router.get("/api/address/qr.svg") { _, _ in
-            guard let link = host.address else { throw AdminError(.notFound, "noAddress", "the bot has no contact address (address.enabled is false)") }
-            let code: QRCode
-            do { code = try QRCode.encode(link) } catch { throw AdminError(.internalServerError, "qrCode", "the address does not fit a QR code: \(error)") }
-            return Response(status: .ok, headers: [.contentType: "image/svg+xml"], body: .init(byteBuffer: ByteBuffer(string: Self.svg(code))))
-        }
-        router.post("/api/command") { request, _ in
-            let body = try await Self.jsonBody(request, limit: maxBody)
-            guard case let .string(cmd)? = body["cmd"], !cmd.isEmpty else {
-                throw AdminError(.badRequest, "badRequest", "the body must be {\"cmd\": \"a chat command\"}")
-            }
-            return JSONResponse.make(await host.api.execute(cmd))
-        }
+        let object = AdminRoute.Schema.ref("Object")
+        let page = [AdminRoute.Parameter(name: "offset", description: "Entries to skip (default 0)"),
+                    AdminRoute.Parameter(name: "limit", description: "Entries to return, 1…\(Page.maxLimit) (default 100)")]
+        let chatResponse = AdminRoute.Answer(status: "200", description: "The Chat API's response", schema: object)
+        let chatError = AdminRoute.Answer(status: "422", description: "The engine refused it (chatError)", schema: .ref("Error"))
+        return [
+            AdminRoute(.get, "/healthz", "Liveness (no token)", access: .open,
+                       answers: [.init(status: "200", description: "The host process serves", schema: object)]) { _, _ in
+                JSONResponse.make(.object([("status", .string("ok"))]))
+            },
+            AdminRoute(.get, "/readyz", "Readiness: the engine runs and its relays are connected (no token)", access: .open,
+                       answers: [.init(status: "200", description: "Ready", schema: .ref("Readiness")),
+                                 .init(status: "503", description: "Not ready", schema: .ref("Readiness"))]) { _, _ in
+                let (ready, json) = host.readiness()
+                return JSONResponse.make(json, status: ready ? .ok : .serviceUnavailable)
+            },
+            AdminRoute(.get, "/", "The web dashboard (no token: the page asks for it)", access: .open,
+                       answers: [.init(status: "200", description: "HTML", contentType: "text/html")]) { _, _ in
+                try Dashboard.response("index.html")
+            },
+            AdminRoute(.get, "/dashboard.js", "The dashboard's script", access: .open,
+                       answers: [.init(status: "200", description: "JavaScript", contentType: "text/javascript")]) { _, _ in
+                try Dashboard.response("dashboard.js")
+            },
+            AdminRoute(.get, "/dashboard.css", "The dashboard's style sheet", access: .open,
+                       answers: [.init(status: "200", description: "CSS", contentType: "text/css")]) { _, _ in
+                try Dashboard.response("dashboard.css")
+            },
+            AdminRoute(.get, "/api/openapi.json", "This document", kind: .openAPI,
+                       answers: [.init(status: "200", description: "OpenAPI 3 document", schema: object)]),
+            AdminRoute(.get, "/metrics", "Prometheus metrics: engine, plugins, process (text format 0.0.4)",
+                       answers: [.init(status: "200", description: "Prometheus text", contentType: "text/plain")]) { _, _ in
+                Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                         body: .init(byteBuffer: ByteBuffer(bytes: host.metricsText())))
+            },
+            AdminRoute(.get, "/api/status", "Engine running, uptime, version, relays, address, auth failures",
+                       answers: [.init(status: "200", description: "OK", schema: .ref("Status"))]) { _, _ in
+                JSONResponse.make(host.statusJSON())
+            },
+            AdminRoute(.get, "/api/plugins", "Plugin instances with their condition, queue depth and counters",
+                       answers: [.init(status: "200", description: "OK", schema: .ref("Plugins"))]) { _, _ in
+                JSONResponse.make(.object([("plugins", .array(host.plugins.statuses().map(Self.pluginJSON)))]))
+            },
+            AdminRoute(.post, "/api/plugins/reload",
+                       "Reload every plugin instance from the configuration; per-instance outcomes (rolledBack when a new version failed)",
+                       answers: [.init(status: "200", description: "OK", schema: .ref("ReloadResults"))]) { _, context in
+                try await reload(only: nil, context: context)
+            },
+            AdminRoute(.post, "/api/plugins/{name}/reload", "Reload one plugin instance; the others keep what they run",
+                       answers: [.init(status: "200", description: "OK", schema: .ref("ReloadResults")),
+                                 .init(status: "404", description: "No such instance", schema: .ref("Error"))]) { _, context in
+                try await reload(only: context.parameters.require("name"), context: context)
+            },
+            AdminRoute(.get, "/api/contacts", "Contacts, paged", query: page,
+                       answers: [.init(status: "200", description: "OK", schema: .page("contacts"))]) { request, _ in
+                let page = try Page(request)
+                let r = await host.api.execute("/_contacts \(host.userId)")
+                guard case let .array(all)? = r["contacts"] else { return Self.chatFailure(r) }
+                return JSONResponse.make(page.json(all, key: "contacts"))
+            },
+            AdminRoute(.post, "/api/contacts/{contactId}/messages", "Send a text message to a contact",
+                       body: .textMessage, answers: [chatResponse, chatError]) { request, context in
+                let id = try context.parameters.require("contactId", as: Int64.self)
+                let body = try await Self.jsonBody(request, limit: maxBody)
+                guard case let .string(text)? = body["text"], !text.isEmpty else {
+                    throw AdminError(.badRequest, "badRequest", "the body must be {\"text\": \"a non-empty message\"}")
+                }
+                let messages: JSONValue = .array([.object([("msgContent", .object([("type", .string("text")), ("text", .string(text))]))])])
+                return Self.commandResult(await host.api.execute("/_send @\(id) json \(messages.description)"))
+            },
+            AdminRoute(.get, "/api/contact-requests", "Pending contact requests, paged", query: page,
+                       answers: [.init(status: "200", description: "OK", schema: .page("contactRequests"))]) { request, _ in
+                let page = try Page(request)
+                let r = await host.api.execute("/_get chats \(host.userId) count=1000000")
+                guard case let .array(chats)? = r["chats"] else { return Self.chatFailure(r) }
+                let requests = chats.compactMap { chat -> JSONValue? in
+                    guard chat["chatInfo"]?["type"]?.stringValue == "contactRequest" else { return nil }
+                    return chat["chatInfo"]?["contactRequest"]
+                }
+                return JSONResponse.make(page.json(requests, key: "contactRequests"))
+            },
+            AdminRoute(.post, "/api/contact-requests/{requestId}/accept", "Accept a contact request",
+                       answers: [chatResponse, chatError]) { _, context in
+                let id = try context.parameters.require("requestId", as: Int64.self)
+                return Self.commandResult(await host.api.execute("/_accept \(id)"))
+            },
+            AdminRoute(.post, "/api/contact-requests/{requestId}/reject", "Reject a contact request",
+                       answers: [chatResponse, chatError]) { _, context in
+                let id = try context.parameters.require("requestId", as: Int64.self)
+                return Self.commandResult(await host.api.execute("/_reject \(id)"))
+            },
+            AdminRoute(.get, "/api/address", "The bot's contact address link",
+                       answers: [.init(status: "200", description: "OK", schema: .ref("Address")),
+                                 .init(status: "404", description: "The bot has no address", schema: .ref("Error"))]) { _, _ in
+                guard let link = host.address else { throw AdminError(.notFound, "noAddress", "the bot has no contact address (address.enabled is false)") }
+                return JSONResponse.make(.object([("link", .string(link)), ("qrSvg", .string("/api/address/qr.svg"))]))
+            },
+            AdminRoute(.get, "/api/address/qr.svg", "The bot's contact address as a QR code",
+                       answers: [.init(status: "200", description: "SVG image", contentType: "image/svg+xml"),
+                                 .init(status: "404", description: "The bot has no address", schema: .ref("Error"))]) { _, _ in
+                guard let link = host.address else { throw AdminError(.notFound, "noAddress", "the bot has no contact address (address.enabled is false)") }
+                let code: QRCode
+                do { code = try QRCode.encode(link) } catch { throw AdminError(.internalServerError, "qrCode", "the address does not fit a QR code: \(error)") }
+                return Response(status: .ok, headers: [.contentType: "image/svg+xml"], body: .init(byteBuffer: ByteBuffer(string: Self.svg(code))))
+            },
+            AdminRoute(.post, "/api/command", "Run a Chat API command; answered with the same JSON as chat_send_cmd",
+                       body: .command, answers: [.init(status: "200", description: "The Chat API's response (a chatCmdError too)", schema: object)]) { request, _ in
+                let body = try await Self.jsonBody(request, limit: maxBody)
+                guard case let .string(cmd)? = body["cmd"], !cmd.isEmpty else {
+                    throw AdminError(.badRequest, "badRequest", "the body must be {\"cmd\": \"a chat command\"}")
+                }
+                return JSONResponse.make(await host.api.execute(cmd))
+            },
+            AdminRoute(.get, "/api/events", "WebSocket: the Chat API's events, one JSON object per text message (same token)", kind: .events,
+                       answers: [.init(status: "101", description: "Switching to WebSocket")]),
+        ]
     }
 
     private func reload(only name: String?, context: AdminRequestContext) async throws -> Response {
@@ -209,7 +279,8 @@ struct AdminServer: Service {
         func n(_ v: Int) -> JSONValue { .int(Int64(v)) }
         return .object([
             ("name", .string(s.name)), ("plugin", .string(s.info.name)), ("version", .string(s.info.version)),
-            ("isolation", .string(s.isolation.rawValue)),
+            ("isolation", .string(s.isolation.rawValue)), ("state", .string(s.condition.rawValue)),
+            ("queueDepth", n(s.queueDepth)),
             ("counters", .object([("handled", n(c.delivered)), ("errors", n(c.failed)), ("timeouts", n(c.timedOut)),
                                   ("dropped", n(c.dropped)), ("crashes", n(c.crashes)), ("restarts", n(c.restarts)),
                                   ("protocolErrors", n(c.protocolErrors)), ("refusedCalls", n(c.refusedCalls))])),
@@ -293,6 +364,8 @@ struct AdminError: Error {
 /// Turns every failure — unknown routes, bad parameters, thrown errors — into a typed JSON
 /// error, and logs each call (method, path, status) with its request id.
 struct AdminErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    var onAnswered: @Sendable () -> Void = {}
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let response: Response
         do {
@@ -315,6 +388,7 @@ struct AdminErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         }
         var r = response
         r.headers[.init("X-Request-Id")!] = context.id
+        onAnswered()
         context.logger.info("admin call", metadata: ["method": "\(request.method)", "path": "\(request.uri.path)", "status": "\(r.status.code)"])
         return r
     }

@@ -7,6 +7,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOPosix
 import PluginHost
+import Prometheus
 import RelayProtocol
 import RelayServer
 import ServiceLifecycle
@@ -53,7 +54,10 @@ public final class BotHost: Service, Sendable {
     private let engineService: EngineService
     /// The chat events, for the plugins, the WebSocket API's clients and the admin API's stream.
     public let events: EventHub
+    /// The host's own subscription: every event goes to the plugins and is counted in ``metrics``.
     private let pluginEvents: EventHub.Subscription
+    /// The Prometheus metrics served at the admin API's `/metrics`.
+    let metrics: HostMetrics
     let startedAt = ContinuousClock.now
     private let operations: NIOLockedValueBox<Operations>
     private let adminListening = ListeningAddress()
@@ -168,6 +172,7 @@ public final class BotHost: Service, Sendable {
                                       running: { r in flag.withLockedValue { $0.engineRunning = r } })
         events = EventHub(source: api.events)
         pluginEvents = events.subscribe()
+        metrics = HostMetrics(registry: options.metricsRegistry ?? PrometheusCollectorRegistry())
     }
 
     /// The host's services, in start order (the group stops them in reverse).
@@ -214,6 +219,7 @@ public final class BotHost: Service, Sendable {
             }
             group.addTask {
                 for await event in self.pluginEvents.events {
+                    self.metrics.observe(event)
                     guard let type = event["type"]?.stringValue else { continue }
                     self.plugins.dispatch(type: type, json: event.description, receivedItemId: Self.receivedItemId(event))
                 }
@@ -339,10 +345,56 @@ public final class BotHost: Service, Sendable {
     public func webSocketAddress() async -> ListenAddress { await webSocketListening.wait() }
 
     var engineRunning: Bool { operations.withLockedValue { $0.engineRunning } }
-    func countAuthFailure() { operations.withLockedValue { $0.authFailures += 1 } }
+    func countAuthFailure() {
+        operations.withLockedValue { $0.authFailures += 1 }
+        metrics.countAuthFailure()
+    }
     public var authFailures: Int { operations.withLockedValue { $0.authFailures } }
     /// The plugin list last applied.
     public var appliedPlugins: [PluginSpec] { operations.withLockedValue { $0.appliedPlugins } }
+
+    var uptimeSeconds: Double {
+        let elapsed = ContinuousClock.now - startedAt
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    }
+
+    /// The hosts of the bot's own relays (where its queues are), as the agent names them in
+    /// `hostConnected`; a peer's relay the bot only sends to is not among them.
+    var ownRelayHosts: Set<String> {
+        switch options.relays {
+        case .embedded: Set(relayAddress.map { [$0.host] } ?? [])
+        case let .external(list): Set(list.map(\.host))
+        }
+    }
+
+    /// The bot's own relays the engine is connected to now, and those it lost and has not got back.
+    var relayConnections: HostMetrics.RelayState {
+        let own = ownRelayHosts
+        let all = metrics.relayState
+        return HostMetrics.RelayState(connected: all.connected.intersection(own), lost: all.lost.intersection(own))
+    }
+
+    /// `/readyz`: the engine runs, none of the bot's own relays it was connected to is down, and —
+    /// when the bot has an address, whose queue the agent subscribes at start — at least one of
+    /// them is connected. Peers' relays (dialled to send, dropped when idle) do not count.
+    func readiness() -> (ready: Bool, json: JSONValue) {
+        let running = engineRunning
+        let relays = relayConnections
+        let ready = Self.isReady(engineRunning: running, hasAddress: address != nil, ownRelays: relays)
+        return (ready, .object([("ready", .bool(ready)), ("engineRunning", .bool(running)),
+                                ("relaysConnected", .int(Int64(relays.connected.count))),
+                                ("relaysDown", .array(relays.lost.sorted().map(JSONValue.string)))]))
+    }
+
+    static func isReady(engineRunning: Bool, hasAddress: Bool, ownRelays: HostMetrics.RelayState) -> Bool {
+        engineRunning && ownRelays.lost.isEmpty && (!hasAddress || !ownRelays.connected.isEmpty)
+    }
+
+    /// The Prometheus text of ``metrics``, its scrape-time values read now.
+    func metricsText() -> [UInt8] {
+        metrics.render(plugins: plugins.statuses(), engineRunning: engineRunning, uptime: uptimeSeconds,
+                       agentDatabase: URL(fileURLWithPath: Self.databasePrefix(options.dataDirectory) + "_agent.db"))
+    }
 
     func statusJSON() -> JSONValue {
         let elapsed = ContinuousClock.now - startedAt
@@ -357,6 +409,7 @@ public final class BotHost: Service, Sendable {
             ("uptimeSeconds", .int(Int64(elapsed.components.seconds))),
             ("version", .string(SwiftplexVersion.current)),
             ("relays", .array(relays)),
+            ("relaysConnected", .int(Int64(relayConnections.connected.count))),
             ("embeddedRelay", .bool(relay != nil)),
             ("address", address.map(JSONValue.string) ?? .null),
             ("plugins", .int(Int64(plugins.statuses().count))),

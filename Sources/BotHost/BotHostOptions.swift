@@ -1,5 +1,6 @@
 import Foundation
 import PluginHost
+import Prometheus
 import RelayProtocol
 
 /// Everything a bot host needs to run, already validated (the `swiftplex` executable builds it
@@ -47,6 +48,10 @@ public struct BotHostOptions: Sendable {
     public var webSocketAPI: WebSocketAPIOptions?
     /// The admin API (`admin:`); nil: not served.
     public var admin: AdminOptions?
+    /// Where the host's metrics are kept (served at the admin API's `/metrics`). The `swiftplex`
+    /// executable passes the registry it bootstrapped swift-metrics with, so the embedded relay's
+    /// own metrics are served beside the host's; nil: a registry of the host's own.
+    public var metricsRegistry: PrometheusCollectorRegistry?
 
     public struct PeerRelays: Sendable {
         /// Hosts (`host` or `host:port`) links may name; nil: any.

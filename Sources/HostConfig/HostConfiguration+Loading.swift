@@ -70,7 +70,7 @@ extension HostConfiguration {
 }
 
 extension NodeDecoder {
-    static let topKeys = ["data_dir", "log_level", "bot", "relays", "embedded_relay", "address", "plugin_dirs", "plugins", "peer_relays", "ws_api", "admin"]
+    static let topKeys = ["data_dir", "log_level", "bot", "relays", "embedded_relay", "address", "plugin_dirs", "plugins", "peer_relays", "ws_api", "admin", "log"]
 
     /// Decodes the whole file; nil when something required is missing or wrong (the problems
     /// are in `sink` either way).
@@ -89,6 +89,10 @@ extension NodeDecoder {
             dataDirectory = HostConfiguration.resolve(s, against: directory)
         }
         let logLevel = f("log_level").map { choice($0, "log_level", as: HostConfiguration.LogLevel.self) ?? .info } ?? .info
+        var logFormat = HostConfiguration.LogFormat.text
+        if let n = f("log"), let l = fields(n, "log", known: ["format"]), let v = l("format") {
+            logFormat = choice(v, "log.format", as: HostConfiguration.LogFormat.self) ?? .text
+        }
 
         var bot: HostConfiguration.Bot?
         if let n = f("bot") {
@@ -177,6 +181,7 @@ extension NodeDecoder {
         )
         config.webSocketAPI = webSocketAPI
         if let admin { config.admin = admin }
+        config.logFormat = logFormat
         return config
     }
 

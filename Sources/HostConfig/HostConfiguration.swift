@@ -30,6 +30,8 @@ public struct HostConfiguration: Sendable, Hashable {
     public var webSocketAPI: WebSocketAPI? = nil
     /// `admin:` (the admin API; off unless `admin:` is given).
     public var admin = Admin()
+    /// `log: {format: …}`.
+    public var logFormat = LogFormat.text
 
     // The defaults, in one place; docs/configuration.md and the starter template repeat them.
     public static let defaultDataDirectory = ".swiftplex/bot"
@@ -61,6 +63,16 @@ public struct HostConfiguration: Sendable, Hashable {
     /// The levels of swift-log's `Logger.Level`, by the same names.
     public enum LogLevel: String, Sendable, Hashable, CaseIterable {
         case trace, debug, info, notice, warning, error, critical
+    }
+
+    /// `log.format`: how log lines are written to standard error.
+    public enum LogFormat: String, Sendable, Hashable, CaseIterable {
+        /// swift-log's plain text lines (the default).
+        case text
+        /// `key=value` pairs, one record a line.
+        case logfmt
+        /// One JSON object a line.
+        case json
     }
 
     public struct Bot: Sendable, Hashable {

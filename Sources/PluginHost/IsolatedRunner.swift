@@ -77,6 +77,10 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
 
     var stats: PluginStats { lock.withLock { state.stats } }
 
+    var condition: PluginCondition {
+        lock.withLock { state.stopping ? .stopping : (state.restartDelay != nil ? .restarting : .running) }
+    }
+
     /// A child that ran this long before crashing restarts after the initial delay again.
     static let stableAfter = Duration.seconds(30)
 

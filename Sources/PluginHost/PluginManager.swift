@@ -104,6 +104,10 @@ public struct PluginStatus: Sendable {
     public var info: PluginInfo
     public var isolation: PluginSpec.Isolation
     public var stats: PluginStats
+    /// What the instance is doing now.
+    public var condition: PluginCondition
+    /// Events waiting for the instance or being handled.
+    public var queueDepth: Int
 }
 
 /// Loads plugin instances, keeps them running, and dispatches events to them in order.
@@ -169,7 +173,12 @@ public final class PluginManager: Sendable {
     }
 
     public func statuses() -> [PluginStatus] {
-        slots.withLockedValue { $0 }.map { PluginStatus(name: $0.spec.name, info: $0.info, isolation: $0.spec.isolation, stats: $0.runner.stats) }
+        slots.withLockedValue { $0 }.map { slot in
+            let runner = slot.runner
+            let condition = runner.condition == .running && slot.isCatchingUp ? .catchingUp : runner.condition
+            return PluginStatus(name: slot.spec.name, info: slot.info, isolation: slot.spec.isolation, stats: runner.stats,
+                                condition: condition, queueDepth: runner.queued)
+        }
     }
 
     /// Reports handlers running past their timeouts (and kills hung isolated plugins) until cancelled.

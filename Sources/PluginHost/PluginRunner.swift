@@ -17,6 +17,20 @@ public struct PluginStats: Sendable, Equatable {
     public var refusedCalls = 0
 }
 
+/// What an instance is doing, as the admin API and `/metrics` show it.
+public enum PluginCondition: String, Sendable, CaseIterable {
+    /// Taking events.
+    case running
+    /// Being given the received messages it missed (before a restart, or refused by its full queue).
+    case catchingUp
+    /// A handler runs past its timeout (in process: its queue waits; isolated: the child is killed).
+    case overdue
+    /// Isolated: the child died and a restart is pending (backoff).
+    case restarting
+    /// Being stopped (a reload or shutdown).
+    case stopping
+}
+
 /// How an instance runs: in the host process or in a child process. Both keep events in order
 /// on a queue of their own.
 protocol PluginRunner: AnyObject, Sendable {
@@ -34,6 +48,8 @@ protocol PluginRunner: AnyObject, Sendable {
     /// Stops the plugin; queued events are handled first.
     func stop() async
     var stats: PluginStats { get }
+    /// What the instance is doing now.
+    var condition: PluginCondition { get }
 }
 
 extension PluginRunner {
@@ -57,9 +73,14 @@ final class InProcessRunner: PluginRunner, @unchecked Sendable {
         var stats = PluginStats()
         var busySince: ContinuousClock.Instant?
         var reportedTimeout = false
+        var stopping = false
     }
 
     var stats: PluginStats { state.withLockedValue { $0.stats } }
+
+    var condition: PluginCondition {
+        state.withLockedValue { s in s.stopping ? .stopping : (s.busySince != nil && s.reportedTimeout ? .overdue : .running) }
+    }
 
     init(library: PluginLibrary, services: LocalServices, queueLimit: Int, timeout: Duration, logger: Logger) {
         self.library = library
@@ -133,6 +154,7 @@ final class InProcessRunner: PluginRunner, @unchecked Sendable {
     }
 
     func stop() async {
+        state.withLockedValue { $0.stopping = true }
         services.timers.close()
         _ = await worker.run { [self] in
             instance?.stop()

@@ -3,7 +3,9 @@ import BotHost
 import Foundation
 import HostConfig
 import Logging
+import Metrics
 import PluginHost
+import Prometheus
 import ServiceLifecycle
 import SwiftplexStorage
 
@@ -27,10 +29,18 @@ struct RunCommand: AsyncParsableCommand {
         if let logLevel, Logger.Level(rawValue: logLevel) == nil {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
+        let format = configuration.logFormat
         LoggingSystem.bootstrap { label in
-            var h = StreamLogHandler.standardError(label: label)
-            h.logLevel = level
-            return h
+            switch format {
+            case .text:
+                var h = StreamLogHandler.standardError(label: label)
+                h.logLevel = level
+                return h
+            case .logfmt, .json:
+                var h = StructuredLogHandler(label: label, format: format == .json ? .json : .logfmt)
+                h.logLevel = level
+                return h
+            }
         }
         let logger = Logger(label: "swiftplex")
         for warning in configuration.warnings { logger.warning("\(warning)") }
@@ -45,6 +55,11 @@ struct RunCommand: AsyncParsableCommand {
             return try HostSetup(config: fresh).options().0.plugins
         }
         for p in problems { logger.error("\(p)") }
+        // One registry for the process: the host's own metrics and, through swift-metrics, the
+        // embedded relay's, all served at the admin API's /metrics.
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        options.metricsRegistry = registry
         let host: BotHost
         do {
             host = try await BotHost.start(options, logger: logger)

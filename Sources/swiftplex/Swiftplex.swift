@@ -11,6 +11,7 @@ struct Swiftplex: AsyncParsableCommand {
             run it with `swiftplex run --config bot.yaml`. Send SIGHUP (or `swiftplex reload`) to \
             reload changed plugins.
             """,
-        subcommands: [RunCommand.self, InitCommand.self, CheckConfigCommand.self, ReloadCommand.self, PluginCommand.self, AdminTokenCommand.self]
+        subcommands: [RunCommand.self, InitCommand.self, CheckConfigCommand.self, ReloadCommand.self, PluginCommand.self, AdminTokenCommand.self,
+                      BackupCommand.self, RestoreCommand.self]
     )
 }

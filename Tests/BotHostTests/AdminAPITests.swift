@@ -88,7 +88,7 @@ import SwiftplexBase
     @Test func theOpenAPIDocumentListsEveryRouteAndEveryListedPathAnswers() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        try await withHost(options(dir)) { _, http, token in
+        try await withHost(options(dir)) { host, http, token in
             let answer = try await http.get("/api/openapi.json", token: token)
             #expect(answer.status == 200)
             let doc = json(answer)
@@ -96,10 +96,35 @@ import SwiftplexBase
             var documented = Set<String>()
             for (path, item) in paths {
                 guard case let .object(methods) = item else { continue }
-                for (method, _) in methods { documented.insert("\(method.uppercased()) \(path)") }
+                for (method, op) in methods {
+                    documented.insert("\(method.uppercased()) \(path)")
+                    // Each operation is well formed: a summary, answers, and every {parameter} of its path declared.
+                    #expect(op["summary"]?.stringValue?.isEmpty == false && op["responses"]?["default"] != nil, "\(method) \(path)")
+                    let declared = Set((op["parameters"]?.arrayValue ?? []).filter { $0["in"]?.stringValue == "path" }.compactMap { $0["name"]?.stringValue })
+                    let inPath = Set(path.split(separator: "/").filter { $0.hasPrefix("{") }.map { String($0.dropFirst().dropLast()) })
+                    #expect(declared == inPath, "\(method) \(path): \(declared) vs \(inPath)")
+                }
             }
-            let routes = Set(AdminServer.routes.map { "\($0.method) \($0.path)" })
+            #expect(doc["components"]?["securitySchemes"]?["bearer"]?["scheme"]?.stringValue == "bearer")
+            // The routes the server's Hummingbird routers really have (HTTP and WebSocket), in
+            // OpenAPI's form: a route added beside the table, or a table entry not routed, fails.
+            let server = AdminServer(host: host, options: options(dir).admin!, tokens: try AdminTokenStore(dataDirectory: dir),
+                                     listening: ListeningAddress(), logger: quiet)
+            let (httpRouter, wsRouter) = server.makeRouters()
+            let routes = Set((httpRouter.routes + wsRouter.routes).map { route in
+                "\(route.method.rawValue) " + "\(route.path)".split(separator: "/", omittingEmptySubsequences: false)
+                    .map { $0.hasPrefix(":") ? "{\($0.dropFirst())}" : String($0) }.joined(separator: "/")
+            })
+            #expect(routes.count >= 20)
             #expect(documented == routes, "documented but not routed: \(documented.subtracting(routes)); routed but not documented: \(routes.subtracting(documented))")
+            // Open paths are exactly those the document marks with no security.
+            var open = Set<String>()
+            for (path, item) in paths {
+                guard case let .object(methods) = item else { continue }
+                for (_, op) in methods where op["security"]?.arrayCount == 0 { open.insert(path) }
+            }
+            let openPaths = AdminServer.openPaths(server.routeTable())
+            #expect(open == openPaths && open == ["/healthz", "/readyz", "/", "/dashboard.js", "/dashboard.css"])
             // Every documented path answers (not "no such endpoint"); parameters get values
             // that may not exist (a typed 404/422 is fine, a missing route is not).
             for entry in documented.sorted() {
@@ -108,6 +133,12 @@ import SwiftplexBase
                 let path = String(parts[1]).replacingOccurrences(of: "{name}", with: "menu")
                     .replacingOccurrences(of: "{contactId}", with: "999").replacingOccurrences(of: "{requestId}", with: "999")
                 let a: HTTPProbe.Answer
+                if openPaths.contains(path) {
+                    // Open paths answer without the token; the rest refuse it.
+                    #expect(try await http.send(method, path).status != 401, "\(entry)")
+                } else {
+                    #expect(try await http.send(method, path).status == 401, "\(entry)")
+                }
                 if path == "/api/events" {
                     a = try await http.upgrade(path, headers: ["Authorization": "Bearer \(token)"])
                     #expect(a.status == 101, "\(entry)")
@@ -227,6 +258,37 @@ import SwiftplexBase
                 #expect(link["link"]?.stringValue == address)
                 let svg = try await http.get("/api/address/qr.svg", token: token)
                 #expect(svg.status == 200 && svg.headers["content-type"] == "image/svg+xml" && svg.body.hasPrefix("<svg"))
+
+                // The person answers. /metrics (token required) counts both directions, the time
+                // the bot's message took to reach its relay, the relay connected, the plugin's
+                // series and the process' figures.
+                let botInPerson = try #require(received["chatItems"]?.arrayFirst?["chatInfo"]?["contact"]?["contactId"]?.intValue)
+                let reply: JSONValue = .array([.object([("msgContent", .object([("type", .string("text")), ("text", .string("hi bot"))]))])])
+                _ = await person.execute("/_send @\(botInPerson) json \(reply.description)")
+                #expect(try await http.get("/metrics").status == 401)
+                var figures: [String: Double] = [:]
+                try await eventually(timeout: .seconds(30), "the metrics count the messages") {
+                    let m = try await http.get("/metrics", token: token)
+                    #expect(m.status == 200 && m.headers["content-type"]?.hasPrefix("text/plain") == true)
+                    figures = Self.prometheus(m.body)
+                    return (figures["swiftplex_engine_messages_received_total"] ?? 0) >= 1 && (figures["swiftplex_engine_messages_sent_total"] ?? 0) >= 1
+                }
+                #expect(figures["swiftplex_engine_relays_connected"] == 1)
+                #expect((figures[#"swiftplex_engine_delivery_seconds_count{stage="relay"}"#] ?? 0) >= 1)
+                #expect(figures["swiftplex_engine_outbox_pending"] != nil)
+                #expect(figures["swiftplex_engine_running"] == 1)
+                #expect(figures["swiftplex_engine_contact_requests_total"] == 1)
+                #expect((figures["swiftplex_admin_requests_total"] ?? 0) >= 5)
+                #expect(figures[#"swiftplex_plugin_condition{instance="menu",condition="running"}"#] == 1)
+                #expect(figures[#"swiftplex_plugin_condition{instance="menu",condition="restarting"}"#] == 0)
+                #expect(figures[#"swiftplex_plugin_queue_depth{instance="menu"}"#] != nil)
+                #expect(figures[#"swiftplex_plugin_events_handled_total{instance="menu"}"#] != nil)
+                #expect((figures["process_open_fds"] ?? 0) > 10)
+                #expect((figures["process_resident_memory_bytes"] ?? 0) > 1_000_000)
+                let ready = json(try await http.get("/readyz"))
+                #expect(ready["ready"]?.boolValue == true && ready["relaysConnected"]?.intValue == 1)
+                let plugin = json(try await http.get("/api/plugins", token: token))["plugins"]?.arrayFirst
+                #expect(plugin?["state"]?.stringValue == "running" && plugin?["queueDepth"]?.intValue != nil)
             }
 
             // The host's WebSocket API answers too, with its own token.
@@ -234,6 +296,44 @@ import SwiftplexBase
             #expect(try await HTTPProbe(port: ws.port).upgrade("/").status == 401)
             #expect(try await HTTPProbe(port: ws.port).upgrade("/?token=\(Self.wsToken)").status == 101)
         }
+    }
+
+    /// `name{labels} value` lines of the Prometheus text format, by `name{labels}`.
+    static func prometheus(_ text: String) -> [String: Double] {
+        var out: [String: Double] = [:]
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
+            out[String(line[..<space])] = value
+        }
+        return out
+    }
+
+    @Test func readinessFollowsTheRelayConnections() {
+        let metrics = HostMetrics()
+        func event(_ type: String, _ host: String) -> JSONValue { .object([("type", .string(type)), ("transportHost", .string(host))]) }
+        metrics.observe(event("hostConnected", "relay-a"))
+        metrics.observe(event("hostConnected", "relay-b"))
+        #expect(metrics.relayState.connected == ["relay-a", "relay-b"] && metrics.relayState.lost.isEmpty)
+        metrics.observe(event("hostDisconnected", "relay-a"))
+        #expect(metrics.relayState.connected == ["relay-b"] && metrics.relayState.lost == ["relay-a"])
+        metrics.observe(event("hostConnected", "relay-a"))
+        #expect(metrics.relayState.lost.isEmpty)
+        let text = String(decoding: metrics.registry.emitToBuffer(), as: UTF8.self)
+        #expect(Self.prometheus(text)["swiftplex_engine_relays_connected"] == 2)
+        #expect(Self.prometheus(text)["swiftplex_engine_relay_disconnects_total"] == 1)
+        // Readiness looks at the bot's own relays only: a contact's relay it sent to and dropped does not count.
+        func own(_ state: HostMetrics.RelayState, _ hosts: Set<String>) -> HostMetrics.RelayState {
+            .init(connected: state.connected.intersection(hosts), lost: state.lost.intersection(hosts))
+        }
+        metrics.observe(event("hostConnected", "peer-relay"))
+        metrics.observe(event("hostDisconnected", "peer-relay"))
+        #expect(BotHost.isReady(engineRunning: true, hasAddress: true, ownRelays: own(metrics.relayState, ["relay-a"])))
+        #expect(!BotHost.isReady(engineRunning: true, hasAddress: true, ownRelays: own(metrics.relayState, ["relay-a", "peer-relay"])))
+        metrics.observe(event("hostDisconnected", "relay-a"))
+        #expect(!BotHost.isReady(engineRunning: true, hasAddress: true, ownRelays: own(metrics.relayState, ["relay-a"])))
+        #expect(!BotHost.isReady(engineRunning: true, hasAddress: false, ownRelays: own(metrics.relayState, ["relay-a"])))
+        #expect(BotHost.isReady(engineRunning: true, hasAddress: false, ownRelays: own(metrics.relayState, ["relay-c"])))
+        #expect(!BotHost.isReady(engineRunning: false, hasAddress: false, ownRelays: own(metrics.relayState, ["relay-c"])))
     }
 
     @Test func aWebSocketAPIBeyondLoopbackWithoutATokenDoesNotStart() async throws {

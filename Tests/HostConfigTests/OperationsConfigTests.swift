@@ -31,6 +31,15 @@ import Testing
         #expect(c.admin.port == 0 && c.admin.maxBodyBytes == 2048 && c.admin.requestsPerSecond == 5 && c.admin.burst == 10)
     }
 
+    @Test func theLogFormatIsTextUnlessToldAndOnlyAKnownOne() throws {
+        #expect(try load(minimal).0.logFormat == .text)
+        #expect(try load(minimal + "log:\n  format: logfmt\n").0.logFormat == .logfmt)
+        #expect(try load(minimal + "log: {format: json}\n").0.logFormat == .json)
+        let bad = try problems(minimal + "log:\n  format: xml\n  colour: blue\n")
+        #expect(bad.contains { $0.contains("log.format") && $0.contains("json") }, "\(bad)")
+        #expect(bad.contains { $0.contains("colour") }, "\(bad)")
+    }
+
     @Test func aWebSocketAPIBeyondLoopbackNeedsAToken() throws {
         let p = try problems(minimal + "ws_api:\n  listen: 0.0.0.0:5225\n")
         #expect(p.contains { $0.contains("ws_api.listen") && $0.contains("token") }, "\(p)")

@@ -5,7 +5,8 @@ Starts a real swiftplex-relay, two `swiftplex-chat -p 0` processes (one with a t
 loopback without), and a `swiftplex run` host with `ws_api:` and `admin:`; sends commands with
 corrIds and matches the responses, sees a contact connect as an event frame, sends a bad frame
 and keeps going, is refused with 401 for a wrong token, and uses the admin API with its token
-(and after `swiftplex admin-token --rotate`, the old token no more).
+(and after `swiftplex admin-token --rotate`, the old token no more); then `swiftplex backup` of
+the running host and `swiftplex restore` (refused while it runs and without --replace).
 
 Run by `make python-test` with SIMPLEX_LIBS_DIR set to the build directory. Prints
 `python-ws: N passed, 0 failed` and exits non-zero on the first failure.
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -237,6 +239,20 @@ admin:
     status, body = http("GET", f"{base}/api/openapi.json", token)
     check(status == 200 and "/api/status" in body["paths"], "the OpenAPI document is served")
 
+    # Ready once the engine runs with its relay connected; then Prometheus metrics, with the token only.
+    deadline = time.monotonic() + TIMEOUT
+    while http("GET", f"{base}/readyz")[0] != 200 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    status, body = http("GET", f"{base}/readyz")
+    check(status == 200 and body["relaysConnected"] == 1, "/readyz: ready, one relay connected (no token)")
+    check(http("GET", f"{base}/metrics")[0] == 401, "/metrics needs the token")
+    with urllib.request.urlopen(urllib.request.Request(f"{base}/metrics", headers={"Authorization": f"Bearer {token}"}),
+                                timeout=TIMEOUT) as r:
+        metrics = r.read().decode()
+        check(r.status == 200 and r.headers["Content-Type"].startswith("text/plain"), "/metrics answers in Prometheus' text format")
+    check(re.search(r"^swiftplex_engine_relays_connected 1(\.0)?$", metrics, re.M) and re.search(r"^process_open_fds \d", metrics, re.M),
+          "/metrics counts the relay connected and the process' descriptors")
+
     rotated = subprocess.run([swiftplex, "admin-token", "--config", config, "--rotate"], capture_output=True, text=True, check=True).stdout.strip()
     check(rotated != token and http("GET", f"{base}/api/status", token)[0] == 401, "a rotated token replaces the old one at once")
     check(http("GET", f"{base}/api/status", rotated)[0] == 200, "the new token works")
@@ -247,7 +263,18 @@ admin:
     check(h.command("/user")["user"]["profile"]["displayName"] == "Admin Bot", "the host's WebSocket API answers")
     h.ws.close()
 
+    # swiftplex backup while the host runs; restore refuses the running bot's data, then works once it stopped.
+    archive = os.path.join(work, "host-backup.zip")
+    made = subprocess.run([swiftplex, "backup", "--config", config, "--out", archive], capture_output=True, text=True)
+    check(made.returncode == 0 and os.stat(archive).st_mode & 0o777 == 0o600, f"swiftplex backup writes a 0600 archive while the bot runs ({made.stderr.strip()})")
+    refused = subprocess.run([swiftplex, "restore", archive, "--config", config, "--replace"], capture_output=True, text=True)
+    check(refused.returncode != 0 and "running bot" in refused.stderr, "swiftplex restore refuses a running bot's data directory")
+
     stop(host)
+    kept = subprocess.run([swiftplex, "restore", archive, "--config", config], capture_output=True, text=True)
+    check(kept.returncode != 0 and "--replace" in kept.stderr, "swiftplex restore does not overwrite a bot's data without --replace")
+    restored = subprocess.run([swiftplex, "restore", archive, "--config", config, "--replace"], capture_output=True, text=True)
+    check(restored.returncode == 0 and "restored:" in restored.stdout, f"swiftplex restore --replace once the bot stopped ({restored.stderr.strip()})")
     stop(relay)
     print(f"python-ws: {passed} passed, 0 failed", flush=True)
 

@@ -1,0 +1,193 @@
+// The Swiftplex bot host's dashboard: plain JavaScript over the admin API (no build step).
+// The token is asked for once and kept in this tab's sessionStorage; every call sends it as
+// `Authorization: Bearer`, and the event WebSocket (which cannot set headers) as `?token=`.
+"use strict";
+
+const TOKEN_KEY = "swiftplex.adminToken";
+const $ = (id) => document.getElementById(id);
+let events = null;
+let refreshTimer = null;
+
+function token() { return sessionStorage.getItem(TOKEN_KEY); }
+
+class Unauthorized extends Error {}
+
+async function api(method, path, body) {
+  const headers = { "Authorization": "Bearer " + token() };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  if (r.status === 401) throw new Unauthorized("the token was refused");
+  const type = r.headers.get("Content-Type") || "";
+  const value = type.startsWith("application/json") ? await r.json() : await r.blob();
+  if (!r.ok) {
+    const e = value && value.error ? value.error : { type: "http", message: String(r.status) };
+    throw new Error(e.type + ": " + e.message);
+  }
+  return value;
+}
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v; else if (k.startsWith("on")) e.addEventListener(k.slice(2), v); else e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+
+function showLogin(message) {
+  if (events) { events.close(); events = null; }
+  if (refreshTimer) { clearInterval(refreshTimer); refreshTimer = null; }
+  $("main").hidden = true;
+  $("logout").hidden = true;
+  $("login-panel").hidden = false;
+  $("login-error").hidden = !message;
+  $("login-error").textContent = message || "";
+}
+
+async function signIn() {
+  try {
+    await refreshStatus();
+  } catch (e) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    showLogin(e instanceof Unauthorized ? "That token was refused." : "Cannot reach the host: " + e.message);
+    return;
+  }
+  $("login-panel").hidden = true;
+  $("main").hidden = false;
+  $("logout").hidden = false;
+  await Promise.all([refreshPlugins(), refreshRequests(), refreshContacts(), refreshAddress()].map(guard));
+  openEvents();
+  refreshTimer = setInterval(() => { guard(refreshStatus()); guard(refreshPlugins()); }, 5000);
+}
+
+// Runs a refresh; a refused token returns to the sign-in form, other failures are shown.
+async function guard(p) {
+  try { await p; } catch (e) {
+    if (e instanceof Unauthorized) { sessionStorage.removeItem(TOKEN_KEY); showLogin("The token was refused (rotated?)."); }
+    else logLine("error", e.message);
+  }
+}
+
+async function refreshStatus() {
+  const [s, ready] = await Promise.all([api("GET", "/api/status"), fetch("/readyz").then((r) => r.json())]);
+  const rows = [
+    ["Engine", s.engineRunning ? "running" : "stopped"],
+    ["Ready", ready.ready ? "yes" : "no" + (ready.relaysDown.length ? " (relays down: " + ready.relaysDown.join(", ") + ")" : "")],
+    ["Relays connected", s.relaysConnected + " of " + s.relays.length + (s.embeddedRelay ? " (embedded)" : "")],
+    ["Relays", s.relays.join(", ")],
+    ["Uptime", s.uptimeSeconds + " s"],
+    ["Version", s.version],
+    ["Plugins", s.plugins],
+    ["Refused admin calls", s.authFailures],
+  ];
+  $("status").replaceChildren(...rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", { "data-key": k }, v)]));
+  const ok = s.engineRunning && ready.ready;
+  $("status-line").replaceChildren(el("span", { class: "pill " + (ok ? "ok" : "bad"), id: "ready-pill" }, ok ? "ready" : "not ready"),
+    " ", s.relaysConnected + " relay(s) connected · up " + s.uptimeSeconds + " s");
+}
+
+async function refreshPlugins() {
+  const { plugins } = await api("GET", "/api/plugins");
+  $("plugins").tBodies[0].replaceChildren(...plugins.map((p) => el("tr", { "data-instance": p.name },
+    el("td", {}, p.name), el("td", {}, p.plugin + " " + p.version), el("td", {}, p.isolation),
+    el("td", {}, el("span", { class: "pill state-" + p.state }, p.state)),
+    el("td", { class: "num" }, p.queueDepth), el("td", { class: "num handled" }, p.counters.handled),
+    el("td", { class: "num" }, p.counters.errors), el("td", { class: "num" }, p.counters.timeouts),
+    el("td", { class: "num" }, p.counters.restarts),
+    el("td", {}, el("button", { class: "reload", onclick: () => guard(reload(p.name)) }, "Reload")))));
+}
+
+async function reload(name) {
+  $("reload-result").textContent = "reloading " + (name || "all") + "…";
+  const path = name ? "/api/plugins/" + encodeURIComponent(name) + "/reload" : "/api/plugins/reload";
+  const { results } = await api("POST", path);
+  $("reload-result").replaceChildren(...results.map((r) =>
+    el("span", { class: "pill " + (r.failed ? "bad" : "ok"), "data-outcome": r.outcome, "data-instance": r.name }, r.name + ": " + r.outcome)));
+  await refreshPlugins();
+}
+
+async function refreshRequests() {
+  const { contactRequests } = await api("GET", "/api/contact-requests?limit=100");
+  $("requests").replaceChildren(...(contactRequests.length ? contactRequests.map((r) => el("li", { "data-request": r.contactRequestId },
+    el("span", { class: "name" }, r.localDisplayName),
+    el("button", { class: "accept", onclick: () => guard(answer(r.contactRequestId, "accept")) }, "Accept"),
+    el("button", { class: "reject", onclick: () => guard(answer(r.contactRequestId, "reject")) }, "Reject")))
+    : [el("li", { class: "muted" }, "none waiting")]));
+}
+
+async function answer(id, verb) {
+  await api("POST", "/api/contact-requests/" + id + "/" + verb);
+  await Promise.all([refreshRequests(), refreshContacts()]);
+}
+
+async function refreshContacts() {
+  const { contacts, total } = await api("GET", "/api/contacts?limit=100");
+  $("contacts").replaceChildren(...(contacts.length ? contacts.map((c) => el("li", { "data-contact": c.contactId },
+    el("span", { class: "name" }, c.localDisplayName), el("span", { class: "muted" }, "#" + c.contactId + " · " + c.contactStatus)))
+    : [el("li", { class: "muted" }, "no contacts yet")]));
+  if (total > contacts.length) $("contacts").append(el("li", { class: "muted" }, (total - contacts.length) + " more"));
+}
+
+async function refreshAddress() {
+  let address;
+  try { address = await api("GET", "/api/address"); } catch (e) {
+    if (e instanceof Unauthorized) throw e;
+    $("address-link").textContent = "no address (" + e.message + ")";
+    return;
+  }
+  $("address-link").textContent = address.link;
+  const svg = await api("GET", address.qrSvg);
+  $("address-qr").src = URL.createObjectURL(svg);
+}
+
+function logLine(type, text) {
+  const list = $("events");
+  list.prepend(el("li", { "data-type": type }, new Date().toLocaleTimeString() + "  " + type + (text ? "  " + text : "")));
+  while (list.children.length > 200) list.lastChild.remove();
+}
+
+// What an event says, without message texts: its type, and whom it is about.
+function summary(e) {
+  const who = (e.contact && e.contact.localDisplayName) || (e.contactRequest && e.contactRequest.localDisplayName) || "";
+  const items = Array.isArray(e.chatItems) ? e.chatItems.length + " item(s)" : "";
+  return [who, items, e.transportHost || ""].filter(Boolean).join(" · ");
+}
+
+function openEvents() {
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  events = new WebSocket(scheme + "//" + location.host + "/api/events?token=" + encodeURIComponent(token()));
+  const state = $("events-state");
+  events.onopen = () => { state.textContent = "live"; state.className = "pill ok"; };
+  events.onclose = () => {
+    state.textContent = "closed"; state.className = "pill bad";
+    if (token() && !$("main").hidden) setTimeout(() => { if (token() && !$("main").hidden) openEvents(); }, 2000);
+  };
+  events.onmessage = (m) => {
+    let e;
+    try { e = JSON.parse(m.data); } catch { return; }
+    logLine(e.type, summary(e));
+    if (["receivedContactRequest", "contactRequestRejected", "acceptingContactRequest"].includes(e.type)) guard(refreshRequests());
+    if (["contactConnected", "contactDeletedByContact", "contactUpdated", "acceptingContactRequest"].includes(e.type)) guard(refreshContacts());
+    if (e.type === "hostConnected" || e.type === "hostDisconnected") guard(refreshStatus());
+  };
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("login-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, $("token").value.trim());
+    $("token").value = "";
+    signIn();
+  });
+  $("logout").addEventListener("click", () => { sessionStorage.removeItem(TOKEN_KEY); showLogin(); });
+  $("reload-all").addEventListener("click", () => guard(reload(null)));
+  $("command-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const out = $("command-output");
+    out.textContent = "…";
+    try { out.textContent = JSON.stringify(await api("POST", "/api/command", { cmd: $("command").value }), null, 2); }
+    catch (e) { out.textContent = e.message; if (e instanceof Unauthorized) showLogin("The token was refused."); }
+  });
+  if (token()) signIn(); else showLogin();
+});

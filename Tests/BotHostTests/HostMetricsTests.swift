@@ -1,0 +1,63 @@
+@testable import BotHost
+import Foundation
+@testable import PluginHost
+import SwiftplexBase
+import Testing
+
+/// `HostMetrics`' own bookkeeping, on values a test controls (the live figures are checked on a
+/// real host in `AdminAPITests`).
+@Suite struct HostMetricsTests {
+    func status(_ name: String, handled: Int, restarts: Int = 0, condition: PluginCondition = .running, queue: Int = 0) -> PluginStatus {
+        var stats = PluginStats()
+        stats.delivered = handled
+        stats.restarts = restarts
+        return PluginStatus(name: name, info: PluginInfo(name: "p", version: "1", description: "", events: ["*"], configSchema: nil),
+                            isolation: .inProcess, stats: stats, condition: condition, queueDepth: queue)
+    }
+
+    func scrape(_ metrics: HostMetrics, _ plugins: [PluginStatus], dir: URL) -> [String: Double] {
+        AdminAPITests.prometheus(String(decoding: metrics.render(plugins: plugins, engineRunning: true, uptime: 1, agentDatabase: dir.appendingPathComponent("none.db")),
+                                        as: UTF8.self))
+    }
+
+    @Test func pluginCountersFollowTheRunnerAndResetWhenItIsReplaced() {
+        let metrics = HostMetrics()
+        let dir = URL(fileURLWithPath: NSTemporaryDirectory())
+        var m = scrape(metrics, [status("a", handled: 5, restarts: 1, queue: 3), status("b", handled: 1)], dir: dir)
+        #expect(m[#"swiftplex_plugin_events_handled_total{instance="a"}"#] == 5)
+        #expect(m[#"swiftplex_plugin_restarts_total{instance="a"}"#] == 1)
+        #expect(m[#"swiftplex_plugin_queue_depth{instance="a"}"#] == 3)
+        #expect(m["swiftplex_engine_outbox_pending"] == 0)  // no agent database: nothing waits
+        m = scrape(metrics, [status("a", handled: 9, condition: .restarting), status("b", handled: 1)], dir: dir)
+        #expect(m[#"swiftplex_plugin_events_handled_total{instance="a"}"#] == 9)
+        #expect(m[#"swiftplex_plugin_condition{instance="a",condition="restarting"}"#] == 1)
+        #expect(m[#"swiftplex_plugin_condition{instance="a",condition="running"}"#] == 0)
+        // A reload replaced "a" (its runner counts from 0 again) and removed "b".
+        m = scrape(metrics, [status("a", handled: 2)], dir: dir)
+        #expect(m[#"swiftplex_plugin_events_handled_total{instance="a"}"#] == 2)
+        #expect(m[#"swiftplex_plugin_events_handled_total{instance="b"}"#] == nil)
+        #expect(m[#"swiftplex_plugin_queue_depth{instance="b"}"#] == nil)
+    }
+
+    @Test func messagesAndDeliveryTimesAreCountedFromEvents() throws {
+        let metrics = HostMetrics()
+        let made = Date(timeIntervalSince1970: 1_000_000)
+        let stamp = Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(made)
+        func item(_ dir: String, status: String) -> JSONValue {
+            .object([("chatItem", .object([("chatDir", .object([("type", .string(dir))])),
+                                           ("meta", .object([("createdAt", .string(stamp)), ("itemStatus", .object([("type", .string(status))]))]))]))])
+        }
+        metrics.observe(.object([("type", .string("newChatItems")), ("chatItems", .array([item("directRcv", status: "rcvNew"), item("directSnd", status: "sndNew")]))]))
+        metrics.observe(.object([("type", .string("chatItemsStatusesUpdated")), ("chatItems", .array([item("directSnd", status: "sndSent")]))]),
+                        now: made.addingTimeInterval(0.3))
+        metrics.observe(.object([("type", .string("chatItemsStatusesUpdated")), ("chatItems", .array([item("directSnd", status: "sndRcvd")]))]),
+                        now: made.addingTimeInterval(2))
+        let m = AdminAPITests.prometheus(String(decoding: metrics.registry.emitToBuffer(), as: UTF8.self))
+        #expect(m["swiftplex_engine_messages_received_total"] == 1)
+        #expect(m["swiftplex_engine_messages_sent_total"] == 1 && m["swiftplex_engine_messages_delivered_total"] == 1)
+        #expect(m[#"swiftplex_engine_delivery_seconds_bucket{stage="relay",le="0.25"}"#] == 0)
+        #expect(m[#"swiftplex_engine_delivery_seconds_bucket{stage="relay",le="0.5"}"#] == 1)
+        #expect(m[#"swiftplex_engine_delivery_seconds_bucket{stage="peer",le="1.0"}"#] == 0)
+        #expect(m[#"swiftplex_engine_delivery_seconds_bucket{stage="peer",le="2.5"}"#] == 1)
+    }
+}

@@ -1,0 +1,159 @@
+"""End-to-end, in a real browser: the bot host's web dashboard (headless Chromium driven by
+Selenium through Debian's chromium-driver).
+
+Starts a real swiftplex-relay (TLS on loopback), a `swiftplex run` host with the admin API and an
+auto-reply plugin, and a `swiftplex-chat -p 0` person; then, in the browser: loads the dashboard,
+is asked for the token, signs in, sees the status (ready, one relay connected) and the plugin,
+sees the person's contact request arrive live (the event WebSocket), accepts it, sees the person
+become a contact, reloads the plugin and sees its outcome, runs a Chat API command, and checks the
+address QR code rendered. A screenshot is kept as .build/test-artifacts/dashboard.png.
+
+Run by `make python-test` with SIMPLEX_LIBS_DIR set to the build directory. Prints
+`python-dashboard: N passed, 0 failed` and exits non-zero on the first failure.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_ws_api as support  # noqa: E402  (the process and WebSocket helpers)
+
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+BIN = support.BIN
+ARTIFACTS = os.path.join(os.environ.get("SWIFTPLEX_ARTIFACTS", ".build/test-artifacts"))
+check = support.check
+
+
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,1500"):
+        options.add_argument(arg)
+    service = Service(executable_path=shutil.which("chromedriver") or "/usr/bin/chromedriver")
+    return webdriver.Chrome(options=options, service=service)
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="swiftplex-dashboard-")
+    relay = subprocess.Popen([os.path.join(BIN, "swiftplex-relay"), "--data-dir", os.path.join(work, "relay"),
+                              "--listen", "127.0.0.1:0", "--log-level", "warning"], stdout=subprocess.PIPE, text=True)
+    support.started.append(relay)
+    relay_address = relay.stdout.readline().strip()
+    check(relay_address.startswith("smp://"), "the relay printed its address")
+
+    config = os.path.join(work, "host.yaml")
+    with open(config, "w") as f:
+        f.write(f"""data_dir: {os.path.join(work, "host")}
+bot:
+  display_name: Dashboard Bot
+relays: ["{relay_address}"]
+address:
+  print_qr: false
+admin:
+  listen: 127.0.0.1:0
+plugin_dirs: ["{BIN}"]
+plugins:
+  - name: echo
+    path: auto-reply
+    config:
+      echo: true
+""")
+    swiftplex = os.path.join(BIN, "swiftplex")
+    host = subprocess.Popen([swiftplex, "run", "--config", config, "--log-level", "warning"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    support.started.append(host)
+    out = support.Lines(host.stdout)
+    address = out.wait_for(r"bot address: (\S+)", "the host prints the bot's address").group(1)
+    admin_port = int(out.wait_for(r"admin API: http://127\.0\.0\.1:(\d+)", "the host prints its admin API address").group(1))
+    base = f"http://127.0.0.1:{admin_port}"
+    token = subprocess.run([swiftplex, "admin-token", "--config", config], capture_output=True, text=True, check=True).stdout.strip()
+
+    person, person_port = support.start_chat(os.path.join(work, "person"), relay_address, "dashperson")
+    p = support.Session(f"ws://127.0.0.1:{person_port}/")
+    person_user = p.command("/user")["user"]["userId"]
+
+    driver = browser()
+    support.started.append(type("Quit", (), {"kill": lambda self: driver.quit()})())
+    wait = WebDriverWait(driver, support.TIMEOUT)
+    try:
+        driver.get(base + "/")
+        wait.until(lambda d: d.find_element(By.ID, "token").is_displayed())
+        check(not driver.find_element(By.ID, "main").is_displayed(), "the dashboard asks for the token first, showing nothing else")
+
+        driver.find_element(By.ID, "token").send_keys("not-the-token")
+        driver.find_element(By.ID, "login").click()
+        wait.until(lambda d: d.find_element(By.ID, "login-error").is_displayed())
+        check("refused" in driver.find_element(By.ID, "login-error").text, "a wrong token is refused")
+
+        driver.find_element(By.ID, "token").send_keys(token)
+        driver.find_element(By.ID, "login").click()
+        wait.until(lambda d: d.find_element(By.ID, "main").is_displayed())
+        check(driver.execute_script("return sessionStorage.getItem('swiftplex.adminToken')") == token,
+              "the token is kept in the tab's session storage")
+        wait.until(lambda d: d.find_element(By.ID, "ready-pill").text == "ready")
+        check(True, "the status shows the host ready (engine running, relay connected)")
+        check(driver.find_element(By.CSS_SELECTOR, "#status dd[data-key='Relays connected']").text.startswith("1 of 1"),
+              "one relay of one connected")
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#plugins tr[data-instance='echo']"))
+        check("running" in driver.find_element(By.CSS_SELECTOR, "#plugins tr[data-instance='echo']").text, "the plugin is listed, running")
+        wait.until(lambda d: d.find_element(By.ID, "events-state").text == "live")
+        check(True, "the live event stream is open")
+        wait.until(lambda d: d.execute_script("const i = document.getElementById('address-qr'); return i.complete && i.naturalWidth > 0"))
+        check(driver.find_element(By.ID, "address-link").text == address, "the bot's address and its QR code are shown")
+
+        # A real client asks to connect; the request arrives live, and is accepted in the page.
+        joined = p.command(f"/_connect {person_user} {address}")
+        check(joined.get("type") != "chatCmdError", "the person sends a contact request")
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#requests li[data-request]"))
+        request = driver.find_element(By.CSS_SELECTOR, "#requests li[data-request]")
+        check("dashperson" in request.text, "the contact request appears without reloading the page")
+        check(driver.find_elements(By.CSS_SELECTOR, "#events li[data-type='receivedContactRequest']"), "the event log shows it")
+        request.find_element(By.CSS_SELECTOR, "button.accept").click()
+        connected = p.event("contactConnected")
+        check(connected["contact"]["profile"]["displayName"] == "Dashboard Bot", "accepting in the page connects the person")
+        wait.until(lambda d: any("dashperson" in li.text for li in d.find_elements(By.CSS_SELECTOR, "#contacts li[data-contact]")))
+        check(not driver.find_elements(By.CSS_SELECTOR, "#requests li[data-request]"), "the person is a contact; no request waits")
+
+        # The plugin reloads from the page, with its outcome shown.
+        driver.find_element(By.CSS_SELECTOR, "#plugins tr[data-instance='echo'] button.reload").click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#reload-result span[data-instance='echo']"))
+        outcome = driver.find_element(By.CSS_SELECTOR, "#reload-result span[data-instance='echo']").get_attribute("data-outcome")
+        check(outcome in ("unchanged", "started"), f"the plugin reload's outcome is shown ({outcome})")
+
+        # A Chat API command from the box.
+        driver.find_element(By.ID, "command").send_keys("/user")
+        driver.find_element(By.ID, "run").click()
+        wait.until(lambda d: "activeUser" in d.find_element(By.ID, "command-output").text)
+        check("Dashboard Bot" in driver.find_element(By.ID, "command-output").text, "a Chat API command is answered in the page")
+
+        os.makedirs(ARTIFACTS, exist_ok=True)
+        shot = os.path.join(ARTIFACTS, "dashboard.png")
+        check(driver.save_screenshot(shot) and os.path.getsize(shot) > 10_000, f"screenshot kept: {shot}")
+    finally:
+        driver.quit()
+        support.started.pop()
+    p.ws.close()
+    person.stdin.close()
+    support.stop(person)
+    support.stop(host)
+    support.stop(relay)
+    print(f"python-dashboard: {support.passed} passed, 0 failed", flush=True)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        for proc in support.started:
+            proc.kill()
+        print(f"python-dashboard: {support.passed} passed, 1 failed", flush=True)
+        os._exit(1)
