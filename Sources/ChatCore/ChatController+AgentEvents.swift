@@ -16,10 +16,13 @@ extension ChatController {
                 parked[conn]!.append(event)
                 return
             }
-            let known = (try? await dbRead { db in try !ContactRecord.filter(ContactRecord.Columns.agentConnId == conn).isEmpty(db) }) ?? false
-            if joinsInFlight > 0, !known {
-                parked[conn] = [event]
-                return
+            // Only while a join is in flight can an event come before its contact is recorded.
+            if joinsInFlight > 0 {
+                let known = (try? await dbRead { db in try !ContactRecord.filter(ContactRecord.Columns.agentConnId == conn).isEmpty(db) }) ?? false
+                if joinsInFlight > 0, !known {
+                    parked[conn] = [event]
+                    return
+                }
             }
         }
         await handleStoring(event)
@@ -185,13 +188,14 @@ extension ChatController {
             for seq in unstored where !late.unstored.contains(seq) { sentBeforeStored.remove("\(conn):\(seq)") }
         }
         guard !ids.isEmpty else { return }
-        let u = try await user(row.userId)
-        var items: [AChatItem] = []
-        for id in ids {
-            if let item = try await dbRead({ db in try ChatItemRecord.fetchOne(db, key: id) }).map(ItemRow.init) {
-                items.append(aChatItem(user: u, contact: row, item: try await itemModel(item)))
-            }
+        let (userId, found) = (row.userId, ids)
+        let (userRecord, stored) = try await dbRead { db in
+            (try UserRecord.fetchOne(db, key: userId),
+             try found.compactMap { id in try ChatItemRecord.fetchOne(db, key: id).map { ($0, try Self.reactionCounts(db, itemId: id)) } })
         }
+        guard let userRecord else { throw ChatFailure.store(.userNotFound(userId: userId)) }
+        let u = UserRow(userRecord)
+        let items = stored.map { aChatItem(user: u, contact: row, item: ModelOf.chatItem(ItemRow($0.0), reactions: $0.1)) }
         sink.yield(.chatItemsStatusesUpdated(user: userModel(u), chatItems: items))
     }
 
@@ -238,14 +242,19 @@ extension ChatController {
     /// Applies one chat message from a contact. Returns whether it deserves a delivery receipt
     /// (a new message, when the user sends receipts).
     private func received(_ conn: Int64, seq: UInt64, body: [UInt8]) async throws -> Bool {
-        guard let row = try await contact(connection: conn) else { return false }
-        let contactId = row.id
-        let seen = try await dbRead { db in
-            try !ChatItemRecord.filter(ChatItemRecord.Columns.contactId == contactId && ChatItemRecord.Columns.agentSeq == Int64(seq) &&
-                                       ChatItemRecord.Columns.sent == false).isEmpty(db)
+        // The contact, its user, and whether this message is stored already: one read.
+        let found = try await dbRead { db -> (ContactRecord, UserRecord?, Bool)? in
+            guard let c = try ContactRecord.filter(ContactRecord.Columns.agentConnId == conn).fetchOne(db) else { return nil }
+            let seen = try !ChatItemRecord.filter(ChatItemRecord.Columns.contactId == c.id && ChatItemRecord.Columns.agentSeq == Int64(seq) &&
+                                                  ChatItemRecord.Columns.sent == false).isEmpty(db)
+            return (c, seen ? nil : try UserRecord.fetchOne(db, key: c.userId), seen)
         }
+        guard let (record, userRecord, seen) = found else { return false }
         if seen { return false }  // stored before a crash; the agent announced it again
-        let u = try await user(row.userId)
+        let row = ContactRow(record)
+        let contactId = row.id
+        guard let userRecord else { throw ChatFailure.store(.userNotFound(userId: row.userId)) }
+        let u = UserRow(userRecord)
         let message = try ChatMessage(decoding: body)
         switch message.event {
         case "x.msg.new":
