@@ -128,10 +128,17 @@ let package = Package(
             ]
         ),
 
-        // Layer 5: the chat core — chat protocol, chat store, users, contacts, items.
+        // Layer 5a: the bot API's types as Swift values (User, Contact, ChatItem, ChatResponse,
+        // ChatEvent, …), Codable to the JSON the simplex-chat package expects; open JSON is the
+        // foundation's JSONValue.
+        .target(name: "ChatModel", dependencies: ["SwiftplexBase"]),
+
+        // Layer 5b: the chat core — chat protocol, chat store (GRDB records), users, contacts,
+        // items; works in ChatModel values and reports them (ChatResponse, ChatEvent).
         .target(
             name: "ChatCore",
             dependencies: [
+                "ChatModel",
                 "SwiftplexBase",
                 "Agent",
                 "SwiftplexStorage",
@@ -141,17 +148,14 @@ let package = Package(
             ]
         ),
 
-        // The bot API's types as Swift values (User, Contact, ChatItem, ChatResponse, ChatEvent, …),
-        // Codable to the JSON the simplex-chat package expects; Foundation only.
-        .target(name: "ChatModel"),
-
         // Groups: the group chat protocol (x.grp.*) as typed messages, roles and permissions, the
         // member lifecycle and introductions as a pure state machine, forwarding dedup; no I/O.
         .target(name: "GroupProtocol", dependencies: ["SwiftplexBase"]),
         .testTarget(name: "GroupProtocolTests", dependencies: ["GroupProtocol", "SwiftplexBase"]),
 
-        // Layer 6: the Chat API — SimpleX bot API command strings in, JSON out.
-        .target(name: "ChatAPI", dependencies: ["ChatCore", "SwiftplexBase", "SwiftplexCrypto"]),
+        // Layer 6: the Chat API — the wire edge: SimpleX bot API command strings in, a typed command
+        // run by the core, its typed response (and each event) encoded to JSON once.
+        .target(name: "ChatAPI", dependencies: ["ChatCore", "ChatModel", "SwiftplexBase", "SwiftplexCrypto"]),
 
         // libsimplex: the SimpleX bot libraries' C ABI over the Chat API (product `simplex`).
         .target(
@@ -243,7 +247,7 @@ let package = Package(
         .target(
             name: "ChatTestSupport",
             dependencies: [
-                "Agent", "ChatAPI", "ChatCore", "RelayProtocol", "RelayServer", "SwiftplexBase", "TestSupport",
+                "Agent", "ChatAPI", "ChatCore", "ChatModel", "RelayProtocol", "RelayServer", "SwiftplexBase", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
@@ -380,7 +384,7 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
-        .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore", "SwiftplexBase", "TestSupport"]),
+        .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore", "ChatModel", "ChatAPI", "ChatTestSupport", "SwiftplexBase", "TestSupport"]),
         .testTarget(
             name: "ChatServerTests",
             dependencies: [

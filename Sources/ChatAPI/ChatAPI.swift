@@ -1,7 +1,10 @@
 import ChatCore
+import ChatModel
 import SwiftplexBase
 
-/// The Chat API: command strings in, response JSON out; events on ``events``.
+/// The Chat API, the engine's wire edge: a command string is parsed into a typed ``ChatCommand``,
+/// run by the chat core, and its typed ``ChatResponse`` encoded to JSON here, once; each typed
+/// ``ChatEvent`` of the core is encoded once as it passes (``events``).
 ///
 /// Every failure is a response too: `{"type":"chatCmdError","chatError":{…}}`, with a
 /// `commandError` for lines that do not parse and the engine's own error otherwise.
@@ -10,7 +13,18 @@ public struct ChatAPI: Sendable {
 
     public init(controller: ChatController) { self.controller = controller }
 
-    public var events: AsyncStream<JSONValue> { controller.events }
+    /// The engine's events as JSON objects, encoded as they are taken. One consumer at a time
+    /// (the core's stream hands each event out once).
+    public var events: AsyncStream<JSONValue> {
+        let typed = controller.events
+        return AsyncStream { continuation in
+            let pump = Task {
+                for await event in typed { continuation.yield(Self.encode(event)) }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in pump.cancel() }
+        }
+    }
 
     /// Runs one command. Returns the response object, or a `chatCmdError` object.
     ///
@@ -18,15 +32,20 @@ public struct ChatAPI: Sendable {
     /// `/_send` run twice with the same key sends once, and the second run returns the items of
     /// the first. Other commands ignore it.
     public func execute(_ line: String, idempotencyKey: String? = nil) async -> JSONValue {
-        switch await run(line, idempotencyKey: idempotencyKey) {
-        case let .success(r): r
-        case let .failure(e): .object([("type", .string("chatCmdError")), ("chatError", e.chatError)])
+        switch await respond(line, idempotencyKey: idempotencyKey) {
+        case let .success(r): Self.encode(r)
+        case let .failure(e): Self.encode(ChatResponse.chatCmdError(e.error))
         }
     }
 
     /// Runs one command, separating success from the `chatError` of a failure (for libsimplex's
     /// `{"result":…}` / `{"error":…}` envelopes).
     public func run(_ line: String, idempotencyKey: String? = nil) async -> Result<JSONValue, ChatFailure> {
+        await respond(line, idempotencyKey: idempotencyKey).map(Self.encode)
+    }
+
+    /// Runs one command, typed: the response, or the failure.
+    public func respond(_ line: String, idempotencyKey: String? = nil) async -> Result<ChatResponse, ChatFailure> {
         let command: ChatCommand
         do {
             command = try CommandParser.parse(line)
@@ -42,7 +61,29 @@ public struct ChatAPI: Sendable {
         }
     }
 
-    private func dispatch(_ command: ChatCommand, idempotencyKey: String?) async throws -> JSONValue {
+    // MARK: - Writing
+
+    /// A response as its JSON object.
+    public static func encode(_ response: ChatResponse) -> JSONValue { encodeModel(response) }
+
+    /// An event as its JSON object.
+    public static func encode(_ event: ChatEvent) -> JSONValue { encodeModel(event) }
+
+    /// A ChatError as its JSON object.
+    public static func encode(_ error: ChatError) -> JSONValue { encodeModel(error) }
+
+    /// The model's types hold only strings, integers, booleans and JSON values, which the encoder
+    /// always takes; were one refused, the caller gets an `internalError` rather than a trap.
+    static func encodeModel<T: Encodable>(_ value: T) -> JSONValue {
+        do {
+            return try JSONValueEncoder().encode(value)
+        } catch {
+            let failure = ChatResponse.chatCmdError(.error(.internalError(message: "encoding failed: \(error)")))
+            return (try? JSONValueEncoder().encode(failure)) ?? .null
+        }
+    }
+
+    private func dispatch(_ command: ChatCommand, idempotencyKey: String?) async throws -> ChatResponse {
         let c = controller
         switch command {
         case .showActiveUser: return try await c.showActiveUser()
@@ -99,5 +140,18 @@ public struct ChatAPI: Sendable {
         default:
             throw ChatFailure(commandError: "this command is not supported by this engine yet")
         }
+    }
+}
+
+extension ChatFailure {
+    /// The failure's `chatError` object.
+    public var chatError: JSONValue { ChatAPI.encode(error) }
+}
+
+extension ChatController {
+    /// The `newChatItems` events of received items with an id above `afterId` (see
+    /// ``ChatController/receivedItems(after:limit:)``), each as its JSON object.
+    public nonisolated func receivedItemEvents(after afterId: Int64, limit: Int) async throws -> [(itemId: Int64, event: JSONValue)] {
+        try await receivedItems(after: afterId, limit: limit).map { ($0.itemId, ChatAPI.encode($0.event)) }
     }
 }

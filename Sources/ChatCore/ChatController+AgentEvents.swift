@@ -1,4 +1,5 @@
 import Agent
+import ChatModel
 import Foundation
 import GRDB
 import SwiftplexBase
@@ -15,10 +16,13 @@ extension ChatController {
                 parked[conn]!.append(event)
                 return
             }
-            let known = try? dbRead { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM contact WHERE agent_conn_id = ?", arguments: [conn]) }
-            if joinsInFlight > 0, known == nil {
-                parked[conn] = [event]
-                return
+            // Only while a join is in flight can an event come before its contact is recorded.
+            if joinsInFlight > 0 {
+                let known = (try? await dbRead { db in try !ContactRecord.filter(ContactRecord.Columns.agentConnId == conn).isEmpty(db) }) ?? false
+                if joinsInFlight > 0, !known {
+                    parked[conn] = [event]
+                    return
+                }
             }
         }
         await handleStoring(event)
@@ -72,19 +76,24 @@ extension ChatController {
             } catch let e as DatabaseError {
                 attempt += 1
                 logger.warning("the chat database refused an event; retrying", metadata: ["attempt": "\(attempt)", "error": "\(e.resultCode)"])
-                sink.yield(.object([("type", .string("chatError")), ("chatError", ChatJSON.storeError("dbError", [
-                    ("resultCode", .string("\(e.resultCode)")), ("message", .string(e.message ?? "")),
-                ]))]))
+                sink.yield(.chatError(.store(.dbError(resultCode: "\(e.resultCode)", message: e.message ?? ""))))
                 if Task.isCancelled || closing { return }
                 if !Self.passingFault(e), attempt >= Self.maxStoreAttempts { return }
                 try? await Task.sleep(for: min(.milliseconds(50) * (1 << min(attempt, 7)), .seconds(5)))
-            } catch let failure as ChatFailure {
-                sink.yield(.object([("type", .string("chatError")), ("chatError", failure.chatError)]))
-                return
             } catch {
-                sink.yield(.object([("type", .string("chatError")), ("chatError", ChatJSON.chatError("commandError", [("message", .string("\(error)"))]))]))
+                sink.yield(.chatError(Self.chatError(error)))
                 return
             }
+        }
+    }
+
+    /// The `chatError` any failure is reported as.
+    nonisolated static func chatError(_ error: any Error) -> ChatError {
+        switch error {
+        case let failure as ChatFailure: failure.error
+        case let e as AgentError: failure(e).error
+        case let e as ChatProtocolError: .error(.commandError(message: e.message))
+        default: .error(.commandError(message: "\(error)"))
         }
     }
 
@@ -105,12 +114,8 @@ extension ChatController {
         background[key] = Task {
             do {
                 try await body()
-            } catch let failure as ChatFailure {
-                self.sink.yield(.object([("type", .string("chatError")), ("chatError", failure.chatError)]))
-            } catch let e as AgentError {
-                self.sink.yield(.object([("type", .string("chatError")), ("chatError", Self.failure(e).chatError)]))
             } catch {
-                self.sink.yield(.object([("type", .string("chatError")), ("chatError", ChatJSON.chatError("commandError", [("message", .string("\(error)"))]))]))
+                self.sink.yield(.chatError(Self.chatError(error)))
             }
             self.finishedBackground(key)
         }
@@ -123,11 +128,12 @@ extension ChatController {
         case let .confirmation(conn, info):
             // Someone joined our one-time invitation: keep their profile and accept (in a task:
             // allowing dials the joiner's relay).
-            guard let (userId, row) = try dbRead({ db in try Self.contactRow(db, where: "agent_conn_id = ?", [conn]) }) else { return }
-            if let profile = Self.profile(fromInfo: info) {
-                try dbWrite { db in try Self.storeContactProfile(db, contactId: row.id, profile: profile) }
+            guard let row = try await contact(connection: conn) else { return }
+            if let profile = PeerInput.profile(fromInfo: info) {
+                let id = row.id
+                try await dbWrite { db in try Self.storeContactProfile(db, contactId: id, profile: profile) }
             }
-            let own = profileInfo(ownProfile(for: row, user: try user(userId)))
+            let own = try profileInfo(ownProfile(for: row, user: try await user(row.userId)))
             let agent = self.agent
             inBackground { try await agent.allow(conn, info: own) }
         case let .connected(conn, info):
@@ -148,118 +154,148 @@ extension ChatController {
             await agent.messageProcessed(conn, seq: seq)
             if wantsReceipt { await agent.acknowledgeDelivery(conn, seq: seq) }
         case let .sent(conn, seq):
-            try statusChanged(conn, seqs: [seq], to: "sndSent", from: ["sndNew"])
+            try await statusChanged(conn, seqs: [seq], to: .sndSent, from: [.sndNew])
         case let .delivered(conn, seqs):
-            try statusChanged(conn, seqs: seqs, to: "sndRcvd", from: ["sndNew", "sndSent"])
+            try await statusChanged(conn, seqs: seqs, to: .sndRcvd, from: [.sndNew, .sndSent])
         case let .hostConnected(relay):
-            sink.yield(.object([("type", .string("hostConnected")), ("protocol", .string("smp")), ("transportHost", .string(relay.host))]))
+            sink.yield(.hostConnected(protocol: "smp", transportHost: relay.host))
         case let .hostDisconnected(relay):
-            sink.yield(.object([("type", .string("hostDisconnected")), ("protocol", .string("smp")), ("transportHost", .string(relay.host))]))
+            sink.yield(.hostDisconnected(protocol: "smp", transportHost: relay.host))
         case let .rejected(conn, reason):
             logger.info("a message was rejected", metadata: ["connection": "\(conn)", "reason": "\(reason)"])
         case let .undeliverable(conn, seqs):
-            try statusChanged(conn, seqs: seqs, to: "sndErrorAuth", from: ["sndNew", "sndSent"])
+            try await statusChanged(conn, seqs: seqs, to: .sndErrorAuth, from: [.sndNew, .sndSent])
         case let .storeError(conn, message):
             // The agent database refused what arrived; the agent keeps trying.
-            sink.yield(.object([("type", .string("chatError")), ("chatError", .object([
-                ("type", .string("errorAgent")), ("agentError", .object([("type", .string(AgentError.Code.store.rawValue)), ("message", .string(message))])),
-                ("agentConnId", .string(conn.map(String.init) ?? "")),
-            ]))]))
+            sink.yield(.chatError(.agent(Self.agentError(.store, message), connection: conn.map(String.init) ?? "")))
         }
     }
 
     /// Moves sent items to a later status and reports them in `chatItemsStatusesUpdated`. A
-    /// `sent` that arrives before its item is stored is remembered for ``sendItem``.
-    private func statusChanged(_ conn: Int64, seqs: [UInt64], to status: String, from: [String]) throws {
-        guard let (userId, row) = try dbRead({ db in try Self.contactRow(db, where: "agent_conn_id = ?", [conn]) }) else { return }
-        let ids = try dbWrite { db -> [Int64] in
-            var ids: [Int64] = []
-            for seq in seqs {
-                let found = try Int64.fetchOne(db, sql: "SELECT id FROM chat_item WHERE contact_id = ? AND agent_seq = ? AND sent = 1 AND status IN (\(from.map { "'\($0)'" }.joined(separator: ",")))",
-                                               arguments: [row.id, Int64(seq)])
-                if let found {
-                    try db.execute(sql: "UPDATE chat_item SET status = ? WHERE id = ?", arguments: [status, found])
-                    ids.append(found)
-                }
-            }
-            return ids
-        }
-        if status == "sndSent", itemSendsInFlight[conn] != nil {
-            for seq in seqs {
-                let stored = try dbRead { db in
-                    try Bool.fetchOne(db, sql: "SELECT 1 FROM chat_item WHERE contact_id = ? AND agent_seq = ?", arguments: [row.id, Int64(seq)]) ?? false
-                }
-                if !stored { sentBeforeStored.insert("\(conn):\(seq)") }
-            }
+    /// `sent` that arrives before its item is stored is remembered for ``sendItem``, which
+    /// looks again once it has stored the item.
+    private func statusChanged(_ conn: Int64, seqs: [UInt64], to status: ItemStatus, from: [ItemStatus]) async throws {
+        guard let row = try await contact(connection: conn) else { return }
+        let contactId = row.id
+        let (updated, unstored) = try await dbWrite { db in try Self.moveStatus(db, contactId: contactId, seqs: seqs, to: status, from: from) }
+        var ids = updated
+        if status == .sndSent, itemSendsInFlight[conn] != nil, !unstored.isEmpty {
+            for seq in unstored { sentBeforeStored.insert("\(conn):\(seq)") }
+            // The item may have been stored while this looked: look once more now that the
+            // `sent` is remembered (whichever of the two comes second moves the item).
+            let late = try await dbWrite { db in try Self.moveStatus(db, contactId: contactId, seqs: unstored, to: status, from: from) }
+            for id in late.updated { ids.append(id) }
+            for seq in unstored where !late.unstored.contains(seq) { sentBeforeStored.remove("\(conn):\(seq)") }
         }
         guard !ids.isEmpty else { return }
-        let u = try user(userId)
-        let items = try ids.compactMap { id in try dbRead { db in try Self.itemRow(db, where: "id = ?", [id]) } }
-        sink.yield(response("chatItemsStatusesUpdated", u, [("chatItems", .array(try items.map { aChatItem(user: u, contact: row, item: try itemJSON($0)) }))]))
+        let (userId, found) = (row.userId, ids)
+        let (userRecord, stored) = try await dbRead { db in
+            (try UserRecord.fetchOne(db, key: userId),
+             try found.compactMap { id in try ChatItemRecord.fetchOne(db, key: id).map { ($0, try Self.reactionCounts(db, itemId: id)) } })
+        }
+        guard let userRecord else { throw ChatFailure.store(.userNotFound(userId: userId)) }
+        let u = UserRow(userRecord)
+        let items = stored.map { aChatItem(user: u, contact: row, item: ModelOf.chatItem(ItemRow($0.0), reactions: $0.1)) }
+        sink.yield(.chatItemsStatusesUpdated(user: userModel(u), chatItems: items))
+    }
+
+    /// Moves the sent items of `seqs` in one of `from` to `status`; returns their ids, and the
+    /// seqs with no item stored at all.
+    nonisolated static func moveStatus(_ db: Database, contactId: Int64, seqs: [UInt64], to status: ItemStatus, from: [ItemStatus])
+        throws -> (updated: [Int64], unstored: [UInt64]) {
+        var ids: [Int64] = []
+        var unstored: [UInt64] = []
+        let mine = ChatItemRecord.filter(ChatItemRecord.Columns.contactId == contactId)
+        for seq in seqs {
+            let bySeq = mine.filter(ChatItemRecord.Columns.agentSeq == Int64(seq))
+            if var found = try bySeq.filter(ChatItemRecord.Columns.sent == true && from.contains(ChatItemRecord.Columns.status)).fetchOne(db) {
+                found.status = status
+                try found.update(db, columns: [ChatItemRecord.Columns.status])
+                ids.append(found.id!)
+            } else if try bySeq.isEmpty(db) {
+                unstored.append(seq)
+            }
+        }
+        return (ids, unstored)
     }
 
     private func connected(_ conn: Int64, info: [UInt8]) async throws {
-        guard let (userId, pending) = try dbRead({ db in try Self.contactRow(db, where: "agent_conn_id = ?", [conn]) }) else { return }
-        let profile = Self.profile(fromInfo: info)
+        guard let pending = try await contact(connection: conn) else { return }
+        let profile = PeerInput.profile(fromInfo: info)
         let now = Timestamp.now()
-        try dbWrite { db in
-            if let profile { try Self.storeContactProfile(db, contactId: pending.id, profile: profile) }
-            try db.execute(sql: "UPDATE contact SET status = 'ready', updated_at = ?, chat_ts = ? WHERE agent_conn_id = ?",
-                           arguments: [now, now, conn])
+        let id = pending.id
+        try await dbWrite { db in
+            if let profile { try Self.storeContactProfile(db, contactId: id, profile: profile) }
+            _ = try ContactRecord.filter(key: id).updateAll(db, ContactRecord.Columns.status.set(to: ContactState.ready),
+                                                            ContactRecord.Columns.updatedAt.set(to: now), ContactRecord.Columns.chatTs.set(to: now))
         }
-        let u = try user(userId)
-        guard let (_, row) = try dbRead({ db in try Self.contactRow(db, where: "agent_conn_id = ?", [conn]) }) else { return }
-        var fields: [(String, JSONValue)] = [("contact", contactJSON(row, user: u))]
-        if let custom = row.incognitoProfile { fields.append(("userCustomProfile", custom)) }
-        sink.yield(response("contactConnected", u, fields))
+        let u = try await user(pending.userId)
+        guard let row = try await contact(connection: conn) else { return }
+        sink.yield(.contactConnected(user: userModel(u), contact: contactModel(row, user: u), userCustomProfile: row.incognitoProfile))
         // A contact accepted from our address gets the welcome message, if one is set.
-        let accepted = try dbRead { db in
-            try Bool.fetchOne(db, sql: "SELECT accepted FROM contact WHERE agent_conn_id = ?", arguments: [conn]) ?? false
-        }
-        if accepted, let welcome = try address(userId: userId)?.settings["autoReply"] {
-            let item = try await sendItem(user: u, contact: row, content: welcome)
-            sink.yield(response("newChatItems", u, [("chatItems", .array([item]))]))
+        if row.accepted, let welcome = try await address(userId: u.id)?.settings.autoReply {
+            let item = try await sendItem(user: u, contact: row, content: welcome, contentJSON: try JSONValueEncoder().encode(welcome))
+            sink.yield(.newChatItems(user: userModel(u), chatItems: [item]))
         }
     }
 
     /// Applies one chat message from a contact. Returns whether it deserves a delivery receipt
     /// (a new message, when the user sends receipts).
     private func received(_ conn: Int64, seq: UInt64, body: [UInt8]) async throws -> Bool {
-        guard let (userId, row) = try dbRead({ db in try Self.contactRow(db, where: "agent_conn_id = ?", [conn]) }) else { return false }
-        let seen = try dbRead { db in
-            try Bool.fetchOne(db, sql: "SELECT 1 FROM chat_item WHERE contact_id = ? AND agent_seq = ? AND sent = 0", arguments: [row.id, Int64(seq)]) ?? false
+        // The contact, its user, and whether this message is stored already: one read.
+        let found = try await dbRead { db -> (ContactRecord, UserRecord?, Bool)? in
+            guard let c = try ContactRecord.filter(ContactRecord.Columns.agentConnId == conn).fetchOne(db) else { return nil }
+            let seen = try !ChatItemRecord.filter(ChatItemRecord.Columns.contactId == c.id && ChatItemRecord.Columns.agentSeq == Int64(seq) &&
+                                                  ChatItemRecord.Columns.sent == false).isEmpty(db)
+            return (c, seen ? nil : try UserRecord.fetchOne(db, key: c.userId), seen)
         }
+        guard let (record, userRecord, seen) = found else { return false }
         if seen { return false }  // stored before a crash; the agent announced it again
-        let u = try user(userId)
+        let row = ContactRow(record)
+        let contactId = row.id
+        guard let userRecord else { throw ChatFailure.store(.userNotFound(userId: row.userId)) }
+        let u = UserRow(userRecord)
         let message = try ChatMessage(decoding: body)
         switch message.event {
         case "x.msg.new":
-            guard let content = message.params["content"], case .object = content else { throw ChatFailure.command("x.msg.new without content") }
-            let quoted = try receivedQuote(message.params["quote"], contactId: row.id)
+            let content = try PeerInput.content(message.params["content"])
+            let quoted = try await receivedQuote(message.params["quote"], contactId: contactId)
             let now = Timestamp.now()
-            let itemId = try dbWrite { db in
-                try db.execute(sql: "INSERT INTO chat_item (user_id, contact_id, sent, content, shared_msg_id, agent_seq, status, quoted, created_at) VALUES (?, ?, 0, ?, ?, ?, 'rcvNew', ?, ?)",
-                               arguments: [userId, row.id, content.description, message.msgId, Int64(seq), quoted?.description, now])
-                try db.execute(sql: "UPDATE contact SET chat_ts = ? WHERE id = ?", arguments: [now, row.id])
-                return db.lastInsertedRowID
+            var record = ChatItemRecord(userId: u.id, contactId: contactId, sent: false, content: message.params["content"]!.description,
+                                        sharedMsgId: message.msgId, agentSeq: Int64(seq), status: .rcvNew, createdAt: now,
+                                        quoted: try quoted.map(Stored.text))
+            let toInsert = record
+            let itemId = try await dbWrite { db in
+                var inserted = toInsert
+                try inserted.insert(db)
+                _ = try ContactRecord.filter(key: contactId).updateAll(db, ContactRecord.Columns.chatTs.set(to: now))
+                return inserted.id!
             }
-            let item = try dbRead { db in try Self.itemRow(db, where: "id = ?", [itemId]) }!
-            sink.yield(try receivedItemEvent(user: u, contact: row, item: item))
+            // The event is made from what arrived, not read back from the store.
+            record.id = itemId
+            var item = ItemRow(record)
+            item.content = content
+            item.quoted = quoted
+            sink.yield(.newChatItems(user: userModel(u), chatItems: [aChatItem(user: u, contact: row, item: ModelOf.chatItem(item, reactions: []))]))
             return u.sendReceipts
         case "x.msg.update", "x.msg.del", "x.msg.react":
-            try receivedItemEvent(message, user: u, contact: row)
+            try await receivedItemEvent(message, user: u, contact: row)
         case "x.info":
-            guard let p = message.params["profile"], case .object = p, p["displayName"]?.stringValue != nil else {
-                throw ChatFailure.command("x.info without a profile")
-            }
-            guard p != row.profile else { return false }
-            try dbWrite { db in try Self.storeContactProfile(db, contactId: row.id, profile: p, updatedAt: Timestamp.now()) }
-            let updated = try contact(row.id).1
-            sink.yield(response("contactUpdated", u, [("fromContact", contactJSON(row, user: u)), ("toContact", contactJSON(updated, user: u))]))
+            guard let p = message.params["profile"] else { throw ChatProtocolError(.malformed, "x.info without a profile") }
+            let profile = try PeerInput.profile(p)
+            guard profile != row.profile else { return false }
+            let now = Timestamp.now()
+            try await dbWrite { db in try Self.storeContactProfile(db, contactId: contactId, profile: profile, updatedAt: now) }
+            let updated = try await contact(contactId).1
+            sink.yield(.contactUpdated(user: userModel(u), fromContact: contactModel(row, user: u), toContact: contactModel(updated, user: u)))
         case "x.direct.del":
-            try dbWrite { db in try db.execute(sql: "UPDATE contact SET status = 'deleted', updated_at = ? WHERE id = ?", arguments: [Timestamp.now(), row.id]) }
-            let updated = try contact(row.id).1
-            sink.yield(response("contactDeletedByContact", u, [("contact", contactJSON(updated, user: u))]))
+            let now = Timestamp.now()
+            try await dbWrite { db in
+                _ = try ContactRecord.filter(key: contactId).updateAll(db, ContactRecord.Columns.status.set(to: ContactState.deleted),
+                                                                       ContactRecord.Columns.updatedAt.set(to: now))
+            }
+            let updated = try await contact(contactId).1
+            sink.yield(.contactDeletedByContact(user: userModel(u), contact: contactModel(updated, user: u)))
             // The peer's side is gone: our queue for it is of no use either. Deleted in a task
             // `close()` waits for; one cut short (a shutdown cancels it, a crash) is done again
             // at the next run — the contact's `deleted` status is the durable mark.
@@ -273,8 +309,8 @@ extension ChatController {
     /// Deletes the agent connections of contacts that deleted us (`deleted`) whose deletion a
     /// shutdown or a crash cut short; `run()` starts it. Connections already gone are skipped.
     public func resumeConnectionDeletions() async {
-        guard let conns = try? dbRead({ db in
-            try Int64.fetchAll(db, sql: "SELECT agent_conn_id FROM contact WHERE status = 'deleted'")
+        guard let conns = try? await dbRead({ db in
+            try ContactRecord.filter(ContactRecord.Columns.status == ContactState.deleted).fetchAll(db).map(\.agentConnId)
         }) else { return }
         for conn in conns where !closing { await deleteConnectionOfDeletedContact(conn) }
     }

@@ -1,3 +1,4 @@
+import ChatModel
 import Foundation
 import GRDB
 import SwiftplexBase
@@ -39,51 +40,45 @@ public enum ChatListFilter: Sendable, Equatable {
 
 extension ChatController {
     /// Unread received items of a contact's chat, as ChatStats.
-    func chatStats(contactId: Int64) throws -> (json: JSONValue, unread: Int64) {
-        let (unread, minId) = try dbRead { db -> (Int64, Int64) in
-            let row = try Row.fetchOne(db, sql: "SELECT COUNT(*) AS n, MIN(id) AS first FROM chat_item WHERE contact_id = ? AND status = 'rcvNew' AND deleted = 0",
-                                       arguments: [contactId])
-            return (row?["n"] ?? 0, row?["first"] ?? 0)
+    func chatStats(contactId: Int64) async throws -> ChatStats {
+        let (unread, minId) = try await dbRead { db -> (Int, Int64) in
+            let unread = ChatItemRecord.filter(ChatItemRecord.Columns.contactId == contactId && ChatItemRecord.Columns.status == ItemStatus.rcvNew &&
+                                               ChatItemRecord.Columns.deleted == false)
+            return (try unread.fetchCount(db), try unread.select(min(ChatItemRecord.Columns.id), as: Int64?.self).fetchOne(db).flatMap { $0 } ?? 0)
         }
-        return (ChatJSON.chatStats(unread: unread, minUnreadItemId: minId), unread)
-    }
-
-    func directInfo(_ c: ChatJSON.ContactRow, user u: UserRow) -> JSONValue {
-        .object([("type", .string("direct")), ("contact", contactJSON(c, user: u))])
+        return ModelOf.chatStats(unread: unread, minUnreadItemId: minId)
     }
 
     /// The chat list: contacts (newest activity first) with their last item and unread counts,
     /// waiting contact requests, and with `pendingConnections` the connections not yet made.
-    public func getChats(userId: Int64, pendingConnections: Bool, count: Int, query: JSONValue?) throws -> JSONValue {
-        let u = try user(userId)
+    public func getChats(userId: Int64, pendingConnections: Bool, count: Int, query: JSONValue?) async throws -> ChatResponse {
+        let u = try await user(userId)
         let filter = try ChatListFilter(query: query)
         guard count > 0 else { throw ChatFailure(commandError: "count must be positive") }
-        var chats: [(ts: String, chat: JSONValue, unread: Int64, name: String)] = []
-        for c in try contacts(userId: userId, where: "status IN ('ready', 'deleted')") {
-            let last = try dbRead { db in try Self.itemRow(db, where: "contact_id = ? ORDER BY id DESC LIMIT 1", [c.id]) }
-            let stats = try chatStats(contactId: c.id)
-            chats.append((c.chatTs ?? c.updatedAt, .object([
-                ("chatInfo", directInfo(c, user: u)), ("chatItems", .array(try last.map { [try itemJSON($0)] } ?? [])), ("chatStats", stats.json),
-            ]), stats.unread, c.profile?["displayName"]?.stringValue ?? ""))
+        let empty = ModelOf.chatStats(unread: 0, minUnreadItemId: 0)
+        var chats: [(ts: String, chat: AChat, unread: Int, name: String)] = []
+        for c in try await contacts(userId: userId, [ContactState.ready, .deleted].contains(ContactRecord.Columns.status)) {
+            let contactId = c.id
+            let last = try await dbRead { db in
+                try ChatItemRecord.filter(ChatItemRecord.Columns.contactId == contactId).order(ChatItemRecord.Columns.id.desc).fetchOne(db)
+            }.map(ItemRow.init)
+            let stats = try await chatStats(contactId: c.id)
+            var items: [ChatItem] = []
+            if let last { items.append(try await itemModel(last)) }
+            chats.append((c.chatTs ?? c.updatedAt, AChat(chatInfo: directInfo(c, user: u), chatItems: items, chatStats: stats),
+                          stats.unreadCount, c.profile?.displayName ?? ""))
         }
-        let requests = try dbRead { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM contact_request WHERE user_id = ? ORDER BY id", arguments: [userId]).map { r in
-                (id: r["id"] as Int64, profile: (try? JSONValue.parse(r["profile"] as String)) ?? .object([]), createdAt: r["created_at"] as String,
-                 localName: r["local_display_name"] as String?)
-            }
-        }
+        let requests = try await dbRead { db in
+            try ContactRequestRecord.filter(ContactRequestRecord.Columns.userId == userId).order(ContactRequestRecord.Columns.id).fetchAll(db)
+        }.map(RequestRow.init)
         for r in requests {
-            chats.append((r.createdAt, .object([
-                ("chatInfo", .object([("type", .string("contactRequest")), ("contactRequest", ChatJSON.contactRequest(id: r.id, profile: r.profile, createdAt: r.createdAt, localName: r.localName))])),
-                ("chatItems", .array([])), ("chatStats", ChatJSON.chatStats(unread: 0, minUnreadItemId: 0)),
-            ]), 0, r.profile["displayName"]?.stringValue ?? ""))
+            chats.append((r.createdAt, AChat(chatInfo: .contactRequest(contactRequest: ModelOf.contactRequest(r)), chatItems: [], chatStats: empty),
+                          0, r.profile.displayName))
         }
         if pendingConnections {
-            for c in try contacts(userId: userId, where: "status = 'pending'") {
-                chats.append((c.createdAt, .object([
-                    ("chatInfo", .object([("type", .string("contactConnection")), ("contactConnection", pendingJSON(c, link: c.invitation))])),
-                    ("chatItems", .array([])), ("chatStats", ChatJSON.chatStats(unread: 0, minUnreadItemId: 0)),
-                ]), 0, ""))
+            for c in try await contacts(userId: userId, ContactRecord.Columns.status == ContactState.pending) {
+                chats.append((c.createdAt, AChat(chatInfo: .contactConnection(contactConnection: ModelOf.pendingConnection(c, link: c.invitation)),
+                                                 chatItems: [], chatStats: empty), 0, ""))
             }
         }
         let filtered = chats.filter { chat in
@@ -95,44 +90,40 @@ extension ChatController {
             }
         }
         let page = filtered.sorted { $0.ts > $1.ts }.prefix(count).map(\.chat)
-        return response("apiChats", u, [("chats", .array(Array(page)))])
+        return .apiChats(user: userModel(u), chats: Array(page))
     }
 
     /// One contact's chat: a page of its items (oldest first) with its unread counts.
-    public func getChat(contactId: Int64, page: ItemPage) throws -> JSONValue {
-        let (u, c) = try contact(contactId)
-        let rows: [ItemRow]
+    public func getChat(contactId: Int64, page: ItemPage) async throws -> ChatResponse {
+        let (u, c) = try await contact(contactId)
+        let mine = ChatItemRecord.filter(ChatItemRecord.Columns.contactId == contactId)
+        let id = ChatItemRecord.Columns.id
+        let records: [ChatItemRecord]
         switch page {
         case let .last(n):
             guard n > 0 else { throw ChatFailure(commandError: "count must be positive") }
-            rows = try dbRead { db in try Self.itemRows(db, "contact_id = ? ORDER BY id DESC LIMIT ?", [contactId, n]) }.reversed()
+            records = try await dbRead { db in try mine.order(id.desc).limit(n).fetchAll(db) }.reversed()
         case let .after(anchor, n):
             guard n > 0 else { throw ChatFailure(commandError: "count must be positive") }
-            _ = try item(anchor, contactId: contactId)
-            rows = try dbRead { db in try Self.itemRows(db, "contact_id = ? AND id > ? ORDER BY id ASC LIMIT ?", [contactId, anchor, n]) }
+            _ = try await item(anchor, contactId: contactId)
+            records = try await dbRead { db in try mine.filter(id > anchor).order(id.asc).limit(n).fetchAll(db) }
         case let .before(anchor, n):
             guard n > 0 else { throw ChatFailure(commandError: "count must be positive") }
-            _ = try item(anchor, contactId: contactId)
-            rows = try dbRead { db in try Self.itemRows(db, "contact_id = ? AND id < ? ORDER BY id DESC LIMIT ?", [contactId, anchor, n]) }.reversed()
+            _ = try await item(anchor, contactId: contactId)
+            records = try await dbRead { db in try mine.filter(id < anchor).order(id.desc).limit(n).fetchAll(db) }.reversed()
         }
-        let chat = JSONValue.object([
-            ("chatInfo", directInfo(c, user: u)), ("chatItems", .array(try rows.map { try itemJSON($0) })), ("chatStats", try chatStats(contactId: contactId).json),
-        ])
-        return response("apiChat", u, [("chat", chat)])
+        var items: [ChatItem] = []
+        for r in records { items.append(try await itemModel(ItemRow(r))) }
+        return .apiChat(user: userModel(u), chat: AChat(chatInfo: directInfo(c, user: u), chatItems: items, chatStats: try await chatStats(contactId: contactId)))
     }
 
     /// Marks every unread item of a contact's chat as read.
-    public func readChat(contactId: Int64) throws -> JSONValue {
-        let (u, _) = try contact(contactId)
-        try dbWrite { db in
-            try db.execute(sql: "UPDATE chat_item SET status = 'rcvRead' WHERE contact_id = ? AND status = 'rcvNew'", arguments: [contactId])
+    public func readChat(contactId: Int64) async throws -> ChatResponse {
+        let (u, _) = try await contact(contactId)
+        try await dbWrite { db in
+            _ = try ChatItemRecord.filter(ChatItemRecord.Columns.contactId == contactId && ChatItemRecord.Columns.status == ItemStatus.rcvNew)
+                .updateAll(db, ChatItemRecord.Columns.status.set(to: ItemStatus.rcvRead))
         }
-        return cmdOk(u)
-    }
-
-    nonisolated static func itemRows(_ db: Database, _ clause: String, _ args: StatementArguments) throws -> [ItemRow] {
-        try Int64.fetchAll(db, sql: "SELECT id FROM chat_item WHERE \(clause)", arguments: args).compactMap {
-            try itemRow(db, where: "id = ?", [$0])
-        }
+        return .cmdOk(user: userModel(u))
     }
 }

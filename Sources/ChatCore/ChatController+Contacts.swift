@@ -1,121 +1,36 @@
 import Agent
+import ChatModel
 import Foundation
 import GRDB
 import SwiftplexBase
 
 extension ChatController {
-    // MARK: - Address
-
-    struct AddressRow { var agentId: Int64; var link: String; var shortLink: String?; var settings: JSONValue }
-
-    func address(userId: Int64) throws -> AddressRow? {
-        try dbRead { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM address WHERE user_id = ?", arguments: [userId]).map {
-                AddressRow(agentId: $0["agent_address_id"], link: $0["link"], shortLink: $0["short_link"],
-                           settings: (try? JSONValue.parse($0["settings"])) ?? .object([]))
-            }
-        }
-    }
-
-    func addressJSON(_ a: AddressRow, userId: Int64) -> JSONValue {
-        .object([
-            ("userContactLinkId", .int(Int64(userId))),
-            ("connLinkContact", ChatJSON.createdConnLink(full: a.link, short: a.shortLink)),
-            ("shortLinkDataSet", .bool(a.shortLink != nil)), ("shortLinkLargeDataSet", .bool(false)),
-            ("addressSettings", a.settings),
-        ])
-    }
-
-    /// Creates the user's contact address; with `short`, also a short link to it (its full link
-    /// stored encrypted on the address's relay).
-    public func createAddress(userId: Int64, short: Bool = false) async throws -> JSONValue {
-        let u = try user(userId)
-        try requireStarted()
-        if try address(userId: userId) != nil { throw ChatFailure(ChatJSON.chatError("userContactLinkExists")) }
-        let (agentId, link) = try await agentCall { try await agent.createAddress() }
-        var shortLink: String?
-        if short {
-            do {
-                shortLink = try await agentCall { try await agent.shortLink(forAddress: agentId, link: link) }.description
-            } catch {
-                try? await agent.deleteAddress(agentId)
-                throw error
-            }
-        }
-        let settings = JSONValue.object([("businessAddress", .bool(false))])
-        try dbWrite { db in
-            try db.execute(sql: "INSERT INTO address (user_id, agent_address_id, link, short_link, settings) VALUES (?, ?, ?, ?, ?)",
-                           arguments: [userId, agentId, link.description, shortLink, settings.description])
-        }
-        return response("userContactLinkCreated", u, [("connLinkContact", ChatJSON.createdConnLink(full: link.description, short: shortLink))])
-    }
-
-    public func showAddress(userId: Int64) throws -> JSONValue {
-        let u = try user(userId)
-        guard let a = try address(userId: userId) else { throw ChatFailure(ChatJSON.storeError("userContactLinkNotFound")) }
-        return response("userContactLink", u, [("contactLink", addressJSON(a, userId: userId))])
-    }
-
-    /// Puts the user's address into their profile as `contactLink` (or takes it out) and sends
-    /// the profile to their contacts, as `/_profile` does.
-    public func setProfileAddress(userId: Int64, enabled: Bool) async throws -> JSONValue {
-        let u = try user(userId)
-        guard case let .object(fields) = u.profile else { throw ChatFailure.command("the user's profile is not an object") }
-        var updated = fields.filter { $0.0 != "contactLink" }
-        if enabled {
-            guard let a = try address(userId: userId) else { throw ChatFailure(ChatJSON.storeError("userContactLinkNotFound")) }
-            updated.append(("contactLink", .string(a.shortLink ?? a.link)))
-        }
-        return try await updateProfile(userId: userId, profile: .object(updated))
-    }
-
-    public func setAddressSettings(userId: Int64, settings: JSONValue) throws -> JSONValue {
-        let u = try user(userId)
-        guard settings["businessAddress"]?.boolValue != nil else { throw ChatFailure.command("AddressSettings needs businessAddress") }
-        if let auto = settings["autoAccept"] {
-            guard case .object = auto, auto["acceptIncognito"]?.boolValue != nil else {
-                throw ChatFailure.command("autoAccept must be {\"acceptIncognito\": true|false}")
-            }
-        }
-        guard var a = try address(userId: userId) else { throw ChatFailure(ChatJSON.storeError("userContactLinkNotFound")) }
-        a.settings = settings
-        try dbWrite { db in try db.execute(sql: "UPDATE address SET settings = ? WHERE user_id = ?", arguments: [settings.description, userId]) }
-        return response("userContactLinkUpdated", u, [("contactLink", addressJSON(a, userId: userId))])
-    }
-
-    public func deleteAddress(userId: Int64) async throws -> JSONValue {
-        let u = try user(userId)
-        guard let a = try address(userId: userId) else { throw ChatFailure(ChatJSON.storeError("userContactLinkNotFound")) }
-        try await agentCall { try await agent.deleteAddress(a.agentId) }
-        try dbWrite { db in try db.execute(sql: "DELETE FROM address WHERE user_id = ?", arguments: [userId]) }
-        return response("userContactLinkDeleted", u)
-    }
-
     // MARK: - Profiles
 
     /// What a peer learns about this user: `x.info` with the profile.
-    func profileInfo(_ profile: JSONValue) -> [UInt8] {
-        ChatMessage(event: "x.info", params: .object([("profile", profile)])).encoded
+    func profileInfo(_ profile: Profile) throws -> [UInt8] {
+        ChatMessage(event: "x.info", params: .object([("profile", try JSONValueEncoder().encode(profile))])).encoded
     }
 
     /// The profile this user shows a contact: the random incognito profile or the user's own,
     /// with the preferences set for this contact alone laid over the profile's.
-    func ownProfile(for c: ChatJSON.ContactRow, user u: UserRow) -> JSONValue {
-        let base = c.incognitoProfile ?? u.profile
-        guard case let .object(overrides)? = c.userPreferences, !overrides.isEmpty, case var .object(pairs) = base else { return base }
-        var prefs: [(String, JSONValue)] = []
-        if case let .object(p)? = base["preferences"] { prefs = p }
-        for (k, v) in overrides {
-            if let i = prefs.firstIndex(where: { $0.0 == k }) { prefs[i].1 = v } else { prefs.append((k, v)) }
-        }
-        if let i = pairs.firstIndex(where: { $0.0 == "preferences" }) { pairs[i].1 = .object(prefs) } else { pairs.append(("preferences", .object(prefs))) }
-        return .object(pairs)
+    func ownProfile(for c: ContactRow, user u: UserRow) -> Profile {
+        var profile = c.incognitoProfile ?? u.profile
+        guard let overrides = c.userPreferences else { return profile }
+        var prefs = profile.preferences ?? Preferences()
+        if let v = overrides.timedMessages { prefs.timedMessages = v }
+        if let v = overrides.fullDelete { prefs.fullDelete = v }
+        if let v = overrides.reactions { prefs.reactions = v }
+        if let v = overrides.voice { prefs.voice = v }
+        if let v = overrides.files { prefs.files = v }
+        if let v = overrides.calls { prefs.calls = v }
+        if let v = overrides.sessions { prefs.sessions = v }
+        if let v = overrides.commands { prefs.commands = v }
+        if prefs != Preferences() || profile.preferences != nil { profile.preferences = prefs }
+        return profile
     }
 
-    static func profile(fromInfo info: [UInt8]) -> JSONValue? {
-        guard let m = try? ChatMessage(decoding: info), m.event == "x.info" || m.event == "x.contact" else { return nil }
-        return m.params["profile"]
-    }
+    func ownProfileJSON(for c: ContactRow, user u: UserRow) throws -> JSONValue { try JSONValueEncoder().encode(ownProfile(for: c, user: u)) }
 
     static let incognitoAdjectives = ["Quiet", "Brave", "Amber", "Swift", "Gentle", "Silver", "Clever", "Misty", "Bright", "Calm",
                                       "Rusty", "Lucky", "Nimble", "Frosty", "Velvet", "Sunny"]
@@ -123,80 +38,64 @@ extension ChatController {
                                  "Willow", "Marten", "Finch", "Harbor", "Ember", "Fox"]
 
     /// A fresh random profile for one incognito connection: a name and nothing that links it to the user.
-    static func randomProfile() -> JSONValue {
-        let name = "\(incognitoAdjectives.randomElement()!)\(incognitoNouns.randomElement()!)\(Int.random(in: 10...99))"
-        return .object([("displayName", .string(name)), ("fullName", .string(""))])
+    static func randomProfile() -> Profile {
+        Profile(displayName: "\(incognitoAdjectives.randomElement()!)\(incognitoNouns.randomElement()!)\(Int.random(in: 10...99))")
     }
 
     // MARK: - Contacts
 
-    func insertContact(userId: Int64, agentConnId: Int64, profile: JSONValue?, viaAddress: Bool, invitation: String?, shortLink: String? = nil,
-                       incognito: JSONValue? = nil, accepted: Bool = false, localName: String? = nil) throws -> Int64 {
-        try dbWrite { db in
-            let now = Timestamp.now()
-            try db.execute(sql: """
-                INSERT INTO contact (user_id, agent_conn_id, profile, status, via_address, accepted, invitation, short_link, incognito_profile, local_display_name, created_at, updated_at)
-                VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [userId, agentConnId, profile?.description, viaAddress, accepted, invitation, shortLink, incognito?.description, localName, now, now])
-            return db.lastInsertedRowID
+    func insertContact(userId: Int64, agentConnId: Int64, profile: Profile?, viaAddress: Bool, invitation: String?, shortLink: String? = nil,
+                       incognito: Profile? = nil, accepted: Bool = false, localName: String? = nil) async throws -> Int64 {
+        let now = Timestamp.now()
+        let record = ContactRecord(userId: userId, agentConnId: agentConnId, profile: try profile.map(Stored.text), status: .pending,
+                                   viaAddress: viaAddress, accepted: accepted, invitation: invitation, createdAt: now, updatedAt: now,
+                                   incognitoProfile: try incognito.map(Stored.text), shortLink: shortLink, localDisplayName: localName)
+        return try await dbWrite { db in
+            var inserted = record
+            try inserted.insert(db)
+            return inserted.id!
         }
     }
 
     /// Stores a contact's profile and gives the contact the local name that profile asks for:
     /// unchanged while the display name is, else a fresh unique one (``LocalNames``).
-    nonisolated static func storeContactProfile(_ db: Database, contactId: Int64, profile: JSONValue, updatedAt: String? = nil) throws {
-        guard let row = try Row.fetchOne(db, sql: "SELECT user_id, local_display_name FROM contact WHERE id = ?", arguments: [contactId]) else { return }
-        var local: String? = row["local_display_name"]
-        if let base = LocalNames.base(of: profile) {
-            local = try LocalNames.rename(db, userId: row["user_id"], current: local, displayName: base)
-        }
-        try db.execute(sql: "UPDATE contact SET profile = ?, local_display_name = ?, updated_at = COALESCE(?, updated_at) WHERE id = ?",
-                       arguments: [profile.description, local, updatedAt, contactId])
+    nonisolated static func storeContactProfile(_ db: Database, contactId: Int64, profile: Profile, updatedAt: String? = nil) throws {
+        guard var record = try ContactRecord.fetchOne(db, key: contactId) else { return }
+        record.localDisplayName = try LocalNames.rename(db, userId: record.userId, current: record.localDisplayName, displayName: profile.displayName)
+        record.profile = try Stored.text(profile)
+        if let updatedAt { record.updatedAt = updatedAt }
+        try record.update(db)
     }
 
-    nonisolated static func contactRow(_ db: Database, where clause: String, _ args: StatementArguments) throws -> (userId: Int64, row: ChatJSON.ContactRow)? {
-        try Row.fetchOne(db, sql: "SELECT * FROM contact WHERE \(clause)", arguments: args).map { contactRow($0) }
+    /// The contact of an agent connection.
+    func contact(connection conn: Int64) async throws -> ContactRow? {
+        try await dbRead { db in try ContactRecord.filter(ContactRecord.Columns.agentConnId == conn).fetchOne(db) }.map(ContactRow.init)
     }
 
-    nonisolated static func contactRow(_ r: Row) -> (userId: Int64, row: ChatJSON.ContactRow) {
-        func json(_ column: String) -> JSONValue? { (r[column] as String?).flatMap { try? JSONValue.parse($0) } }
-        return (r["user_id"], ChatJSON.ContactRow(
-            id: r["id"], agentConnId: r["agent_conn_id"], profile: json("profile"), status: r["status"], viaAddress: r["via_address"],
-            createdAt: r["created_at"], updatedAt: r["updated_at"], chatTs: r["chat_ts"], customData: json("custom_data"),
-            userPreferences: json("user_prefs"), incognitoProfile: json("incognito_profile"), invitation: r["invitation"], shortLink: r["short_link"],
-            localName: r["local_display_name"]))
-    }
-
-    func contacts(userId: Int64, where clause: String) throws -> [ChatJSON.ContactRow] {
-        try dbRead { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM contact WHERE user_id = ? AND \(clause) ORDER BY id", arguments: [userId]).map { Self.contactRow($0).row }
-        }
+    func contacts(userId: Int64, _ condition: SQLExpression) async throws -> [ContactRow] {
+        try await dbRead { db in
+            try ContactRecord.filter(ContactRecord.Columns.userId == userId).filter(condition).order(ContactRecord.Columns.id).fetchAll(db)
+        }.map(ContactRow.init)
     }
 
     /// A contact and its user, or `contactNotFound`.
-    func contact(_ contactId: Int64) throws -> (UserRow, ChatJSON.ContactRow) {
-        guard let (userId, row) = try dbRead({ db in try Self.contactRow(db, where: "id = ?", [contactId]) }) else {
-            throw ChatFailure(ChatJSON.storeError("contactNotFound", [("contactId", .int(Int64(contactId)))]))
+    func contact(_ contactId: Int64) async throws -> (UserRow, ContactRow) {
+        let found = try await dbRead { db -> (ContactRecord, UserRecord?)? in
+            guard let c = try ContactRecord.fetchOne(db, key: contactId) else { return nil }
+            return (c, try UserRecord.fetchOne(db, key: c.userId))
         }
-        return (try user(userId), row)
+        guard let (c, u) = found else { throw ChatFailure.store(.contactNotFound(contactId: contactId)) }
+        guard let u else { throw ChatFailure.store(.userNotFound(userId: c.userId)) }
+        return (UserRow(u), ContactRow(c))
     }
 
-    func contactJSON(_ c: ChatJSON.ContactRow, user u: UserRow) -> JSONValue { ChatJSON.contact(c, userProfile: u.profile) }
+    func contactModel(_ c: ContactRow, user u: UserRow) -> Contact { ModelOf.contact(c, userProfile: u.profile) }
 
-    func pendingJSON(_ c: ChatJSON.ContactRow, link: String?) -> JSONValue {
-        ChatJSON.pendingConnection(id: c.id, agentConnId: c.agentConnId, viaAddress: c.viaAddress, link: link, shortLink: c.shortLink,
-                                   incognito: c.incognitoProfile != nil, createdAt: c.createdAt)
-    }
-
-    func cmdOk(_ u: UserRow?) -> JSONValue {
-        var pairs: [(String, JSONValue)] = [("type", .string("cmdOk"))]
-        if let u { pairs.append(("user_", userJSON(u))) }
-        return .object(pairs)
-    }
+    func directInfo(_ c: ContactRow, user u: UserRow) -> ChatInfo { .direct(contact: contactModel(c, user: u)) }
 
     /// Sends one chat-protocol message to a contact; returns its agent message number.
     @discardableResult
-    func sendChatMessage(_ c: ChatJSON.ContactRow, _ message: ChatMessage) async throws -> UInt64 {
+    func sendChatMessage(_ c: ContactRow, _ message: ChatMessage) async throws -> UInt64 {
         try await agentCall { try await agent.send(c.agentConnId, message.encoded) }
     }
 
@@ -204,8 +103,8 @@ extension ChatController {
 
     /// Creates a one-time invitation; `incognito` shows the joiner a random profile, `short` also
     /// makes a short link.
-    public func addContact(userId: Int64, incognito: Bool = false, short: Bool = false) async throws -> JSONValue {
-        let u = try user(userId)
+    public func addContact(userId: Int64, incognito: Bool = false, short: Bool = false) async throws -> ChatResponse {
+        let u = try await user(userId)
         try requireStarted()
         let (conn, link) = try await agentCall { try await agent.createInvitation() }
         var shortLink: String?
@@ -217,13 +116,11 @@ extension ChatController {
                 throw error
             }
         }
-        let id = try insertContact(userId: userId, agentConnId: conn, profile: nil, viaAddress: false, invitation: link.description,
-                                   shortLink: shortLink, incognito: incognito ? Self.randomProfile() : nil)
-        let row = try contact(id).1
-        return response("invitation", u, [
-            ("connLinkInvitation", ChatJSON.createdConnLink(full: link.description, short: shortLink)),
-            ("connection", pendingJSON(row, link: link.description)),
-        ])
+        let id = try await insertContact(userId: userId, agentConnId: conn, profile: nil, viaAddress: false, invitation: link.description,
+                                         shortLink: shortLink, incognito: incognito ? Self.randomProfile() : nil)
+        let row = try await contact(id).1
+        return .invitation(user: userModel(u), connLinkInvitation: CreatedConnLink(connFullLink: link.description, connShortLink: shortLink),
+                           connection: ModelOf.pendingConnection(row, link: link.description))
     }
 
     /// Parses a link; a short link (`https://…`) is resolved on its relay into the full link.
@@ -231,75 +128,68 @@ extension ChatController {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         if trimmed.hasPrefix("https://") {
             let short: ShortLink
-            do { short = try ShortLink(parsing: trimmed) } catch { throw ChatFailure(ChatJSON.chatError("invalidConnReq")) }
+            do { short = try ShortLink(parsing: trimmed) } catch { throw ChatFailure.chat(.invalidConnReq) }
             let full = try await agentCall { try await agent.resolve(short) }
             return (full, short.description)
         }
-        do { return (try AgentLink(parsing: trimmed), nil) } catch { throw ChatFailure(ChatJSON.chatError("invalidConnReq")) }
+        do { return (try AgentLink(parsing: trimmed), nil) } catch { throw ChatFailure.chat(.invalidConnReq) }
     }
 
-    public func connectPlan(userId: Int64, link text: String) async throws -> JSONValue {
-        let u = try user(userId)
+    public func connectPlan(userId: Int64, link text: String) async throws -> ChatResponse {
+        let u = try await user(userId)
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        let ownShort = try dbRead { db -> Bool in
-            try Bool.fetchOne(db, sql: "SELECT 1 FROM contact WHERE short_link = ? UNION SELECT 1 FROM address WHERE short_link = ?",
-                              arguments: [trimmed, trimmed]) ?? false
+        // A short link of this engine's own is known without asking its relay.
+        let ownFull = try await dbRead { db -> String? in
+            if let c = try ContactRecord.filter(ContactRecord.Columns.shortLink == trimmed).fetchOne(db), let invitation = c.invitation { return invitation }
+            return try AddressRecord.filter(AddressRecord.Columns.shortLink == trimmed).fetchOne(db)?.link
         }
         let (link, short): (AgentLink, String?)
-        if ownShort, let own = try dbRead({ db in
-            try String.fetchOne(db, sql: "SELECT invitation FROM contact WHERE short_link = ? UNION SELECT link FROM address WHERE short_link = ?",
-                                arguments: [trimmed, trimmed])
-        }) {
-            do { link = try AgentLink(parsing: own) } catch { throw ChatFailure(ChatJSON.chatError("invalidConnReq")) }
+        if let ownFull {
+            do { link = try AgentLink(parsing: ownFull) } catch { throw ChatFailure.chat(.invalidConnReq) }
             short = trimmed
         } else {
             (link, short) = try await resolveLink(trimmed)
         }
         let full = link.description
-        let own = try dbRead { db -> Bool in
-            try Bool.fetchOne(db, sql: "SELECT 1 FROM contact WHERE invitation = ? UNION SELECT 1 FROM address WHERE link = ?", arguments: [full, full]) ?? false
+        let own = try await dbRead { db -> Bool in
+            try !ContactRecord.filter(ContactRecord.Columns.invitation == full).isEmpty(db) || !AddressRecord.filter(AddressRecord.Columns.link == full).isEmpty(db)
         }
-        let plan: JSONValue
-        switch link {
-        case .invitation:
-            plan = .object([("type", .string("invitationLink")), ("invitationLinkPlan", .object([("type", .string(own ? "ownLink" : "ok"))]))])
-        case .contact:
-            plan = .object([("type", .string("contactAddress")), ("contactAddressPlan", .object([("type", .string(own ? "ownLink" : "ok"))]))])
+        let plan: ConnectionPlan = switch link {
+        case .invitation: .invitationLink(own ? .ownLink : .ok)
+        case .contact: .contactAddress(own ? .ownLink : .ok)
         }
-        return response("connectionPlan", u, [("connLink", ChatJSON.createdConnLink(full: full, short: short)), ("connectionPlan", plan)])
+        return .connectionPlan(user: userModel(u), connLink: CreatedConnLink(connFullLink: full, connShortLink: short), connectionPlan: plan)
     }
 
     /// Connects the user through an invitation link or a contact address (full or short);
     /// `incognito` shows the peer a random profile made for this connection only.
-    public func connect(userId: Int64?, link text: String, incognito: Bool = false) async throws -> JSONValue {
-        let u = try userId.map { try user($0) } ?? activeUser()
+    public func connect(userId: Int64?, link text: String, incognito: Bool = false) async throws -> ChatResponse {
+        let u = if let userId { try await user(userId) } else { try await activeUser() }
         try requireStarted()
         let (link, _) = try await resolveLink(text)
         let custom = incognito ? Self.randomProfile() : nil
-        let info = profileInfo(custom ?? u.profile)
-        var extra: [(String, JSONValue)] = []
-        if let custom { extra.append(("customUserProfile", custom)) }
+        let info = try profileInfo(custom ?? u.profile)
         switch link {
         case let .invitation(inv):
             let id = try await trackingJoin {
                 let conn = try await agentCall { try await agent.join(inv, info: info) }
-                return (try insertContact(userId: u.id, agentConnId: conn, profile: nil, viaAddress: false, invitation: nil, incognito: custom), conn)
+                return (try await insertContact(userId: u.id, agentConnId: conn, profile: nil, viaAddress: false, invitation: nil, incognito: custom), conn)
             }
-            return response("sentConfirmation", u, [("connection", pendingJSON(try contact(id).1, link: nil))] + extra)
+            return .sentConfirmation(user: userModel(u), connection: ModelOf.pendingConnection(try await contact(id).1, link: nil), customUserProfile: custom)
         case let .contact(address):
             let id = try await trackingJoin {
                 let conn = try await agentCall { try await agent.joinAddress(address, info: info) }
-                return (try insertContact(userId: u.id, agentConnId: conn, profile: nil, viaAddress: true, invitation: nil, incognito: custom), conn)
+                return (try await insertContact(userId: u.id, agentConnId: conn, profile: nil, viaAddress: true, invitation: nil, incognito: custom), conn)
             }
-            return response("sentInvitation", u, [("connection", pendingJSON(try contact(id).1, link: nil))] + extra)
+            return .sentInvitation(user: userModel(u), connection: ModelOf.pendingConnection(try await contact(id).1, link: nil), customUserProfile: custom)
         }
     }
 
     /// Contacts that are connected, or were until the contact deleted them (`contactStatus` says which).
-    public func listContacts(userId: Int64) throws -> JSONValue {
-        let u = try user(userId)
-        let rows = try contacts(userId: userId, where: "status IN ('ready', 'deleted')")
-        return response("contactsList", u, [("contacts", .array(rows.map { contactJSON($0, user: u) }))])
+    public func listContacts(userId: Int64) async throws -> ChatResponse {
+        let u = try await user(userId)
+        let rows = try await contacts(userId: userId, [ContactState.ready, .deleted].contains(ContactRecord.Columns.status))
+        return .contactsList(user: userModel(u), contacts: rows.map { contactModel($0, user: u) })
     }
 
     // MARK: - Contact state
@@ -307,11 +197,11 @@ extension ChatController {
     /// Deletes a contact (`full`/`entity`): tells the peer (`x.direct.del`) when `notify`, deletes
     /// the connection and its queue on the relay, then the contact and its items. `messages`
     /// deletes only the items. A pending connection is deleted as `contactConnectionDeleted`.
-    public func deleteContact(contactId: Int64, notify: Bool, messagesOnly: Bool) async throws -> JSONValue {
-        let (u, c) = try contact(contactId)
+    public func deleteContact(contactId: Int64, notify: Bool, messagesOnly: Bool) async throws -> ChatResponse {
+        let (u, c) = try await contact(contactId)
         if messagesOnly {
-            try dbWrite { db in try db.execute(sql: "DELETE FROM chat_item WHERE contact_id = ?", arguments: [contactId]) }
-            return response("chatCleared", u, [("chatInfo", .object([("type", .string("direct")), ("contact", contactJSON(c, user: u))]))])
+            try await dbWrite { db in _ = try ChatItemRecord.filter(ChatItemRecord.Columns.contactId == contactId).deleteAll(db) }
+            return .chatCleared(user: userModel(u), chatInfo: directInfo(c, user: u))
         }
         if c.ready, notify {
             do { try await sendChatMessage(c, ChatMessage(event: "x.direct.del", params: .object([]))) } catch {
@@ -319,46 +209,54 @@ extension ChatController {
             }
         }
         try? await agent.deleteConnection(c.agentConnId)
-        try dbWrite { db in
-            try db.execute(sql: "DELETE FROM contact WHERE id = ?", arguments: [contactId])
-            try LocalNames.release(db, userId: u.id, name: c.localName)
+        let (userId, localName) = (u.id, c.localName)
+        try await dbWrite { db in
+            _ = try ContactRecord.deleteOne(db, key: contactId)
+            try LocalNames.release(db, userId: userId, name: localName)
         }
-        if c.status == "pending" {
-            return response("contactConnectionDeleted", u, [("connection", pendingJSON(c, link: c.invitation))])
+        if c.status == .pending {
+            return .contactConnectionDeleted(user: userModel(u), connection: ModelOf.pendingConnection(c, link: c.invitation))
         }
-        return response("contactDeleted", u, [("contact", contactJSON(c, user: u))])
+        return .contactDeleted(user: userModel(u), contact: contactModel(c, user: u))
     }
 
     /// Sets (or, with nil, clears) the application's own JSON on a contact.
-    public func setCustomData(contactId: Int64, data: JSONValue?) throws -> JSONValue {
-        let (u, _) = try contact(contactId)
-        try dbWrite { db in try db.execute(sql: "UPDATE contact SET custom_data = ? WHERE id = ?", arguments: [data?.description, contactId]) }
-        return cmdOk(u)
+    public func setCustomData(contactId: Int64, data: JSONValue?) async throws -> ChatResponse {
+        let (u, _) = try await contact(contactId)
+        let text = data?.description
+        try await dbWrite { db in _ = try ContactRecord.filter(key: contactId).updateAll(db, ContactRecord.Columns.customData.set(to: text)) }
+        return .cmdOk(user: userModel(u))
     }
 
     static let allowValues: Set<String> = ["always", "yes", "no"]
 
     /// Sets this user's preferences for one contact and sends the contact the resulting profile.
-    public func setContactPreferences(contactId: Int64, preferences: JSONValue) async throws -> JSONValue {
-        let (u, c) = try contact(contactId)
+    public func setContactPreferences(contactId: Int64, preferences: JSONValue) async throws -> ChatResponse {
+        let (u, c) = try await contact(contactId)
         guard case let .object(pairs) = preferences else { throw ChatFailure.command("Preferences must be a JSON object") }
         for (key, value) in pairs {
             if key == "commands" {
                 guard case .array = value else { throw ChatFailure.command("preferences.commands must be an array") }
                 continue
             }
-            guard ChatJSON.features.contains(key) else { throw ChatFailure.command("unknown preference \(key)") }
+            guard ChatFeature(rawValue: key) != nil else { throw ChatFailure.command("unknown preference \(key)") }
             guard let allow = value["allow"]?.stringValue, Self.allowValues.contains(allow) else {
                 throw ChatFailure.command("preference \(key) needs allow: always, yes or no")
             }
         }
-        try dbWrite { db in
-            try db.execute(sql: "UPDATE contact SET user_prefs = ?, updated_at = ? WHERE id = ?", arguments: [preferences.description, Timestamp.now(), contactId])
+        let typed: Preferences
+        do { typed = try JSONValueDecoder().decode(Preferences.self, from: preferences) } catch {
+            throw ChatFailure.command("malformed Preferences: \(error)")
         }
-        let updated = try contact(contactId).1
+        let text = try Stored.text(typed)
+        let now = Timestamp.now()
+        try await dbWrite { db in
+            _ = try ContactRecord.filter(key: contactId).updateAll(db, ContactRecord.Columns.userPrefs.set(to: text), ContactRecord.Columns.updatedAt.set(to: now))
+        }
+        let updated = try await contact(contactId).1
         if updated.ready {
-            try await sendChatMessage(updated, ChatMessage(event: "x.info", params: .object([("profile", ownProfile(for: updated, user: u))])))
+            try await sendChatMessage(updated, ChatMessage(event: "x.info", params: .object([("profile", try ownProfileJSON(for: updated, user: u))])))
         }
-        return response("contactPrefsUpdated", u, [("fromContact", contactJSON(c, user: u)), ("toContact", contactJSON(updated, user: u))])
+        return .contactPrefsUpdated(user: userModel(u), fromContact: contactModel(c, user: u), toContact: contactModel(updated, user: u))
     }
 }

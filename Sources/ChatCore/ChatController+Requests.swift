@@ -1,4 +1,5 @@
 import Agent
+import ChatModel
 import Foundation
 import GRDB
 import SwiftplexBase
@@ -6,90 +7,96 @@ import SwiftplexBase
 extension ChatController {
     // MARK: - Requests
 
-    public func acceptRequest(_ requestId: Int64, incognito: Bool = false) async throws -> JSONValue {
-        guard let (userId, agentRequest, profile, localName) = try dbRead({ db in
-            try Row.fetchOne(db, sql: "SELECT * FROM contact_request WHERE id = ?", arguments: [requestId]).map {
-                ($0["user_id"] as Int64, $0["agent_request_id"] as Int64, (try? JSONValue.parse($0["profile"] as String)) ?? .object([]),
-                 $0["local_display_name"] as String?)
-            }
-        }) else { throw ChatFailure(ChatJSON.storeError("contactRequestNotFound", [("contactRequestId", .int(Int64(requestId)))])) }
-        let u = try user(userId)
-        return try await accept(user: u, requestId: requestId, agentRequest: agentRequest, profile: profile, incognito: incognito, localName: localName)
+    func request(_ requestId: Int64) async throws -> RequestRow {
+        guard let r = try await dbRead({ db in try ContactRequestRecord.fetchOne(db, key: requestId) }) else {
+            throw ChatFailure.store(.contactRequestNotFound(contactRequestId: requestId))
+        }
+        return RequestRow(r)
+    }
+
+    public func acceptRequest(_ requestId: Int64, incognito: Bool = false) async throws -> ChatResponse {
+        let r = try await request(requestId)
+        let u = try await user(r.userId)
+        return .acceptingContactRequest(user: userModel(u), contact: try await accept(user: u, request: r, incognito: incognito))
     }
 
     /// Accepts a request; the new contact keeps the local name the request had.
-    func accept(user u: UserRow, requestId: Int64, agentRequest: Int64, profile: JSONValue, incognito: Bool, localName: String?) async throws -> JSONValue {
+    func accept(user u: UserRow, request r: RequestRow, incognito: Bool) async throws -> Contact {
         let custom = incognito ? Self.randomProfile() : nil
-        let info = profileInfo(custom ?? u.profile)
+        let info = try profileInfo(custom ?? u.profile)
         let id = try await trackingJoin {
-            let conn = try await agentCall { try await agent.acceptRequest(agentRequest, info: info) }
-            return (try insertContact(userId: u.id, agentConnId: conn, profile: profile, viaAddress: true, invitation: nil, incognito: custom, accepted: true,
-                                      localName: localName), conn)
+            let conn = try await agentCall { try await agent.acceptRequest(r.agentRequestId, info: info) }
+            return (try await insertContact(userId: u.id, agentConnId: conn, profile: r.profile, viaAddress: true, invitation: nil, incognito: custom,
+                                            accepted: true, localName: r.localName), conn)
         }
-        try dbWrite { db in try db.execute(sql: "DELETE FROM contact_request WHERE id = ?", arguments: [requestId]) }
-        return response("acceptingContactRequest", u, [("contact", contactJSON(try contact(id).1, user: u))])
+        let requestId = r.id
+        _ = try await dbWrite { db in try ContactRequestRecord.deleteOne(db, key: requestId) }
+        return contactModel(try await contact(id).1, user: u)
     }
 
-    public func rejectRequest(_ requestId: Int64) async throws -> JSONValue {
-        guard let (userId, agentRequest, profile, createdAt, localName) = try dbRead({ db in
-            try Row.fetchOne(db, sql: "SELECT * FROM contact_request WHERE id = ?", arguments: [requestId]).map {
-                ($0["user_id"] as Int64, $0["agent_request_id"] as Int64, (try? JSONValue.parse($0["profile"] as String)) ?? .object([]), $0["created_at"] as String,
-                 $0["local_display_name"] as String?)
-            }
-        }) else { throw ChatFailure(ChatJSON.storeError("contactRequestNotFound", [("contactRequestId", .int(Int64(requestId)))])) }
-        let u = try user(userId)
-        try? await agent.rejectRequest(agentRequest)
-        try dbWrite { db in
-            try db.execute(sql: "DELETE FROM contact_request WHERE id = ?", arguments: [requestId])
-            try LocalNames.release(db, userId: userId, name: localName)
+    public func rejectRequest(_ requestId: Int64) async throws -> ChatResponse {
+        let r = try await request(requestId)
+        let u = try await user(r.userId)
+        try? await agent.rejectRequest(r.agentRequestId)
+        try await dbWrite { db in
+            _ = try ContactRequestRecord.deleteOne(db, key: requestId)
+            try LocalNames.release(db, userId: r.userId, name: r.localName)
         }
-        return response("contactRequestRejected", u, [("contactRequest", ChatJSON.contactRequest(id: requestId, profile: profile, createdAt: createdAt, localName: localName))])
+        return .contactRequestRejected(user: userModel(u), contactRequest: ModelOf.contactRequest(r), contact: nil)
     }
 
     func contactRequest(addressId: Int64, request: Int64, info: [UInt8]) async throws {
-        guard let userId = try dbRead({ db in try Int64.fetchOne(db, sql: "SELECT user_id FROM address WHERE agent_address_id = ?", arguments: [addressId]) }) else { return }
-        let u = try user(userId)
+        guard let userId = try await dbRead({ db in
+            try AddressRecord.filter(AddressRecord.Columns.agentAddressId == addressId).fetchOne(db)?.userId
+        }) else { return }
+        let u = try await user(userId)
         await expireContactRequests()
-        guard try admitContactRequest(addressId: addressId, userId: userId) else {
+        guard try await admitContactRequest(addressId: addressId, userId: userId) else {
             refusedContactRequests += 1
             try? await agent.rejectRequest(request)
             return
         }
-        let profile = Self.profile(fromInfo: info) ?? .object([("displayName", .string("unknown")), ("fullName", .string(""))])
-        let now = Timestamp.now()
-        let (requestId, localName) = try dbWrite { db in
-            let local = try LocalNames.reserve(db, userId: userId, displayName: LocalNames.base(of: profile) ?? "unknown")
-            try db.execute(sql: "INSERT INTO contact_request (user_id, agent_request_id, profile, local_display_name, created_at) VALUES (?, ?, ?, ?, ?)",
-                           arguments: [userId, request, profile.description, local, now])
-            return (db.lastInsertedRowID, local)
+        let profile = PeerInput.profile(fromInfo: info) ?? Profile(displayName: "unknown")
+        let (text, now) = (try Stored.text(profile), Timestamp.now())
+        let record = try await dbWrite { db in
+            var record = ContactRequestRecord(userId: userId, agentRequestId: request, profile: text, createdAt: now,
+                                              localDisplayName: try LocalNames.reserve(db, userId: userId, displayName: profile.displayName))
+            try record.insert(db)
+            return record
         }
-        if let auto = try address(userId: userId)?.settings["autoAccept"] {
+        let r = RequestRow(record)
+        if let auto = try await address(userId: userId)?.settings.autoAccept {
             // Accepting joins the requester's invitation on a relay it chose: in a task, so a
             // relay that does not answer holds up nothing else (the request stays, and can be
             // accepted again, when the join fails).
-            autoAccept(user: u, requestId: requestId, agentRequest: request, profile: profile, incognito: auto["acceptIncognito"]?.boolValue ?? false,
-                       localName: localName)
+            autoAccept(user: u, request: r, incognito: auto.acceptIncognito)
         } else {
-            sink.yield(response("receivedContactRequest", u, [("contactRequest", ChatJSON.contactRequest(id: requestId, profile: profile, createdAt: now, localName: localName))]))
+            sink.yield(.receivedContactRequest(user: userModel(u), contactRequest: ModelOf.contactRequest(r), chat: nil))
         }
     }
 
     /// Whether a new request to an address fits the limits: at most `contactRequestsPerWindow`
     /// per address in the window, and fewer than `maxPendingContactRequests` waiting.
-    private func admitContactRequest(addressId: Int64, userId: Int64) throws -> Bool {
+    private func admitContactRequest(addressId: Int64, userId: Int64) async throws -> Bool {
         let now = ContinuousClock.now
         var recent = (requestArrivals[addressId] ?? []).filter { now - $0 < limits.contactRequestWindow }
-        defer { requestArrivals[addressId] = recent.isEmpty ? nil : recent }
         guard recent.count < limits.contactRequestsPerWindow else {
+            requestArrivals[addressId] = recent.isEmpty ? nil : recent
             logger.info("a contact request was refused: too many to this address", metadata: ["window": "\(limits.contactRequestWindow)"])
             return false
         }
-        let pending = try dbRead { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM contact_request WHERE user_id = ?", arguments: [userId]) ?? 0 }
+        // Counted as arrived before the store is asked, so that requests handled meanwhile see it.
+        recent.append(now)
+        requestArrivals[addressId] = recent
+        let pending = try await dbRead { db in try ContactRequestRecord.filter(ContactRequestRecord.Columns.userId == userId).fetchCount(db) }
         guard pending < limits.maxPendingContactRequests else {
             logger.info("a contact request was refused: too many waiting", metadata: ["pending": "\(pending)"])
+            if var arrivals = requestArrivals[addressId], let i = arrivals.lastIndex(of: now) {
+                arrivals.remove(at: i)
+                requestArrivals[addressId] = arrivals.isEmpty ? nil : arrivals
+            }
             return false
         }
-        recent.append(now)
         return true
     }
 
@@ -102,11 +109,10 @@ extension ChatController {
         let f = ISO8601DateFormatter()
         f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         let cutoff = f.string(from: now.addingTimeInterval(-age))
-        let expired: [(id: Int64, userId: Int64, agentRequest: Int64, name: String?)]
+        let expired: [ContactRequestRecord]
         do {
-            expired = try dbRead { db in
-                try Row.fetchAll(db, sql: "SELECT id, user_id, agent_request_id, local_display_name FROM contact_request WHERE created_at < ? ORDER BY id",
-                                 arguments: [cutoff]).map { ($0["id"], $0["user_id"], $0["agent_request_id"], $0["local_display_name"]) }
+            expired = try await dbRead { db in
+                try ContactRequestRecord.filter(ContactRequestRecord.Columns.createdAt < cutoff).order(ContactRequestRecord.Columns.id).fetchAll(db)
             }
         } catch {
             logger.warning("could not look for expired contact requests", metadata: ["error": "\(error)"])
@@ -114,11 +120,11 @@ extension ChatController {
         }
         var count = 0
         for r in expired {
-            try? await agent.rejectRequest(r.agentRequest)
+            try? await agent.rejectRequest(r.agentRequestId)
             do {
-                try dbWrite { db in
-                    try db.execute(sql: "DELETE FROM contact_request WHERE id = ?", arguments: [r.id])
-                    try LocalNames.release(db, userId: r.userId, name: r.name)
+                try await dbWrite { db in
+                    _ = try ContactRequestRecord.deleteOne(db, key: r.id)
+                    try LocalNames.release(db, userId: r.userId, name: r.localDisplayName)
                 }
                 count += 1
             } catch {
@@ -133,21 +139,19 @@ extension ChatController {
     /// Accepts a request in a task of its own, reporting `acceptingContactRequest` or a
     /// `chatError` with the `contactRequestId` (the request stays: `/_accept` tries again, and so
     /// does the next start).
-    func autoAccept(user u: UserRow, requestId: Int64, agentRequest: Int64, profile: JSONValue, incognito: Bool, localName: String?) {
-        guard !autoAccepting.contains(requestId) else { return }
-        autoAccepting.insert(requestId)
+    func autoAccept(user u: UserRow, request r: RequestRow, incognito: Bool) {
+        guard !autoAccepting.contains(r.id) else { return }
+        autoAccepting.insert(r.id)
         inBackground {
             do {
-                let accepted = try await self.accept(user: u, requestId: requestId, agentRequest: agentRequest, profile: profile, incognito: incognito, localName: localName)
-                await self.autoAcceptDone(requestId)
-                self.sink.yield(accepted)
-            } catch let failure as ChatFailure {
-                await self.autoAcceptDone(requestId)
-                guard case let .object(fields) = failure.chatError else { throw failure }
-                throw ChatFailure(.object(fields + [("contactRequestId", .int(Int64(requestId)))]))
+                let contact = try await self.accept(user: u, request: r, incognito: incognito)
+                await self.autoAcceptDone(r.id)
+                self.sink.yield(.acceptingContactRequest(user: ModelOf.user(u), contact: contact))
             } catch {
-                await self.autoAcceptDone(requestId)
-                throw error
+                await self.autoAcceptDone(r.id)
+                var failure = Self.chatError(error)
+                failure.contactRequestId = r.id
+                throw ChatFailure(failure)
             }
         }
     }
@@ -157,19 +161,15 @@ extension ChatController {
     /// Requests an auto-accepting address received but did not get to accept — the process
     /// stopped during the join, or the requester's relay failed — are accepted again when the
     /// chat starts.
-    func resumeAutoAccepts() {
-        let pending = (try? dbRead { db in
-            try Row.fetchAll(db, sql: """
-                SELECT r.id, r.user_id, r.agent_request_id, r.profile, r.local_display_name, a.settings FROM contact_request r
-                JOIN address a ON a.user_id = r.user_id ORDER BY r.id
-                """)
+    func resumeAutoAccepts() async {
+        let pending = (try? await dbRead { db in
+            try ContactRequestRecord.order(ContactRequestRecord.Columns.id).fetchAll(db).compactMap { r -> (ContactRequestRecord, AddressRecord)? in
+                try AddressRecord.fetchOne(db, key: r.userId).map { (r, $0) }
+            }
         }) ?? []
-        for row in pending {
-            guard let settings = try? JSONValue.parse(row["settings"] as String), let auto = settings["autoAccept"],
-                  let u = try? user(row["user_id"]) else { continue }
-            let profile = (try? JSONValue.parse(row["profile"] as String)) ?? .object([])
-            autoAccept(user: u, requestId: row["id"], agentRequest: row["agent_request_id"], profile: profile,
-                       incognito: auto["acceptIncognito"]?.boolValue ?? false, localName: row["local_display_name"])
+        for (record, address) in pending {
+            guard let auto = AddressRow(address).settings.autoAccept, let u = try? await user(record.userId) else { continue }
+            autoAccept(user: u, request: RequestRow(record), incognito: auto.acceptIncognito)
         }
     }
 }

@@ -1,4 +1,5 @@
 import Agent
+import ChatModel
 import Foundation
 import GRDB
 import Logging
@@ -6,20 +7,22 @@ import RelayProtocol
 import SwiftplexBase
 import SwiftplexStorage
 
-/// A failed chat operation, carrying the `chatError` JSON the API reports.
+/// A failed chat operation, carrying the typed ``ChatError`` the API reports.
 public struct ChatFailure: Error, Sendable {
-    public let chatError: JSONValue
-    init(_ chatError: JSONValue) { self.chatError = chatError }
+    public let error: ChatError
+    public init(_ error: ChatError) { self.error = error }
+    init(_ kind: ChatError.Kind) { self.error = ChatError(kind) }
     /// A `commandError` with a message.
-    public init(commandError message: String) { self.chatError = ChatJSON.chatError("commandError", [("message", .string(message))]) }
-    static func command(_ message: String) -> ChatFailure { ChatFailure(ChatJSON.chatError("commandError", [("message", .string(message))])) }
+    public init(commandError message: String) { self.error = .error(.commandError(message: message)) }
+    static func command(_ message: String) -> ChatFailure { ChatFailure(commandError: message) }
 }
 
 /// The chat engine: users, contacts, addresses and messages over the agent, persisted in
-/// `<prefix>_chat.db`, reporting what happens as API events (`newChatItems`, `contactConnected`, …).
+/// `<prefix>_chat.db`, reporting what happens as typed API events (``ChatEvent``: `newChatItems`,
+/// `contactConnected`, …). Commands return typed ``ChatResponse``s; the Chat API writes both as JSON.
 public actor ChatController {
-    public nonisolated let events: AsyncStream<JSONValue>
-    let sink: AsyncStream<JSONValue>.Continuation
+    public nonisolated let events: AsyncStream<ChatEvent>
+    let sink: AsyncStream<ChatEvent>.Continuation
     let store: ChatStore
     let agent: Agent
     private let defaultRelays: [RelayAddress]
@@ -69,7 +72,7 @@ public actor ChatController {
         self.defaultRelays = defaultRelays
         self.logger = logger
         self.limits = limits
-        (events, sink) = AsyncStream.makeStream(of: JSONValue.self)
+        (events, sink) = AsyncStream.makeStream(of: ChatEvent.self)
     }
 
     /// Runs the agent and turns its events into chat events, until cancelled.
@@ -97,175 +100,163 @@ public actor ChatController {
         }
     }
 
-    /// Short synchronous database work on the actor.
-    func dbRead<T>(_ body: (Database) throws -> T) throws -> T { try store.queue.read(body) }
-    func dbWrite<T>(_ body: (Database) throws -> T) throws -> T { try store.queue.write(body) }
+    /// Database work, off the actor: GRDB runs it on the queue's own thread and the actor awaits it.
+    func dbRead<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T { try await store.queue.read(body) }
+    func dbWrite<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T { try await store.queue.write(body) }
 
     // MARK: - Users
 
-    struct UserRow {
-        var id: Int64; var profile: JSONValue; var active: Bool; var relays: [String]; var sendReceipts: Bool
-        /// The user's own name among its local names (`bot`, or `bot_1` if it renamed itself to a contact's name).
-        var localName: String?
-    }
-
-    func activeUser() throws -> UserRow {
-        guard let u = try dbRead({ db in try Self.fetchUser(db, sql: "SELECT * FROM user WHERE active = 1") }) else {
-            throw ChatFailure(ChatJSON.chatError("noActiveUser"))
+    func activeUser() async throws -> UserRow {
+        guard let u = try await dbRead({ db in try UserRecord.filter(UserRecord.Columns.active == true).fetchOne(db) }) else {
+            throw ChatFailure.chat(.noActiveUser)
         }
-        return u
+        return UserRow(u)
     }
 
-    func user(_ id: Int64) throws -> UserRow {
-        guard let u = try dbRead({ db in try Self.fetchUser(db, sql: "SELECT * FROM user WHERE id = ?", [id]) }) else {
-            throw ChatFailure(ChatJSON.storeError("userNotFound", [("userId", .int(Int64(id)))]))
+    func user(_ id: Int64) async throws -> UserRow {
+        guard let u = try await dbRead({ db in try UserRecord.fetchOne(db, key: id) }) else {
+            throw ChatFailure.store(.userNotFound(userId: id))
         }
-        return u
+        return UserRow(u)
     }
 
-    static func fetchUser(_ db: Database, sql: String, _ args: StatementArguments = []) throws -> UserRow? {
-        try Row.fetchOne(db, sql: sql, arguments: args).map {
-            UserRow(id: $0["id"], profile: (try? JSONValue.parse($0["profile"])) ?? .object([]), active: $0["active"],
-                    relays: ($0["relays"] as String).split(separator: ",").map(String.init), sendReceipts: $0["send_receipts"],
-                    localName: $0["local_display_name"])
-        }
-    }
+    func userModel(_ u: UserRow) -> User { ModelOf.user(u) }
 
-    func userJSON(_ u: UserRow) -> JSONValue { ChatJSON.user(id: u.id, profile: u.profile, active: u.active, sendReceipts: u.sendReceipts, localName: u.localName) }
+    public func showActiveUser() async throws -> ChatResponse { .activeUser(user: userModel(try await activeUser())) }
 
-    func response(_ type: String, _ user: UserRow?, _ fields: [(String, JSONValue)] = []) -> JSONValue {
-        var pairs: [(String, JSONValue)] = [("type", .string(type))]
-        if let user { pairs.append(("user", userJSON(user))) }
-        return .object(pairs + fields)
-    }
-
-    public func showActiveUser() throws -> JSONValue { response("activeUser", try activeUser()) }
-
-    /// Creates a user from a NewUser object and makes it active. Display names are trimmed and
-    /// must be non-empty, must not start with `@` or `#`, and must be unique.
-    public func createActiveUser(_ newUser: JSONValue) throws -> JSONValue {
-        guard case var .object(profile) = newUser["profile"] ?? .object([("displayName", .string(""))]) else {
-            throw ChatFailure.command("profile must be an object")
-        }
-        let raw = newUser["profile"]?["displayName"]?.stringValue ?? ""
+    /// A display name as given: trimmed, non-empty, not starting with `@` or `#`, on one line.
+    static func checkedName(_ raw: String) throws -> String {
         let name = raw.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !name.isEmpty, !name.hasPrefix("@"), !name.hasPrefix("#"), !name.contains(where: { $0.isNewline }) else {
             let valid = String(name.drop(while: { $0 == "@" || $0 == "#" || $0 == " " }))
-            throw ChatFailure(ChatJSON.chatError("invalidDisplayName", [("displayName", .string(raw)), ("validName", .string(valid))]))
+            throw ChatFailure.chat(.invalidDisplayName(displayName: raw, validName: valid))
         }
-        profile = profile.map { $0.0 == "displayName" ? ($0.0, .string(name)) : $0 }
-        if !profile.contains(where: { $0.0 == "fullName" }) { profile.insert(("fullName", .string("")), at: 1) }
-        let stored = JSONValue.object(profile)
-        let id: Int64 = try dbWrite { db in
-            if try Bool.fetchOne(db, sql: "SELECT 1 FROM user WHERE display_name = ?", arguments: [name]) == true {
-                throw ChatFailure(ChatJSON.chatError("userExists", [("contactName", .string(name))]))
-            }
-            try db.execute(sql: "UPDATE user SET active = 0")
-            try db.execute(sql: "INSERT INTO user (display_name, profile, active, created_at) VALUES (?, ?, 1, ?)",
-                           arguments: [name, stored.description, Timestamp.now()])
-            let id = db.lastInsertedRowID
-            let local = try LocalNames.reserve(db, userId: id, displayName: name)
-            try db.execute(sql: "UPDATE user SET local_display_name = ? WHERE id = ?", arguments: [local, id])
-            return id
-        }
-        return response("activeUser", try user(id))
+        return name
     }
 
-    public func listUsers() throws -> JSONValue {
-        let users = try dbRead { db in
-            try Row.fetchAll(db, sql: "SELECT id FROM user ORDER BY id").map { $0["id"] as Int64 }
+    /// A profile given in a command, as a model value (a commandError when malformed).
+    static func commandProfile(_ value: JSONValue) throws -> Profile {
+        do { return try PeerInput.profile(value) } catch { throw ChatFailure.command(error.message) }
+    }
+
+    /// Creates a user from a NewUser object and makes it active. Display names are trimmed and
+    /// must be non-empty, must not start with `@` or `#`, and must be unique.
+    public func createActiveUser(_ newUser: JSONValue) async throws -> ChatResponse {
+        let given = newUser["profile"] ?? .object([("displayName", .string(""))])
+        guard case .object = given else { throw ChatFailure.command("profile must be an object") }
+        let name = try Self.checkedName(given["displayName"]?.stringValue ?? "")
+        var stored = given
+        stored.set("displayName", .string(name))
+        var profile = try Self.commandProfile(stored)
+        profile.displayName = name
+        let text = try Stored.text(profile)
+        let id: Int64 = try await dbWrite { db in
+            if try UserRecord.filter(UserRecord.Columns.displayName == name).isEmpty(db) == false {
+                throw ChatFailure.chat(.userExists(contactName: name))
+            }
+            try UserRecord.updateAll(db, UserRecord.Columns.active.set(to: false))
+            var record = UserRecord(displayName: name, profile: text, active: true, createdAt: Timestamp.now())
+            try record.insert(db)
+            let id = record.id!
+            record.localDisplayName = try LocalNames.reserve(db, userId: id, displayName: name)
+            try record.update(db)
+            return id
         }
-        let infos = try users.map { id -> JSONValue in .object([("user", userJSON(try user(id))), ("unreadCount", .int(0))]) }
-        return .object([("type", .string("usersList")), ("users", .array(infos))])
+        return .activeUser(user: userModel(try await user(id)))
+    }
+
+    public func listUsers() async throws -> ChatResponse {
+        let users = try await dbRead { db in try UserRecord.order(UserRecord.Columns.id).fetchAll(db) }
+        return .usersList(users: users.map { UserInfo(user: userModel(UserRow($0)), unreadCount: 0) })
     }
 
     /// Replaces a user's profile and sends it (`x.info`) to every connected contact that knows
     /// this user by it (not to incognito contacts); they report `contactUpdated`.
-    public func updateProfile(userId: Int64, profile: JSONValue) async throws -> JSONValue {
-        let u = try user(userId)
-        guard let name = profile["displayName"]?.stringValue?.trimmingCharacters(in: .whitespacesAndNewlines), !name.isEmpty,
-              !name.hasPrefix("@"), !name.hasPrefix("#") else {
-            let raw = profile["displayName"]?.stringValue ?? ""
-            throw ChatFailure(ChatJSON.chatError("invalidDisplayName", [("displayName", .string(raw)),
-                                                                        ("validName", .string(String(raw.drop(while: { $0 == "@" || $0 == "#" || $0 == " " }))))]))
+    public func updateProfile(userId: Int64, profile given: JSONValue) async throws -> ChatResponse {
+        let u = try await user(userId)
+        guard let raw = given["displayName"]?.stringValue else {
+            throw ChatFailure.chat(.invalidDisplayName(displayName: "", validName: ""))
         }
-        if u.profile == profile { return response("userProfileNoChange", u) }
-        try dbWrite { db in
-            if try Bool.fetchOne(db, sql: "SELECT 1 FROM user WHERE display_name = ? AND id != ?", arguments: [name, userId]) == true {
-                throw ChatFailure(ChatJSON.chatError("userExists", [("contactName", .string(name))]))
+        let name = try Self.checkedName(raw)
+        var profile = try Self.commandProfile(given)
+        profile.displayName = name
+        if u.profile == profile { return .userProfileNoChange(user: userModel(u)) }
+        let text = try Stored.text(profile)
+        try await dbWrite { db in
+            if try UserRecord.filter(UserRecord.Columns.displayName == name && UserRecord.Columns.id != userId).isEmpty(db) == false {
+                throw ChatFailure.chat(.userExists(contactName: name))
             }
             // The user's own local name follows the new name, unique among its contacts' names.
-            let local = try LocalNames.rename(db, userId: userId, current: u.localName, displayName: name)
-            try db.execute(sql: "UPDATE user SET profile = ?, display_name = ?, local_display_name = ? WHERE id = ?",
-                           arguments: [profile.description, name, local, userId])
+            guard var record = try UserRecord.fetchOne(db, key: userId) else { return }
+            record.localDisplayName = try LocalNames.rename(db, userId: userId, current: u.localName, displayName: name)
+            record.profile = text
+            record.displayName = name
+            try record.update(db)
         }
-        let updated = try user(userId)
+        let updated = try await user(userId)
         var successes = 0, failures = 0
-        var changed: [JSONValue] = []
-        for c in try contacts(userId: userId, where: "status = 'ready' AND incognito_profile IS NULL") {
+        var changed: [Contact] = []
+        for c in try await contacts(userId: userId, ContactRecord.Columns.status == ContactState.ready && ContactRecord.Columns.incognitoProfile == nil) {
             do {
-                try await sendChatMessage(c, ChatMessage(event: "x.info", params: .object([("profile", ownProfile(for: c, user: updated))])))
+                try await sendChatMessage(c, ChatMessage(event: "x.info", params: .object([("profile", try ownProfileJSON(for: c, user: updated))])))
                 successes += 1
-                changed.append(contactJSON(c, user: updated))
+                changed.append(contactModel(c, user: updated))
             } catch {
                 failures += 1
             }
         }
-        return response("userProfileUpdated", updated, [
-            ("fromProfile", u.profile), ("toProfile", profile),
-            ("updateSummary", .object([("updateSuccesses", .int(Int64(successes))), ("updateFailures", .int(Int64(failures))),
-                                       ("changedContacts", .array(changed))])),
-        ])
+        return .userProfileUpdated(user: userModel(updated), fromProfile: u.profile, toProfile: profile,
+                                   updateSummary: UserProfileUpdateSummary(updateSuccesses: successes, updateFailures: failures, changedContacts: changed))
     }
 
     /// Makes a user the active one (new connections use its relays).
-    public func setActiveUser(userId: Int64) async throws -> JSONValue {
-        let u = try user(userId)
-        try dbWrite { db in
-            try db.execute(sql: "UPDATE user SET active = 0")
-            try db.execute(sql: "UPDATE user SET active = 1 WHERE id = ?", arguments: [userId])
+    public func setActiveUser(userId: Int64) async throws -> ChatResponse {
+        let u = try await user(userId)
+        try await dbWrite { db in
+            try UserRecord.updateAll(db, UserRecord.Columns.active.set(to: false))
+            try UserRecord.filter(key: userId).updateAll(db, UserRecord.Columns.active.set(to: true))
         }
         await agent.setRelays(try relays(for: u))
-        return response("activeUser", try user(userId))
+        return .activeUser(user: userModel(try await user(userId)))
     }
 
     /// Deletes a user that is neither the active nor the last one, with its contacts (their
     /// connections, and their queues on the relays when `deleteQueues`), address, requests and items.
-    public func deleteUser(userId: Int64, deleteQueues: Bool) async throws -> JSONValue {
-        let u = try user(userId)
-        let count = try dbRead { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM user") ?? 0 }
-        if count <= 1 { throw ChatFailure(ChatJSON.chatError("cantDeleteLastUser", [("userId", .int(Int64(userId)))])) }
-        if u.active { throw ChatFailure(ChatJSON.chatError("cantDeleteActiveUser", [("userId", .int(Int64(userId)))])) }
-        let (connections, agentAddress, requests) = try dbRead { db in
-            (try Int64.fetchAll(db, sql: "SELECT agent_conn_id FROM contact WHERE user_id = ?", arguments: [userId]),
-             try Int64.fetchOne(db, sql: "SELECT agent_address_id FROM address WHERE user_id = ?", arguments: [userId]),
-             try Int64.fetchAll(db, sql: "SELECT agent_request_id FROM contact_request WHERE user_id = ?", arguments: [userId]))
+    public func deleteUser(userId: Int64, deleteQueues: Bool) async throws -> ChatResponse {
+        let u = try await user(userId)
+        let count = try await dbRead { db in try UserRecord.fetchCount(db) }
+        if count <= 1 { throw ChatFailure.chat(.cantDeleteLastUser(userId: userId)) }
+        if u.active { throw ChatFailure.chat(.cantDeleteActiveUser(userId: userId)) }
+        let (connections, agentAddress, requests) = try await dbRead { db in
+            (try ContactRecord.filter(ContactRecord.Columns.userId == userId).fetchAll(db).map(\.agentConnId),
+             try AddressRecord.fetchOne(db, key: userId)?.agentAddressId,
+             try ContactRequestRecord.filter(ContactRequestRecord.Columns.userId == userId).fetchAll(db).map(\.agentRequestId))
         }
         for conn in connections { try? await agent.deleteConnection(conn, deleteQueue: deleteQueues) }
         if let agentAddress { try? await agent.deleteAddress(agentAddress, deleteQueue: deleteQueues) }
         for r in requests { try? await agent.rejectRequest(r) }
         // Contacts, items, reactions, address and requests go with the user (ON DELETE CASCADE).
-        try dbWrite { db in try db.execute(sql: "DELETE FROM user WHERE id = ?", arguments: [userId]) }
-        return cmdOk(nil)
+        _ = try await dbWrite { db in try UserRecord.deleteOne(db, key: userId) }
+        return .cmdOk(user: nil)
     }
 
     /// Turns delivery receipts for a user's contacts on or off (`/_set receipts contacts <userId> on|off`).
-    public func setContactReceipts(userId: Int64, enabled: Bool) throws -> JSONValue {
-        let u = try user(userId)
-        try dbWrite { db in try db.execute(sql: "UPDATE user SET send_receipts = ? WHERE id = ?", arguments: [enabled, userId]) }
-        return cmdOk(try user(u.id))
+    public func setContactReceipts(userId: Int64, enabled: Bool) async throws -> ChatResponse {
+        let u = try await user(userId)
+        try await dbWrite { db in _ = try UserRecord.filter(key: userId).updateAll(db, UserRecord.Columns.sendReceipts.set(to: enabled)) }
+        return .cmdOk(user: userModel(try await user(u.id)))
     }
 
     // MARK: - Lifecycle and relays
 
-    public func start() async throws -> JSONValue {
-        let u = try activeUser()
-        if started { return .object([("type", .string("chatRunning"))]) }
+    public func start() async throws -> ChatResponse {
+        let u = try await activeUser()
+        if started { return .chatRunning }
         let rs = try relays(for: u)
         await agent.setRelays(rs)
         started = true
-        resumeAutoAccepts()
-        return .object([("type", .string("chatStarted"))])
+        await resumeAutoAccepts()
+        return .chatStarted
     }
 
     /// Closes the databases (after `run()` was cancelled); the controller is unusable afterwards.
@@ -278,9 +269,9 @@ public actor ChatController {
         try? store.queue.close()
     }
 
-    public func stop() -> JSONValue {
+    public func stop() -> ChatResponse {
         started = false
-        return .object([("type", .string("chatStopped"))])
+        return .chatStopped
     }
 
     func relays(for u: UserRow) throws -> [RelayAddress] {
@@ -288,26 +279,27 @@ public actor ChatController {
         return defaultRelays
     }
 
-    public func setRelays(userId: Int64, relays: [String]) async throws -> JSONValue {
-        let u = try user(userId)
+    public func setRelays(userId: Int64, relays: [String]) async throws -> ChatResponse {
+        let u = try await user(userId)
         for r in relays {
             do { _ = try RelayAddress(parsing: r) } catch { throw ChatFailure.command("invalid relay address \(r): \(error)") }
         }
-        try dbWrite { db in try db.execute(sql: "UPDATE user SET relays = ? WHERE id = ?", arguments: [relays.joined(separator: ","), userId]) }
+        let joined = relays.joined(separator: ",")
+        try await dbWrite { db in _ = try UserRecord.filter(key: userId).updateAll(db, UserRecord.Columns.relays.set(to: joined)) }
         if u.active {
-            let rs = try self.relays(for: try user(userId))
+            let rs = try self.relays(for: try await user(userId))
             await agent.setRelays(rs)
         }
-        return response("userRelays", try user(userId), [("relays", .array(relays.map { .string($0) }))])
+        return .userRelays(user: userModel(try await user(userId)), relays: relays)
     }
 
-    public func getRelays(userId: Int64) throws -> JSONValue {
-        let u = try user(userId)
-        return response("userRelays", u, [("relays", .array(try relays(for: u).map { .string($0.description) }))])
+    public func getRelays(userId: Int64) async throws -> ChatResponse {
+        let u = try await user(userId)
+        return .userRelays(user: userModel(u), relays: try relays(for: u).map(\.description))
     }
 
     func requireStarted() throws {
-        guard started else { throw ChatFailure(ChatJSON.chatError("chatNotStarted")) }
+        guard started else { throw ChatFailure.chat(.chatNotStarted) }
     }
 
     func agentCall<T>(_ body: () async throws -> T) async throws -> T {
@@ -319,10 +311,15 @@ public actor ChatController {
     }
 
     /// The `chatError` an agent error is reported as.
-    nonisolated static func failure(_ e: AgentError) -> ChatFailure {
+    nonisolated static func failure(_ e: AgentError, connection: String = "") -> ChatFailure {
         switch e.code {
         case .noRelay: ChatFailure.command("no relays: set them with /_relays <userId> smp://… or the SWIFTPLEX_SERVERS environment variable")
-        default: ChatFailure(.object([("type", .string("errorAgent")), ("agentError", .object([("type", .string(e.code.rawValue)), ("message", .string(e.message))])), ("agentConnId", .string(""))]))
+        default: ChatFailure(.errorAgent(agentError(e.code, e.message), agentConnId: connection))
         }
+    }
+
+    nonisolated static func agentError(_ code: AgentError.Code, _ message: String) -> AgentErrorType {
+        // The model lists the agent's codes (a test keeps the two lists equal).
+        AgentErrorType(code: AgentErrorType.Code(rawValue: code.rawValue) ?? .store, message: message)
     }
 }

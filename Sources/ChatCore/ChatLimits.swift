@@ -1,3 +1,4 @@
+import ChatModel
 import Foundation
 import SwiftplexBase
 
@@ -40,11 +41,19 @@ public enum Reactions {
 
     /// The reaction in its canonical form, or nil when it is not an allowed one. A heart with
     /// the emoji variation selector (`❤️`, as keyboards type it) is taken as `❤`.
-    static func canonical(_ reaction: JSONValue) -> JSONValue? {
+    static func canonical(_ reaction: JSONValue) -> MsgReaction? {
         guard case let .object(pairs) = reaction, pairs.count == 2, reaction["type"]?.stringValue == "emoji",
               var emoji = reaction["emoji"]?.stringValue else { return nil }
         if emoji == "❤\u{FE0F}" { emoji = "❤" }
         guard allowedEmoji.contains(emoji) else { return nil }
-        return .object([("type", .string("emoji")), ("emoji", .string(emoji))])
+        return .emoji(emoji)
+    }
+
+    /// A reaction as the chat protocol carries it and the store keys it: `{"type":"emoji","emoji":"👍"}`.
+    static func json(_ reaction: MsgReaction) -> JSONValue {
+        switch reaction {
+        case .emoji: (try? JSONValueEncoder().encode(reaction)) ?? .null
+        case let .unknown(_, json): json
+        }
     }
 }

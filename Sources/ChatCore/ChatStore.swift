@@ -129,21 +129,20 @@ final class ChatStore: Sendable {
 /// A name stays reserved until its contact or request is deleted; a rename (`x.info`) takes a new
 /// one and frees the old.
 enum LocalNames {
-    /// The display name a profile asks for (`displayName`), or nil when it has none.
+    /// The display name a stored profile asks for (`displayName`), or nil when it has none.
     static func base(of profile: JSONValue?) -> String? {
         profile?["displayName"]?.stringValue
     }
 
     /// Reserves and returns a unique local name for `displayName` in `userId`'s names.
     static func reserve(_ db: Database, userId: Int64, displayName base: String) throws -> String {
-        var suffix = try Int64.fetchOne(db, sql: "SELECT MAX(suffix) FROM display_name WHERE user_id = ? AND base = ?",
-                                        arguments: [userId, base]).map { $0 + 1 } ?? 0
+        let mine = DisplayNameRecord.filter(DisplayNameRecord.Columns.userId == userId)
+        var suffix = try mine.filter(DisplayNameRecord.Columns.base == base)
+            .select(max(DisplayNameRecord.Columns.suffix), as: Int64?.self).fetchOne(db).flatMap { $0 }.map { $0 + 1 } ?? 0
         while true {
             let name = suffix == 0 ? base : "\(base)_\(suffix)"
-            let taken = try Bool.fetchOne(db, sql: "SELECT 1 FROM display_name WHERE user_id = ? AND local_name = ?", arguments: [userId, name]) ?? false
-            if !taken {
-                try db.execute(sql: "INSERT INTO display_name (user_id, local_name, base, suffix) VALUES (?, ?, ?, ?)",
-                               arguments: [userId, name, base, suffix])
+            if try mine.filter(DisplayNameRecord.Columns.localName == name).isEmpty(db) {
+                try DisplayNameRecord(userId: userId, localName: name, base: base, suffix: suffix).insert(db)
                 return name
             }
             suffix += 1
@@ -153,15 +152,13 @@ enum LocalNames {
     /// Frees a local name (its contact or request is gone).
     static func release(_ db: Database, userId: Int64, name: String?) throws {
         guard let name else { return }
-        try db.execute(sql: "DELETE FROM display_name WHERE user_id = ? AND local_name = ?", arguments: [userId, name])
+        _ = try DisplayNameRecord.deleteOne(db, key: ["user_id": userId, "local_name": name])
     }
 
     /// Gives `current` (a name held now, or nil) for a profile asking for `displayName`: the same
     /// name when the profile still asks for the name it was made from, else a new one (the old freed).
     static func rename(_ db: Database, userId: Int64, current: String?, displayName: String) throws -> String {
-        if let current,
-           let base = try String.fetchOne(db, sql: "SELECT base FROM display_name WHERE user_id = ? AND local_name = ?", arguments: [userId, current]),
-           base == displayName {
+        if let current, let held = try DisplayNameRecord.fetchOne(db, key: ["user_id": userId, "local_name": current]), held.base == displayName {
             return current
         }
         try release(db, userId: userId, name: current)

@@ -1,6 +1,8 @@
 /// The answer to one command: every response type the engine produces, each written as a JSON
-/// object whose `"type"` names the case (`{"type":"activeUser","user":{…}}`). Failures are
-/// ``chatCmdError(_:)``.
+/// object whose `"type"` names the case (`{"type":"activeUser","user":{…}}`, tags from
+/// ``ChatMessageType``). Failures are ``chatCmdError(_:)``. Payloads shared with ``ChatEvent``
+/// are one struct each (``UserChatItems``, ``UserContact``, …); a static function with the
+/// payload's labels builds each such case (`.newChatItems(user:chatItems:)`).
 public enum ChatResponse: Sendable, Hashable, Codable {
     // Users
     case activeUser(user: User)
@@ -25,81 +27,98 @@ public enum ChatResponse: Sendable, Hashable, Codable {
     case connectionPlan(user: User, connLink: CreatedConnLink, connectionPlan: ConnectionPlan)
     case sentConfirmation(user: User, connection: PendingContactConnection, customUserProfile: Profile?)
     case sentInvitation(user: User, connection: PendingContactConnection, customUserProfile: Profile?)
-    case acceptingContactRequest(user: User, contact: Contact)
+    case acceptingContactRequest(UserContact)
     case contactRequestRejected(user: User, contactRequest: UserContactRequest, contact: Contact?)
     // Contacts and chats
     case contactsList(user: User, contacts: [Contact])
-    case contactPrefsUpdated(user: User, fromContact: Contact, toContact: Contact)
-    case contactDeleted(user: User, contact: Contact)
+    case contactPrefsUpdated(ContactChange)
+    case contactDeleted(UserContact)
     case contactConnectionDeleted(user: User, connection: PendingContactConnection)
     case chatCleared(user: User, chatInfo: ChatInfo)
     case apiChats(user: User, chats: [AChat])
     case apiChat(user: User, chat: AChat)
     // Items
-    case newChatItems(user: User, chatItems: [AChatItem])
-    case chatItemUpdated(user: User, chatItem: AChatItem)
-    case chatItemNotChanged(user: User, chatItem: AChatItem)
-    case chatItemsDeleted(user: User, chatItemDeletions: [ChatItemDeletion], byUser: Bool, timed: Bool)
-    case chatItemReaction(user: User, added: Bool, reaction: ACIReaction)
+    case newChatItems(UserChatItems)
+    case chatItemUpdated(UserChatItem)
+    case chatItemNotChanged(UserChatItem)
+    case chatItemsDeleted(ChatItemsDeleted)
+    case chatItemReaction(ChatItemReactionChange)
     // Failure
     case chatCmdError(ChatError)
 
-    /// Every `type` this enum reads and writes.
-    public static let allTags = [
-        "activeUser", "usersList", "userProfileNoChange", "userProfileUpdated", "cmdOk", "userRelays", "chatStarted", "chatRunning", "chatStopped",
-        "userContactLinkCreated", "userContactLink", "userContactLinkUpdated", "userContactLinkDeleted", "invitation", "connectionPlan",
-        "sentConfirmation", "sentInvitation", "acceptingContactRequest", "contactRequestRejected", "contactsList", "contactPrefsUpdated",
-        "contactDeleted", "contactConnectionDeleted", "chatCleared", "apiChats", "apiChat", "newChatItems", "chatItemUpdated",
-        "chatItemNotChanged", "chatItemsDeleted", "chatItemReaction", "chatCmdError",
+    public static func acceptingContactRequest(user: User, contact: Contact) -> ChatResponse { .acceptingContactRequest(UserContact(user: user, contact: contact)) }
+    public static func contactPrefsUpdated(user: User, fromContact: Contact, toContact: Contact) -> ChatResponse {
+        .contactPrefsUpdated(ContactChange(user: user, fromContact: fromContact, toContact: toContact))
+    }
+    public static func contactDeleted(user: User, contact: Contact) -> ChatResponse { .contactDeleted(UserContact(user: user, contact: contact)) }
+    public static func newChatItems(user: User, chatItems: [AChatItem]) -> ChatResponse { .newChatItems(UserChatItems(user: user, chatItems: chatItems)) }
+    public static func chatItemUpdated(user: User, chatItem: AChatItem) -> ChatResponse { .chatItemUpdated(UserChatItem(user: user, chatItem: chatItem)) }
+    public static func chatItemNotChanged(user: User, chatItem: AChatItem) -> ChatResponse { .chatItemNotChanged(UserChatItem(user: user, chatItem: chatItem)) }
+    public static func chatItemsDeleted(user: User, chatItemDeletions: [ChatItemDeletion], byUser: Bool, timed: Bool) -> ChatResponse {
+        .chatItemsDeleted(ChatItemsDeleted(user: user, chatItemDeletions: chatItemDeletions, byUser: byUser, timed: timed))
+    }
+    public static func chatItemReaction(user: User, added: Bool, reaction: ACIReaction) -> ChatResponse {
+        .chatItemReaction(ChatItemReactionChange(user: user, added: added, reaction: reaction))
+    }
+
+    /// The message types this enum reads and writes.
+    public static let types: [ChatMessageType] = [
+        .activeUser, .usersList, .userProfileNoChange, .userProfileUpdated, .cmdOk, .userRelays, .chatStarted, .chatRunning, .chatStopped,
+        .userContactLinkCreated, .userContactLink, .userContactLinkUpdated, .userContactLinkDeleted, .invitation, .connectionPlan,
+        .sentConfirmation, .sentInvitation, .acceptingContactRequest, .contactRequestRejected, .contactsList, .contactPrefsUpdated,
+        .contactDeleted, .contactConnectionDeleted, .chatCleared, .apiChats, .apiChat, .newChatItems, .chatItemUpdated,
+        .chatItemNotChanged, .chatItemsDeleted, .chatItemReaction, .chatCmdError,
     ]
+
+    /// Every `type` this enum reads and writes.
+    public static let allTags = types.map(\.rawValue)
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
         func user() throws -> User { try c.decode(User.self, forKey: "user") }
         func field<T: Decodable>(_ key: FieldKey, _ type: T.Type = T.self) throws -> T { try c.decode(T.self, forKey: key) }
-        switch try c.tag() {
-        case "activeUser": self = .activeUser(user: try user())
-        case "usersList": self = .usersList(users: try field("users"))
-        case "userProfileNoChange": self = .userProfileNoChange(user: try user())
-        case "userProfileUpdated":
+        switch try c.messageType(in: "ChatResponse") {
+        case .activeUser: self = .activeUser(user: try user())
+        case .usersList: self = .usersList(users: try field("users"))
+        case .userProfileNoChange: self = .userProfileNoChange(user: try user())
+        case .userProfileUpdated:
             self = .userProfileUpdated(user: try user(), fromProfile: try field("fromProfile"), toProfile: try field("toProfile"),
                                        updateSummary: try field("updateSummary"))
-        case "cmdOk": self = .cmdOk(user: try c.decodeIfPresent(User.self, forKey: "user_"))
-        case "userRelays": self = .userRelays(user: try user(), relays: try field("relays"))
-        case "chatStarted": self = .chatStarted
-        case "chatRunning": self = .chatRunning
-        case "chatStopped": self = .chatStopped
-        case "userContactLinkCreated": self = .userContactLinkCreated(user: try user(), connLinkContact: try field("connLinkContact"))
-        case "userContactLink": self = .userContactLink(user: try user(), contactLink: try field("contactLink"))
-        case "userContactLinkUpdated": self = .userContactLinkUpdated(user: try user(), contactLink: try field("contactLink"))
-        case "userContactLinkDeleted": self = .userContactLinkDeleted(user: try user())
-        case "invitation": self = .invitation(user: try user(), connLinkInvitation: try field("connLinkInvitation"), connection: try field("connection"))
-        case "connectionPlan": self = .connectionPlan(user: try user(), connLink: try field("connLink"), connectionPlan: try field("connectionPlan"))
-        case "sentConfirmation":
+        case .cmdOk: self = .cmdOk(user: try c.decodeIfPresent(User.self, forKey: "user_"))
+        case .userRelays: self = .userRelays(user: try user(), relays: try field("relays"))
+        case .chatStarted: self = .chatStarted
+        case .chatRunning: self = .chatRunning
+        case .chatStopped: self = .chatStopped
+        case .userContactLinkCreated: self = .userContactLinkCreated(user: try user(), connLinkContact: try field("connLinkContact"))
+        case .userContactLink: self = .userContactLink(user: try user(), contactLink: try field("contactLink"))
+        case .userContactLinkUpdated: self = .userContactLinkUpdated(user: try user(), contactLink: try field("contactLink"))
+        case .userContactLinkDeleted: self = .userContactLinkDeleted(user: try user())
+        case .invitation: self = .invitation(user: try user(), connLinkInvitation: try field("connLinkInvitation"), connection: try field("connection"))
+        case .connectionPlan: self = .connectionPlan(user: try user(), connLink: try field("connLink"), connectionPlan: try field("connectionPlan"))
+        case .sentConfirmation:
             self = .sentConfirmation(user: try user(), connection: try field("connection"),
                                      customUserProfile: try c.decodeIfPresent(Profile.self, forKey: "customUserProfile"))
-        case "sentInvitation":
+        case .sentInvitation:
             self = .sentInvitation(user: try user(), connection: try field("connection"),
                                    customUserProfile: try c.decodeIfPresent(Profile.self, forKey: "customUserProfile"))
-        case "acceptingContactRequest": self = .acceptingContactRequest(user: try user(), contact: try field("contact"))
-        case "contactRequestRejected":
+        case .acceptingContactRequest: self = .acceptingContactRequest(try UserContact(c))
+        case .contactRequestRejected:
             self = .contactRequestRejected(user: try user(), contactRequest: try field("contactRequest"),
                                            contact: try c.decodeIfPresent(Contact.self, forKey: "contact_"))
-        case "contactsList": self = .contactsList(user: try user(), contacts: try field("contacts"))
-        case "contactPrefsUpdated": self = .contactPrefsUpdated(user: try user(), fromContact: try field("fromContact"), toContact: try field("toContact"))
-        case "contactDeleted": self = .contactDeleted(user: try user(), contact: try field("contact"))
-        case "contactConnectionDeleted": self = .contactConnectionDeleted(user: try user(), connection: try field("connection"))
-        case "chatCleared": self = .chatCleared(user: try user(), chatInfo: try field("chatInfo"))
-        case "apiChats": self = .apiChats(user: try user(), chats: try field("chats"))
-        case "apiChat": self = .apiChat(user: try user(), chat: try field("chat"))
-        case "newChatItems": self = .newChatItems(user: try user(), chatItems: try field("chatItems"))
-        case "chatItemUpdated": self = .chatItemUpdated(user: try user(), chatItem: try field("chatItem"))
-        case "chatItemNotChanged": self = .chatItemNotChanged(user: try user(), chatItem: try field("chatItem"))
-        case "chatItemsDeleted":
-            self = .chatItemsDeleted(user: try user(), chatItemDeletions: try field("chatItemDeletions"), byUser: try field("byUser"), timed: try field("timed"))
-        case "chatItemReaction": self = .chatItemReaction(user: try user(), added: try field("added"), reaction: try field("reaction"))
-        case "chatCmdError": self = .chatCmdError(try field("chatError"))
-        case let t: throw c.unknown(t, in: "ChatResponse")
+        case .contactsList: self = .contactsList(user: try user(), contacts: try field("contacts"))
+        case .contactPrefsUpdated: self = .contactPrefsUpdated(try ContactChange(c))
+        case .contactDeleted: self = .contactDeleted(try UserContact(c))
+        case .contactConnectionDeleted: self = .contactConnectionDeleted(user: try user(), connection: try field("connection"))
+        case .chatCleared: self = .chatCleared(user: try user(), chatInfo: try field("chatInfo"))
+        case .apiChats: self = .apiChats(user: try user(), chats: try field("chats"))
+        case .apiChat: self = .apiChat(user: try user(), chat: try field("chat"))
+        case .newChatItems: self = .newChatItems(try UserChatItems(c))
+        case .chatItemUpdated: self = .chatItemUpdated(try UserChatItem(c))
+        case .chatItemNotChanged: self = .chatItemNotChanged(try UserChatItem(c))
+        case .chatItemsDeleted: self = .chatItemsDeleted(try ChatItemsDeleted(c))
+        case .chatItemReaction: self = .chatItemReaction(try ChatItemReactionChange(c))
+        case .chatCmdError: self = .chatCmdError(try field("chatError"))
+        case let t: throw c.unknown(t.rawValue, in: "ChatResponse")
         }
     }
 
@@ -138,9 +157,7 @@ public enum ChatResponse: Sendable, Hashable, Codable {
             try c.encode(user, forKey: "user")
             try c.encode(connection, forKey: "connection")
             try c.encodeIfPresent(custom, forKey: "customUserProfile")
-        case let .acceptingContactRequest(user, contact), let .contactDeleted(user, contact):
-            try c.encode(user, forKey: "user")
-            try c.encode(contact, forKey: "contact")
+        case let .acceptingContactRequest(p), let .contactDeleted(p): try p.encode(into: &c)
         case let .contactRequestRejected(user, request, contact):
             try c.encode(user, forKey: "user")
             try c.encode(request, forKey: "contactRequest")
@@ -148,10 +165,7 @@ public enum ChatResponse: Sendable, Hashable, Codable {
         case let .contactsList(user, contacts):
             try c.encode(user, forKey: "user")
             try c.encode(contacts, forKey: "contacts")
-        case let .contactPrefsUpdated(user, from, to):
-            try c.encode(user, forKey: "user")
-            try c.encode(from, forKey: "fromContact")
-            try c.encode(to, forKey: "toContact")
+        case let .contactPrefsUpdated(p): try p.encode(into: &c)
         case let .contactConnectionDeleted(user, connection):
             try c.encode(user, forKey: "user")
             try c.encode(connection, forKey: "connection")
@@ -164,60 +178,52 @@ public enum ChatResponse: Sendable, Hashable, Codable {
         case let .apiChat(user, chat):
             try c.encode(user, forKey: "user")
             try c.encode(chat, forKey: "chat")
-        case let .newChatItems(user, items):
-            try c.encode(user, forKey: "user")
-            try c.encode(items, forKey: "chatItems")
-        case let .chatItemUpdated(user, item), let .chatItemNotChanged(user, item):
-            try c.encode(user, forKey: "user")
-            try c.encode(item, forKey: "chatItem")
-        case let .chatItemsDeleted(user, deletions, byUser, timed):
-            try c.encode(user, forKey: "user")
-            try c.encode(deletions, forKey: "chatItemDeletions")
-            try c.encode(byUser, forKey: "byUser")
-            try c.encode(timed, forKey: "timed")
-        case let .chatItemReaction(user, added, reaction):
-            try c.encode(user, forKey: "user")
-            try c.encode(added, forKey: "added")
-            try c.encode(reaction, forKey: "reaction")
+        case let .newChatItems(p): try p.encode(into: &c)
+        case let .chatItemUpdated(p), let .chatItemNotChanged(p): try p.encode(into: &c)
+        case let .chatItemsDeleted(p): try p.encode(into: &c)
+        case let .chatItemReaction(p): try p.encode(into: &c)
         case let .chatCmdError(error): try c.encode(error, forKey: "chatError")
         }
     }
 
-    /// The `type` this response is written with.
-    public var tag: String {
+    /// The message type this response is written as.
+    public var type: ChatMessageType {
         switch self {
-        case .activeUser: "activeUser"
-        case .usersList: "usersList"
-        case .userProfileNoChange: "userProfileNoChange"
-        case .userProfileUpdated: "userProfileUpdated"
-        case .cmdOk: "cmdOk"
-        case .userRelays: "userRelays"
-        case .chatStarted: "chatStarted"
-        case .chatRunning: "chatRunning"
-        case .chatStopped: "chatStopped"
-        case .userContactLinkCreated: "userContactLinkCreated"
-        case .userContactLink: "userContactLink"
-        case .userContactLinkUpdated: "userContactLinkUpdated"
-        case .userContactLinkDeleted: "userContactLinkDeleted"
-        case .invitation: "invitation"
-        case .connectionPlan: "connectionPlan"
-        case .sentConfirmation: "sentConfirmation"
-        case .sentInvitation: "sentInvitation"
-        case .acceptingContactRequest: "acceptingContactRequest"
-        case .contactRequestRejected: "contactRequestRejected"
-        case .contactsList: "contactsList"
-        case .contactPrefsUpdated: "contactPrefsUpdated"
-        case .contactDeleted: "contactDeleted"
-        case .contactConnectionDeleted: "contactConnectionDeleted"
-        case .chatCleared: "chatCleared"
-        case .apiChats: "apiChats"
-        case .apiChat: "apiChat"
-        case .newChatItems: "newChatItems"
-        case .chatItemUpdated: "chatItemUpdated"
-        case .chatItemNotChanged: "chatItemNotChanged"
-        case .chatItemsDeleted: "chatItemsDeleted"
-        case .chatItemReaction: "chatItemReaction"
-        case .chatCmdError: "chatCmdError"
+        case .activeUser: .activeUser
+        case .usersList: .usersList
+        case .userProfileNoChange: .userProfileNoChange
+        case .userProfileUpdated: .userProfileUpdated
+        case .cmdOk: .cmdOk
+        case .userRelays: .userRelays
+        case .chatStarted: .chatStarted
+        case .chatRunning: .chatRunning
+        case .chatStopped: .chatStopped
+        case .userContactLinkCreated: .userContactLinkCreated
+        case .userContactLink: .userContactLink
+        case .userContactLinkUpdated: .userContactLinkUpdated
+        case .userContactLinkDeleted: .userContactLinkDeleted
+        case .invitation: .invitation
+        case .connectionPlan: .connectionPlan
+        case .sentConfirmation: .sentConfirmation
+        case .sentInvitation: .sentInvitation
+        case .acceptingContactRequest: .acceptingContactRequest
+        case .contactRequestRejected: .contactRequestRejected
+        case .contactsList: .contactsList
+        case .contactPrefsUpdated: .contactPrefsUpdated
+        case .contactDeleted: .contactDeleted
+        case .contactConnectionDeleted: .contactConnectionDeleted
+        case .chatCleared: .chatCleared
+        case .apiChats: .apiChats
+        case .apiChat: .apiChat
+        case .newChatItems: .newChatItems
+        case .chatItemUpdated: .chatItemUpdated
+        case .chatItemNotChanged: .chatItemNotChanged
+        case .chatItemsDeleted: .chatItemsDeleted
+        case .chatItemReaction: .chatItemReaction
+        case .chatCmdError: .chatCmdError
         }
     }
+
+    /// The `type` this response is written with.
+    public var tag: String { type.rawValue }
 }

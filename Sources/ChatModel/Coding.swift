@@ -1,3 +1,5 @@
+import SwiftplexBase
+
 import Foundation
 
 /// A coding key spelled as a string literal (`"type"`, `"user_"`): the tagged unions of the model
@@ -56,6 +58,11 @@ extension KeyedDecodingContainer where K == FieldKey {
 
     /// The names of the fields present, for the types that keep fields they do not know.
     var keyNames: Set<String> { Set(allKeys.map(\.stringValue)) }
+
+    /// The fields not in `known`, as an object (in the decoder's key order).
+    func otherFields(excluding known: Set<String>) throws -> JSONValue {
+        .object(try allKeys.filter { !known.contains($0.stringValue) }.map { ($0.stringValue, try decode(JSONValue.self, forKey: $0)) })
+    }
 }
 
 extension KeyedEncodingContainer where K == FieldKey {

@@ -1,3 +1,5 @@
+import SwiftplexBase
+
 /// A contact of a user: the peer's profile, the connection to it and the preferences in force.
 public struct Contact: Sendable, Hashable, Codable {
     public var contactId: Int64
@@ -19,13 +21,13 @@ public struct Contact: Sendable, Hashable, Codable {
     public var chatItemTTL: Int64?
     public var chatDeleted: Bool
     /// The application's own JSON (`/_set custom`).
-    public var customData: JSONObject?
+    public var customData: JSONValue?
 
     public init(contactId: Int64, localDisplayName: String, profile: LocalProfile, activeConn: Connection?, contactUsed: Bool = true,
                 contactStatus: ContactStatus, chatSettings: ChatSettings = ChatSettings(), userPreferences: Preferences = Preferences(),
                 mergedPreferences: ContactUserPreferences, createdAt: ChatTimestamp, updatedAt: ChatTimestamp, chatTs: ChatTimestamp? = nil,
                 contactRequestId: Int64? = nil, contactGroupMemberId: Int64? = nil, contactGrpInvSent: Bool = false, chatTags: [Int64] = [],
-                chatItemTTL: Int64? = nil, chatDeleted: Bool = false, customData: JSONObject? = nil) {
+                chatItemTTL: Int64? = nil, chatDeleted: Bool = false, customData: JSONValue? = nil) {
         self.contactId = contactId
         self.localDisplayName = localDisplayName
         self.profile = profile

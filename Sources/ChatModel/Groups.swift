@@ -1,6 +1,8 @@
+import SwiftplexBase
+
 // Group and channel types, declared ahead of groups: the engine produces none of them yet. They
 // follow the simplex-chat 7.0.2 package's definitions; fields whose types the engine has no
-// model of yet (keys, themes, prepared groups, support chats) are kept as ``AnyJSON``.
+// model of yet (keys, themes, prepared groups, support chats) are kept as ``JSONValue``.
 
 /// A group (or channel) as the user sees it. Not produced by the engine yet.
 public struct GroupInfo: Sendable, Hashable, Codable {
@@ -19,24 +21,24 @@ public struct GroupInfo: Sendable, Hashable, Codable {
     public var updatedAt: ChatTimestamp
     public var chatTs: ChatTimestamp?
     public var userMemberProfileSentAt: ChatTimestamp?
-    public var preparedGroup: AnyJSON?
+    public var preparedGroup: JSONValue?
     public var chatTags: [Int64]
     public var chatItemTTL: Int64?
-    public var uiThemes: AnyJSON?
-    public var customData: JSONObject?
+    public var uiThemes: JSONValue?
+    public var customData: JSONValue?
     public var groupSummary: GroupSummary
     public var rosterVersion: Int64?
     public var membersRequireAttention: Int
     public var viaGroupLinkUri: String?
-    public var groupKeys: AnyJSON?
+    public var groupKeys: JSONValue?
     public var groupDomainVerified: Bool?
 
     public init(groupId: Int64, useRelays: Bool = false, relayOwnStatus: RelayStatus? = nil, localDisplayName: String, groupProfile: GroupProfile,
                 localAlias: String = "", businessChat: BusinessChatInfo? = nil, fullGroupPreferences: FullGroupPreferences, membership: GroupMember,
                 chatSettings: ChatSettings = ChatSettings(), createdAt: ChatTimestamp, updatedAt: ChatTimestamp, chatTs: ChatTimestamp? = nil,
-                userMemberProfileSentAt: ChatTimestamp? = nil, preparedGroup: AnyJSON? = nil, chatTags: [Int64] = [], chatItemTTL: Int64? = nil,
-                uiThemes: AnyJSON? = nil, customData: JSONObject? = nil, groupSummary: GroupSummary, rosterVersion: Int64? = nil,
-                membersRequireAttention: Int = 0, viaGroupLinkUri: String? = nil, groupKeys: AnyJSON? = nil, groupDomainVerified: Bool? = nil) {
+                userMemberProfileSentAt: ChatTimestamp? = nil, preparedGroup: JSONValue? = nil, chatTags: [Int64] = [], chatItemTTL: Int64? = nil,
+                uiThemes: JSONValue? = nil, customData: JSONValue? = nil, groupSummary: GroupSummary, rosterVersion: Int64? = nil,
+                membersRequireAttention: Int = 0, viaGroupLinkUri: String? = nil, groupKeys: JSONValue? = nil, groupDomainVerified: Bool? = nil) {
         self.groupId = groupId
         self.useRelays = useRelays
         self.relayOwnStatus = relayOwnStatus
@@ -94,8 +96,8 @@ public struct PublicGroupProfile: Sendable, Hashable, Codable {
     public var groupType: GroupType
     public var groupLink: String
     public var publicGroupId: String
-    public var publicGroupAccess: AnyJSON?
-    public init(groupType: GroupType, groupLink: String, publicGroupId: String, publicGroupAccess: AnyJSON? = nil) {
+    public var publicGroupAccess: JSONValue?
+    public init(groupType: GroupType, groupLink: String, publicGroupId: String, publicGroupAccess: JSONValue? = nil) {
         self.groupType = groupType
         self.groupLink = groupLink
         self.publicGroupId = publicGroupId
@@ -237,8 +239,8 @@ public struct BusinessChatInfo: Sendable, Hashable, Codable {
     public var chatType: BusinessChatType
     public var businessId: String
     public var customerId: String
-    public var businessDomain: AnyJSON?
-    public init(chatType: BusinessChatType, businessId: String, customerId: String, businessDomain: AnyJSON? = nil) {
+    public var businessDomain: JSONValue?
+    public init(chatType: BusinessChatType, businessId: String, customerId: String, businessDomain: JSONValue? = nil) {
         self.chatType = chatType
         self.businessId = businessId
         self.customerId = customerId
@@ -269,17 +271,17 @@ public struct GroupMember: Sendable, Hashable, Codable {
     public var memberChatVRange: VersionRange
     public var createdAt: ChatTimestamp
     public var updatedAt: ChatTimestamp
-    public var supportChat: AnyJSON?
+    public var supportChat: JSONValue?
     public var memberPubKey: String?
     public var relayLink: String?
-    public var memberVerifiedCode: AnyJSON?
+    public var memberVerifiedCode: JSONValue?
 
     public init(groupMemberId: Int64, groupId: Int64, indexInGroup: Int64, memberId: String, memberRole: GroupMemberRole,
                 memberCategory: GroupMemberCategory, memberStatus: GroupMemberStatus, memberSettings: GroupMemberSettings = GroupMemberSettings(),
                 blockedByAdmin: Bool = false, invitedBy: InvitedBy, invitedByGroupMemberId: Int64? = nil, localDisplayName: String,
                 memberProfile: LocalProfile, memberContactId: Int64? = nil, memberContactProfileId: Int64, activeConn: Connection? = nil,
                 memberChatVRange: VersionRange = VersionRange(minVersion: 1, maxVersion: 1), createdAt: ChatTimestamp, updatedAt: ChatTimestamp,
-                supportChat: AnyJSON? = nil, memberPubKey: String? = nil, relayLink: String? = nil, memberVerifiedCode: AnyJSON? = nil) {
+                supportChat: JSONValue? = nil, memberPubKey: String? = nil, relayLink: String? = nil, memberVerifiedCode: JSONValue? = nil) {
         self.groupMemberId = groupMemberId
         self.groupId = groupId
         self.indexInGroup = indexInGroup
@@ -393,13 +395,13 @@ public enum RelayStatus: String, StringEnum { case new, invited, accepted, ackno
 public struct UserChatRelay: Sendable, Hashable, Codable {
     public var chatRelayId: Int64
     public var address: String
-    public var relayProfile: AnyJSON
+    public var relayProfile: JSONValue
     public var domains: [String]
     public var preset: Bool
     public var tested: Bool?
     public var enabled: Bool
     public var deleted: Bool
-    public init(chatRelayId: Int64, address: String, relayProfile: AnyJSON, domains: [String] = [], preset: Bool = false, tested: Bool? = nil,
+    public init(chatRelayId: Int64, address: String, relayProfile: JSONValue, domains: [String] = [], preset: Bool = false, tested: Bool? = nil,
                 enabled: Bool = true, deleted: Bool = false) {
         self.chatRelayId = chatRelayId
         self.address = address

@@ -1,3 +1,5 @@
+import SwiftplexBase
+
 /// The content of a message. Every kind has a `text` (the caption of media).
 ///
 /// A kind this model does not know — or a known kind carrying fields it does not know — is kept
@@ -12,14 +14,14 @@ public enum MsgContent: Sendable, Hashable, Codable {
     case file(text: String)
     case report(text: String, reason: ReportReason)
     /// Any other content: its `type` tag and the whole object (`type` included).
-    case unknown(tag: String, json: JSONObject)
+    case unknown(tag: String, json: JSONValue)
 
     /// The text (or caption); for unknown content its `text` field if it is a string, else "".
     public var text: String {
         switch self {
         case let .text(t): t
         case let .link(t, _), let .image(t, _), let .video(t, _, _), let .voice(t, _), let .file(t), let .report(t, _): t
-        case let .unknown(_, json): if case let .string(t)? = json["text"] { t } else { "" }
+        case let .unknown(_, json): json["text"]?.stringValue ?? ""
         }
     }
 
@@ -50,7 +52,7 @@ public enum MsgContent: Sendable, Hashable, Codable {
         if let known = Self.fields[t], c.keyNames == known, let typed = try? Self.typed(t, c) {
             self = typed
         } else {
-            self = .unknown(tag: t, json: try JSONObject(from: decoder))
+            self = .unknown(tag: t, json: try JSONValue(from: decoder))
         }
     }
 
@@ -94,8 +96,8 @@ public struct LinkPreview: Sendable, Hashable, Codable {
     public var title: String
     public var description: String
     public var image: String
-    public var content: AnyJSON?
-    public init(uri: String, title: String, description: String, image: String, content: AnyJSON? = nil) {
+    public var content: JSONValue?
+    public init(uri: String, title: String, description: String, image: String, content: JSONValue? = nil) {
         self.uri = uri
         self.title = title
         self.description = description
@@ -109,7 +111,7 @@ public enum ReportReason: String, StringEnum { case spam, content, community, pr
 /// A reaction to an item: one of SimpleX's emoji, or another kind kept whole.
 public enum MsgReaction: Sendable, Hashable, Codable {
     case emoji(String)
-    case unknown(tag: String, json: JSONObject)
+    case unknown(tag: String, json: JSONValue)
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
@@ -117,7 +119,7 @@ public enum MsgReaction: Sendable, Hashable, Codable {
         if t == "emoji", c.keyNames == ["type", "emoji"], let e = try? c.decode(String.self, forKey: "emoji") {
             self = .emoji(e)
         } else {
-            self = .unknown(tag: t, json: try JSONObject(from: decoder))
+            self = .unknown(tag: t, json: try JSONValue(from: decoder))
         }
     }
 

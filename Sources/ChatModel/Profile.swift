@@ -1,3 +1,5 @@
+import SwiftplexBase
+
 /// A profile as sent to peers and given in commands (`/_create user`, `/_profile`).
 ///
 /// Fields this model does not know are kept in ``otherFields`` and written back, as the engine
@@ -11,13 +13,14 @@ public struct Profile: Sendable, Hashable, Codable {
     public var contactLink: String?
     public var preferences: Preferences?
     public var peerType: ChatPeerType?
-    public var badge: AnyJSON?
-    public var contactDomain: AnyJSON?
-    public var otherFields: JSONObject
+    public var badge: JSONValue?
+    public var contactDomain: JSONValue?
+    /// Fields this model does not know, in the order they came (an object).
+    public var otherFields: JSONValue
 
     public init(displayName: String, fullName: String = "", shortDescr: String? = nil, description: String? = nil, image: String? = nil,
-                contactLink: String? = nil, preferences: Preferences? = nil, peerType: ChatPeerType? = nil, badge: AnyJSON? = nil,
-                contactDomain: AnyJSON? = nil, otherFields: JSONObject = JSONObject()) {
+                contactLink: String? = nil, preferences: Preferences? = nil, peerType: ChatPeerType? = nil, badge: JSONValue? = nil,
+                contactDomain: JSONValue? = nil, otherFields: JSONValue = .object([])) {
         self.displayName = displayName
         self.fullName = fullName
         self.shortDescr = shortDescr
@@ -47,9 +50,9 @@ public struct Profile: Sendable, Hashable, Codable {
                   contactLink: try c.decodeIfPresent(String.self, forKey: "contactLink"),
                   preferences: try c.decodeIfPresent(Preferences.self, forKey: "preferences"),
                   peerType: try c.decodeIfPresent(ChatPeerType.self, forKey: "peerType"),
-                  badge: try c.decodeIfPresent(AnyJSON.self, forKey: "badge"),
-                  contactDomain: try c.decodeIfPresent(AnyJSON.self, forKey: "contactDomain"),
-                  otherFields: try JSONObject(c, excluding: Self.fieldNames.union(reserved)))
+                  badge: try c.decodeIfPresent(JSONValue.self, forKey: "badge"),
+                  contactDomain: try c.decodeIfPresent(JSONValue.self, forKey: "contactDomain"),
+                  otherFields: try c.otherFields(excluding: Self.fieldNames.union(reserved)))
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -68,7 +71,7 @@ public struct Profile: Sendable, Hashable, Codable {
         try c.encodeIfPresent(peerType, forKey: "peerType")
         try c.encodeIfPresent(badge, forKey: "badge")
         try c.encodeIfPresent(contactDomain, forKey: "contactDomain")
-        try otherFields.encodeFields(into: &c)
+        for (k, v) in otherFields.objectValue ?? [] { try c.encode(v, forKey: FieldKey(k)) }
     }
 }
 
@@ -78,10 +81,10 @@ public struct LocalProfile: Sendable, Hashable, Codable {
     public var profileId: Int64
     public var profile: Profile
     public var localAlias: String
-    public var localBadge: AnyJSON?
+    public var localBadge: JSONValue?
     public var contactDomainVerified: Bool?
 
-    public init(profileId: Int64, profile: Profile, localAlias: String = "", localBadge: AnyJSON? = nil, contactDomainVerified: Bool? = nil) {
+    public init(profileId: Int64, profile: Profile, localAlias: String = "", localBadge: JSONValue? = nil, contactDomainVerified: Bool? = nil) {
         self.profileId = profileId
         self.profile = profile
         self.localAlias = localAlias
@@ -94,7 +97,7 @@ public struct LocalProfile: Sendable, Hashable, Codable {
         self.init(profileId: try c.decode(Int64.self, forKey: "profileId"),
                   profile: try Profile(fields: c, reserved: ["profileId", "localAlias", "localBadge", "contactDomainVerified"]),
                   localAlias: try c.decode(String.self, forKey: "localAlias"),
-                  localBadge: try c.decodeIfPresent(AnyJSON.self, forKey: "localBadge"),
+                  localBadge: try c.decodeIfPresent(JSONValue.self, forKey: "localBadge"),
                   contactDomainVerified: try c.decodeIfPresent(Bool.self, forKey: "contactDomainVerified"))
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import SwiftplexBase
 import Testing
 @testable import ChatModel
 
@@ -41,7 +42,7 @@ import Testing
         let json = #"{"profileId":7,"displayName":"ann","fullName":"Ann","peerType":"bot","contactLink":"https://x","preferences":{"voice":{"allow":"no"},"commands":[{"type":"menu","label":"More","commands":[{"type":"command","keyword":"a","label":"A","params":"<n>"}]}]},"localAlias":"","futureField":{"x":[1,2.5,true,null]}}"#
         let value = try decoded(LocalProfile.self, json)
         #expect(value.profile.peerType == .bot)
-        #expect(value.profile.otherFields["futureField"] == .object(["x": .array([.int(1), .double(2.5), .bool(true), .null])]))
+        #expect(value.profile.otherFields["futureField"] == .object([("x", .array([.int(1), .double(2.5), .bool(true), .null]))]))
         try expectShape(value, json)
     }
 
@@ -130,7 +131,7 @@ import Testing
         #expect(try decoded(MsgContent.self, poll).text == "which?")
         #expect(try roundTripDifference(MsgContent.self, poll) == nil)
         let formatted = #"{"type":"text","text":"hi","format":[{"bold":true}]}"#
-        #expect(try decoded(MsgContent.self, formatted) == .unknown(tag: "text", json: try decoded(JSONObject.self, formatted)))
+        #expect(try decoded(MsgContent.self, formatted) == .unknown(tag: "text", json: try decoded(JSONValue.self, formatted)))
         #expect(try roundTripDifference(MsgContent.self, formatted) == nil)
         try expectShape(MsgReaction.emoji("👍"), #"{"type":"emoji","emoji":"👍"}"#)
         #expect(try roundTripDifference(MsgReaction.self, #"{"type":"sticker","id":5}"#) == nil)

@@ -122,3 +122,20 @@ extension JSONValue {
     public var arrayFirst: JSONValue? { if case let .array(a) = self { a.first } else { nil } }
     public var arrayCount: Int? { if case let .array(a) = self { a.count } else { nil } }
 }
+
+extension LiveRelaySuite {
+    /// The preamble of most two-engine tests: a live relay, engine `a` with user `anna` and engine
+    /// `b` with user `ben`, both started (not yet connected to each other).
+    public func withAnnaAndBen<T: Sendable>(_ body: (_ dir: URL, _ relay: RelayServer, _ a: ChatAPI, _ aInbox: ChatInbox, _ b: ChatAPI, _ bInbox: ChatInbox) async throws -> T)
+        async throws -> T {
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "a", relays: [relay.address]) { a, aInbox in
+                try await withEngine(dir, "b", relays: [relay.address]) { b, bInbox in
+                    await startUser(a, "anna")
+                    await startUser(b, "ben")
+                    return try await body(dir, relay, a, aInbox, b, bInbox)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,220 @@
+import ChatModel
+import Foundation
+import GRDB
+import SwiftplexBase
+
+// The chat database's rows as GRDB records (columns in snake_case). Each table's JSON columns
+// (profiles, settings, message content) hold the JSON the API exchanges; `Stored` reads them into
+// ChatModel values once, when a row is fetched.
+
+/// A record whose columns are its properties in snake_case.
+protocol ChatRecord: Codable, Sendable, FetchableRecord, MutablePersistableRecord {}
+
+extension ChatRecord {
+    static var databaseColumnDecodingStrategy: DatabaseColumnDecodingStrategy { .convertFromSnakeCase }
+    static var databaseColumnEncodingStrategy: DatabaseColumnEncodingStrategy { .convertToSnakeCase }
+}
+
+/// `user`: one identity.
+struct UserRecord: ChatRecord {
+    static let databaseTableName = "user"
+    var id: Int64?
+    var displayName: String
+    var profile: String
+    var active: Bool
+    var relays: String = ""
+    var createdAt: String
+    var sendReceipts: Bool = true
+    var localDisplayName: String?
+
+    enum Columns {
+        static let id = Column("id")
+        static let displayName = Column("display_name")
+        static let active = Column("active")
+        static let relays = Column("relays")
+        static let sendReceipts = Column("send_receipts")
+    }
+
+    mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
+}
+
+/// `address`: a user's contact address.
+struct AddressRecord: ChatRecord, PersistableRecord {
+    static let databaseTableName = "address"
+    var userId: Int64
+    var agentAddressId: Int64
+    var link: String
+    var settings: String
+    var shortLink: String?
+
+    enum Columns {
+        static let userId = Column("user_id")
+        static let agentAddressId = Column("agent_address_id")
+        static let link = Column("link")
+        static let shortLink = Column("short_link")
+        static let settings = Column("settings")
+    }
+}
+
+/// `contact_request`: a request waiting at an address.
+struct ContactRequestRecord: ChatRecord {
+    static let databaseTableName = "contact_request"
+    var id: Int64?
+    var userId: Int64
+    var agentRequestId: Int64
+    var profile: String
+    var createdAt: String
+    var localDisplayName: String?
+
+    enum Columns {
+        static let id = Column("id")
+        static let userId = Column("user_id")
+        static let createdAt = Column("created_at")
+    }
+
+    mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
+}
+
+/// Where a contact's connection is: made or joined (`pending`), connected (`ready`), or deleted by the contact.
+enum ContactState: String, Codable, Sendable, DatabaseValueConvertible {
+    case pending, ready, deleted
+}
+
+/// `contact`: a contact, or a connection on its way to being one.
+struct ContactRecord: ChatRecord {
+    static let databaseTableName = "contact"
+    var id: Int64?
+    var userId: Int64
+    var agentConnId: Int64
+    var profile: String?
+    var status: ContactState
+    var viaAddress: Bool
+    var accepted: Bool
+    var invitation: String?
+    var createdAt: String
+    var updatedAt: String
+    var customData: String?
+    var userPrefs: String?
+    var incognitoProfile: String?
+    var shortLink: String?
+    var chatTs: String?
+    var localDisplayName: String?
+
+    enum Columns {
+        static let id = Column("id")
+        static let userId = Column("user_id")
+        static let agentConnId = Column("agent_conn_id")
+        static let status = Column("status")
+        static let invitation = Column("invitation")
+        static let shortLink = Column("short_link")
+        static let incognitoProfile = Column("incognito_profile")
+        static let chatTs = Column("chat_ts")
+        static let updatedAt = Column("updated_at")
+        static let customData = Column("custom_data")
+        static let userPrefs = Column("user_prefs")
+    }
+
+    mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
+}
+
+/// An item's stored status (a CIStatus without its details).
+enum ItemStatus: String, Codable, Sendable, DatabaseValueConvertible {
+    case sndNew, sndSent, sndRcvd, sndErrorAuth, rcvNew, rcvRead
+
+    var ciStatus: CIStatus {
+        switch self {
+        case .sndNew: .sndNew
+        case .sndSent: .sndSent(sndProgress: .complete)
+        case .sndRcvd: .sndRcvd(msgRcptStatus: .ok, sndProgress: .complete)
+        case .sndErrorAuth: .sndErrorAuth
+        case .rcvNew: .rcvNew
+        case .rcvRead: .rcvRead
+        }
+    }
+}
+
+/// `chat_item`: a message sent or received.
+struct ChatItemRecord: ChatRecord {
+    static let databaseTableName = "chat_item"
+    var id: Int64?
+    var userId: Int64
+    var contactId: Int64
+    var sent: Bool
+    var content: String
+    var sharedMsgId: String?
+    var agentSeq: Int64?
+    var status: ItemStatus
+    var edited: Bool = false
+    var deleted: Bool = false
+    var createdAt: String
+    var updatedAt: String?
+    var quoted: String?
+
+    enum Columns {
+        static let id = Column("id")
+        static let contactId = Column("contact_id")
+        static let sent = Column("sent")
+        static let content = Column("content")
+        static let sharedMsgId = Column("shared_msg_id")
+        static let agentSeq = Column("agent_seq")
+        static let status = Column("status")
+        static let edited = Column("edited")
+        static let deleted = Column("deleted")
+        static let updatedAt = Column("updated_at")
+    }
+
+    mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
+}
+
+/// `chat_item_reaction`: one side's reaction on an item (`reaction` is the MsgReaction's JSON).
+struct ReactionRecord: ChatRecord, PersistableRecord {
+    static let databaseTableName = "chat_item_reaction"
+    var itemId: Int64
+    var sent: Bool
+    var reaction: String
+    var createdAt: String
+
+    enum Columns {
+        static let itemId = Column("item_id")
+        static let sent = Column("sent")
+        static let reaction = Column("reaction")
+    }
+}
+
+/// `display_name`: a local name taken in a user's names (``LocalNames``).
+struct DisplayNameRecord: ChatRecord, PersistableRecord {
+    static let databaseTableName = "display_name"
+    var userId: Int64
+    var localName: String
+    var base: String
+    var suffix: Int64
+
+    enum Columns {
+        static let userId = Column("user_id")
+        static let localName = Column("local_name")
+        static let base = Column("base")
+        static let suffix = Column("suffix")
+    }
+}
+
+/// Reading the JSON columns into model values, and writing them.
+enum Stored {
+    static func json(_ text: String?) -> JSONValue? { text.flatMap { try? JSONValue.parse($0) } }
+
+    /// A stored value decoded as `T`; nil when absent or (for rows written by an older engine) not `T`.
+    static func decode<T: Decodable>(_ type: T.Type, _ text: String?) -> T? {
+        json(text).flatMap { try? JSONValueDecoder().decode(T.self, from: $0) }
+    }
+
+    static func text<T: Encodable>(_ value: T) throws -> String { try JSONValueEncoder().encode(value).description }
+
+    static func timestamp(_ text: String) -> ChatTimestamp { ChatTimestamp(parsing: text) ?? ChatTimestamp(seconds: 0) }
+
+    /// A profile as stored: the profile checked at input (``PeerInput/profile(_:)``); a row an
+    /// older engine stored without checks keeps at least its display name.
+    static func profile(_ text: String?) -> Profile? {
+        guard let value = json(text) else { return nil }
+        if let p = try? PeerInput.profile(value) { return p }
+        return Profile(displayName: value["displayName"]?.stringValue ?? "", fullName: value["fullName"]?.stringValue ?? "")
+    }
+}
