@@ -26,6 +26,8 @@ struct RelayAbuseBench: AsyncParsableCommand {
     @Flag(help: "Print each round trip slower than 200 ms, split into SEND, MSG and ACK.") var verbose = false
     @Option(help: "Only these misbehaviours, comma-separated: new-flood, bad-signatures, skey, send-flood, garbage, slow-reader (default: all).")
     var only: String?
+    @Flag(name: .customLong("unlimited-rates"), help: "Turn off the relay's per-connection rate limits (to see what they do).")
+    var unlimitedRates = false
 
     func validate() throws {
         guard attackers >= 0, attackers <= 2000 else { throw ValidationError("--attackers must be 0…2000") }
@@ -66,6 +68,7 @@ struct RelayAbuseBench: AsyncParsableCommand {
         // are cut off within the run.
         var config = RelayConfiguration(dataDirectory: dir, host: "127.0.0.1", port: 0)
         config.writeStallTimeout = .seconds(5)
+        if unlimitedRates { config.unlimitRates() }
         let server = try await RelayServer.start(configuration: config, group: serverGroup, logger: logger)
         print("relay-abuse: \(attackers) misbehaving connections (\(behaviours.map(\.rawValue).joined(separator: ", "))), \(seconds) s per phase, \(size)-byte messages, \(threads) relay event-loop threads")
 
@@ -106,7 +109,7 @@ struct RelayAbuseBench: AsyncParsableCommand {
         print(loaded.line("loaded"))
         print(String(format: "ratio loaded/unloaded: p50 %.2f, p99 %.2f (goal: within 3)", loaded.p50ms / unloaded.p50ms, loaded.p99ms / unloaded.p99ms))
         print("attackers: \(counters.summary)")
-        print("relay during the attack: \(statsDuring.connections) connections, \(statsDuring.queues) queues, \(statsDuring.storedMessages) stored messages, \(statsDuring.authFailures) AUTH answers, \(statsDuring.limitRefusals) limit refusals")
+        print("relay during the attack: \(statsDuring.connections) connections, \(statsDuring.queues) queues, \(statsDuring.storedMessages) stored messages, \(statsDuring.authFailures) AUTH answers, \(statsDuring.limitRefusals) limit refusals, \(statsDuring.throttled) throttles")
         await recipient.close()
         await sender.close()
         await server.shutdown()

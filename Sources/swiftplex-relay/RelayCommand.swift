@@ -60,6 +60,18 @@ struct RelayCommand: AsyncParsableCommand {
     @Option(name: .customLong("auth-failure-window"), help: "The window of --max-auth-failures (e.g. 10s).")
     var authFailureWindow: String = "10s"
 
+    @Option(name: .customLong("max-commands-per-second"), help: "Commands one connection may send per second (a burst of two seconds' worth); over it the relay reads from it more slowly.")
+    var maxCommandsPerSecond: Int = 20_000
+
+    @Option(name: .customLong("max-new-per-second"), help: "NEWs one connection may send per second (a burst of two seconds' worth); over it the relay reads from it more slowly.")
+    var maxNewPerSecond: Int = 50
+
+    @Option(name: .customLong("max-send-kb-per-second"), help: "KiB of SEND bodies one connection may send per second (a burst of two seconds' worth); over it the relay reads from it more slowly.")
+    var maxSendKBPerSecond: Int = 32_768
+
+    @Option(name: .customLong("max-auth-failures-per-second"), help: "AUTH answers one connection may get per second (a burst of two seconds' worth); over it the relay reads from it more slowly.")
+    var maxAuthFailuresPerSecond: Int = 10
+
     @Option(name: .customLong("password-file"), help: "A file holding the password NEW must carry (private relay); the address becomes smp://fingerprint:password@host.")
     var passwordFile: String?
 
@@ -76,9 +88,11 @@ struct RelayCommand: AsyncParsableCommand {
         _ = try Self.duration(authFailureWindow, option: "--auth-failure-window")
         for (value, option) in [(maxConnections, "--max-connections"), (maxQueues, "--max-queues"),
                                 (maxNewPerConnection, "--max-new-per-connection"), (maxStoredMessages, "--max-stored-messages"),
-                                (maxAuthFailures, "--max-auth-failures")] where value < 1 {
+                                (maxAuthFailures, "--max-auth-failures"), (maxCommandsPerSecond, "--max-commands-per-second"),
+                                (maxNewPerSecond, "--max-new-per-second"), (maxAuthFailuresPerSecond, "--max-auth-failures-per-second")] where value < 1 {
             throw ValidationError("\(option) must be at least 1")
         }
+        guard (1...(Int.max >> 10)).contains(maxSendKBPerSecond) else { throw ValidationError("--max-send-kb-per-second must be at least 1") }
         guard (1...(Int.max >> 20)).contains(maxStoredMB) else { throw ValidationError("--max-stored-mb must be at least 1") }
         if let passwordFile { _ = try Self.readPassword(passwordFile) }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
@@ -107,7 +121,11 @@ struct RelayCommand: AsyncParsableCommand {
             maxNewQueuesPerConnection: maxNewPerConnection, newQueueWindow: try Self.duration(newWindow, option: "--new-window"),
             maxStoredMessages: maxStoredMessages, maxStoredBytes: maxStoredMB << 20,
             maxAuthFailures: maxAuthFailures, authFailureWindow: try Self.duration(authFailureWindow, option: "--auth-failure-window"),
-            newQueuePassword: try passwordFile.map(Self.readPassword)
+            newQueuePassword: try passwordFile.map(Self.readPassword),
+            commandRate: RateLimit(perSecond: maxCommandsPerSecond),
+            newQueueRate: RateLimit(perSecond: maxNewPerSecond),
+            sendByteRate: RateLimit(perSecond: maxSendKBPerSecond << 10),
+            authFailureRate: RateLimit(perSecond: maxAuthFailuresPerSecond)
         )
         let group = MultiThreadedEventLoopGroup.singleton
         let server: RelayServer
