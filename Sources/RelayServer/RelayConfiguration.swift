@@ -63,6 +63,15 @@ public struct RelayConfiguration: Sendable {
     public var newQueueRate: RateLimit
     public var sendByteRate: RateLimit
     public var authFailureRate: RateLimit
+    /// Relay-wide rates, shared by all connections (a per-connection rate cannot bound what 200
+    /// connections do together): `NEW`s 200/s, bodies of unsigned `SEND`s (to unsecured queues:
+    /// confirmations and contact requests; a secured queue's sender signs) 8 MiB/s, `AUTH` answers
+    /// 500/s — each with a burst of two seconds' worth. A connection that takes from an overdrawn
+    /// one is held like one over its own rate, until the debt as it stood after its take is paid;
+    /// connections that do not use that rate are not held.
+    public var globalNewQueueRate: RateLimit
+    public var globalUnsignedSendByteRate: RateLimit
+    public var globalAuthFailureRate: RateLimit
     /// When set, `NEW` must carry this password (`smp://fingerprint:password@host`); without it
     /// or with another one the answer is `AUTH`. For private relays.
     public var newQueuePassword: String?
@@ -93,8 +102,14 @@ public struct RelayConfiguration: Sendable {
         commandRate: RateLimit = RateLimit(perSecond: 20_000),
         newQueueRate: RateLimit = RateLimit(perSecond: 50),
         sendByteRate: RateLimit = RateLimit(perSecond: 32 << 20),
-        authFailureRate: RateLimit = RateLimit(perSecond: 10)
+        authFailureRate: RateLimit = RateLimit(perSecond: 10),
+        globalNewQueueRate: RateLimit = RateLimit(perSecond: 200),
+        globalUnsignedSendByteRate: RateLimit = RateLimit(perSecond: 8 << 20),
+        globalAuthFailureRate: RateLimit = RateLimit(perSecond: 500)
     ) {
+        self.globalNewQueueRate = globalNewQueueRate
+        self.globalUnsignedSendByteRate = globalUnsignedSendByteRate
+        self.globalAuthFailureRate = globalAuthFailureRate
         self.commandRate = commandRate
         self.newQueueRate = newQueueRate
         self.sendByteRate = sendByteRate
@@ -125,12 +140,15 @@ public struct RelayConfiguration: Sendable {
 }
 
 extension RelayConfiguration {
-    /// Turns every per-connection rate limit off (benchmarks compare with and without).
+    /// Turns every rate limit off, per connection and relay-wide (benchmarks compare with and without).
     public mutating func unlimitRates() {
         commandRate = .unlimited
         newQueueRate = .unlimited
         sendByteRate = .unlimited
         authFailureRate = .unlimited
+        globalNewQueueRate = .unlimited
+        globalUnsignedSendByteRate = .unlimited
+        globalAuthFailureRate = .unlimited
     }
 }
 

@@ -86,7 +86,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
         self.core = core
         self.configuration = configuration
         self.connectionId = Self.nextId.withLockedValue { $0 += 1; return $0 }
-        self.budget = ConnectionBudget(configuration, now: .now())
+        self.budget = ConnectionBudget(configuration, global: core.globalBudget, now: .now())
         self.session = SessionKeys(sessionId: Sodium.randomBytes(RelayLimits.sessionIdLength), relayKey: sessionKey)
         var logger = logger
         logger[metadataKey: "conn"] = "\(connectionId)"
@@ -98,7 +98,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         // The loop's clock (a test's loop moves it by hand).
-        budget = ConnectionBudget(configuration, now: context.eventLoop.now)
+        budget = ConnectionBudget(configuration, global: core.globalBudget, now: context.eventLoop.now)
         lastInbound = context.eventLoop.now
         subscriber = Session(connectionId: connectionId, eventLoop: context.eventLoop, handler: self)
         if context.channel.isActive { start(context: context) }
@@ -274,7 +274,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
         }
         guard let subscriber, let context else { return }
         let now = context.eventLoop.now
-        budget.charge(command, now: now)
+        budget.charge(command, signed: !t.signature.isEmpty, now: now)
         if case .new = command, !takeNewQueueBudget(now: now) {
             core.noteRefusal(.queuesPerConnection)
             return enqueue(.error(.quota), correlationId: t.correlationId, entityId: t.entityId)

@@ -114,6 +114,8 @@ final class RelayCore: Sendable {
     let store: RelayStore
     let configuration: RelayConfiguration
     let metrics = RelayMetrics()
+    /// The relay-wide rates every connection's budget also takes from.
+    let globalBudget: GlobalBudget
     let logger: Logger
     /// Checked against when a queue is missing (or its key is of another kind than the command's
     /// authorisation), so that "no such queue" costs what "wrong key" costs.
@@ -124,6 +126,7 @@ final class RelayCore: Sendable {
         self.store = store
         self.configuration = configuration
         self.logger = logger
+        globalBudget = GlobalBudget(configuration)
     }
 
     /// Loads queue metadata and message counts from the store. A row that cannot be a valid queue

@@ -72,6 +72,15 @@ struct RelayCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-auth-failures-per-second"), help: "AUTH answers one connection may get per second (a burst of two seconds' worth); over it the relay reads from it more slowly.")
     var maxAuthFailuresPerSecond: Int = 10
 
+    @Option(name: .customLong("max-global-new-per-second"), help: "NEWs all connections together may send per second (a burst of two seconds' worth); a connection that takes from the overdrawn budget is read from more slowly.")
+    var maxGlobalNewPerSecond: Int = 200
+
+    @Option(name: .customLong("max-global-unsigned-send-kb-per-second"), help: "KiB of unsigned SEND bodies (to unsecured queues) all connections together may send per second (a burst of two seconds' worth), as above.")
+    var maxGlobalUnsignedSendKBPerSecond: Int = 8_192
+
+    @Option(name: .customLong("max-global-auth-failures-per-second"), help: "AUTH answers all connections together may get per second (a burst of two seconds' worth), as above.")
+    var maxGlobalAuthFailuresPerSecond: Int = 500
+
     @Option(name: .customLong("password-file"), help: "A file holding the password NEW must carry (private relay); the address becomes smp://fingerprint:password@host.")
     var passwordFile: String?
 
@@ -89,10 +98,15 @@ struct RelayCommand: AsyncParsableCommand {
         for (value, option) in [(maxConnections, "--max-connections"), (maxQueues, "--max-queues"),
                                 (maxNewPerConnection, "--max-new-per-connection"), (maxStoredMessages, "--max-stored-messages"),
                                 (maxAuthFailures, "--max-auth-failures"), (maxCommandsPerSecond, "--max-commands-per-second"),
-                                (maxNewPerSecond, "--max-new-per-second"), (maxAuthFailuresPerSecond, "--max-auth-failures-per-second")] where value < 1 {
+                                (maxNewPerSecond, "--max-new-per-second"), (maxAuthFailuresPerSecond, "--max-auth-failures-per-second"),
+                                (maxGlobalNewPerSecond, "--max-global-new-per-second"),
+                                (maxGlobalAuthFailuresPerSecond, "--max-global-auth-failures-per-second")] where value < 1 {
             throw ValidationError("\(option) must be at least 1")
         }
         guard (1...(Int.max >> 10)).contains(maxSendKBPerSecond) else { throw ValidationError("--max-send-kb-per-second must be at least 1") }
+        guard (1...(Int.max >> 10)).contains(maxGlobalUnsignedSendKBPerSecond) else {
+            throw ValidationError("--max-global-unsigned-send-kb-per-second must be at least 1")
+        }
         guard (1...(Int.max >> 20)).contains(maxStoredMB) else { throw ValidationError("--max-stored-mb must be at least 1") }
         if let passwordFile { _ = try Self.readPassword(passwordFile) }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
@@ -125,7 +139,10 @@ struct RelayCommand: AsyncParsableCommand {
             commandRate: RateLimit(perSecond: maxCommandsPerSecond),
             newQueueRate: RateLimit(perSecond: maxNewPerSecond),
             sendByteRate: RateLimit(perSecond: maxSendKBPerSecond << 10),
-            authFailureRate: RateLimit(perSecond: maxAuthFailuresPerSecond)
+            authFailureRate: RateLimit(perSecond: maxAuthFailuresPerSecond),
+            globalNewQueueRate: RateLimit(perSecond: maxGlobalNewPerSecond),
+            globalUnsignedSendByteRate: RateLimit(perSecond: maxGlobalUnsignedSendKBPerSecond << 10),
+            globalAuthFailureRate: RateLimit(perSecond: maxGlobalAuthFailuresPerSecond)
         )
         let group = MultiThreadedEventLoopGroup.singleton
         let server: RelayServer
