@@ -12,8 +12,12 @@ import Testing
 /// slow a flooding connection — the relay stops reading from it — while every other connection is
 /// served; and a store writer that does not make a small write wait for another connection's pile
 /// of large ones. Over real TLS on loopback, and a real SQLite file.
-@Suite(.timeLimit(.minutes(2))) struct RelayRateLimitTests {
-    /// A round trip on the good connection's own queue.
+///
+/// Light by design (they share a test process with every other live suite): each test gives the
+/// relay a tiny budget, so that a few dozen commands put a connection ~3 s in debt; floods are
+/// bounded in count; every wait is for an event (the throttle counter moving, an answer arriving).
+@Suite(.timeLimit(.minutes(1))) struct RelayRateLimitTests {
+    /// A round trip on the good connection's own queue (3 commands, 1 byte of `SEND`).
     private func roundTrip(_ good: RelayConnection, _ q: RecipientQueue, _ byte: UInt8) async throws {
         try await good.sendMessage(senderId: q.senderId, key: nil, body: [byte])
         let m = try #require(try await good.get(q))
@@ -21,127 +25,137 @@ import Testing
         try await good.acknowledge(q, messageId: m.id)
     }
 
-    /// PONGs in what a raw client received (its first block is the relay's hello).
-    private func pongs(_ raw: RawClient) -> Int {
-        let bytes = raw.bytesReceived
-        let blocks = bytes.count / RelayLimits.blockSize
-        guard blocks > 1 else { return 0 }
-        var n = 0
-        for i in 1..<blocks {
-            let block = ByteBufferAllocator().buffer(bytes: bytes[i * RelayLimits.blockSize..<(i + 1) * RelayLimits.blockSize])
-            for part in (try? BlockCodec.decode(block)) ?? [] {
-                if let t = try? Transmission.decode(part), (try? ServerResponse.decode(t.command)) == .pong { n += 1 }
+    /// The shape of every test here. `flood` — a bounded number of commands, all issued at once on
+    /// one connection (or a few) — puts it over its budget; once the relay has counted `throttles`
+    /// throttles, `late` (one more command on each flooding connection) is issued: it stays unread
+    /// while a good connection's round trip completes, and is answered once the budget refills, as
+    /// is every command of the flood (slowed, not refused).
+    private func floodIsHeldWhileAnotherConnectionIsServed(
+        _ relay: RelayServer,
+        throttles: Int = 1,
+        flood: @escaping @Sendable () async throws -> Void,
+        late: [@Sendable () async throws -> Void]
+    ) async throws {
+        let good = try await RelayConnection.connect(to: relay.address)
+        let q = try await good.createQueue()
+        let before = relay.stats.throttled
+        let flooding = Task { try await flood() }
+        // Fails here if the budget were not applied: nothing else counts a throttle.
+        try await eventually("the flooding connection is throttled") { relay.stats.throttled >= before + throttles }
+        let lateAnswered = NIOLockedValueBox(0)
+        let lateCommands = late.map { command in
+            Task {
+                try await command()
+                lateAnswered.withLockedValue { $0 += 1 }
             }
         }
-        return n
+        // The other connection is served while the flooder's late command waits in its socket.
+        try await roundTrip(good, q, 1)
+        // (With several flooders, the one that overdrew the shared budget last is certainly still held.)
+        #expect(lateAnswered.withLockedValue { $0 } < late.count, "the throttled connection's next command was read at once")
+        try await flooding.value
+        for command in lateCommands { try await command.value }
+        try await roundTrip(good, q, 2)
+        await good.close()
     }
 
     @Test func aCommandFloodIsSlowedNotRefusedWhileAnotherConnectionIsServed() async throws {
-        try await withRelay(configure: { $0.commandRate = RateLimit(perSecond: 400, burst: 200) }) { relay in
-            let good = try await RelayConnection.connect(to: relay.address)
-            let q = try await good.createQueue()
-            let flooder = try await RawClient(host: relay.address.host, port: relay.address.port, tls: true)
-            let allocator = ByteBufferAllocator()
-            try await flooder.write(Array(buffer: BlockCodec.encode([ClientHello(version: 1).encoded()], allocator: allocator)[0]))
-            let pings = (0..<200).map { _ in
-                Transmission(correlationId: Sodium.randomBytes(24), entityId: [], command: ClientCommand.ping.encoded()).encoded(allocator: allocator)
-            }
-            let blocks = BlockCodec.encode(pings, allocator: allocator)
-            try #require(blocks.count == 1)
-            for _ in 0..<10 { flooder.writeNoWait(Array(buffer: blocks[0])) }
-            // 2,000 PINGs at 400/s: the relay stops reading from the flooder after its first blocks…
-            try await eventually("the flooding connection is throttled") { relay.stats.throttled >= 1 }
-            // …and the other connection is served meanwhile, long before the flood is.
-            try await roundTrip(good, q, 1)
-            #expect(pongs(flooder) < 2000)
-            // Slowed, not refused: every PING is answered in the end, and the connection stays open.
-            try await eventually(timeout: .seconds(30), "every PING answered") { pongs(flooder) == 2000 }
-            #expect(flooder.channel.isActive)
-            try await roundTrip(good, q, 2)
+        // 40 PINGs against 10/s with a burst of 10: ~3 s in debt.
+        try await withRelay(configure: { $0.commandRate = RateLimit(perSecond: 10, burst: 10) }) { relay in
+            let flooder = try await RelayConnection.connect(to: relay.address)
+            try await floodIsHeldWhileAnotherConnectionIsServed(relay, flood: {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for _ in 0..<40 { group.addTask { try await flooder.ping() } }
+                    try await group.waitForAll()
+                }
+            }, late: [{ try await flooder.ping() }])
+            // Slowed, not refused: every PING was answered, and the connection stays open.
+            #expect(flooder.isActive)
+            #expect(relay.stats.limitRefusals == 0)
             await flooder.close()
-            await good.close()
         }
     }
 
     @Test func sendBytesAreRateLimitedPerConnection() async throws {
-        try await withRelay(configure: { $0.sendByteRate = RateLimit(perSecond: 64 << 10, burst: 32 << 10) }) { relay in
-            let good = try await RelayConnection.connect(to: relay.address)
-            let q = try await good.createQueue()
+        // 4 × 3,000 bytes against 2 KiB/s with a burst of 4 KiB: ~4 s in debt.
+        try await withRelay(configure: { $0.sendByteRate = RateLimit(perSecond: 2 << 10, burst: 4 << 10) }) { relay in
             let flooder = try await RelayConnection.connect(to: relay.address)
             let own = try await flooder.createQueue()
-            let sent = NIOLockedValueBox(0)
-            // 12 × 16,000 bytes of unsigned SENDs to its own queue, all at once: ~3 s at 64 KiB/s.
-            let flood = Task {
+            try await floodIsHeldWhileAnotherConnectionIsServed(relay, flood: {
                 try await withThrowingTaskGroup(of: Void.self) { group in
-                    for _ in 0..<12 {
-                        group.addTask {
-                            try await flooder.sendMessage(senderId: own.senderId, key: nil, body: Sodium.randomBytes(16_000))
-                            sent.withLockedValue { $0 += 1 }
-                        }
+                    for _ in 0..<4 {
+                        group.addTask { try await flooder.sendMessage(senderId: own.senderId, key: nil, body: Sodium.randomBytes(3000)) }
                     }
                     try await group.waitForAll()
                 }
-            }
-            try await eventually("the flooding connection is throttled") { relay.stats.throttled >= 1 }
-            try await roundTrip(good, q, 1)
-            #expect(sent.withLockedValue { $0 } < 12)
-            // Every SEND is stored and answered OK in the end.
-            try await flood.value
-            #expect(relay.stats.storedMessages == 12)
+            }, late: [{ try await flooder.sendMessage(senderId: own.senderId, key: nil, body: [9]) }])
+            // Every SEND was stored and answered OK (the good connection's two were acknowledged).
+            #expect(relay.stats.storedMessages == 5)
             await flooder.close()
-            await good.close()
         }
     }
 
     @Test func newQueuesAreRateLimitedPerConnection() async throws {
-        try await withRelay(configure: { $0.newQueueRate = RateLimit(perSecond: 10, burst: 5) }) { relay in
-            let good = try await RelayConnection.connect(to: relay.address)
+        // 8 NEWs against 2/s with a burst of 2: ~3 s in debt.
+        try await withRelay(configure: { $0.newQueueRate = RateLimit(perSecond: 2, burst: 2) }) { relay in
             let flooder = try await RelayConnection.connect(to: relay.address)
-            let created = NIOLockedValueBox(0)
-            let flood = Task {
-                for _ in 0..<30 {
-                    _ = try await flooder.createQueue()
-                    created.withLockedValue { $0 += 1 }
+            try await floodIsHeldWhileAnotherConnectionIsServed(relay, flood: {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for _ in 0..<8 { group.addTask { _ = try await flooder.createQueue() } }
+                    try await group.waitForAll()
                 }
-            }
-            try await eventually("the flooding connection is throttled") { relay.stats.throttled >= 1 }
-            // Another connection has its own rate: its NEW is answered at once.
-            let q = try await good.createQueue()
-            #expect(created.withLockedValue { $0 } < 30)
-            try await roundTrip(good, q, 1)
-            try await flood.value
-            #expect(relay.stats.queues == 31)
+            }, late: [{ _ = try await flooder.createQueue() }])
+            // The good connection's queue, the flood's 8 and the late one: nothing refused.
+            #expect(relay.stats.queues == 10)
             #expect(relay.stats.limitRefusals == 0)
             await flooder.close()
-            await good.close()
         }
     }
 
     @Test func authFailuresAreRateLimitedPerConnection() async throws {
+        // 8 AUTH answers against 2/s with a burst of 2: ~3 s in debt.
         try await withRelay(configure: {
-            $0.authFailureRate = RateLimit(perSecond: 5, burst: 2)
+            $0.authFailureRate = RateLimit(perSecond: 2, burst: 2)
             $0.maxAuthFailures = 1000
         }) { relay in
-            let good = try await RelayConnection.connect(to: relay.address)
-            let q = try await good.createQueue()
             let attacker = try await RelayConnection.connect(to: relay.address)
-            let refused = NIOLockedValueBox(0)
-            let attack = Task {
-                for _ in 0..<20 {
-                    await #expect(throws: RelayClientError.relay(.auth)) {
-                        try await attacker.secureAsSender(senderId: Sodium.randomBytes(24), senderKey: .newX25519())
+            try await floodIsHeldWhileAnotherConnectionIsServed(relay, flood: {
+                await withTaskGroup(of: Void.self) { group in
+                    for _ in 0..<8 {
+                        group.addTask {
+                            await #expect(throws: RelayClientError.relay(.auth)) {
+                                try await attacker.secureAsSender(senderId: Sodium.randomBytes(24), senderKey: .newX25519())
+                            }
+                        }
                     }
-                    refused.withLockedValue { $0 += 1 }
                 }
-            }
-            try await eventually("the failing connection is throttled") { relay.stats.throttled >= 1 }
-            try await roundTrip(good, q, 1)
-            #expect(refused.withLockedValue { $0 } < 20)
-            await attack.value
+            }, late: [{ try await attacker.ping() }])
             // Slowed, not closed (it stayed under --max-auth-failures).
-            try await attacker.ping()
+            #expect(attacker.isActive)
             await attacker.close()
-            await good.close()
+        }
+    }
+
+    @Test func newQueuesFromAllConnectionsShareARelayWideRate() async throws {
+        // 2 connections × 3 NEWs against a relay-wide 2/s with a burst of 1 (each connection's own
+        // rate is the default, far above): the first ~1 s in debt, the second ~2.5 s.
+        try await withRelay(configure: { $0.globalNewQueueRate = RateLimit(perSecond: 2, burst: 1) }) { relay in
+            let a = try await RelayConnection.connect(to: relay.address)
+            let b = try await RelayConnection.connect(to: relay.address)
+            try await floodIsHeldWhileAnotherConnectionIsServed(relay, throttles: 2, flood: {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for c in [a, b] {
+                        for _ in 0..<3 { group.addTask { _ = try await c.createQueue() } }
+                    }
+                    try await group.waitForAll()
+                }
+                // Both overdrew the shared budget, so both are held; the good connection, which
+                // sends no NEW while they flood, is not.
+            }, late: [{ _ = try await a.createQueue() }, { _ = try await b.createQueue() }])
+            #expect(relay.stats.queues == 9)
+            #expect(relay.stats.limitRefusals == 0)
+            await a.close()
+            await b.close()
         }
     }
 
@@ -179,6 +193,40 @@ import Testing
         let seqs = done.filter { $0.owner == 1 }.map(\.seq)
         #expect(seqs == seqs.sorted())
         try store.close()
+    }
+
+    @Test func aRelayWideBudgetHoldsOnlyTheConnectionsThatTakeFromItWhenOverdrawn() throws {
+        var config = RelayConfiguration(dataDirectory: URL(fileURLWithPath: "/nonexistent"))
+        config.globalNewQueueRate = RateLimit(perSecond: 10, burst: 2)
+        let global = GlobalBudget(config)
+        let now = NIODeadline.now()
+        var a = ConnectionBudget(config, global: global, now: now)
+        var b = ConnectionBudget(config, global: global, now: now)
+        let new = ClientCommand.new(recipientKey: AuthPrivateKey.newX25519().publicKey, recipientDhKey: X25519.PrivateKey().publicKey)
+        // The burst: no wait.
+        a.charge(new, now: now)
+        a.charge(new, now: now)
+        let inCredit = a.wait(now: now)
+        #expect(inCredit?.0 == nil)
+        // A overdraws by one NEW (0.1 s at 10/s); B, sending only PINGs, does not wait for it.
+        a.charge(new, now: now)
+        b.charge(.ping, now: now)
+        let aHeld = a.wait(now: now)
+        let aWait = try #require(aHeld)
+        #expect(aWait.1 == .globalNewQueues)
+        #expect(aWait.0 > .milliseconds(50) && aWait.0 <= .milliseconds(101))
+        let bFree = b.wait(now: now)
+        #expect(bFree?.0 == nil)
+        // B's NEW now overdraws further: B waits for the debt after its take (~0.2 s), A does not wait longer.
+        b.charge(new, now: now)
+        let bHeld = b.wait(now: now)
+        let bWait = try #require(bHeld)
+        #expect(bWait.0 > .milliseconds(150) && bWait.0 <= .milliseconds(201))
+        let aStill = a.wait(now: now)
+        #expect(aStill.map { $0.0 <= aWait.0 } == true)
+        // Once its wait has passed, A is free again.
+        let aLater = a.wait(now: now + .milliseconds(102))
+        #expect(aLater?.0 == nil)
     }
 
     @Test func aTokenBucketServesItsBurstThenItsRate() {
