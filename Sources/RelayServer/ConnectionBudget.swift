@@ -99,6 +99,8 @@ struct ConnectionBudget {
         case globalNewQueues = "global_new_queues"
         case globalUnsignedSendBytes = "global_unsigned_send_bytes"
         case globalAuthFailures = "global_auth_failures"
+        /// Not a connection's: the listener paused accepting (``AcceptPacer``).
+        case accepts
     }
 
     private var buckets: [TokenBucket]
@@ -152,5 +154,43 @@ struct ConnectionBudget {
             if w > (longest?.0 ?? .zero) { longest = (w, limit.label) }
         }
         return longest
+    }
+}
+
+/// On the listening channel: counts accepted connections against ``RelayConfiguration/acceptRate``
+/// and, while that bucket is in debt, does not read (accept) from the listening socket — new
+/// connections wait in the kernel's backlog until the rate allows.
+final class AcceptPacer: ChannelDuplexHandler {
+    typealias InboundIn = any Channel
+    typealias InboundOut = any Channel
+    typealias OutboundIn = Never
+
+    private var bucket: TokenBucket
+    private let core: RelayCore
+    private var timer: Scheduled<Void>?
+
+    init(rate: RateLimit, core: RelayCore) {
+        bucket = TokenBucket(rate, now: .now())
+        self.core = core
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        bucket.take(1, now: context.eventLoop.now)
+        context.fireChannelRead(data)
+    }
+
+    func read(context: ChannelHandlerContext) {
+        guard timer == nil else { return } // the timer reads when it fires
+        guard let wait = bucket.debtClears(now: context.eventLoop.now) else { return context.read() }
+        core.noteThrottled(.accepts)
+        timer = context.eventLoop.assumeIsolated().scheduleTask(in: wait) { [self] in
+            timer = nil
+            read(context: context)
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
     }
 }

@@ -72,6 +72,10 @@ public struct RelayConfiguration: Sendable {
     public var globalNewQueueRate: RateLimit
     public var globalUnsignedSendByteRate: RateLimit
     public var globalAuthFailureRate: RateLimit
+    /// Connections accepted per second, relay-wide (default 200, burst 400): beyond it the relay
+    /// stops accepting for a while and new connections wait in the listen backlog, so that
+    /// clients that reconnect in a loop (each a TLS handshake) cost at most this many handshakes.
+    public var acceptRate: RateLimit
     /// When set, `NEW` must carry this password (`smp://fingerprint:password@host`); without it
     /// or with another one the answer is `AUTH`. For private relays.
     public var newQueuePassword: String?
@@ -105,8 +109,10 @@ public struct RelayConfiguration: Sendable {
         authFailureRate: RateLimit = RateLimit(perSecond: 10),
         globalNewQueueRate: RateLimit = RateLimit(perSecond: 200),
         globalUnsignedSendByteRate: RateLimit = RateLimit(perSecond: 8 << 20),
-        globalAuthFailureRate: RateLimit = RateLimit(perSecond: 500)
+        globalAuthFailureRate: RateLimit = RateLimit(perSecond: 500),
+        acceptRate: RateLimit = RateLimit(perSecond: 200)
     ) {
+        self.acceptRate = acceptRate
         self.globalNewQueueRate = globalNewQueueRate
         self.globalUnsignedSendByteRate = globalUnsignedSendByteRate
         self.globalAuthFailureRate = globalAuthFailureRate
@@ -149,6 +155,7 @@ extension RelayConfiguration {
         globalNewQueueRate = .unlimited
         globalUnsignedSendByteRate = .unlimited
         globalAuthFailureRate = .unlimited
+        acceptRate = .unlimited
     }
 }
 

@@ -81,6 +81,9 @@ struct RelayCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-global-auth-failures-per-second"), help: "AUTH answers all connections together may get per second (a burst of two seconds' worth), as above.")
     var maxGlobalAuthFailuresPerSecond: Int = 500
 
+    @Option(name: .customLong("max-accepts-per-second"), help: "Connections the relay accepts per second (a burst of two seconds' worth); beyond it new connections wait in the listen backlog.")
+    var maxAcceptsPerSecond: Int = 200
+
     @Option(name: .customLong("password-file"), help: "A file holding the password NEW must carry (private relay); the address becomes smp://fingerprint:password@host.")
     var passwordFile: String?
 
@@ -100,7 +103,8 @@ struct RelayCommand: AsyncParsableCommand {
                                 (maxAuthFailures, "--max-auth-failures"), (maxCommandsPerSecond, "--max-commands-per-second"),
                                 (maxNewPerSecond, "--max-new-per-second"), (maxAuthFailuresPerSecond, "--max-auth-failures-per-second"),
                                 (maxGlobalNewPerSecond, "--max-global-new-per-second"),
-                                (maxGlobalAuthFailuresPerSecond, "--max-global-auth-failures-per-second")] where value < 1 {
+                                (maxGlobalAuthFailuresPerSecond, "--max-global-auth-failures-per-second"),
+                                (maxAcceptsPerSecond, "--max-accepts-per-second")] where value < 1 {
             throw ValidationError("\(option) must be at least 1")
         }
         guard (1...(Int.max >> 10)).contains(maxSendKBPerSecond) else { throw ValidationError("--max-send-kb-per-second must be at least 1") }
@@ -142,7 +146,8 @@ struct RelayCommand: AsyncParsableCommand {
             authFailureRate: RateLimit(perSecond: maxAuthFailuresPerSecond),
             globalNewQueueRate: RateLimit(perSecond: maxGlobalNewPerSecond),
             globalUnsignedSendByteRate: RateLimit(perSecond: maxGlobalUnsignedSendKBPerSecond << 10),
-            globalAuthFailureRate: RateLimit(perSecond: maxGlobalAuthFailuresPerSecond)
+            globalAuthFailureRate: RateLimit(perSecond: maxGlobalAuthFailuresPerSecond),
+            acceptRate: RateLimit(perSecond: maxAcceptsPerSecond)
         )
         let group = MultiThreadedEventLoopGroup.singleton
         let server: RelayServer

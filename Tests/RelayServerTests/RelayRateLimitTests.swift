@@ -159,6 +159,21 @@ import Testing
         }
     }
 
+    @Test func connectionsBeyondTheAcceptRateWaitInTheBacklog() async throws {
+        // 5 TCP connections against 1 accept/s with a burst of 1: the listener stops accepting
+        // after its first read (up to 4 accepted), the rest wait in the kernel's backlog ~3 s.
+        try await withRelay(configure: { $0.acceptRate = RateLimit(perSecond: 1, burst: 1) }) { relay in
+            var clients: [RawClient] = []
+            for _ in 0..<5 { clients.append(try await RawClient(host: relay.address.host, port: relay.address.port, tls: false)) }
+            // Fails here if the rate were not applied: nothing else counts a throttle.
+            try await eventually("the listener is throttled") { relay.stats.throttled >= 1 }
+            #expect(relay.stats.connections < 5, "every connection was accepted at once")
+            // Held, not refused: all are accepted in the end.
+            try await eventually("every connection accepted") { relay.stats.connections == 5 }
+            for c in clients { await c.close() }
+        }
+    }
+
     @Test func aSmallWriteDoesNotWaitForAnotherConnectionsPileOfLargeOnes() async throws {
         let dir = TempDirectory()
         defer { dir.cleanup() }
