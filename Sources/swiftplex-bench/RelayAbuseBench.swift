@@ -31,7 +31,7 @@ struct RelayAbuseBench: AsyncParsableCommand {
     @Flag(help: "Print each round trip slower than 200 ms, split into SEND, MSG and ACK.") var verbose = false
     @Option(help: "Only these misbehaviours, comma-separated: new-flood, bad-signatures, skey, send-flood, garbage, slow-reader (default: all).")
     var only: String?
-    @Flag(name: .customLong("unlimited-rates"), help: "Turn off the relay's per-connection rate limits (to see what they do).")
+    @Flag(name: .customLong("unlimited-rates"), help: "Turn off every rate limit of the relay — per connection, relay-wide and the accept rate (to see what they do).")
     var unlimitedRates = false
     @Flag(name: .customLong("attackers-in-process"), help: "Run the attackers in this process, beside the relay (their own CPU then counts against it), instead of a child process.")
     var attackersInProcess = false

@@ -24,7 +24,7 @@ struct RelayBench: AsyncParsableCommand {
     @Option(help: "Measured rounds of each (the median is reported).") var rounds: Int = 3
     @Option(name: .customLong("recipient-keys"), help: "Kind of recipient key: ed25519 (signatures, the default) or x25519 (authenticators).")
     var recipientKeys: String = "ed25519"
-    @Flag(name: .customLong("unlimited-rates"), help: "Turn off the relay's per-connection rate limits (to see what they cost).")
+    @Flag(name: .customLong("unlimited-rates"), help: "Turn off every rate limit of the relay — per connection, relay-wide and the accept rate (to see what they cost).")
     var unlimitedRates = false
 
     func validate() throws {
