@@ -14,7 +14,7 @@ import Testing
 /// of large ones. Over real TLS on loopback, and a real SQLite file.
 ///
 /// Light by design (they share a test process with every other live suite): each test gives the
-/// relay a tiny budget, so that a few dozen commands put a connection ~3 s in debt; floods are
+/// relay a tiny budget, so that a few dozen commands put a connection ~6 s in debt; floods are
 /// bounded in count; every wait is for an event (the throttle counter moving, an answer arriving).
 @Suite(.timeLimit(.minutes(1))) struct RelayRateLimitTests {
     /// A round trip on the good connection's own queue (3 commands, 1 byte of `SEND`).
@@ -60,12 +60,12 @@ import Testing
     }
 
     @Test func aCommandFloodIsSlowedNotRefusedWhileAnotherConnectionIsServed() async throws {
-        // 40 PINGs against 10/s with a burst of 10: ~3 s in debt.
+        // 70 PINGs against 10/s with a burst of 10: ~6 s in debt (margin for a loaded machine).
         try await withRelay(configure: { $0.commandRate = RateLimit(perSecond: 10, burst: 10) }) { relay in
             let flooder = try await RelayConnection.connect(to: relay.address)
             try await floodIsHeldWhileAnotherConnectionIsServed(relay, flood: {
                 try await withThrowingTaskGroup(of: Void.self) { group in
-                    for _ in 0..<40 { group.addTask { try await flooder.ping() } }
+                    for _ in 0..<70 { group.addTask { try await flooder.ping() } }
                     try await group.waitForAll()
                 }
             }, late: [{ try await flooder.ping() }])
@@ -77,43 +77,43 @@ import Testing
     }
 
     @Test func sendBytesAreRateLimitedPerConnection() async throws {
-        // 4 × 3,000 bytes against 2 KiB/s with a burst of 4 KiB: ~4 s in debt.
+        // 6 × 3,000 bytes against 2 KiB/s with a burst of 4 KiB: ~7 s in debt.
         try await withRelay(configure: { $0.sendByteRate = RateLimit(perSecond: 2 << 10, burst: 4 << 10) }) { relay in
             let flooder = try await RelayConnection.connect(to: relay.address)
             let own = try await flooder.createQueue()
             try await floodIsHeldWhileAnotherConnectionIsServed(relay, flood: {
                 try await withThrowingTaskGroup(of: Void.self) { group in
-                    for _ in 0..<4 {
+                    for _ in 0..<6 {
                         group.addTask { try await flooder.sendMessage(senderId: own.senderId, key: nil, body: Sodium.randomBytes(3000)) }
                     }
                     try await group.waitForAll()
                 }
             }, late: [{ try await flooder.sendMessage(senderId: own.senderId, key: nil, body: [9]) }])
             // Every SEND was stored and answered OK (the good connection's two were acknowledged).
-            #expect(relay.stats.storedMessages == 5)
+            #expect(relay.stats.storedMessages == 7)
             await flooder.close()
         }
     }
 
     @Test func newQueuesAreRateLimitedPerConnection() async throws {
-        // 8 NEWs against 2/s with a burst of 2: ~3 s in debt.
+        // 14 NEWs against 2/s with a burst of 2: ~6 s in debt.
         try await withRelay(configure: { $0.newQueueRate = RateLimit(perSecond: 2, burst: 2) }) { relay in
             let flooder = try await RelayConnection.connect(to: relay.address)
             try await floodIsHeldWhileAnotherConnectionIsServed(relay, flood: {
                 try await withThrowingTaskGroup(of: Void.self) { group in
-                    for _ in 0..<8 { group.addTask { _ = try await flooder.createQueue() } }
+                    for _ in 0..<14 { group.addTask { _ = try await flooder.createQueue() } }
                     try await group.waitForAll()
                 }
             }, late: [{ _ = try await flooder.createQueue() }])
-            // The good connection's queue, the flood's 8 and the late one: nothing refused.
-            #expect(relay.stats.queues == 10)
+            // The good connection's queue, the flood's 14 and the late one: nothing refused.
+            #expect(relay.stats.queues == 16)
             #expect(relay.stats.limitRefusals == 0)
             await flooder.close()
         }
     }
 
     @Test func authFailuresAreRateLimitedPerConnection() async throws {
-        // 8 AUTH answers against 2/s with a burst of 2: ~3 s in debt.
+        // 14 AUTH answers against 2/s with a burst of 2: ~6 s in debt.
         try await withRelay(configure: {
             $0.authFailureRate = RateLimit(perSecond: 2, burst: 2)
             $0.maxAuthFailures = 1000
@@ -121,7 +121,7 @@ import Testing
             let attacker = try await RelayConnection.connect(to: relay.address)
             try await floodIsHeldWhileAnotherConnectionIsServed(relay, flood: {
                 await withTaskGroup(of: Void.self) { group in
-                    for _ in 0..<8 {
+                    for _ in 0..<14 {
                         group.addTask {
                             await #expect(throws: RelayClientError.relay(.auth)) {
                                 try await attacker.secureAsSender(senderId: Sodium.randomBytes(24), senderKey: .newX25519())
@@ -137,22 +137,22 @@ import Testing
     }
 
     @Test func newQueuesFromAllConnectionsShareARelayWideRate() async throws {
-        // 2 connections × 3 NEWs against a relay-wide 2/s with a burst of 1 (each connection's own
-        // rate is the default, far above): the first ~1 s in debt, the second ~2.5 s.
+        // 2 connections × 7 NEWs against a relay-wide 2/s with a burst of 1 (each connection's own
+        // rate is the default, far above): the one that takes last ~6.5 s in debt.
         try await withRelay(configure: { $0.globalNewQueueRate = RateLimit(perSecond: 2, burst: 1) }) { relay in
             let a = try await RelayConnection.connect(to: relay.address)
             let b = try await RelayConnection.connect(to: relay.address)
             try await floodIsHeldWhileAnotherConnectionIsServed(relay, throttles: 2, flood: {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for c in [a, b] {
-                        for _ in 0..<3 { group.addTask { _ = try await c.createQueue() } }
+                        for _ in 0..<7 { group.addTask { _ = try await c.createQueue() } }
                     }
                     try await group.waitForAll()
                 }
                 // Both overdrew the shared budget, so both are held; the good connection, which
                 // sends no NEW while they flood, is not.
             }, late: [{ _ = try await a.createQueue() }, { _ = try await b.createQueue() }])
-            #expect(relay.stats.queues == 9)
+            #expect(relay.stats.queues == 17)
             #expect(relay.stats.limitRefusals == 0)
             await a.close()
             await b.close()
@@ -160,16 +160,21 @@ import Testing
     }
 
     @Test func connectionsBeyondTheAcceptRateWaitInTheBacklog() async throws {
-        // 5 TCP connections against 1 accept/s with a burst of 1: the listener stops accepting
-        // after its first read (up to 4 accepted), the rest wait in the kernel's backlog ~3 s.
-        try await withRelay(configure: { $0.acceptRate = RateLimit(perSecond: 1, burst: 1) }) { relay in
+        // 5 TCP connections against 1 accept/s with a burst of 1: once in debt the listener stops
+        // accepting, and the rest wait in the kernel's backlog for a second or more.
+        try await withRelay(configure: {
+            $0.acceptRate = RateLimit(perSecond: 1, burst: 1)
+            // These clients never start TLS: keep them open (and counted) however slow the machine is.
+            $0.handshakeTimeout = .seconds(120)
+        }) { relay in
             var clients: [RawClient] = []
             for _ in 0..<5 { clients.append(try await RawClient(host: relay.address.host, port: relay.address.port, tls: false)) }
-            // Fails here if the rate were not applied: nothing else counts a throttle.
+            // Fails here if the rate were not applied: the counter moves only when the listener,
+            // in debt, withholds its next accept. (How many were accepted by then depends on how
+            // fast this machine opened the five, so it is not asserted.)
             try await eventually("the listener is throttled") { relay.stats.throttled >= 1 }
-            #expect(relay.stats.connections < 5, "every connection was accepted at once")
             // Held, not refused: all are accepted in the end.
-            try await eventually("every connection accepted") { relay.stats.connections == 5 }
+            try await eventually(timeout: .seconds(30), "every connection accepted") { relay.stats.connections == 5 }
             for c in clients { await c.close() }
         }
     }
@@ -192,6 +197,9 @@ import Testing
                 try RelayStore.insertMessage(db, recipientId: rid, id: Sodium.randomBytes(24), timestamp: 0, flags: 0, body: large)
             }) { result in completed.withLockedValue { $0.append((1, (try? result.get()) ?? -1)) } }
         }
+        // On a loaded machine some groups may commit while the pile is still being submitted: what
+        // counts is how many complete after the small write was submitted.
+        let completedBefore = completed.withLockedValue { $0.count }
         store.submit(owner: 2, bytes: 1, { db in
             try RelayStore.insertMessage(db, recipientId: rid, id: Sodium.randomBytes(24), timestamp: 0, flags: 0, body: [1])
         }) { result in completed.withLockedValue { $0.append((2, (try? result.get()) ?? -1)) } }
@@ -200,10 +208,10 @@ import Testing
         let done = completed.withLockedValue { $0 }
         #expect(done.count == 65)
         #expect(!done.contains { $0.seq < 0 })
-        // The small write went into the first or second group, not after the whole pile.
+        // The small write went into the group under way or the next, not after the whole pile.
         let perGroup = RelayStore.batchBytes / large.count
         let position = try #require(done.firstIndex { $0.owner == 2 })
-        #expect(position <= 2 * perGroup, "the small write waited behind \(position) large ones")
+        #expect(position - completedBefore <= 2 * perGroup, "the small write waited behind \(position - completedBefore) large ones")
         // One connection's writes commit in the order it submitted them.
         let seqs = done.filter { $0.owner == 1 }.map(\.seq)
         #expect(seqs == seqs.sorted())
