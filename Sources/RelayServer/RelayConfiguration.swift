@@ -53,6 +53,29 @@ public struct RelayConfiguration: Sendable {
     /// so that the closing reveals nothing about which queues exist.
     public var maxAuthFailures: Int
     public var authFailureWindow: Duration
+    /// Rates per connection (token buckets holding `burst`, refilled at `perSecond`). A connection
+    /// over any of them is not refused: the relay serves what it already read, then stops reading
+    /// from it until the bucket is back in credit (backpressure), so a flood costs the relay no
+    /// more than its rate. Defaults are well above what a bot's connection does (the relay
+    /// benchmark with one sender connection for 64 queues makes ~9,500 commands/s): commands 20,000/s, `NEW`s 50/s,
+    /// `SEND` bodies 32 MiB/s, `AUTH` answers 10/s — each with a burst of two seconds' worth.
+    public var commandRate: RateLimit
+    public var newQueueRate: RateLimit
+    public var sendByteRate: RateLimit
+    public var authFailureRate: RateLimit
+    /// Relay-wide rates, shared by all connections (a per-connection rate cannot bound what 200
+    /// connections do together): `NEW`s 200/s, bodies of unsigned `SEND`s (to unsecured queues:
+    /// confirmations and contact requests; a secured queue's sender signs) 8 MiB/s, `AUTH` answers
+    /// 500/s — each with a burst of two seconds' worth. A connection that takes from an overdrawn
+    /// one is held like one over its own rate, until the debt as it stood after its take is paid;
+    /// connections that do not use that rate are not held.
+    public var globalNewQueueRate: RateLimit
+    public var globalUnsignedSendByteRate: RateLimit
+    public var globalAuthFailureRate: RateLimit
+    /// Connections accepted per second, relay-wide (default 200, burst 400): beyond it the relay
+    /// stops accepting for a while and new connections wait in the listen backlog, so that
+    /// clients that reconnect in a loop (each a TLS handshake) cost at most this many handshakes.
+    public var acceptRate: RateLimit
     /// When set, `NEW` must carry this password (`smp://fingerprint:password@host`); without it
     /// or with another one the answer is `AUTH`. For private relays.
     public var newQueuePassword: String?
@@ -79,8 +102,24 @@ public struct RelayConfiguration: Sendable {
         maxStoredBytes: Int = 16 << 30,
         maxAuthFailures: Int = 100,
         authFailureWindow: Duration = .seconds(10),
-        newQueuePassword: String? = nil
+        newQueuePassword: String? = nil,
+        commandRate: RateLimit = RateLimit(perSecond: 20_000),
+        newQueueRate: RateLimit = RateLimit(perSecond: 50),
+        sendByteRate: RateLimit = RateLimit(perSecond: 32 << 20),
+        authFailureRate: RateLimit = RateLimit(perSecond: 10),
+        globalNewQueueRate: RateLimit = RateLimit(perSecond: 200),
+        globalUnsignedSendByteRate: RateLimit = RateLimit(perSecond: 8 << 20),
+        globalAuthFailureRate: RateLimit = RateLimit(perSecond: 500),
+        acceptRate: RateLimit = RateLimit(perSecond: 200)
     ) {
+        self.acceptRate = acceptRate
+        self.globalNewQueueRate = globalNewQueueRate
+        self.globalUnsignedSendByteRate = globalUnsignedSendByteRate
+        self.globalAuthFailureRate = globalAuthFailureRate
+        self.commandRate = commandRate
+        self.newQueueRate = newQueueRate
+        self.sendByteRate = sendByteRate
+        self.authFailureRate = authFailureRate
         self.maxConnections = maxConnections
         self.maxQueues = maxQueues
         self.maxNewQueuesPerConnection = maxNewQueuesPerConnection
@@ -104,6 +143,39 @@ public struct RelayConfiguration: Sendable {
         self.writeStallTimeout = writeStallTimeout
         self.maxPendingCommandsPerConnection = maxPendingCommandsPerConnection
     }
+}
+
+extension RelayConfiguration {
+    /// Turns every rate limit off, per connection and relay-wide (benchmarks compare with and without).
+    public mutating func unlimitRates() {
+        commandRate = .unlimited
+        newQueueRate = .unlimited
+        sendByteRate = .unlimited
+        authFailureRate = .unlimited
+        globalNewQueueRate = .unlimited
+        globalUnsignedSendByteRate = .unlimited
+        globalAuthFailureRate = .unlimited
+        acceptRate = .unlimited
+    }
+}
+
+/// A rate limit: `perSecond` on average, with up to `burst` at once.
+public struct RateLimit: Sendable, Equatable, CustomStringConvertible {
+    public var perSecond: Int
+    public var burst: Int
+
+    /// `burst` defaults to two seconds' worth.
+    public init(perSecond: Int, burst: Int? = nil) {
+        self.perSecond = max(perSecond, 1)
+        self.burst = max(burst ?? (perSecond > Int.max / 2 ? Int.max : perSecond * 2), 1)
+    }
+
+    /// No limit.
+    public static let unlimited = RateLimit(perSecond: .max, burst: .max)
+
+    var isUnlimited: Bool { perSecond == .max }
+
+    public var description: String { isUnlimited ? "unlimited" : "\(perSecond)/s (burst \(burst))" }
 }
 
 extension Duration {

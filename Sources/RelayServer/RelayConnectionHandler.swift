@@ -35,6 +35,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
                 h.pendingCommands -= 1
                 h.enqueue(response, correlationId: correlationId, entityId: entityId)
                 if response == .error(.auth) { h.noteAuthFailure() }
+                h.checkBudget()
                 h.resumeReadingIfPossible()
             }
         }
@@ -77,11 +78,15 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
     /// `NEW`s in the current window and when that window started.
     private var newQueuesInWindow = 0
     private var newQueueWindowStart = NIODeadline.distantPast
+    /// This connection's rates; while one is overdrawn, nothing more is read (`throttleTimer` set).
+    private var budget: ConnectionBudget
+    private var throttleTimer: Scheduled<Void>?
 
     init(core: RelayCore, configuration: RelayConfiguration, logger: Logger) {
         self.core = core
         self.configuration = configuration
         self.connectionId = Self.nextId.withLockedValue { $0 += 1; return $0 }
+        self.budget = ConnectionBudget(configuration, global: core.globalBudget, now: .now())
         self.session = SessionKeys(sessionId: Sodium.randomBytes(RelayLimits.sessionIdLength), relayKey: sessionKey)
         var logger = logger
         logger[metadataKey: "conn"] = "\(connectionId)"
@@ -92,6 +97,9 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        // The loop's clock (a test's loop moves it by hand).
+        budget = ConnectionBudget(configuration, global: core.globalBudget, now: context.eventLoop.now)
+        lastInbound = context.eventLoop.now
         subscriber = Session(connectionId: connectionId, eventLoop: context.eventLoop, handler: self)
         if context.channel.isActive { start(context: context) }
     }
@@ -123,7 +131,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
         let checkEvery = TimeAmount.nanoseconds(max(idle.nanoseconds / 4, 1_000_000))
         idleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: checkEvery) { [self] in
             guard phase != .closed, let context = self.context else { return }
-            if NIODeadline.now() - lastInbound > idle {
+            if context.eventLoop.now - lastInbound > idle {
                 logger.info("closing idle connection")
                 close()
             } else {
@@ -142,6 +150,8 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
         timers.forEach { $0.cancel() }
         idleTimer?.cancel()
         stallTimer?.cancel()
+        throttleTimer?.cancel()
+        throttleTimer = nil
         outbox.removeAll()
         context.fireChannelInactive()
     }
@@ -168,7 +178,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let block = unwrapInboundIn(data)
-        lastInbound = .now()
+        lastInbound = context.eventLoop.now
         switch phase {
         case .closed:
             return
@@ -206,14 +216,16 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
                 return close()
             }
             for part in parts where !closing { dispatch(part) }
+            checkBudget()
         }
     }
 
     /// Counts an `AUTH` answer; a connection with more than `maxAuthFailures` of them within
     /// `authFailureWindow` is closed once the answer is written.
     fileprivate func noteAuthFailure() {
-        guard phase == .ready, !closing else { return }
-        let now = NIODeadline.now()
+        guard phase == .ready, !closing, let context else { return }
+        let now = context.eventLoop.now
+        budget.chargeAuthFailure(now: now)
         let window = TimeAmount.nanoseconds(configuration.authFailureWindow.timeAmountNanoseconds)
         authFailures.append(now)
         if let firstRecent = authFailures.firstIndex(where: { now - $0 <= window }), firstRecent > 0 {
@@ -227,8 +239,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
     }
 
     /// Takes one `NEW` from this connection's budget for the current window.
-    private func takeNewQueueBudget() -> Bool {
-        let now = NIODeadline.now()
+    private func takeNewQueueBudget(now: NIODeadline) -> Bool {
         if now - newQueueWindowStart > TimeAmount.nanoseconds(configuration.newQueueWindow.timeAmountNanoseconds) {
             newQueueWindowStart = now
             newQueuesInWindow = 0
@@ -261,8 +272,10 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
             core.noteProtocolError()
             return enqueue(.error(error), correlationId: t.correlationId, entityId: t.entityId)
         }
-        guard let subscriber else { return }
-        if case .new = command, !takeNewQueueBudget() {
+        guard let subscriber, let context else { return }
+        let now = context.eventLoop.now
+        budget.charge(command, signed: !t.signature.isEmpty, now: now)
+        if case .new = command, !takeNewQueueBudget(now: now) {
             core.noteRefusal(.queuesPerConnection)
             return enqueue(.error(.quota), correlationId: t.correlationId, entityId: t.entityId)
         }
@@ -304,7 +317,20 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
 
     private var shouldHoldReads: Bool {
         guard let context else { return false }
-        return !context.channel.isWritable || pendingCommands >= configuration.maxPendingCommandsPerConnection
+        return !context.channel.isWritable || pendingCommands >= configuration.maxPendingCommandsPerConnection || throttleTimer != nil
+    }
+
+    /// Over one of its rates, the connection is not read from until the rate's bucket is back in
+    /// credit: what it already sent is served, what it sends meanwhile waits in its socket.
+    fileprivate func checkBudget() {
+        guard throttleTimer == nil, phase == .ready, !closing, let context,
+              let (wait, limit) = budget.wait(now: context.eventLoop.now) else { return }
+        core.noteThrottled(limit)
+        throttleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: wait) { [self] in
+            throttleTimer = nil
+            checkBudget()
+            resumeReadingIfPossible()
+        }
     }
 
     func read(context: ChannelHandlerContext) {

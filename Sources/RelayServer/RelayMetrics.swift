@@ -29,6 +29,14 @@ struct RelayMetrics: Sendable {
     let storedBytes = Gauge(label: "swiftplex_relay_stored_bytes")
     let corruptRows = Counter(label: "swiftplex_relay_corrupt_rows_total")
 
+    func throttled(_ limit: ConnectionBudget.Limit) {
+        Self.throttles[limit]?.increment()
+    }
+
+    private static let throttles: [ConnectionBudget.Limit: Counter] = Dictionary(uniqueKeysWithValues: ConnectionBudget.Limit.allCases.map {
+        ($0, Counter(label: "swiftplex_relay_throttled_total", dimensions: [("limit", $0.rawValue)]))
+    })
+
     func refused(_ limit: Limit) {
         Self.refusals[limit]?.increment()
     }
@@ -53,4 +61,6 @@ public struct RelayStats: Sendable, Equatable {
     public var corruptRowsSkipped = 0
     /// Refusals by resource limit (`QUOTA` for queues and storage, closed connections otherwise).
     public var limitRefusals = 0
+    /// Times a connection went over one of its rates and the relay stopped reading from it for a while.
+    public var throttled = 0
 }

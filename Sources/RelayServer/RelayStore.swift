@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import GRDB
 import NIOConcurrencyHelpers
+import NIOCore
 import RelayProtocol
 
 /// A queue as persisted by the relay.
@@ -39,16 +40,86 @@ struct StoredMessage: Sendable {
 /// commit is in progress are run together in the next transaction, so a burst of N SENDs costs one
 /// fsync instead of N. Each operation is a single statement, so one failure does not undo the
 /// others; its completion is called only after the transaction is durable.
+///
+/// Fairness: each operation belongs to an owner (a connection; ``globalOwner`` for the relay's own
+/// work). A group takes operations from the owners round-robin, each owner's in the order it
+/// submitted them, and holds at most ``batchBytes`` of large writes (message bodies over
+/// ``smallWriteBytes``): one connection's pile of 16 KB `SEND`s fills its share of a group, not
+/// the group, and a small write waits for at most the commit under way and its own.
+/// ``globalOwner``'s operations are fences: they run only after everything submitted before them.
 final class RelayStore: Sendable {
+    /// The owner of operations that are not a connection's (load, expiry sweep, barrier).
+    static let globalOwner: UInt64 = 0
+    /// Large-write bytes one group transaction takes at most (one large write always fits).
+    static let batchBytes = 128 << 10
+    /// Writes up to this size are small: they are never held back by the byte budget.
+    static let smallWriteBytes = 2 << 10
+    /// Operations one group transaction takes at most.
+    static let maxBatchOperations = 4096
+
     private struct Operation: Sendable {
         let run: @Sendable (Database) throws -> Void
         let complete: @Sendable (Error?) -> Void
+        let bytes: Int
+        /// Submission order over all owners (for fences).
+        let order: UInt64
+    }
+
+    /// Operations waiting for a group, per owner; `owners` in round-robin order.
+    private struct Pending {
+        var lanes: [UInt64: CircularBuffer<Operation>] = [:]
+        var owners: [UInt64] = []
+        var draining = false
+        var submitted: UInt64 = 0
+
+        mutating func append(_ op: Operation, owner: UInt64) {
+            if lanes[owner] == nil {
+                lanes[owner] = CircularBuffer()
+                owners.append(owner)
+            }
+            lanes[owner]!.append(op)
+        }
+
+        /// The next group: one operation per owner per round, until nothing more fits.
+        mutating func nextBatch() -> [Operation] {
+            var batch: [Operation] = []
+            var largeBytes = 0
+            var candidates = owners
+            while !candidates.isEmpty, batch.count < RelayStore.maxBatchOperations {
+                var next: [UInt64] = []
+                var took = false
+                for owner in candidates {
+                    guard batch.count < RelayStore.maxBatchOperations, let op = lanes[owner]?.first else { continue }
+                    if owner == RelayStore.globalOwner,
+                       lanes.contains(where: { $0.key != owner && ($0.value.first?.order ?? .max) < op.order }) {
+                        next.append(owner) // a fence: only once nothing older waits
+                        continue
+                    }
+                    let large = op.bytes > RelayStore.smallWriteBytes
+                    // Over the budget: this owner's turn in this group is over (its later operations wait behind it).
+                    if large, largeBytes > 0, largeBytes + op.bytes > RelayStore.batchBytes { continue }
+                    if large { largeBytes += op.bytes }
+                    batch.append(lanes[owner]!.removeFirst())
+                    took = true
+                    if !lanes[owner]!.isEmpty { next.append(owner) }
+                }
+                if !took { break }
+                candidates = next
+            }
+            // Emptied lanes are dropped; the round-robin order moves on by one for the next group.
+            owners.removeAll { owner in
+                guard let lane = lanes[owner], !lane.isEmpty else { lanes[owner] = nil; return true }
+                return false
+            }
+            if owners.count > 1 { owners.append(owners.removeFirst()) }
+            return batch
+        }
     }
 
     private let pool: DatabasePool
     private let queue = DispatchQueue(label: "swiftplex.relay.store")
     private let readers = DispatchQueue(label: "swiftplex.relay.store.read", attributes: .concurrent)
-    private let pending = NIOLockedValueBox<(ops: [Operation], draining: Bool)>(([], false))
+    private let pending = NIOLockedValueBox(Pending())
 
     init(path: URL) throws {
         var config = Configuration()
@@ -113,16 +184,22 @@ final class RelayStore: Sendable {
     // MARK: - Group commit
 
     /// Runs `body` in the next group transaction; `completion` gets its result once durable.
-    func submit<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T, completion: @escaping @Sendable (Result<T, Error>) -> Void) {
+    /// `owner` is the submitting connection (``globalOwner`` for the relay's own work, which waits
+    /// for everything submitted before it); `bytes` is how much it writes (a message body), for the
+    /// group's budget of large writes.
+    func submit<T: Sendable>(owner: UInt64 = RelayStore.globalOwner, bytes: Int = 0, _ body: @escaping @Sendable (Database) throws -> T,
+                             completion: @escaping @Sendable (Result<T, Error>) -> Void) {
         let result = NIOLockedValueBox<T?>(nil)
-        let op = Operation(
-            run: { db in result.withLockedValue { $0 = nil }; let v = try body(db); result.withLockedValue { $0 = v } },
-            complete: { error in
-                if let error { completion(.failure(error)) } else { completion(.success(result.withLockedValue { $0! })) }
-            }
-        )
         let startDrain = pending.withLockedValue { state -> Bool in
-            state.ops.append(op)
+            state.submitted += 1
+            let op = Operation(
+                run: { db in result.withLockedValue { $0 = nil }; let v = try body(db); result.withLockedValue { $0 = v } },
+                complete: { error in
+                    if let error { completion(.failure(error)) } else { completion(.success(result.withLockedValue { $0! })) }
+                },
+                bytes: bytes, order: state.submitted
+            )
+            state.append(op, owner: owner)
             if state.draining { return false }
             state.draining = true
             return true
@@ -140,8 +217,7 @@ final class RelayStore: Sendable {
     private func drain() {
         while true {
             let batch = pending.withLockedValue { state -> [Operation] in
-                let ops = state.ops
-                state.ops.removeAll(keepingCapacity: true)
+                let ops = state.nextBatch()
                 if ops.isEmpty { state.draining = false }
                 return ops
             }

@@ -33,20 +33,22 @@ struct JSONBench: ParsableCommand {
         print("json benchmark: a newChatItems event of \(items) item\(items == 1 ? "" : "s"), \(data.count) bytes, \(iterations) operations each")
 
         let n = iterations
+        let rounds = 5
+        var sink = 0
+        /// Nanoseconds for one round (`n / rounds` operations) of `operation`.
+        func timeRound(_ operation: () throws -> Int) rethrows -> UInt64 {
+            let start = monotonicNanos()
+            for _ in 0..<n / rounds { sink &+= try operation() }
+            return monotonicNanos() - start
+        }
+        /// Both sides of one case: warmed up, then in alternating rounds so that neither gets a quieter machine.
         func measure(_ name: String, _ ours: () throws -> Int, _ foundation: () throws -> Int) rethrows {
-            // Warm up both, then alternate rounds so that neither side gets a quieter machine.
-            var sink = 0
             for _ in 0..<min(n, 1000) { sink &+= try ours() &+ foundation() }
             var oursNanos: UInt64 = 0
             var foundationNanos: UInt64 = 0
-            let rounds = 5
             for _ in 0..<rounds {
-                var t = monotonicNanos()
-                for _ in 0..<n / rounds { sink &+= try ours() }
-                oursNanos += monotonicNanos() - t
-                t = monotonicNanos()
-                for _ in 0..<n / rounds { sink &+= try foundation() }
-                foundationNanos += monotonicNanos() - t
+                oursNanos += try timeRound(ours)
+                foundationNanos += try timeRound(foundation)
             }
             let count = Double(n / rounds * rounds)
             let oursUs = Double(oursNanos) / count / 1000

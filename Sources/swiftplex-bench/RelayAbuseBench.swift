@@ -13,6 +13,11 @@ import SwiftplexCrypto
 /// `swiftplex-bench relay-abuse`: a well-behaved client's round trip (SEND → MSG → ACK on its own
 /// queue) through an in-process relay, first alone, then while many connections misbehave in
 /// every way the relay's limits are for. Loopback only, bounded in connections and time.
+///
+/// The attackers run in a child process (this executable's hidden `relay-abuse-attackers`), so that
+/// what is measured is the relay's cost of them, not their own CPU in the relay's process; like
+/// remote attackers, they go as fast as the relay lets them (each waits for its answers or for
+/// its writes to be taken) and no faster. `--attackers-in-process` runs them in this process.
 struct RelayAbuseBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "relay-abuse",
@@ -26,6 +31,10 @@ struct RelayAbuseBench: AsyncParsableCommand {
     @Flag(help: "Print each round trip slower than 200 ms, split into SEND, MSG and ACK.") var verbose = false
     @Option(help: "Only these misbehaviours, comma-separated: new-flood, bad-signatures, skey, send-flood, garbage, slow-reader (default: all).")
     var only: String?
+    @Flag(name: .customLong("unlimited-rates"), help: "Turn off every rate limit of the relay — per connection, relay-wide and the accept rate (to see what they do).")
+    var unlimitedRates = false
+    @Flag(name: .customLong("attackers-in-process"), help: "Run the attackers in this process, beside the relay (their own CPU then counts against it), instead of a child process.")
+    var attackersInProcess = false
 
     func validate() throws {
         guard attackers >= 0, attackers <= 2000 else { throw ValidationError("--attackers must be 0…2000") }
@@ -66,6 +75,7 @@ struct RelayAbuseBench: AsyncParsableCommand {
         // are cut off within the run.
         var config = RelayConfiguration(dataDirectory: dir, host: "127.0.0.1", port: 0)
         config.writeStallTimeout = .seconds(5)
+        if unlimitedRates { config.unlimitRates() }
         let server = try await RelayServer.start(configuration: config, group: serverGroup, logger: logger)
         print("relay-abuse: \(attackers) misbehaving connections (\(behaviours.map(\.rawValue).joined(separator: ", "))), \(seconds) s per phase, \(size)-byte messages, \(threads) relay event-loop threads")
 
@@ -86,27 +96,39 @@ struct RelayAbuseBench: AsyncParsableCommand {
         print(unloaded.line("unloaded"))
 
         // Loaded: the attackers run for the phase (plus a second to get going), then stop.
-        let stop = NIOLockedValueBox(false)
-        let counters = AttackCounters()
-        let (loaded, statsDuring) = try await withThrowingTaskGroup(of: Void.self) { group -> (Summary, RelayStats) in
-            for i in 0..<attackers {
-                let behaviour = behaviours[i % behaviours.count]
-                group.addTask {
-                    await Attacker(behaviour: behaviour, relay: server.address, address: address.senderId, group: attackGroup,
-                                   stop: stop, counters: counters).run()
+        let loaded: Summary
+        let statsDuring: RelayStats
+        let attackSummary: String
+        if attackersInProcess {
+            let stop = NIOLockedValueBox(false)
+            let counters = AttackCounters()
+            (loaded, statsDuring) = try await withThrowingTaskGroup(of: Void.self) { group -> (Summary, RelayStats) in
+                for i in 0..<attackers {
+                    let behaviour = behaviours[i % behaviours.count]
+                    group.addTask {
+                        await Attacker(behaviour: behaviour, relay: server.address, address: address.senderId, group: attackGroup,
+                                       stop: stop, counters: counters).run()
+                    }
                 }
+                try await Task.sleep(for: .seconds(1))
+                let summary = try await good.measure(seconds: seconds)
+                let stats = server.stats
+                stop.withLockedValue { $0 = true }
+                try await group.waitForAll()
+                return (summary, stats)
             }
+            attackSummary = counters.summary
+        } else {
+            let child = try AttackerProcess(relay: server.address, address: address.senderId, attackers: attackers, behaviours: behaviours)
             try await Task.sleep(for: .seconds(1))
-            let summary = try await good.measure(seconds: seconds)
-            let stats = server.stats
-            stop.withLockedValue { $0 = true }
-            try await group.waitForAll()
-            return (summary, stats)
+            loaded = try await good.measure(seconds: seconds)
+            statsDuring = server.stats
+            attackSummary = try child.stop()
         }
         print(loaded.line("loaded"))
         print(String(format: "ratio loaded/unloaded: p50 %.2f, p99 %.2f (goal: within 3)", loaded.p50ms / unloaded.p50ms, loaded.p99ms / unloaded.p99ms))
-        print("attackers: \(counters.summary)")
-        print("relay during the attack: \(statsDuring.connections) connections, \(statsDuring.queues) queues, \(statsDuring.storedMessages) stored messages, \(statsDuring.authFailures) AUTH answers, \(statsDuring.limitRefusals) limit refusals")
+        print("attackers (\(attackersInProcess ? "in this process" : "in a child process")): \(attackSummary)")
+        print("relay during the attack: \(statsDuring.connections) connections, \(statsDuring.queues) queues, \(statsDuring.storedMessages) stored messages, \(statsDuring.authFailures) AUTH answers, \(statsDuring.limitRefusals) limit refusals, \(statsDuring.throttled) throttles")
         await recipient.close()
         await sender.close()
         await server.shutdown()
@@ -115,6 +137,98 @@ struct RelayAbuseBench: AsyncParsableCommand {
         try await serverGroup.shutdownGracefully()
     }
 
+}
+
+/// `swiftplex-bench relay-abuse-attackers` (hidden; started by `relay-abuse`): the misbehaving
+/// connections, in their own process, until standard input closes; then it prints what the relay
+/// answered them and exits.
+struct RelayAbuseAttackers: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "relay-abuse-attackers",
+        abstract: "The misbehaving connections of relay-abuse, in a process of their own (started by relay-abuse).",
+        shouldDisplay: false
+    )
+
+    @Option(help: "The relay's smp:// address.") var relay: String
+    @Option(help: "The sender ID (base64url) of the address queue the SKEY attackers aim at.") var address: String
+    @Option(help: "Misbehaving connections at once.") var attackers: Int
+    @Option(help: "Misbehaviours, comma-separated.") var only: String
+
+    func run() async throws {
+        guard let relayAddress = RelayAddress(relay) else { throw ValidationError("--relay is not a relay address") }
+        guard let target = Base64URL.decode(address) else { throw ValidationError("--address is not base64url") }
+        let behaviours = only.split(separator: ",").compactMap { RelayAbuseBench.Behaviour(rawValue: String($0)) }
+        guard !behaviours.isEmpty, (0...2000).contains(attackers) else { throw ValidationError("--only and --attackers") }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let stop = NIOLockedValueBox(false)
+        let counters = AttackCounters()
+        let done = NIOLockedValueBox<CheckedContinuation<Void, Never>?>(nil)
+        // Standard input closing (the parent's signal, or its death) stops the attack.
+        Thread.detachNewThread {
+            var buffer = [UInt8](repeating: 0, count: 64)
+            while true {
+                let n = read(0, &buffer, buffer.count)
+                if n > 0 || (n < 0 && errno == EINTR) { continue }
+                break
+            }
+            stop.withLockedValue { $0 = true }
+            done.withLockedValue { $0?.resume(); $0 = nil }
+        }
+        for i in 0..<attackers {
+            let behaviour = behaviours[i % behaviours.count]
+            Task {
+                await Attacker(behaviour: behaviour, relay: relayAddress, address: target, group: group, stop: stop, counters: counters).run()
+            }
+        }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let stopped = done.withLockedValue { d -> Bool in
+                if stop.withLockedValue({ $0 }) { return true }
+                d = c
+                return false
+            }
+            if stopped { c.resume() }
+        }
+        // Attackers blocked on a held connection stop with the process, not after the relay lets them go.
+        print(counters.summary)
+        fflush(nil)
+        Foundation.exit(0)
+    }
+}
+
+/// The attackers' child process, seen from `relay-abuse`.
+final class AttackerProcess {
+    private let process = Process()
+    private let input = Pipe()
+    private let output = Pipe()
+
+    init(relay: RelayAddress, address: [UInt8], attackers: Int, behaviours: [RelayAbuseBench.Behaviour]) throws {
+        process.executableURL = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        process.arguments = ["relay-abuse-attackers", "--relay", relay.description, "--address", Base64URL.encode(address),
+                             "--attackers", "\(attackers)", "--only", behaviours.map(\.rawValue).joined(separator: ",")]
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+    }
+
+    /// Closes the child's standard input (it stops), waits for it and returns what it printed.
+    func stop() throws -> String {
+        try input.fileHandleForWriting.close()
+        let fd = output.fileHandleForReading.fileDescriptor
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = read(fd, &buffer, buffer.count)
+            if n > 0 { bytes += buffer[0..<n]; continue }
+            if n < 0, errno == EINTR { continue }
+            break
+        }
+        process.waitUntilExit()
+        let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard process.terminationStatus == 0 else {
+            throw ValidationError("the attackers' process failed (status \(process.terminationStatus)): \(text)")
+        }
+        return text
+    }
 }
 
 /// The well-behaved client: SEND on its queue, wait for the MSG, ACK it. Used by one task.

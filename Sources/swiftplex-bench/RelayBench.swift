@@ -24,6 +24,8 @@ struct RelayBench: AsyncParsableCommand {
     @Option(help: "Measured rounds of each (the median is reported).") var rounds: Int = 3
     @Option(name: .customLong("recipient-keys"), help: "Kind of recipient key: ed25519 (signatures, the default) or x25519 (authenticators).")
     var recipientKeys: String = "ed25519"
+    @Flag(name: .customLong("unlimited-rates"), help: "Turn off every rate limit of the relay — per connection, relay-wide and the accept rate (to see what they cost).")
+    var unlimitedRates = false
 
     func validate() throws {
         guard connections > 0, queuesPerConnection > 0, messages > 0, rounds > 0 else { throw ValidationError("counts must be positive") }
@@ -65,9 +67,9 @@ struct RelayBench: AsyncParsableCommand {
         defer { try? FileManager.default.removeItem(at: dir) }
         var logger = Logger(label: "bench.relay")
         logger.logLevel = .warning
-        let server = try await RelayServer.start(
-            configuration: RelayConfiguration(dataDirectory: dir, host: "127.0.0.1", port: 0, queueQuota: 1024),
-            group: group, logger: logger)
+        var config = RelayConfiguration(dataDirectory: dir, host: "127.0.0.1", port: 0, queueQuota: 1024)
+        if unlimitedRates { config.unlimitRates() }
+        let server = try await RelayServer.start(configuration: config, group: group, logger: logger)
 
         struct Pair {
             var sender: RelayConnection

@@ -60,6 +60,30 @@ struct RelayCommand: AsyncParsableCommand {
     @Option(name: .customLong("auth-failure-window"), help: "The window of --max-auth-failures (e.g. 10s).")
     var authFailureWindow: String = "10s"
 
+    @Option(name: .customLong("max-commands-per-second"), help: "Commands one connection may send per second (a burst of two seconds' worth); over it the relay reads from it more slowly.")
+    var maxCommandsPerSecond: Int = 20_000
+
+    @Option(name: .customLong("max-new-per-second"), help: "NEWs one connection may send per second (a burst of two seconds' worth); over it the relay reads from it more slowly.")
+    var maxNewPerSecond: Int = 50
+
+    @Option(name: .customLong("max-send-kb-per-second"), help: "KiB of SEND bodies one connection may send per second (a burst of two seconds' worth); over it the relay reads from it more slowly.")
+    var maxSendKBPerSecond: Int = 32_768
+
+    @Option(name: .customLong("max-auth-failures-per-second"), help: "AUTH answers one connection may get per second (a burst of two seconds' worth); over it the relay reads from it more slowly.")
+    var maxAuthFailuresPerSecond: Int = 10
+
+    @Option(name: .customLong("max-global-new-per-second"), help: "NEWs all connections together may send per second (a burst of two seconds' worth); a connection that takes from the overdrawn budget is read from more slowly.")
+    var maxGlobalNewPerSecond: Int = 200
+
+    @Option(name: .customLong("max-global-unsigned-send-kb-per-second"), help: "KiB of unsigned SEND bodies (to unsecured queues) all connections together may send per second (a burst of two seconds' worth), as above.")
+    var maxGlobalUnsignedSendKBPerSecond: Int = 8_192
+
+    @Option(name: .customLong("max-global-auth-failures-per-second"), help: "AUTH answers all connections together may get per second (a burst of two seconds' worth), as above.")
+    var maxGlobalAuthFailuresPerSecond: Int = 500
+
+    @Option(name: .customLong("max-accepts-per-second"), help: "Connections the relay accepts per second (a burst of two seconds' worth); beyond it new connections wait in the listen backlog.")
+    var maxAcceptsPerSecond: Int = 200
+
     @Option(name: .customLong("password-file"), help: "A file holding the password NEW must carry (private relay); the address becomes smp://fingerprint:password@host.")
     var passwordFile: String?
 
@@ -76,8 +100,16 @@ struct RelayCommand: AsyncParsableCommand {
         _ = try Self.duration(authFailureWindow, option: "--auth-failure-window")
         for (value, option) in [(maxConnections, "--max-connections"), (maxQueues, "--max-queues"),
                                 (maxNewPerConnection, "--max-new-per-connection"), (maxStoredMessages, "--max-stored-messages"),
-                                (maxAuthFailures, "--max-auth-failures")] where value < 1 {
+                                (maxAuthFailures, "--max-auth-failures"), (maxCommandsPerSecond, "--max-commands-per-second"),
+                                (maxNewPerSecond, "--max-new-per-second"), (maxAuthFailuresPerSecond, "--max-auth-failures-per-second"),
+                                (maxGlobalNewPerSecond, "--max-global-new-per-second"),
+                                (maxGlobalAuthFailuresPerSecond, "--max-global-auth-failures-per-second"),
+                                (maxAcceptsPerSecond, "--max-accepts-per-second")] where value < 1 {
             throw ValidationError("\(option) must be at least 1")
+        }
+        guard (1...(Int.max >> 10)).contains(maxSendKBPerSecond) else { throw ValidationError("--max-send-kb-per-second must be at least 1") }
+        guard (1...(Int.max >> 10)).contains(maxGlobalUnsignedSendKBPerSecond) else {
+            throw ValidationError("--max-global-unsigned-send-kb-per-second must be at least 1")
         }
         guard (1...(Int.max >> 20)).contains(maxStoredMB) else { throw ValidationError("--max-stored-mb must be at least 1") }
         if let passwordFile { _ = try Self.readPassword(passwordFile) }
@@ -107,7 +139,15 @@ struct RelayCommand: AsyncParsableCommand {
             maxNewQueuesPerConnection: maxNewPerConnection, newQueueWindow: try Self.duration(newWindow, option: "--new-window"),
             maxStoredMessages: maxStoredMessages, maxStoredBytes: maxStoredMB << 20,
             maxAuthFailures: maxAuthFailures, authFailureWindow: try Self.duration(authFailureWindow, option: "--auth-failure-window"),
-            newQueuePassword: try passwordFile.map(Self.readPassword)
+            newQueuePassword: try passwordFile.map(Self.readPassword),
+            commandRate: RateLimit(perSecond: maxCommandsPerSecond),
+            newQueueRate: RateLimit(perSecond: maxNewPerSecond),
+            sendByteRate: RateLimit(perSecond: maxSendKBPerSecond << 10),
+            authFailureRate: RateLimit(perSecond: maxAuthFailuresPerSecond),
+            globalNewQueueRate: RateLimit(perSecond: maxGlobalNewPerSecond),
+            globalUnsignedSendByteRate: RateLimit(perSecond: maxGlobalUnsignedSendKBPerSecond << 10),
+            globalAuthFailureRate: RateLimit(perSecond: maxGlobalAuthFailuresPerSecond),
+            acceptRate: RateLimit(perSecond: maxAcceptsPerSecond)
         )
         let group = MultiThreadedEventLoopGroup.singleton
         let server: RelayServer
