@@ -307,6 +307,7 @@ let package = Package(
                 "ChatCore",
                 "PluginHost",
                 "SwiftplexBase",
+                "SwiftplexSpawn",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

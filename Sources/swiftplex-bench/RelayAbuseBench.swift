@@ -9,6 +9,7 @@ import RelayClient
 import RelayProtocol
 import RelayServer
 import SwiftplexCrypto
+import SwiftplexSpawn
 
 /// `swiftplex-bench relay-abuse`: a well-behaved client's round trip (SEND → MSG → ACK on its own
 /// queue) through an in-process relay, first alone, then while many connections misbehave in
@@ -197,23 +198,20 @@ struct RelayAbuseAttackers: AsyncParsableCommand {
 
 /// The attackers' child process, seen from `relay-abuse`.
 final class AttackerProcess {
-    private let process = Process()
-    private let input = Pipe()
-    private let output = Pipe()
+    private let process: SpawnedProcess
 
     init(relay: RelayAddress, address: [UInt8], attackers: Int, behaviours: [RelayAbuseBench.Behaviour]) throws {
-        process.executableURL = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-        process.arguments = ["relay-abuse-attackers", "--relay", relay.description, "--address", Base64URL.encode(address),
-                             "--attackers", "\(attackers)", "--only", behaviours.map(\.rawValue).joined(separator: ",")]
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
+        process = try SpawnedProcess(
+            try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"),
+            ["relay-abuse-attackers", "--relay", relay.description, "--address", Base64URL.encode(address),
+             "--attackers", "\(attackers)", "--only", behaviours.map(\.rawValue).joined(separator: ",")],
+            stderr: .inherit)
     }
 
     /// Closes the child's standard input (it stops), waits for it and returns what it printed.
     func stop() throws -> String {
-        try input.fileHandleForWriting.close()
-        let fd = output.fileHandleForReading.fileDescriptor
+        try process.standardInput!.close()
+        let fd = process.standardOutput!.fileDescriptor
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
@@ -222,10 +220,10 @@ final class AttackerProcess {
             if n < 0, errno == EINTR { continue }
             break
         }
-        process.waitUntilExit()
+        let termination = process.waitUntilExit()
         let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard process.terminationStatus == 0 else {
-            throw ValidationError("the attackers' process failed (status \(process.terminationStatus)): \(text)")
+        guard termination == .exit(0) else {
+            throw ValidationError("the attackers' process failed (\(termination)): \(text)")
         }
         return text
     }
