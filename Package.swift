@@ -326,7 +326,7 @@ let package = Package(
             name: "swiftplex-fuzz",
             dependencies: [
                 "CFuzzer", "RelayProtocol", "SwiftplexBase", "SwiftplexCrypto", "Agent", "ChatAPI", "ChatCore", "HostConfig",
-                "SwiftplexPluginKit", "PluginHost",
+                "SwiftplexPluginKit", "PluginHost", "GroupProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Fuzz/Sources"

@@ -25,6 +25,7 @@ let fuzzTargets: [any FuzzTarget.Type] = [
     PluginKitJSONTarget.self,
     YAMLConfigTarget.self,
     PluginFramesTarget.self,
+    GroupMessageTarget.self,
 ]
 
 /// A property every input must keep; a failure stops the fuzzer with the input saved.
