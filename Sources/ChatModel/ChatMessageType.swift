@@ -15,11 +15,12 @@ public enum ChatMessageType: String, Sendable, Hashable, CaseIterable {
     case hostConnected, hostDisconnected, chatError
 }
 
-// Payloads that responses and events share: one struct each, written into the message's object
-// after its `type`.
+// Payloads that responses and events share: one struct each, with synthesized Codable, written
+// into the message's own object after its `type` (the message encodes its tag, then the payload
+// into the same encoder; decoding reads the payload's keys from the same object).
 
 /// `user` and `chatItems` (`newChatItems`, `chatItemsStatusesUpdated`).
-public struct UserChatItems: Sendable, Hashable {
+public struct UserChatItems: Sendable, Hashable, Codable {
     public var user: User
     public var chatItems: [AChatItem]
     public init(user: User, chatItems: [AChatItem]) {
@@ -27,18 +28,10 @@ public struct UserChatItems: Sendable, Hashable {
         self.chatItems = chatItems
     }
 
-    init(_ c: KeyedDecodingContainer<FieldKey>) throws {
-        self.init(user: try c.decode(User.self, forKey: "user"), chatItems: try c.decode([AChatItem].self, forKey: "chatItems"))
-    }
-
-    func encode(into c: inout KeyedEncodingContainer<FieldKey>) throws {
-        try c.encode(user, forKey: "user")
-        try c.encode(chatItems, forKey: "chatItems")
-    }
 }
 
 /// `user` and one `chatItem` (`chatItemUpdated`, `chatItemNotChanged`).
-public struct UserChatItem: Sendable, Hashable {
+public struct UserChatItem: Sendable, Hashable, Codable {
     public var user: User
     public var chatItem: AChatItem
     public init(user: User, chatItem: AChatItem) {
@@ -46,18 +39,10 @@ public struct UserChatItem: Sendable, Hashable {
         self.chatItem = chatItem
     }
 
-    init(_ c: KeyedDecodingContainer<FieldKey>) throws {
-        self.init(user: try c.decode(User.self, forKey: "user"), chatItem: try c.decode(AChatItem.self, forKey: "chatItem"))
-    }
-
-    func encode(into c: inout KeyedEncodingContainer<FieldKey>) throws {
-        try c.encode(user, forKey: "user")
-        try c.encode(chatItem, forKey: "chatItem")
-    }
 }
 
 /// `chatItemsDeleted`: what was deleted, by whom.
-public struct ChatItemsDeleted: Sendable, Hashable {
+public struct ChatItemsDeleted: Sendable, Hashable, Codable {
     public var user: User
     public var chatItemDeletions: [ChatItemDeletion]
     public var byUser: Bool
@@ -69,21 +54,10 @@ public struct ChatItemsDeleted: Sendable, Hashable {
         self.timed = timed
     }
 
-    init(_ c: KeyedDecodingContainer<FieldKey>) throws {
-        self.init(user: try c.decode(User.self, forKey: "user"), chatItemDeletions: try c.decode([ChatItemDeletion].self, forKey: "chatItemDeletions"),
-                  byUser: try c.decode(Bool.self, forKey: "byUser"), timed: try c.decode(Bool.self, forKey: "timed"))
-    }
-
-    func encode(into c: inout KeyedEncodingContainer<FieldKey>) throws {
-        try c.encode(user, forKey: "user")
-        try c.encode(chatItemDeletions, forKey: "chatItemDeletions")
-        try c.encode(byUser, forKey: "byUser")
-        try c.encode(timed, forKey: "timed")
-    }
 }
 
 /// `chatItemReaction`: a reaction added or removed.
-public struct ChatItemReactionChange: Sendable, Hashable {
+public struct ChatItemReactionChange: Sendable, Hashable, Codable {
     public var user: User
     public var added: Bool
     public var reaction: ACIReaction
@@ -93,20 +67,10 @@ public struct ChatItemReactionChange: Sendable, Hashable {
         self.reaction = reaction
     }
 
-    init(_ c: KeyedDecodingContainer<FieldKey>) throws {
-        self.init(user: try c.decode(User.self, forKey: "user"), added: try c.decode(Bool.self, forKey: "added"),
-                  reaction: try c.decode(ACIReaction.self, forKey: "reaction"))
-    }
-
-    func encode(into c: inout KeyedEncodingContainer<FieldKey>) throws {
-        try c.encode(user, forKey: "user")
-        try c.encode(added, forKey: "added")
-        try c.encode(reaction, forKey: "reaction")
-    }
 }
 
 /// `user` and one `contact` (`acceptingContactRequest`, `contactDeleted`, `contactDeletedByContact`).
-public struct UserContact: Sendable, Hashable {
+public struct UserContact: Sendable, Hashable, Codable {
     public var user: User
     public var contact: Contact
     public init(user: User, contact: Contact) {
@@ -114,18 +78,10 @@ public struct UserContact: Sendable, Hashable {
         self.contact = contact
     }
 
-    init(_ c: KeyedDecodingContainer<FieldKey>) throws {
-        self.init(user: try c.decode(User.self, forKey: "user"), contact: try c.decode(Contact.self, forKey: "contact"))
-    }
-
-    func encode(into c: inout KeyedEncodingContainer<FieldKey>) throws {
-        try c.encode(user, forKey: "user")
-        try c.encode(contact, forKey: "contact")
-    }
 }
 
 /// `user`, `fromContact` and `toContact` (`contactPrefsUpdated`, `contactUpdated`).
-public struct ContactChange: Sendable, Hashable {
+public struct ContactChange: Sendable, Hashable, Codable {
     public var user: User
     public var fromContact: Contact
     public var toContact: Contact
@@ -135,16 +91,6 @@ public struct ContactChange: Sendable, Hashable {
         self.toContact = toContact
     }
 
-    init(_ c: KeyedDecodingContainer<FieldKey>) throws {
-        self.init(user: try c.decode(User.self, forKey: "user"), fromContact: try c.decode(Contact.self, forKey: "fromContact"),
-                  toContact: try c.decode(Contact.self, forKey: "toContact"))
-    }
-
-    func encode(into c: inout KeyedEncodingContainer<FieldKey>) throws {
-        try c.encode(user, forKey: "user")
-        try c.encode(fromContact, forKey: "fromContact")
-        try c.encode(toContact, forKey: "toContact")
-    }
 }
 
 extension KeyedDecodingContainer where K == FieldKey {

@@ -101,22 +101,22 @@ public enum ChatResponse: Sendable, Hashable, Codable {
         case .sentInvitation:
             self = .sentInvitation(user: try user(), connection: try field("connection"),
                                    customUserProfile: try c.decodeIfPresent(Profile.self, forKey: "customUserProfile"))
-        case .acceptingContactRequest: self = .acceptingContactRequest(try UserContact(c))
+        case .acceptingContactRequest: self = .acceptingContactRequest(try UserContact(from: decoder))
         case .contactRequestRejected:
             self = .contactRequestRejected(user: try user(), contactRequest: try field("contactRequest"),
                                            contact: try c.decodeIfPresent(Contact.self, forKey: "contact_"))
         case .contactsList: self = .contactsList(user: try user(), contacts: try field("contacts"))
-        case .contactPrefsUpdated: self = .contactPrefsUpdated(try ContactChange(c))
-        case .contactDeleted: self = .contactDeleted(try UserContact(c))
+        case .contactPrefsUpdated: self = .contactPrefsUpdated(try ContactChange(from: decoder))
+        case .contactDeleted: self = .contactDeleted(try UserContact(from: decoder))
         case .contactConnectionDeleted: self = .contactConnectionDeleted(user: try user(), connection: try field("connection"))
         case .chatCleared: self = .chatCleared(user: try user(), chatInfo: try field("chatInfo"))
         case .apiChats: self = .apiChats(user: try user(), chats: try field("chats"))
         case .apiChat: self = .apiChat(user: try user(), chat: try field("chat"))
-        case .newChatItems: self = .newChatItems(try UserChatItems(c))
-        case .chatItemUpdated: self = .chatItemUpdated(try UserChatItem(c))
-        case .chatItemNotChanged: self = .chatItemNotChanged(try UserChatItem(c))
-        case .chatItemsDeleted: self = .chatItemsDeleted(try ChatItemsDeleted(c))
-        case .chatItemReaction: self = .chatItemReaction(try ChatItemReactionChange(c))
+        case .newChatItems: self = .newChatItems(try UserChatItems(from: decoder))
+        case .chatItemUpdated: self = .chatItemUpdated(try UserChatItem(from: decoder))
+        case .chatItemNotChanged: self = .chatItemNotChanged(try UserChatItem(from: decoder))
+        case .chatItemsDeleted: self = .chatItemsDeleted(try ChatItemsDeleted(from: decoder))
+        case .chatItemReaction: self = .chatItemReaction(try ChatItemReactionChange(from: decoder))
         case .chatCmdError: self = .chatCmdError(try field("chatError"))
         case let t: throw c.unknown(t.rawValue, in: "ChatResponse")
         }
@@ -157,7 +157,7 @@ public enum ChatResponse: Sendable, Hashable, Codable {
             try c.encode(user, forKey: "user")
             try c.encode(connection, forKey: "connection")
             try c.encodeIfPresent(custom, forKey: "customUserProfile")
-        case let .acceptingContactRequest(p), let .contactDeleted(p): try p.encode(into: &c)
+        case let .acceptingContactRequest(p), let .contactDeleted(p): try p.encode(to: encoder)
         case let .contactRequestRejected(user, request, contact):
             try c.encode(user, forKey: "user")
             try c.encode(request, forKey: "contactRequest")
@@ -165,7 +165,7 @@ public enum ChatResponse: Sendable, Hashable, Codable {
         case let .contactsList(user, contacts):
             try c.encode(user, forKey: "user")
             try c.encode(contacts, forKey: "contacts")
-        case let .contactPrefsUpdated(p): try p.encode(into: &c)
+        case let .contactPrefsUpdated(p): try p.encode(to: encoder)
         case let .contactConnectionDeleted(user, connection):
             try c.encode(user, forKey: "user")
             try c.encode(connection, forKey: "connection")
@@ -178,10 +178,10 @@ public enum ChatResponse: Sendable, Hashable, Codable {
         case let .apiChat(user, chat):
             try c.encode(user, forKey: "user")
             try c.encode(chat, forKey: "chat")
-        case let .newChatItems(p): try p.encode(into: &c)
-        case let .chatItemUpdated(p), let .chatItemNotChanged(p): try p.encode(into: &c)
-        case let .chatItemsDeleted(p): try p.encode(into: &c)
-        case let .chatItemReaction(p): try p.encode(into: &c)
+        case let .newChatItems(p): try p.encode(to: encoder)
+        case let .chatItemUpdated(p), let .chatItemNotChanged(p): try p.encode(to: encoder)
+        case let .chatItemsDeleted(p): try p.encode(to: encoder)
+        case let .chatItemReaction(p): try p.encode(to: encoder)
         case let .chatCmdError(error): try c.encode(error, forKey: "chatError")
         }
     }
