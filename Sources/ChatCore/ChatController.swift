@@ -53,6 +53,8 @@ public actor ChatController {
     var closing = false
     /// Contact requests being accepted automatically (so that one is never joined twice at once).
     var autoAccepting: Set<Int64> = []
+    /// Groups: machines in memory, member connections, per-group order (``GroupRuntime``).
+    var groupRuntime = GroupRuntime()
 
     /// Opens (creating and migrating) `<prefix>_chat.db` and `<prefix>_agent.db`.
     /// - Parameter defaultRelays: used for users with no relays of their own (`SWIFTPLEX_SERVERS`).
@@ -78,6 +80,7 @@ public actor ChatController {
     /// Runs the agent and turns its events into chat events, until cancelled.
     public func run() async throws {
         inBackground { await self.resumeConnectionDeletions() }
+        inBackground { await self.resumeGroupActions() }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await self.sweepContactRequests() }
 
