@@ -153,9 +153,17 @@ import Testing
                         return (g, bg, cg, benInAnna)
                     }
 
-                    // Phase 2: ben's engine reopened on the same files.
+                    // While ben's engine is closed, anna and cara talk on.
+                    _ = await send(anna, group: g, "while ben is away")
+                    try await received(caraIn, "while ben is away", from: "anna")
+                    _ = await send(cara, group: cg, "cara too")
+                    try await received(annaIn, "cara too", from: "cara")
+
+                    // Phase 2: ben's engine reopened on the same files gets what was sent meanwhile.
                     try await withEngine(dir, "ben", relays: [relay.address]) { ben, benIn in
                         #expect(await ben.execute("/_start")["type"]?.stringValue == "chatStarted")
+                        try await received(benIn, "while ben is away", from: "anna")
+                        try await received(benIn, "cara too", from: "cara")
                         _ = await send(anna, group: g, "after restart")
                         try await received(benIn, "after restart", from: "anna")
                         try await received(caraIn, "after restart", from: "anna")
@@ -165,7 +173,7 @@ import Testing
 
                         // Exactly once: every message once in each chat.
                         for (api, gid) in [(anna, g), (ben, bg), (cara, cg)] {
-                            for text in ["from anna", "from ben", "from cara", "after restart", "ben is back"] {
+                            for text in ["from anna", "from ben", "from cara", "while ben is away", "cara too", "after restart", "ben is back"] {
                                 #expect(await count(api, group: gid, text) == 1, "\(text) in group \(gid)")
                             }
                         }
@@ -184,6 +192,29 @@ import Testing
                         let muted = await send(cara, group: cg, "may I?")
                         #expect(muted["chatError"]?["errorType"]?["type"]?.stringValue == "groupUserRole")
                         #expect(muted["chatError"]?["errorType"]?["requiredRole"]?.stringValue == "author")
+
+                        // Profile: only the owner changes it; members see groupUpdated.
+                        let notOwner = await ben.execute(#"/_group_profile #\#(bg) {"displayName": "ours", "fullName": ""}"#)
+                        #expect(notOwner["chatError"]?["errorType"]?["type"]?.stringValue == "groupUserRole")
+                        #expect(notOwner["chatError"]?["errorType"]?["requiredRole"]?.stringValue == "owner")
+                        let renamed = await anna.execute(#"/_group_profile #\#(g) {"displayName": "team2", "fullName": "The team"}"#)
+                        expectShape(renamed, "groupUpdated")
+                        #expect(renamed["toGroup"]?["groupProfile"]?["displayName"]?.stringValue == "team2")
+                        let benUpdated = try await benIn.next("groupUpdated")
+                        #expect(benUpdated["fromGroup"]?["groupProfile"]?["displayName"]?.stringValue == "team")
+                        #expect(benUpdated["toGroup"]?["groupProfile"]?["displayName"]?.stringValue == "team2")
+                        #expect(benUpdated["member_"]?["memberProfile"]?["displayName"]?.stringValue == "anna")
+                        _ = try await caraIn.next("groupUpdated")
+
+                        // Ben (admin) blocks cara for all; anna is told who did.
+                        let caraInBen = try await memberId(ben, group: bg, "cara")
+                        let blocked = await ben.execute("/_block #\(bg) \(caraInBen) blocked=on")
+                        expectShape(blocked, "membersBlockedForAllUser")
+                        #expect(blocked["members"]?.arrayFirst?["blockedByAdmin"]?.boolValue == true)
+                        let annaSeesBlock = try await annaIn.next("memberBlockedForAll")
+                        expectShape(annaSeesBlock, "memberBlockedForAll")
+                        #expect(annaSeesBlock["byMember"]?["memberProfile"]?["displayName"]?.stringValue == "ben")
+                        #expect(annaSeesBlock["member"]?["blockedByAdmin"]?.boolValue == true)
 
                         // The chat list has the group.
                         let chats = await ben.execute("/_get chats 1 count=20")
