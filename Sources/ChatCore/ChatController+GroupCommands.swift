@@ -43,9 +43,7 @@ extension ChatController {
                          extra: (@Sendable (Database) throws -> Void)? = nil) async throws -> GroupOutcome {
         let groupId = view.group.id ?? 0
         do {
-            let outcome = try await commitGroupInput(groupId, userId: userId, input, messageId: messageId, extra: extra)
-            try await reportGroupOutcome(groupId, userId: userId, outcome)
-            return outcome
+            return try await commitGroupInput(groupId, userId: userId, input, messageId: messageId, extra: extra)
         } catch let e as GroupError {
             throw groupFailure(e, view: view, contactName: contactName)
         }

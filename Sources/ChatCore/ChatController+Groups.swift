@@ -241,6 +241,11 @@ extension ChatController {
         if outcome.duplicate { return outcome }
         groupRuntime.states[groupId] = next
         if outcome.actions > 0 { kickGroupActions(groupId) }
+        // Reported while the group is still held, so that its events keep the inputs' order.
+        // Committed already: a failure to report must not make the input run again.
+        do { try await reportGroupOutcome(groupId, userId: userId, outcome) } catch {
+            logger.warning("a group event could not be reported", metadata: ["group": "\(groupId)", "error": "\(error)"])
+        }
         return outcome
     }
 
@@ -372,13 +377,7 @@ extension ChatController {
             return false
         }
         do {
-            let outcome = try await commitGroupInput(ref.groupId, userId: ref.userId, input, dedup: dedup, mark: mark)
-            if !outcome.duplicate {
-                // Committed: a failure to report it must not make the event run again.
-                do { try await reportGroupOutcome(ref.groupId, userId: ref.userId, outcome) } catch {
-                    logger.warning("a group event could not be reported", metadata: ["group": "\(ref.groupId)", "error": "\(error)"])
-                }
-            }
+            _ = try await commitGroupInput(ref.groupId, userId: ref.userId, input, dedup: dedup, mark: mark)
         } catch let e as DatabaseError {
             throw e // nothing committed: the event is handled again (`handleStoring`)
         } catch {
@@ -626,9 +625,8 @@ extension ChatController {
                 try done(db)
             }
             do {
-                let outcome = try await commitGroupInput(groupId, userId: userId, .invitationCreated(for: member, connRequest: link.description), extra: setConn)
+                _ = try await commitGroupInput(groupId, userId: userId, .invitationCreated(for: member, connRequest: link.description), extra: setConn)
                 groupRuntime.connections?[conn] = GroupConnection(groupId: groupId, userId: userId, memberId: member)
-                try await reportGroupOutcome(groupId, userId: userId, outcome)
             } catch let e as GroupError {
                 logger.info("an invitation was made for a member that no longer needs it", metadata: ["group": "\(groupId)", "error": "\(e.message)"])
                 try? await agent.deleteConnection(conn)
