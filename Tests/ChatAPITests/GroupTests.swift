@@ -1,10 +1,11 @@
-import ChatCore
+import Agent
 import ChatTestSupport
 import Foundation
 import SwiftplexBase
 import TestSupport
 import Testing
 @testable import ChatAPI
+@testable import ChatCore
 
 /// Groups end to end: three engines on a live relay (TLS on loopback, SQLite files), driven by the
 /// bot API's command strings, waiting for the events they expect.
@@ -170,6 +171,31 @@ import Testing
                         _ = await send(ben, group: bg, "ben is back")
                         try await received(annaIn, "ben is back", from: "ben")
                         try await received(caraIn, "ben is back", from: "ben")
+
+                        // Crash windows, replayed into the reopened engine as the agent would replay them.
+                        let core = ben.controller
+                        let (conn, lastSeq) = try await core.dbRead { db -> (Int64, Int64) in
+                            let conn = try Int64.fetchOne(db, sql: "SELECT agent_conn_id FROM group_member WHERE group_id = ? AND category = 'host'", arguments: [bg])
+                            let seq = try Int64.fetchOne(db, sql: "SELECT max(seq) FROM group_input WHERE agent_conn_id = ?", arguments: [conn])
+                            return (conn ?? 0, seq ?? 0)
+                        }
+                        #expect(conn > 0 && lastSeq > 0)
+                        func body(_ msgId: String, _ text: String) -> [UInt8] {
+                            Array(#"{"v":"1","msgId":"\#(msgId)","event":"x.msg.new","params":{"content":{"type":"text","text":"\#(text)"}}}"#.utf8)
+                        }
+                        // A message handled before a crash that came before the agent's acknowledgement: dropped.
+                        try await core.handle(.message(connection: conn, seq: UInt64(lastSeq), body: body("cmVwbGF5ZWQx", "replayed"), integrity: .ok))
+                        // A copy of a message applied before the restart (as a forward would bring it): the store's dedup drops it.
+                        let annaItem = try #require(await ben.execute("/_get chat #\(bg) count=200")["chat"]?["chatItems"].flatMap { items -> JSONValue? in
+                            guard case let .array(list) = items else { return nil }
+                            return list.first { $0["content"]?["msgContent"]?["text"]?.stringValue == "from anna" }
+                        })
+                        let annaMsgId = try #require(annaItem["meta"]?["itemSharedMsgId"]?.stringValue)
+                        try await core.handle(.message(connection: conn, seq: UInt64(lastSeq + 1000), body: body(annaMsgId, "from anna"), integrity: .ok))
+                        // And a new one on the same path is applied (the path works).
+                        try await core.handle(.message(connection: conn, seq: UInt64(lastSeq + 1001), body: body("ZnJlc2gx", "fresh"), integrity: .ok))
+                        try await received(benIn, "fresh", from: "anna")
+                        #expect(await count(ben, group: bg, "replayed") == 0)
 
                         // Exactly once: every message once in each chat.
                         for (api, gid) in [(anna, g), (ben, bg), (cara, cg)] {
