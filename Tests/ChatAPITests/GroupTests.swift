@@ -197,6 +197,25 @@ import Testing
                         try await received(benIn, "fresh", from: "anna")
                         #expect(await count(ben, group: bg, "replayed") == 0)
 
+                        // A member's control message its role does not allow is refused, reported, never applied.
+                        let benMembers = await ben.execute("/_members #\(bg)")
+                        guard case let .array(benList)? = benMembers["group"]?["members"] else { throw TestFailure("no members") }
+                        let annaMemberId = try #require(benList.first { $0["memberProfile"]?["displayName"]?.stringValue == "anna" }?["memberId"]?.stringValue)
+                        let caraMemberId = try #require(benList.first { $0["memberProfile"]?["displayName"]?.stringValue == "cara" }?["memberId"]?.stringValue)
+                        let caraConn = try await core.dbRead { db in
+                            try Int64.fetchOne(db, sql: "SELECT agent_conn_id FROM group_member WHERE group_id = ? AND member_id = ?", arguments: [bg, caraMemberId]) ?? 0
+                        }
+                        #expect(caraConn > 0)
+                        let forged = #"{"v":"1","msgId":"Zm9yZ2VkMQ","event":"x.grp.mem.del","params":{"memberId":"\#(annaMemberId)"}}"#
+                        try await core.handle(.message(connection: caraConn, seq: 1_000_000, body: Array(forged.utf8), integrity: .ok))
+                        let reported = try await benIn.next("chatError")
+                        #expect(reported["chatError"]?["errorType"]?["type"]?.stringValue == "groupInternal")
+                        #expect(reported["chatError"]?["errorType"]?["message"]?.stringValue?.contains("notAuthorized") == true)
+                        let stillThere = await ben.execute("/_members #\(bg)")
+                        guard case let .array(after)? = stillThere["group"]?["members"] else { throw TestFailure("no members") }
+                        #expect(after.first { $0["memberId"]?.stringValue == annaMemberId }?["memberStatus"]?.stringValue == "connected")
+                        #expect(!benIn.contains("deletedMember"))
+
                         // Exactly once: every message once in each chat.
                         for (api, gid) in [(anna, g), (ben, bg), (cara, cg)] {
                             for text in ["from anna", "from ben", "from cara", "while ben is away", "cara too", "after restart", "ben is back"] {
