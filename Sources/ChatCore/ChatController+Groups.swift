@@ -179,6 +179,20 @@ extension ChatController {
         return groupRuntime.connections?[conn]
     }
 
+    /// The agent connections of a user's group members (deleted with the user; its groups go by cascade).
+    func groupConnections(userId: Int64) async throws -> [Int64] {
+        let conns = try await dbRead { db in
+            try Int64.fetchAll(db, sql: """
+                SELECT m.agent_conn_id FROM group_member m JOIN chat_group g ON g.id = m.group_id
+                WHERE g.user_id = ? AND m.agent_conn_id IS NOT NULL
+                """, arguments: [userId])
+        }
+        for c in conns { groupRuntime.connections?[c] = nil }
+        let groups = try await dbRead { db in try GroupRecord.filter(GroupRecord.Columns.userId == userId).fetchAll(db).compactMap(\.id) }
+        for g in groups { groupRuntime.states[g] = nil }
+        return conns
+    }
+
     // MARK: - One input at a time per group
 
     private func lockGroup(_ id: Int64) async {

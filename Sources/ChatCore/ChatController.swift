@@ -235,7 +235,7 @@ public actor ChatController {
              try AddressRecord.fetchOne(db, key: userId)?.agentAddressId,
              try ContactRequestRecord.filter(ContactRequestRecord.Columns.userId == userId).fetchAll(db).map(\.agentRequestId))
         }
-        for conn in connections { try? await agent.deleteConnection(conn, deleteQueue: deleteQueues) }
+        for conn in connections + (try await groupConnections(userId: userId)) { try? await agent.deleteConnection(conn, deleteQueue: deleteQueues) }
         if let agentAddress { try? await agent.deleteAddress(agentAddress, deleteQueue: deleteQueues) }
         for r in requests { try? await agent.rejectRequest(r) }
         // Contacts, items, reactions, address and requests go with the user (ON DELETE CASCADE).
