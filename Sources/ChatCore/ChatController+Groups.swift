@@ -578,8 +578,10 @@ extension ChatController {
             guard let next = try? await dbRead({ db in
                 try GroupActionRecord.filter(GroupActionRecord.Columns.groupId == groupId).order(GroupActionRecord.Columns.id).fetchOne(db)
             }) else {
-                if groupRuntime.redrain.contains(groupId) { continue }
                 await purgeIfDeleted(groupId)
+                // An action added while this looked (or purged) is taken now: a kick meanwhile only
+                // marked `redrain`, as this loop was still running.
+                if groupRuntime.redrain.contains(groupId) { continue }
                 return
             }
             let id = next.id!

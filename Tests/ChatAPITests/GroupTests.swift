@@ -293,6 +293,51 @@ import Testing
     }
 }
 
+extension GroupTests {
+    /// A newcomer's first message, sent before it is connected to the other member, reaches that
+    /// member through the host (`x.grp.msg.forward`) — once, even when the pair connects meanwhile.
+    @Test func theHostForwardsANewcomersMessagesUntilThePairIsConnected() async throws {
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "anna", relays: [relay.address]) { anna, annaIn in
+                try await withEngine(dir, "ben", relays: [relay.address]) { ben, benIn in
+                    try await withEngine(dir, "cara", relays: [relay.address]) { cara, caraIn in
+                        await startUser(anna, "anna")
+                        await startUser(ben, "ben")
+                        await startUser(cara, "cara")
+                        let (benInAnna, _) = try await connect(anna, annaIn, "anna", ben, benIn, "ben")
+                        let (caraInAnna, _) = try await connect(anna, annaIn, "anna", cara, caraIn, "cara")
+                        let g = try #require(await anna.execute(#"/_group 1 {"displayName": "club"}"#)["groupInfo"]?["groupId"]?.intValue)
+                        _ = await anna.execute("/_add #\(g) \(benInAnna) member")
+                        let bg = try #require(try await benIn.next("receivedGroupInvitation")["groupInfo"]?["groupId"]?.intValue)
+                        _ = await ben.execute("/_join #\(bg)")
+                        _ = try await benIn.next("userJoinedGroup")
+                        _ = try await annaIn.next("joinedGroupMember")
+                        _ = await anna.execute("/_add #\(g) \(caraInAnna) member")
+                        let cg = try #require(try await caraIn.next("receivedGroupInvitation")["groupInfo"]?["groupId"]?.intValue)
+                        _ = await cara.execute("/_join #\(cg)")
+                        _ = try await caraIn.next("userJoinedGroup")
+                        // Cara is connected to anna only: her messages go to anna, who passes them on.
+                        #expect(!caraIn.contains("connectedToGroupMember"))
+                        for i in 1...3 { _ = await send(cara, group: cg, "early \(i)") }
+                        for i in 1...3 {
+                            try await received(annaIn, "early \(i)", from: "cara")
+                            try await received(benIn, "early \(i)", from: "cara")
+                        }
+                        _ = try await benIn.next("connectedToGroupMember")
+                        _ = try await caraIn.next("connectedToGroupMember")
+                        _ = await send(cara, group: cg, "direct")
+                        try await received(benIn, "direct", from: "cara")
+                        try await received(annaIn, "direct", from: "cara")
+                        for i in 1...3 { #expect(await count(ben, group: bg, "early \(i)") == 1) }
+                        #expect(await count(ben, group: bg, "direct") == 1)
+                        #expect(!benIn.contains("newChatItems"))
+                    }
+                }
+            }
+        }
+    }
+}
+
 struct TestFailure: Error, CustomStringConvertible {
     let description: String
     init(_ d: String) { description = d }
