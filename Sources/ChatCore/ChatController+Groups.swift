@@ -562,8 +562,15 @@ extension ChatController {
         inBackground { await self.drainGroupActions(groupId) }
     }
 
-    /// Pending actions of every group (after a restart).
+    /// Pending actions of every group (after a restart). Also forgets old handled marks: the agent
+    /// hands a connection's messages over in order and forgets each once it is acknowledged, so
+    /// only the last few of a connection can come again.
     func resumeGroupActions() async {
+        _ = try? await dbWrite { db in
+            try db.execute(sql: """
+                DELETE FROM group_input WHERE seq < (SELECT max(g.seq) FROM group_input g WHERE g.agent_conn_id = group_input.agent_conn_id) - 100
+                """)
+        }
         guard let ids = try? await dbRead({ db in try Int64.fetchAll(db, sql: "SELECT DISTINCT group_id FROM group_action") }) else { return }
         for id in ids { kickGroupActions(id) }
     }
