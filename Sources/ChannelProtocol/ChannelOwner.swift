@@ -79,13 +79,15 @@ public struct ChannelOwnerState: Sendable {
     public let ownProfile: MemberProfile
     public private(set) var profile: GroupProfile
     public private(set) var relays: [MemberId: OwnerRelay] = [:]
-    /// Subscribers the relays announced (`x.grp.mem.new`).
-    public private(set) var subscribers: Set<MemberId> = []
+    /// Subscribers the relays announced (`x.grp.mem.new`), with their signing keys.
+    public private(set) var subscribers: [MemberId: MemberKey] = [:]
+    /// Subscribers who left (each relay forwards the leave: the later copies find it here).
+    public private(set) var formerSubscribers: [MemberId: MemberKey] = [:]
     public private(set) var deleted = false
     private let key: Ed25519.PrivateKey
 
     public init(publicGroupId: [UInt8], channelLink: String, memberId: MemberId, ownProfile: MemberProfile, key: Ed25519.PrivateKey,
-                profile: GroupProfile, relays: [OwnerRelay] = [], subscribers: Set<MemberId> = []) {
+                profile: GroupProfile, relays: [OwnerRelay] = [], subscribers: [MemberId: MemberKey] = [:]) {
         self.publicGroupId = publicGroupId
         self.channelLink = channelLink
         self.memberId = memberId
@@ -265,9 +267,20 @@ public struct ChannelOwnerState: Sendable {
         let r = try relay(from)
         guard r.status.isCurrent else { throw ChannelError(.invalidState, "relay \(from) is \(r.status.rawValue)") }
         switch item {
-        case .forward:
-            // Subscribers are observers: nothing of theirs reaches owners in Swiftplex's channels yet.
-            throw ChannelError(.unexpectedSender, "relay \(from) forwarded a message; subscribers' messages are not supported")
+        case let .forward(f):
+            // Subscribers are observers: what reaches the owner from them is their leaving, signed
+            // with the key the relay announced.
+            guard case let .member(id, _) = f.sender, let key = subscribers[id] ?? formerSubscribers[id] else {
+                throw ChannelError(.unexpectedSender, "relay \(from) forwarded a message of no subscriber")
+            }
+            let env = try decodeElement(f.element)
+            guard env.event == "x.grp.leave" else { throw ChannelError(.notAuthorized, "a subscriber may not send \(env.event)") }
+            guard ChannelSigning.verify(f.element, publicGroupId: publicGroupId, author: id, key: key) else {
+                throw ChannelError(.badSignature, "x.grp.leave of \(id) does not verify")
+            }
+            guard subscribers[id] != nil else { return }
+            formerSubscribers[id] = subscribers.removeValue(forKey: id)
+            run.effects.append(.emit(.leftMember(id)))
         case let .element(e):
             let env = try decodeElement(e)
             let message: GroupMessage?
@@ -278,7 +291,16 @@ public struct ChannelOwnerState: Sendable {
                     throw ChannelError(.notAuthorized, "a relay announces subscribers only (role \(info.memberRole.name))")
                 }
                 guard info.memberId != memberId, relays[info.memberId] == nil else { throw ChannelError(.duplicateMember, "x.grp.mem.new: \(info.memberId) exists") }
-                subscribers.insert(info.memberId)
+                guard let keyText = info.memberKey, let key = MemberKey(text: keyText) else {
+                    throw ChannelError(.malformedMessage, "x.grp.mem.new: a subscriber's memberKey is missing or invalid")
+                }
+                // Each relay announces the subscriber: the first announcement counts, the same
+                // key again is a repeat, another key is refused.
+                if let known = subscribers[info.memberId] {
+                    guard known == key else { throw ChannelError(.linkDataMismatch, "x.grp.mem.new: \(info.memberId) announced with another key") }
+                    return
+                }
+                subscribers[info.memberId] = key
                 run.effects.append(.emit(.joinedGroupMemberConnecting(relay: from, member: info.memberId)))
             case .leave?:
                 try move(from, .removed, &run)
