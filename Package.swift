@@ -332,7 +332,7 @@ let package = Package(
             name: "swiftplex-fuzz",
             dependencies: [
                 "CFuzzer", "RelayProtocol", "SwiftplexBase", "SwiftplexCrypto", "Agent", "ChatAPI", "ChatCore", "HostConfig",
-                "SwiftplexPluginKit", "PluginHost", "GroupProtocol",
+                "SwiftplexPluginKit", "PluginHost", "GroupProtocol", "ChannelProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Fuzz/Sources"
