@@ -108,7 +108,3 @@ extension String {
         return s
     }
 }
-
-extension Substring {
-    var trimmingSpaces: Substring { String(self).trimmingSpaces }
-}

@@ -247,12 +247,19 @@ public struct ChannelSubscriberState: Sendable {
         var verification = MessageVerification.verified
         switch f.sender {
         case .channel:
-            guard case .signed(.channel, _, _) = f.element, env.isAsGroup else {
-                reject(relayId, ChannelError(.badSignature, "\(env.event) as the channel must be signed with the channel binding"), &run)
+            guard env.isAsGroup else {
+                reject(relayId, ChannelError(.badSignature, "\(env.event) is not a post as the channel"), &run)
                 return
             }
-            author = owners.values.sorted { $0.memberId < $1.memberId }
-                .first { ChannelSigning.verify(f.element, publicGroupId: publicGroupId, author: $0.memberId, key: $0.key) }
+            let sorted = owners.values.sorted { $0.memberId < $1.memberId }
+            if case .signed(.channel, _, _) = f.element {
+                author = sorted.first { ChannelSigning.verify(f.element, publicGroupId: publicGroupId, author: $0.memberId, key: $0.key) }
+            } else if !f.element.isSigned, !requireSignedContent {
+                // An unsigned post as the channel (a SimpleX owner's): from the channel, unverified;
+                // deduplicated under the first owner.
+                author = sorted.first
+                verification = .sigMissing
+            }
         case let .member(id, _):
             guard let owner = owners[id] else {
                 // Another subscriber's leave or profile (forwarded to owners only in SimpleX): not ours to show.

@@ -151,6 +151,31 @@ import Testing
         #expect(err?.code == .unexpectedSender)
     }
 
+    @Test func unsignedContentOnlyWhereAllowed() throws {
+        var net = channel(subscribers: ["sam"])
+        net.join("sue", requireSignedContent: false)
+        // A SimpleX owner's unsigned posts, as the channel and as the owner, forwarded by rela.
+        let post = GroupEnvelope(msgId: "u1", event: "x.msg.new", params: ["content": ["type": "text", "text": "unsigned"], "asGroup": true])
+        let own = GroupEnvelope(msgId: "u2", event: "x.msg.new", params: ["content": ["type": "text", "text": "unsigned too"]])
+        let del = GroupMessage.delete.envelope(msgId: "u3")
+        for s in ["sam", "sue"] {
+            for f in [ForwardedElement(sender: .channel, brokerTs: 1, element: try .plain(post)),
+                      ForwardedElement(sender: .member(net.id("owner"), name: "owner"), brokerTs: 1, element: try .plain(own)),
+                      ForwardedElement(sender: .member(net.id("owner"), name: "owner"), brokerTs: 1, element: try .plain(del))] {
+                net.enqueue(s, .subscriber(.received(from: net.id("rela"), .forward(f))))
+            }
+        }
+        net.run()
+        #expect(net.texts(at: "sam").isEmpty)
+        #expect(net.subscribers["sam"]!.relays[net.id("rela")]?.rejected == 3)
+        #expect(net.texts(at: "sue") == ["unsigned", "unsigned too"])
+        #expect(net.applied["sue"]!.map(\.verification) == [.sigMissing, .sigMissing])
+        #expect(net.applied["sue"]!.map(\.sender) == [.channel, .member(net.id("owner"))])
+        // A control event still must be signed.
+        #expect(!net.subscribers["sue"]!.deleted)
+        #expect(net.subscribers["sue"]!.relays[net.id("rela")]?.rejected == 1)
+    }
+
     @Test func oneRelayDownMidStream() {
         var net = channel()
         net.post("before")

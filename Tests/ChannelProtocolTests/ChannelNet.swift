@@ -248,13 +248,14 @@ struct ChannelNet {
     // MARK: Subscribers' effects
 
     /// `name` joins the channel from the link's current data.
-    mutating func join(_ name: String) {
+    mutating func join(_ name: String, requireSignedContent: Bool = true) {
         person(name)
         let key = Ed25519.PrivateKey()
         subscriberKeys[name] = key
         do {
             let (s, effects) = try ChannelSubscriberState.joining(linkData, channelLink: Self.channelLink, memberId: id(name),
-                                                                   ownProfile: MemberProfile(displayName: name), key: key)
+                                                                   ownProfile: MemberProfile(displayName: name), key: key,
+                                                                   requireSignedContent: requireSignedContent)
             subscribers[name] = s
             for e in effects { performSubscriber(name, e) }
         } catch {
