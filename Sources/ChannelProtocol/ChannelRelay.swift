@@ -53,6 +53,13 @@ public struct RelaySubscriber: Sendable, Hashable {
     public var key: MemberKey
     public var profile: MemberProfile
     public var status: Status
+
+    public init(memberId: MemberId, key: MemberKey, profile: MemberProfile, status: Status) {
+        self.memberId = memberId
+        self.key = key
+        self.profile = profile
+        self.status = status
+    }
 }
 
 public enum ChannelRelayInput: Sendable, Hashable {
@@ -127,7 +134,29 @@ public struct ChannelRelayState: Sendable {
         self.historyLimit = historyLimit
     }
 
+    /// A channel as stored (the engine restores the machine from its database).
+    public init(channelLink: String, ownMemberId: MemberId, ownProfile: MemberProfile, inviter: MemberId, status: RelayStatus,
+                publicGroupId: [UInt8]?, profile: GroupProfile?, owners: [OwnerKey], relayLink: String?, subscribers: [RelaySubscriber],
+                history: [ForwardedElement], ownerConnected: Bool, forwardedCount: Int = 0, historyLimit: Int = 100) {
+        self.channelLink = channelLink
+        self.ownMemberId = ownMemberId
+        self.ownProfile = ownProfile
+        self.inviter = inviter
+        self.status = status
+        self.publicGroupId = publicGroupId
+        self.profile = profile
+        for o in owners { self.owners[o.memberId] = o }
+        self.relayLink = relayLink
+        for sub in subscribers { self.subscribers[sub.memberId] = sub }
+        self.historyLimit = historyLimit
+        self.history = Array(history.suffix(historyLimit))
+        self.ownerConnected = ownerConnected
+        self.forwardedCount = forwardedCount
+    }
+
     public var isServing: Bool { status == .accepted || status == .active }
+    /// Whether the owner's connection is up (persisted with the state).
+    public var isOwnerConnected: Bool { ownerConnected }
     public var connectedSubscribers: [MemberId] { subscribers.values.filter { $0.status == .connected }.map(\.memberId).sorted() }
 
     public mutating func handle(_ input: ChannelRelayInput, newMessageId: () -> String) throws(ChannelError) -> [ChannelRelayEffect] {

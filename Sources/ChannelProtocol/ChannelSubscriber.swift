@@ -98,12 +98,27 @@ public struct ChannelSubscriberState: Sendable {
         guard !data.relays.isEmpty else { throw ChannelError(.invalidState, "the channel has no relays") }
         guard !data.owners.contains(where: { $0.memberId == memberId }) else { throw ChannelError(.duplicateMember, "member id \(memberId) is an owner's") }
         let s = ChannelSubscriberState(publicGroupId: data.publicGroupId, channelLink: channelLink, memberId: memberId, ownProfile: ownProfile,
-                                       profile: data.profile, owners: data.owners, key: key, requireSignedContent: requireSignedContent)
+                                       profile: data.profile, owners: data.owners, key: key, requireSignedContent: requireSignedContent,
+                                       dedup: ForwardDedup())
         return (s, [.saveProfile(data.profile)] + data.relays.map { .fetchRelayLinkData($0) })
     }
 
+    /// A channel as stored (the engine restores the machine from its database; `dedup` refilled
+    /// from recent items if it wants dedup across restarts — the store's unique index stays the
+    /// last word).
+    public init(publicGroupId: [UInt8], channelLink: String, memberId: MemberId, ownProfile: MemberProfile, profile: GroupProfile, owners: [OwnerKey],
+                key: Ed25519.PrivateKey, requireSignedContent: Bool, relays: [SubscriberRelay] = [], uniqueMessages: Int = 0,
+                left: Bool = false, deleted: Bool = false, dedup: ForwardDedup = ForwardDedup()) {
+        self.init(publicGroupId: publicGroupId, channelLink: channelLink, memberId: memberId, ownProfile: ownProfile, profile: profile, owners: owners,
+                  key: key, requireSignedContent: requireSignedContent, dedup: dedup)
+        for r in relays { self.relays[r.memberId] = r }
+        self.uniqueMessages = uniqueMessages
+        self.left = left
+        self.deleted = deleted
+    }
+
     init(publicGroupId: [UInt8], channelLink: String, memberId: MemberId, ownProfile: MemberProfile, profile: GroupProfile, owners: [OwnerKey],
-         key: Ed25519.PrivateKey, requireSignedContent: Bool, dedup: ForwardDedup = ForwardDedup()) {
+         key: Ed25519.PrivateKey, requireSignedContent: Bool, dedup: ForwardDedup) {
         self.publicGroupId = publicGroupId
         self.channelLink = channelLink
         self.memberId = memberId
