@@ -198,6 +198,26 @@ import Testing
         #expect(net.relayStates["rela"]?.forwardedCount == 2)
     }
 
+    @Test func newRelayIsAnnouncedToSubscribers() {
+        var net = ChannelNet(relays: ["rela", "relb", "relc"])
+        net.addRelays(["rela", "relb"])
+        for s in Self.subscribers { net.join(s) }
+        net.addRelays(["relc"], startingId: 3)
+        #expect(net.allErrors().isEmpty, "\(net.allErrors())")
+        #expect(net.owner.relays[net.id("relc")]?.status == .active)
+        #expect(net.linkData.relays.count == 3)
+        // The signed x.grp.relay.new went through rela and relb; each subscriber joined relc once.
+        for s in Self.subscribers {
+            #expect(net.subscribers[s]?.connectedRelays == ["rela", "relb", "relc"].map { net.id($0) }.sorted())
+        }
+        #expect(net.relayStates["relc"]?.connectedSubscribers.count == 3)
+        net.post("three relays")
+        for s in Self.subscribers {
+            #expect(net.texts(at: s) == ["three relays"])
+            #expect(net.subscribers[s]!.relays[net.id("relc")]?.delivered == 1)
+        }
+    }
+
     @Test func oneRelayDownMidStream() {
         var net = channel()
         net.post("before")
