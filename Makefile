@@ -106,7 +106,7 @@ FUZZ_CI_SECONDS ?= 10
 FUZZ_RUNS ?=
 FUZZ_FLAGS ?=
 FUZZ_TARGETS ?= relay-block relay-transmission agent-envelope ratchet-frame links chat-command \
-	json json-hostconfig json-pluginkit yaml-config plugin-frames group-message
+	json json-hostconfig json-pluginkit yaml-config plugin-frames group-message channel-message
 FUZZ_BIN := .build-fuzz/debug/swiftplex-fuzz
 
 fuzz-build: deps

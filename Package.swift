@@ -154,6 +154,12 @@ let package = Package(
         .target(name: "GroupProtocol", dependencies: ["SwiftplexBase"]),
         .testTarget(name: "GroupProtocolTests", dependencies: ["GroupProtocol", "SwiftplexBase"]),
 
+        // Channels: groups with chat relays — typed x.grp.relay.* / x.member messages, relay and
+        // channel links, RelayStatus, owner-signed elements (Ed25519), and the owner's, the chat
+        // relay's and the subscriber's pure state machines; no I/O.
+        .target(name: "ChannelProtocol", dependencies: ["SwiftplexBase", "GroupProtocol", "SwiftplexCrypto"]),
+        .testTarget(name: "ChannelProtocolTests", dependencies: ["ChannelProtocol", "GroupProtocol", "SwiftplexBase", "SwiftplexCrypto"]),
+
         // Layer 6: the Chat API — the wire edge: SimpleX bot API command strings in, a typed command
         // run by the core, its typed response (and each event) encoded to JSON once.
         .target(name: "ChatAPI", dependencies: ["ChatCore", "ChatModel", "SwiftplexBase", "SwiftplexCrypto"]),
@@ -327,7 +333,7 @@ let package = Package(
             name: "swiftplex-fuzz",
             dependencies: [
                 "CFuzzer", "RelayProtocol", "SwiftplexBase", "SwiftplexCrypto", "Agent", "ChatAPI", "ChatCore", "HostConfig",
-                "SwiftplexPluginKit", "PluginHost", "GroupProtocol",
+                "SwiftplexPluginKit", "PluginHost", "GroupProtocol", "ChannelProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Fuzz/Sources"

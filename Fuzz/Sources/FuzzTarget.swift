@@ -26,6 +26,7 @@ let fuzzTargets: [any FuzzTarget.Type] = [
     YAMLConfigTarget.self,
     PluginFramesTarget.self,
     GroupMessageTarget.self,
+    ChannelMessageTarget.self,
 ]
 
 /// A property every input must keep; a failure stops the fuzzer with the input saved.
