@@ -225,15 +225,11 @@ extension ChatController {
         defer { unlockGroup(groupId) }
         let before = try await groupState(groupId)
         var next = before
-        let effects: [GroupEffect]
-        do {
-            var first = messageId
-            effects = try next.handle(input) {
-                if let id = first { first = nil; return id }
-                return ChatMessage.newMessageId()
-            }
-        } catch {
-            throw error
+        // A command's first message id may be chosen by the caller (to store its item with it).
+        var first = messageId
+        let effects = try next.handle(input) {
+            if let id = first { first = nil; return id }
+            return ChatMessage.newMessageId()
         }
         let pendingJoin = next.pendingJoinRequest
         let now = Timestamp.now()
