@@ -139,6 +139,7 @@ let package = Package(
             name: "ChatCore",
             dependencies: [
                 "ChatModel",
+                "GroupProtocol",
                 "SwiftplexBase",
                 "Agent",
                 "SwiftplexStorage",

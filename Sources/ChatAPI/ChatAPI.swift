@@ -138,6 +138,7 @@ public struct ChatAPI: Sendable {
         case let .setUserRelays(userId, relays): return try await c.setRelays(userId: userId, relays: relays)
         case let .getUserRelays(userId): return try await c.getRelays(userId: userId)
         default:
+            if let r = try await dispatchGroup(command, idempotencyKey: idempotencyKey) { return r }
             throw ChatFailure(commandError: "this command is not supported by this engine yet")
         }
     }

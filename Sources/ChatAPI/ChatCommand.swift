@@ -49,6 +49,8 @@ public enum ChatCommand: Sendable, Equatable {
     // Relays
     case setUserRelays(userId: Int64, relays: [String])
     case getUserRelays(userId: Int64)
+    // Groups
+    case group(GroupCommand)
 
     public enum DeleteMode: String, Sendable, Equatable {
         case broadcast, `internal`, internalMark

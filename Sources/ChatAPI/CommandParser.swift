@@ -96,7 +96,8 @@ public enum CommandParser {
                 command = .setUserRelays(userId: id, relays: list.split(separator: ",").map { String($0).trimmingCharactersInSet() })
             }
         default:
-            throw CommandParseError(.unknownCommand, "unknown command \(keyword)")
+            guard let group = try parseGroupCommand(keyword, &s) else { throw CommandParseError(.unknownCommand, "unknown command \(keyword)") }
+            command = .group(group)
         }
         guard s.atEnd else { throw CommandParseError(.badArguments, "unexpected text after \(keyword): \(s.rest())") }
         return command

@@ -124,6 +124,7 @@ extension ChatController {
     private func finishedBackground(_ key: Int) { background[key] = nil }
 
     func handle(_ event: AgentEvent) async throws {
+        if try await handleGroupAgentEvent(event) { return } // a member connection (+Groups)
         switch event {
         case let .confirmation(conn, info):
             // Someone joined our one-time invitation: keep their profile and accept (in a task:
@@ -288,6 +289,8 @@ extension ChatController {
             try await dbWrite { db in try Self.storeContactProfile(db, contactId: contactId, profile: profile, updatedAt: now) }
             let updated = try await contact(contactId).1
             sink.yield(.contactUpdated(user: userModel(u), fromContact: contactModel(row, user: u), toContact: contactModel(updated, user: u)))
+        case "x.grp.inv":
+            try await receivedGroupInvitation(conn: conn, seq: seq, body: body, contact: row, user: u)
         case "x.direct.del":
             let now = Timestamp.now()
             try await dbWrite { db in

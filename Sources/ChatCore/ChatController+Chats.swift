@@ -81,6 +81,7 @@ extension ChatController {
                                                  chatItems: [], chatStats: empty), 0, ""))
             }
         }
+        chats += try await groupChats(user: u)
         let filtered = chats.filter { chat in
             switch filter {
             case .all: true

@@ -53,6 +53,8 @@ public actor ChatController {
     var closing = false
     /// Contact requests being accepted automatically (so that one is never joined twice at once).
     var autoAccepting: Set<Int64> = []
+    /// Groups: machines in memory, member connections, per-group order (``GroupRuntime``).
+    var groupRuntime = GroupRuntime()
 
     /// Opens (creating and migrating) `<prefix>_chat.db` and `<prefix>_agent.db`.
     /// - Parameter defaultRelays: used for users with no relays of their own (`SWIFTPLEX_SERVERS`).
@@ -78,6 +80,7 @@ public actor ChatController {
     /// Runs the agent and turns its events into chat events, until cancelled.
     public func run() async throws {
         inBackground { await self.resumeConnectionDeletions() }
+        inBackground { await self.resumeGroupActions() }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await self.sweepContactRequests() }
 
@@ -232,7 +235,7 @@ public actor ChatController {
              try AddressRecord.fetchOne(db, key: userId)?.agentAddressId,
              try ContactRequestRecord.filter(ContactRequestRecord.Columns.userId == userId).fetchAll(db).map(\.agentRequestId))
         }
-        for conn in connections { try? await agent.deleteConnection(conn, deleteQueue: deleteQueues) }
+        for conn in connections + (try await groupConnections(userId: userId)) { try? await agent.deleteConnection(conn, deleteQueue: deleteQueues) }
         if let agentAddress { try? await agent.deleteAddress(agentAddress, deleteQueue: deleteQueues) }
         for r in requests { try? await agent.rejectRequest(r) }
         // Contacts, items, reactions, address and requests go with the user (ON DELETE CASCADE).

@@ -118,6 +118,7 @@ final class ChatStore: Sendable {
                 }
             }
         }
+        GroupStore.register(&m)
         return m
     }
 }

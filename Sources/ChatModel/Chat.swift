@@ -3,8 +3,10 @@ public enum ChatInfo: Sendable, Hashable, Codable {
     case direct(contact: Contact)
     case contactRequest(contactRequest: UserContactRequest)
     case contactConnection(contactConnection: PendingContactConnection)
+    /// A group (`groupChatScope`, member support chats, is not produced yet).
+    case group(groupInfo: GroupInfo)
 
-    public static let allTags = ["direct", "contactRequest", "contactConnection"]
+    public static let allTags = ["direct", "contactRequest", "contactConnection", "group"]
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
@@ -13,6 +15,7 @@ public enum ChatInfo: Sendable, Hashable, Codable {
         case "contactRequest": self = .contactRequest(contactRequest: try c.decode(UserContactRequest.self, forKey: "contactRequest"))
         case "contactConnection":
             self = .contactConnection(contactConnection: try c.decode(PendingContactConnection.self, forKey: "contactConnection"))
+        case "group": self = .group(groupInfo: try c.decode(GroupInfo.self, forKey: "groupInfo"))
         case let t: throw c.unknown(t, in: "ChatInfo")
         }
     }
@@ -23,6 +26,7 @@ public enum ChatInfo: Sendable, Hashable, Codable {
         case let .direct(contact): try c.tag("direct"); try c.encode(contact, forKey: "contact")
         case let .contactRequest(r): try c.tag("contactRequest"); try c.encode(r, forKey: "contactRequest")
         case let .contactConnection(p): try c.tag("contactConnection"); try c.encode(p, forKey: "contactConnection")
+        case let .group(g): try c.tag("group"); try c.encode(g, forKey: "groupInfo")
         }
     }
 }

@@ -71,11 +71,19 @@ public enum ChatErrorType: Sendable, Hashable, Codable {
     case commandError(message: String)
     case internalError(message: String)
     case exception(message: String)
+    // Groups
+    case groupUserRole(groupInfo: GroupInfo, requiredRole: GroupMemberRole)
+    case groupNotJoined(groupInfo: GroupInfo)
+    case groupDuplicateMember(contactName: String)
+    case groupMemberNotActive
+    case groupMemberUserRemoved
+    case groupInternal(message: String)
 
     public static let allTags = ["noActiveUser", "userUnknown", "userExists", "cantDeleteActiveUser", "cantDeleteLastUser", "invalidDisplayName",
                                  "chatNotStarted", "chatNotStopped", "invalidConnReq", "unsupportedConnReq", "userContactLinkExists",
                                  "contactNotReady", "contactNotActive", "invalidChatItemUpdate", "invalidChatItemDelete", "commandError",
-                                 "internalError", "exception"]
+                                 "internalError", "exception", "groupUserRole", "groupNotJoined", "groupDuplicateMember",
+                                 "groupMemberNotActive", "groupMemberUserRemoved", "groupInternal"]
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
@@ -99,6 +107,13 @@ public enum ChatErrorType: Sendable, Hashable, Codable {
         case "commandError": self = .commandError(message: try c.decode(String.self, forKey: "message"))
         case "internalError": self = .internalError(message: try c.decode(String.self, forKey: "message"))
         case "exception": self = .exception(message: try c.decode(String.self, forKey: "message"))
+        case "groupUserRole":
+            self = .groupUserRole(groupInfo: try c.decode(GroupInfo.self, forKey: "groupInfo"), requiredRole: try c.decode(GroupMemberRole.self, forKey: "requiredRole"))
+        case "groupNotJoined": self = .groupNotJoined(groupInfo: try c.decode(GroupInfo.self, forKey: "groupInfo"))
+        case "groupDuplicateMember": self = .groupDuplicateMember(contactName: try c.decode(String.self, forKey: "contactName"))
+        case "groupMemberNotActive": self = .groupMemberNotActive
+        case "groupMemberUserRemoved": self = .groupMemberUserRemoved
+        case "groupInternal": self = .groupInternal(message: try c.decode(String.self, forKey: "message"))
         case let t: throw c.unknown(t, in: "ChatErrorType")
         }
     }
@@ -127,6 +142,12 @@ public enum ChatErrorType: Sendable, Hashable, Codable {
         case let .commandError(m): try c.tag("commandError"); try c.encode(m, forKey: "message")
         case let .internalError(m): try c.tag("internalError"); try c.encode(m, forKey: "message")
         case let .exception(m): try c.tag("exception"); try c.encode(m, forKey: "message")
+        case let .groupUserRole(g, role): try c.tag("groupUserRole"); try c.encode(g, forKey: "groupInfo"); try c.encode(role, forKey: "requiredRole")
+        case let .groupNotJoined(g): try c.tag("groupNotJoined"); try c.encode(g, forKey: "groupInfo")
+        case let .groupDuplicateMember(name): try c.tag("groupDuplicateMember"); try c.encode(name, forKey: "contactName")
+        case .groupMemberNotActive: try c.tag("groupMemberNotActive")
+        case .groupMemberUserRemoved: try c.tag("groupMemberUserRemoved")
+        case let .groupInternal(m): try c.tag("groupInternal"); try c.encode(m, forKey: "message")
         }
     }
 }
@@ -143,9 +164,11 @@ public enum StoreError: Sendable, Hashable, Codable {
     case chatItemNotFound(itemId: Int64)
     case invalidQuote
     case dbError(resultCode: String, message: String)
+    case groupNotFound(groupId: Int64)
+    case groupMemberNotFound(groupMemberId: Int64)
 
     public static let allTags = ["duplicateName", "userNotFound", "contactNotFound", "duplicateContactLink", "userContactLinkNotFound",
-                                 "contactRequestNotFound", "chatItemNotFound", "invalidQuote", "dbError"]
+                                 "contactRequestNotFound", "chatItemNotFound", "invalidQuote", "dbError", "groupNotFound", "groupMemberNotFound"]
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
@@ -159,6 +182,8 @@ public enum StoreError: Sendable, Hashable, Codable {
         case "chatItemNotFound": self = .chatItemNotFound(itemId: try c.decode(Int64.self, forKey: "itemId"))
         case "invalidQuote": self = .invalidQuote
         case "dbError": self = .dbError(resultCode: try c.decode(String.self, forKey: "resultCode"), message: try c.decode(String.self, forKey: "message"))
+        case "groupNotFound": self = .groupNotFound(groupId: try c.decode(Int64.self, forKey: "groupId"))
+        case "groupMemberNotFound": self = .groupMemberNotFound(groupMemberId: try c.decode(Int64.self, forKey: "groupMemberId"))
         case let t: throw c.unknown(t, in: "StoreError")
         }
     }
@@ -178,6 +203,8 @@ public enum StoreError: Sendable, Hashable, Codable {
             try c.tag("dbError")
             try c.encode(code, forKey: "resultCode")
             try c.encode(message, forKey: "message")
+        case let .groupNotFound(id): try c.tag("groupNotFound"); try c.encode(id, forKey: "groupId")
+        case let .groupMemberNotFound(id): try c.tag("groupMemberNotFound"); try c.encode(id, forKey: "groupMemberId")
         }
     }
 }

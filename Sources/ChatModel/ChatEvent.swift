@@ -20,6 +20,8 @@ public enum ChatEvent: Sendable, Hashable, Codable {
     case hostDisconnected(protocol: String, transportHost: String)
     // Failure
     case chatError(ChatError)
+    // Groups
+    case group(GroupChatEvent)
 
     public static func contactUpdated(user: User, fromContact: Contact, toContact: Contact) -> ChatEvent {
         .contactUpdated(ContactChange(user: user, fromContact: fromContact, toContact: toContact))
@@ -47,6 +49,9 @@ public enum ChatEvent: Sendable, Hashable, Codable {
     /// Every `type` this enum reads and writes.
     public static let allTags = types.map(\.rawValue)
 
+    /// The group events' types (``GroupChatEvent``), read and written as well.
+    public static let groupTypes = GroupChatEvent.types
+
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
         func user() throws -> User { try c.decode(User.self, forKey: "user") }
@@ -68,6 +73,7 @@ public enum ChatEvent: Sendable, Hashable, Codable {
         case .hostConnected: self = .hostConnected(protocol: try field("protocol"), transportHost: try field("transportHost"))
         case .hostDisconnected: self = .hostDisconnected(protocol: try field("protocol"), transportHost: try field("transportHost"))
         case .chatError: self = .chatError(try field("chatError"))
+        case let t where GroupChatEvent.types.contains(t): self = .group(try GroupChatEvent(type: t, from: decoder))
         case let t: throw c.unknown(t.rawValue, in: "ChatEvent")
         }
     }
@@ -94,6 +100,7 @@ public enum ChatEvent: Sendable, Hashable, Codable {
             try c.encode(proto, forKey: "protocol")
             try c.encode(host, forKey: "transportHost")
         case let .chatError(error): try c.encode(error, forKey: "chatError")
+        case let .group(g): try g.encode(to: encoder)
         }
     }
 
@@ -113,6 +120,7 @@ public enum ChatEvent: Sendable, Hashable, Codable {
         case .hostConnected: .hostConnected
         case .hostDisconnected: .hostDisconnected
         case .chatError: .chatError
+        case let .group(g): g.type
         }
     }
 

@@ -20,20 +20,38 @@ public struct ChatItem: Sendable, Hashable, Codable {
     }
 }
 
-/// Who sent an item. `groupRcv` (with its member) joins with groups.
-public enum CIDirection: String, Sendable, Hashable, Codable, CaseIterable {
+/// Who sent an item; `groupRcv` carries the member who sent it.
+public enum CIDirection: Sendable, Hashable, Codable {
     case directSnd, directRcv, groupSnd, channelRcv, localSnd, localRcv
+    case groupRcv(groupMember: GroupMember)
+
+    public static let allTags = ["directSnd", "directRcv", "groupSnd", "groupRcv", "channelRcv", "localSnd", "localRcv"]
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
-        let t = try c.tag()
-        guard let d = CIDirection(rawValue: t) else { throw c.unknown(t, in: "CIDirection") }
-        self = d
+        switch try c.tag() {
+        case "directSnd": self = .directSnd
+        case "directRcv": self = .directRcv
+        case "groupSnd": self = .groupSnd
+        case "groupRcv": self = .groupRcv(groupMember: try c.decode(GroupMember.self, forKey: "groupMember"))
+        case "channelRcv": self = .channelRcv
+        case "localSnd": self = .localSnd
+        case "localRcv": self = .localRcv
+        case let t: throw c.unknown(t, in: "CIDirection")
+        }
     }
 
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: FieldKey.self)
-        try c.tag(rawValue)
+        switch self {
+        case .directSnd: try c.tag("directSnd")
+        case .directRcv: try c.tag("directRcv")
+        case .groupSnd: try c.tag("groupSnd")
+        case let .groupRcv(m): try c.tag("groupRcv"); try c.encode(m, forKey: "groupMember")
+        case .channelRcv: try c.tag("channelRcv")
+        case .localSnd: try c.tag("localSnd")
+        case .localRcv: try c.tag("localRcv")
+        }
     }
 }
 

@@ -13,6 +13,11 @@ public enum ChatMessageType: String, Sendable, Hashable, CaseIterable {
     // Events
     case contactConnected, contactUpdated, contactDeletedByContact, receivedContactRequest, chatItemsStatusesUpdated
     case hostConnected, hostDisconnected, chatError
+    // Groups (``GroupResponse``, ``GroupChatEvent``; `groupUpdated` is both)
+    case groupCreated, sentGroupInvitation, userAcceptedGroupSent, groupMembers, groupsList, membersRoleUser, membersBlockedForAllUser
+    case userDeletedMembers, leftMemberUser, groupDeletedUser, groupUpdated
+    case receivedGroupInvitation, userJoinedGroup, joinedGroupMember, joinedGroupMemberConnecting, connectedToGroupMember, memberRole
+    case memberBlockedForAll, deletedMember, deletedMemberUser, leftMember, groupDeleted, memberAcceptedByOther
 }
 
 // Payloads that responses and events share: one struct each, with synthesized Codable, written

@@ -45,6 +45,8 @@ public enum ChatResponse: Sendable, Hashable, Codable {
     case chatItemReaction(ChatItemReactionChange)
     // Failure
     case chatCmdError(ChatError)
+    // Groups
+    case group(GroupResponse)
 
     public static func acceptingContactRequest(user: User, contact: Contact) -> ChatResponse { .acceptingContactRequest(UserContact(user: user, contact: contact)) }
     public static func contactPrefsUpdated(user: User, fromContact: Contact, toContact: Contact) -> ChatResponse {
@@ -72,6 +74,9 @@ public enum ChatResponse: Sendable, Hashable, Codable {
 
     /// Every `type` this enum reads and writes.
     public static let allTags = types.map(\.rawValue)
+
+    /// The group responses' types (``GroupResponse``), read and written as well.
+    public static let groupTypes = GroupResponse.types
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
@@ -118,6 +123,7 @@ public enum ChatResponse: Sendable, Hashable, Codable {
         case .chatItemsDeleted: self = .chatItemsDeleted(try ChatItemsDeleted(from: decoder))
         case .chatItemReaction: self = .chatItemReaction(try ChatItemReactionChange(from: decoder))
         case .chatCmdError: self = .chatCmdError(try field("chatError"))
+        case let t where GroupResponse.types.contains(t): self = .group(try GroupResponse(type: t, from: decoder))
         case let t: throw c.unknown(t.rawValue, in: "ChatResponse")
         }
     }
@@ -183,6 +189,7 @@ public enum ChatResponse: Sendable, Hashable, Codable {
         case let .chatItemsDeleted(p): try p.encode(to: encoder)
         case let .chatItemReaction(p): try p.encode(to: encoder)
         case let .chatCmdError(error): try c.encode(error, forKey: "chatError")
+        case let .group(g): try g.encode(to: encoder)
         }
     }
 
@@ -221,6 +228,7 @@ public enum ChatResponse: Sendable, Hashable, Codable {
         case .chatItemsDeleted: .chatItemsDeleted
         case .chatItemReaction: .chatItemReaction
         case .chatCmdError: .chatCmdError
+        case let .group(g): g.type
         }
     }
 

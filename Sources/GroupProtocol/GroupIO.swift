@@ -79,13 +79,19 @@ public struct Introduction: Sendable, Hashable {
 
     public var key: Key
     public var status: Status
+
+    public init(key: Key, status: Status) {
+        self.key = key
+        self.status = status
+    }
 }
 
 /// What the group machine is told.
 public enum GroupInput: Sendable, Hashable {
     // Local commands.
-    /// Invite a contact (`/_add #g <contact> <role>`) with a new random member id.
-    case addMember(contact: ContactRef, memberId: MemberId, role: GroupMemberRole)
+    /// Invite a contact (`/_add #g <contact> <role>`) with a new random member id; `profile` is the
+    /// contact's profile, which the host announces the invitee with (SimpleX: the contact's profile).
+    case addMember(contact: ContactRef, memberId: MemberId, role: GroupMemberRole, profile: MemberProfile? = nil)
     /// Accept the received invitation (`/_join #g`).
     case join
     /// `/_member role #g <member> <role>`.

@@ -159,7 +159,7 @@ extension GroupState {
 
     mutating func apply(_ input: GroupInput, _ run: inout Run) throws(GroupError) {
         switch input {
-        case let .addMember(contact, memberId, role): try addMember(contact, memberId, role, &run)
+        case let .addMember(contact, memberId, role, profile): try addMember(contact, memberId, role, profile, &run)
         case .join: try join(&run)
         case let .changeRole(id, to): try changeRole(id, to, &run)
         case let .remove(id, messages): try remove(id, messages, &run)
@@ -177,14 +177,14 @@ extension GroupState {
 
     // MARK: Local commands
 
-    private mutating func addMember(_ contact: ContactRef, _ id: MemberId, _ role: GroupMemberRole, _ run: inout Run) throws(GroupError) {
+    private mutating func addMember(_ contact: ContactRef, _ id: MemberId, _ role: GroupMemberRole, _ profile: MemberProfile?, _ run: inout Run) throws(GroupError) {
         try requireActive()
         try GroupPermissions.authorize(actor: membership.role, action: .invite(as: role))
         guard id != membership.memberId, members[id] == nil else { throw GroupError(.duplicateMember, "member id \(id) is in the group already") }
         if let existing = members.values.first(where: { $0.contact == contact && $0.category == .invitee && !$0.status.isRemoved }) {
             throw GroupError(.duplicateMember, "the contact is invited already as \(existing.memberId)")
         }
-        save(GroupMemberState(memberId: id, role: role, status: .invited, category: .invitee, invitedBy: membership.memberId, contact: contact), &run)
+        save(GroupMemberState(memberId: id, role: role, status: .invited, category: .invitee, profile: profile, invitedBy: membership.memberId, contact: contact), &run)
         run.effects.append(.createInvitation(for: id))
     }
 

@@ -1,0 +1,362 @@
+import Agent
+import ChatModel
+import Foundation
+import GRDB
+import GroupProtocol
+import SwiftplexBase
+import SwiftplexCrypto
+
+// The bot API's group commands. Each is checked with `GroupPermissions` first (so that the API
+// answers `groupUserRole` with the role it needs), then fed to the group's machine
+// (``commitGroupInput``), and answered with the 7.0.2 package's response.
+
+extension ChatController {
+    /// A new member id: 12 random bytes in base64url, as SimpleX makes them.
+    nonisolated static func newMemberId() -> MemberId { MemberId(Base64URL.encode(Sodium.randomBytes(12)))! }
+
+    /// The group (not deleted) and its user, or `groupNotFound`.
+    func groupAndUser(_ groupId: Int64) async throws -> (UserRow, GroupView) {
+        let view = try await groupView(groupId)
+        return (try await user(view.group.userId), view)
+    }
+
+    /// The API error of a refused command.
+    func groupFailure(_ e: GroupError, view: GroupView, contactName: String? = nil) -> ChatFailure {
+        switch e.code {
+        case .notAuthorized: .chat(.groupUserRole(groupInfo: view.info, requiredRole: GroupRoles.model(e.requiredRole ?? .owner)))
+        case .notJoined: .chat(.groupNotJoined(groupInfo: view.info))
+        case .duplicateMember: .chat(.groupDuplicateMember(contactName: contactName ?? ""))
+        case .memberNotCurrent: .chat(.groupMemberNotActive)
+        default: .chat(.groupInternal(message: "\(e.code.rawValue): \(e.message)"))
+        }
+    }
+
+    /// The user's own role and state allow `action` (on a member of role `target`): else the API error.
+    func requireGroupPermission(_ view: GroupView, _ action: GroupProtocol.GroupAction, target: GroupProtocol.GroupMemberRole? = nil) throws {
+        guard let me = view.membership?.state, me.status.isCurrent else { throw ChatFailure.chat(.groupNotJoined(groupInfo: view.info)) }
+        if let refused = GroupPermissions.check(actor: me.role, action: action, target: target) { throw groupFailure(refused, view: view) }
+    }
+
+    /// Runs a command's input, mapping a refusal to the API error and reporting the events it made.
+    @discardableResult
+    func runGroupCommand(_ view: GroupView, userId: Int64, _ input: GroupInput, messageId: String? = nil, contactName: String? = nil,
+                         extra: (@Sendable (Database) throws -> Void)? = nil) async throws -> GroupOutcome {
+        let groupId = view.group.id ?? 0
+        do {
+            return try await commitGroupInput(groupId, userId: userId, input, messageId: messageId, extra: extra)
+        } catch let e as GroupError {
+            throw groupFailure(e, view: view, contactName: contactName)
+        }
+    }
+
+    /// The member rows named by a command (`groupMemberId`s), or `groupMemberNotFound`.
+    func namedMembers(_ view: GroupView, _ ids: [Int64]) throws -> [GroupMemberRecord] {
+        try ids.map { id in
+            guard let r = view.others.first(where: { $0.id == id }) else { throw ChatFailure.store(.groupMemberNotFound(groupMemberId: id)) }
+            return r
+        }
+    }
+
+    // MARK: - Commands
+
+    /// `/_group <userId> <GroupProfile>`: a new group, the user its owner (`groupCreated`).
+    public func createGroup(userId: Int64, incognito: Bool, profile given: JSONValue) async throws -> ChatResponse {
+        guard !incognito else { throw ChatFailure.command("incognito groups are not supported yet") }
+        let u = try await user(userId)
+        guard case .object = given else { throw ChatFailure.command("the group profile must be an object") }
+        let name = try Self.checkedName(given["displayName"]?.stringValue ?? "")
+        var json = given
+        json.set("displayName", .string(name))
+        if json["fullName"] == nil { json.set("fullName", .string("")) }
+        let profile: GroupProtocol.GroupProfile
+        do {
+            _ = try JSONValueDecoder().decode(ChatModel.GroupProfile.self, from: json)
+            profile = try GroupProtocol.GroupProfile(json: json)
+        } catch {
+            throw ChatFailure.command("malformed group profile: \(error)")
+        }
+        guard !profile.isPublicGroup else { throw ChatFailure.command("a channel (publicGroup) is not created with /_group") }
+        let own = try MemberProfile(json: JSONValueEncoder().encode(u.profile))
+        let state = GroupState(creator: Self.newMemberId(), profile: own, groupProfile: profile)
+        let now = Timestamp.now()
+        let membership = state.membership
+        let groupId = try await dbWrite { db -> Int64 in
+            let local = try LocalNames.reserve(db, userId: userId, displayName: name)
+            var g = GroupRecord(userId: userId, localDisplayName: local, profile: profile.json.description, createdAt: now, updatedAt: now, chatTs: now)
+            try g.insert(db)
+            try Self.saveMember(db, membership, groupId: g.id!, userId: userId, now: now)
+            return g.id!
+        }
+        groupRuntime.states[groupId] = state
+        let view = try await groupView(groupId)
+        return .group(.groupCreated(UserGroup(user: userModel(u), groupInfo: view.info)))
+    }
+
+    /// `/_add #<groupId> <contactId> <role>`: invites a contact (`sentGroupInvitation`).
+    public func addMember(groupId: Int64, contactId: Int64, role: ChatModel.GroupMemberRole) async throws -> ChatResponse {
+        let (u, view) = try await groupAndUser(groupId)
+        let (cu, c) = try await contact(contactId)
+        guard cu.id == u.id else { throw ChatFailure.store(.contactNotFound(contactId: contactId)) }
+        guard c.ready else { throw ChatFailure.chat(.contactNotReady(contact: contactModel(c, user: u))) }
+        try requireStarted()
+        let proto = GroupRoles.proto(role)
+        try requireGroupPermission(view, .invite(as: proto))
+        let memberId = Self.newMemberId()
+        let profile = try c.profile.map { try MemberProfile(json: JSONValueEncoder().encode($0)) }
+        try await runGroupCommand(view, userId: u.id, .addMember(contact: c.id, memberId: memberId, role: proto, profile: profile),
+                                  contactName: c.localName ?? c.profile?.displayName)
+        let after = try await groupView(groupId)
+        guard let member = after.member(memberId) else { throw ChatFailure.chat(.groupInternal(message: "the invited member was not stored")) }
+        return .group(.sentGroupInvitation(SentGroupInvitation(user: userModel(u), groupInfo: after.info, contact: contactModel(c, user: u), member: member)))
+    }
+
+    /// `/_join #<groupId>`: accepts an invitation (`userAcceptedGroupSent`); `userJoinedGroup` follows.
+    public func joinGroup(groupId: Int64) async throws -> ChatResponse {
+        let (u, view) = try await groupAndUser(groupId)
+        try requireStarted()
+        try await runGroupCommand(view, userId: u.id, .join)
+        let after = try await groupView(groupId)
+        let host = after.others.first { $0.category == GroupProtocol.GroupMemberCategory.host.rawValue }
+        var hostContact: Contact?
+        if let id = host?.contactId, let (_, c) = try? await contact(id) { hostContact = contactModel(c, user: u) }
+        return .group(.userAcceptedGroupSent(UserAcceptedGroupSent(user: userModel(u), groupInfo: after.info, hostContact: hostContact)))
+    }
+
+    /// `/_members #<groupId>`: the members but the user (`groupMembers`).
+    public func listMembers(groupId: Int64) async throws -> ChatResponse {
+        let (u, view) = try await groupAndUser(groupId)
+        return .group(.groupMembers(GroupMembers(user: userModel(u), group: Group(groupInfo: view.info, members: view.others.map(view.member)))))
+    }
+
+    /// `/_groups <userId>[ @<contactId>][ <search>]` (`groupsList`).
+    public func listGroups(userId: Int64, contactId: Int64?, search: String?) async throws -> ChatResponse {
+        let u = try await user(userId)
+        let views = try await dbRead { db -> [GroupView] in
+            let ids = try GroupRecord.filter(GroupRecord.Columns.userId == userId && GroupRecord.Columns.deleted == false)
+                .order(GroupRecord.Columns.id).fetchAll(db).compactMap(\.id)
+            return try ids.compactMap { try Self.readGroupView(db, $0) }
+        }
+        let groups = views.filter { v in
+            if let contactId, !v.others.contains(where: { $0.contactId == contactId }) { return false }
+            if let search, !search.isEmpty {
+                let info = v.info
+                return info.localDisplayName.localizedCaseInsensitiveContains(search) || info.groupProfile.fullName.localizedCaseInsensitiveContains(search)
+            }
+            return true
+        }
+        return .group(.groupsList(GroupsList(user: userModel(u), groups: groups.map(\.info))))
+    }
+
+    /// `/_member role #<groupId> <ids> <role>` (`membersRoleUser`).
+    public func setMembersRole(groupId: Int64, memberIds: [Int64], role: ChatModel.GroupMemberRole) async throws -> ChatResponse {
+        let (u, view) = try await groupAndUser(groupId)
+        let targets = try namedMembers(view, memberIds)
+        let proto = GroupRoles.proto(role)
+        for t in targets { try requireGroupPermission(view, .changeRole(to: proto), target: GroupProtocol.GroupMemberRole(name: t.role)) }
+        try requireStarted()
+        for t in targets {
+            guard let id = MemberId(t.memberId) else { continue }
+            try await runGroupCommand(try await groupView(groupId), userId: u.id, .changeRole(id, to: proto))
+        }
+        let after = try await groupView(groupId)
+        return .group(.membersRoleUser(MembersRoleUser(user: userModel(u), groupInfo: after.info,
+                                                       members: targets.compactMap { MemberId($0.memberId).flatMap(after.member) }, toRole: role)))
+    }
+
+    /// `/_block #<groupId> <ids> blocked=on|off` (`membersBlockedForAllUser`).
+    public func blockMembers(groupId: Int64, memberIds: [Int64], blocked: Bool) async throws -> ChatResponse {
+        let (u, view) = try await groupAndUser(groupId)
+        let targets = try namedMembers(view, memberIds)
+        for t in targets { try requireGroupPermission(view, .block, target: GroupProtocol.GroupMemberRole(name: t.role)) }
+        try requireStarted()
+        for t in targets {
+            guard let id = MemberId(t.memberId) else { continue }
+            try await runGroupCommand(try await groupView(groupId), userId: u.id, .block(id, blocked: blocked))
+        }
+        let after = try await groupView(groupId)
+        return .group(.membersBlockedForAllUser(MembersBlockedForAllUser(user: userModel(u), groupInfo: after.info,
+                                                                         members: targets.compactMap { MemberId($0.memberId).flatMap(after.member) },
+                                                                         blocked: blocked)))
+    }
+
+    /// `/_remove #<groupId> <ids>[ messages=on]` (`userDeletedMembers`).
+    public func removeMembers(groupId: Int64, memberIds: [Int64], withMessages: Bool) async throws -> ChatResponse {
+        let (u, view) = try await groupAndUser(groupId)
+        let targets = try namedMembers(view, memberIds)
+        for t in targets { try requireGroupPermission(view, .remove, target: GroupProtocol.GroupMemberRole(name: t.role)) }
+        try requireStarted()
+        for t in targets {
+            guard let id = MemberId(t.memberId) else { continue }
+            try await runGroupCommand(try await groupView(groupId), userId: u.id, .remove(id, messages: withMessages))
+        }
+        let after = try await groupView(groupId)
+        return .group(.userDeletedMembers(UserDeletedMembers(user: userModel(u), groupInfo: after.info,
+                                                             members: targets.compactMap { MemberId($0.memberId).flatMap(after.member) },
+                                                             withMessages: withMessages)))
+    }
+
+    /// `/_leave #<groupId>` (`leftMemberUser`).
+    public func leaveGroup(groupId: Int64) async throws -> ChatResponse {
+        let (u, view) = try await groupAndUser(groupId)
+        try await runGroupCommand(view, userId: u.id, .leave)
+        return .group(.leftMemberUser(UserGroup(user: userModel(u), groupInfo: try await groupView(groupId).info)))
+    }
+
+    /// `/_delete #<groupId>`: an owner deletes the group for everyone (`x.grp.del`); a member who
+    /// left or was removed deletes it locally; a current member that is not the owner is refused
+    /// (`groupUserRole` owner), as in SimpleX. The group goes from the store once its messages are out.
+    public func deleteGroup(groupId: Int64) async throws -> ChatResponse {
+        let (u, view) = try await groupAndUser(groupId)
+        guard let me = view.membership?.state else { throw ChatFailure.store(.groupNotFound(groupId: groupId)) }
+        let info = view.info
+        if me.status.isCurrent {
+            guard me.role == .owner else { throw ChatFailure.chat(.groupUserRole(groupInfo: info, requiredRole: .owner)) }
+            try await runGroupCommand(view, userId: u.id, .deleteGroup, extra: { db in
+                _ = try GroupRecord.filter(key: groupId).updateAll(db, GroupRecord.Columns.deleted.set(to: true))
+            })
+        } else {
+            try await dbWrite { db in
+                var a = GroupActionRecord(groupId: groupId, action: GroupPendingAction.deleteAll.json.description)
+                try a.insert(db)
+                _ = try GroupRecord.filter(key: groupId).updateAll(db, GroupRecord.Columns.deleted.set(to: true))
+            }
+        }
+        kickGroupActions(groupId)
+        return .group(.groupDeletedUser(GroupDeletedUser(user: userModel(u), groupInfo: info)))
+    }
+
+    /// `/_group_profile #<groupId> <GroupProfile>` (owner; `groupUpdated`).
+    public func updateGroupProfile(groupId: Int64, profile given: JSONValue) async throws -> ChatResponse {
+        let (u, view) = try await groupAndUser(groupId)
+        guard case .object = given else { throw ChatFailure.command("the group profile must be an object") }
+        let name = try Self.checkedName(given["displayName"]?.stringValue ?? "")
+        var json = given
+        json.set("displayName", .string(name))
+        if json["fullName"] == nil { json.set("fullName", .string("")) }
+        let profile: GroupProtocol.GroupProfile
+        do {
+            _ = try JSONValueDecoder().decode(ChatModel.GroupProfile.self, from: json)
+            profile = try GroupProtocol.GroupProfile(json: json)
+        } catch {
+            throw ChatFailure.command("malformed group profile: \(error)")
+        }
+        try requireGroupPermission(view, .updateProfile)
+        try requireStarted()
+        try await runGroupCommand(view, userId: u.id, .updateProfile(profile))
+        let after = try await groupView(groupId)
+        return .group(.groupUpdated(GroupUpdated(user: userModel(u), fromGroup: view.info, toGroup: after.info, msgSigned: false)))
+    }
+
+    /// `/_send #<groupId> json [...]`: messages to every member (`newChatItems`, `groupSnd`).
+    public func sendToGroup(groupId: Int64, messages: [JSONValue]) async throws -> ChatResponse {
+        let (u, view) = try await groupAndUser(groupId)
+        try requireGroupPermission(view, .sendContent)
+        var checked: [JSONValue] = []
+        for m in messages {
+            guard let json = m["msgContent"], (try? PeerInput.content(json)) != nil else {
+                throw ChatFailure.command("each message needs a msgContent object with a type")
+            }
+            if let q = m["quotedItemId"], q != .null { throw ChatFailure.command("quotes in groups are not supported yet") }
+            checked.append(json)
+        }
+        try requireStarted()
+        var items: [AChatItem] = []
+        for json in checked {
+            let msgId = ChatMessage.newMessageId()
+            let userId = u.id
+            let now = Timestamp.now()
+            let itemId = ItemIdBox()
+            try await runGroupCommand(try await groupView(groupId), userId: u.id, .sendContent(event: "x.msg.new", params: .object([("content", json)])),
+                                      messageId: msgId, extra: { db in
+                                          var item = GroupItemRecord(userId: userId, groupId: groupId, content: json.description, sharedMsgId: msgId,
+                                                                     status: .sndNew, blocked: false, createdAt: now)
+                                          try item.insert(db)
+                                          itemId.set(item.id!)
+                                          _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("chat_ts").set(to: now))
+                                      })
+            let after = try await groupView(groupId)
+            guard let id = itemId.value, let record = try await dbRead({ db in try GroupItemRecord.fetchOne(db, key: id) }) else { continue }
+            items.append(AChatItem(chatInfo: .group(groupInfo: after.info), chatItem: groupItemModel(record, view: after)))
+        }
+        return .newChatItems(user: userModel(u), chatItems: items)
+    }
+
+    /// `/_get chat #<groupId> …`: a page of the group's items, oldest first.
+    public func getGroupChat(groupId: Int64, page: ItemPage) async throws -> ChatResponse {
+        let (u, view) = try await groupAndUser(groupId)
+        let mine = GroupItemRecord.filter(GroupItemRecord.Columns.groupId == groupId)
+        let id = GroupItemRecord.Columns.id
+        let records: [GroupItemRecord]
+        func anchor(_ a: Int64) async throws {
+            guard try await dbRead({ db in try mine.filter(id == a).isEmpty(db) }) == false else { throw ChatFailure.store(.chatItemNotFound(itemId: a)) }
+        }
+        switch page {
+        case let .last(n):
+            guard n > 0 else { throw ChatFailure.command("count must be positive") }
+            records = try await dbRead { db in try mine.order(id.desc).limit(n).fetchAll(db) }.reversed()
+        case let .after(a, n):
+            guard n > 0 else { throw ChatFailure.command("count must be positive") }
+            try await anchor(a)
+            records = try await dbRead { db in try mine.filter(id > a).order(id.asc).limit(n).fetchAll(db) }
+        case let .before(a, n):
+            guard n > 0 else { throw ChatFailure.command("count must be positive") }
+            try await anchor(a)
+            records = try await dbRead { db in try mine.filter(id < a).order(id.desc).limit(n).fetchAll(db) }.reversed()
+        }
+        return .apiChat(user: userModel(u), chat: AChat(chatInfo: .group(groupInfo: view.info), chatItems: records.map { groupItemModel($0, view: view) },
+                                                        chatStats: try await groupChatStats(groupId)))
+    }
+
+    func groupChatStats(_ groupId: Int64) async throws -> ChatStats {
+        let (unread, minId) = try await dbRead { db -> (Int, Int64) in
+            let unread = GroupItemRecord.filter(GroupItemRecord.Columns.groupId == groupId && GroupItemRecord.Columns.status == ItemStatus.rcvNew)
+            return (try unread.fetchCount(db), try unread.select(min(GroupItemRecord.Columns.id), as: Int64?.self).fetchOne(db).flatMap { $0 } ?? 0)
+        }
+        return ModelOf.chatStats(unread: unread, minUnreadItemId: minId)
+    }
+
+    /// `/_read chat #<groupId>`.
+    public func readGroupChat(groupId: Int64) async throws -> ChatResponse {
+        let (u, _) = try await groupAndUser(groupId)
+        try await dbWrite { db in
+            _ = try GroupItemRecord.filter(GroupItemRecord.Columns.groupId == groupId && GroupItemRecord.Columns.status == ItemStatus.rcvNew)
+                .updateAll(db, GroupItemRecord.Columns.status.set(to: ItemStatus.rcvRead))
+        }
+        return .cmdOk(user: userModel(u))
+    }
+
+    /// `/_set custom #<groupId>[ <json>]`.
+    public func setGroupCustomData(groupId: Int64, data: JSONValue?) async throws -> ChatResponse {
+        let (u, _) = try await groupAndUser(groupId)
+        let text = data?.description
+        try await dbWrite { db in _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("custom_data").set(to: text)) }
+        return .cmdOk(user: userModel(u))
+    }
+
+    /// The user's groups for `/_get chats`: (activity, chat, unread count, name).
+    func groupChats(user u: UserRow) async throws -> [(ts: String, chat: AChat, unread: Int, name: String)] {
+        let userId = u.id
+        let views = try await dbRead { db -> [GroupView] in
+            let ids = try GroupRecord.filter(GroupRecord.Columns.userId == userId && GroupRecord.Columns.deleted == false).fetchAll(db).compactMap(\.id)
+            return try ids.compactMap { try Self.readGroupView(db, $0) }
+        }
+        var chats: [(ts: String, chat: AChat, unread: Int, name: String)] = []
+        for v in views {
+            let gid = v.group.id ?? 0
+            let last = try await dbRead { db in try GroupItemRecord.filter(GroupItemRecord.Columns.groupId == gid).order(GroupItemRecord.Columns.id.desc).fetchOne(db) }
+            let stats = try await groupChatStats(gid)
+            chats.append((v.group.chatTs ?? v.group.updatedAt,
+                          AChat(chatInfo: .group(groupInfo: v.info), chatItems: last.map { [groupItemModel($0, view: v)] } ?? [], chatStats: stats),
+                          stats.unreadCount, v.group.localDisplayName))
+        }
+        return chats
+    }
+}
+
+/// The id of an item inserted inside a transaction closure, read after it.
+final class ItemIdBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Int64?
+    func set(_ v: Int64) { lock.withLock { stored = v } }
+    var value: Int64? { lock.withLock { stored } }
+}

@@ -1,0 +1,262 @@
+import ChatModel
+import Foundation
+import GRDB
+import GroupProtocol
+import SwiftplexBase
+
+// The group tables of the chat database (migration `v4: groups`) and their GRDB records. A group's
+// protocol state (`GroupProtocol.GroupState`) is restored from them; what the machine asks to
+// persist (members, the membership, the profile, introductions) is written in the same
+// transaction as the input's other effects (``GroupActionRecord``) and its "handled" mark.
+
+enum GroupStore {
+    static func register(_ m: inout DatabaseMigrator) {
+        m.registerMigration("v4: groups") { db in
+            try db.execute(sql: """
+                CREATE TABLE chat_group (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    user_id INTEGER NOT NULL REFERENCES user(id) ON DELETE CASCADE,
+                    local_display_name TEXT NOT NULL,
+                    profile TEXT NOT NULL,
+                    pending_join TEXT,
+                    custom_data TEXT,
+                    deleted INTEGER NOT NULL DEFAULT 0,
+                    created_at TEXT NOT NULL,
+                    updated_at TEXT NOT NULL,
+                    chat_ts TEXT
+                );
+                CREATE TABLE group_member (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    group_id INTEGER NOT NULL REFERENCES chat_group(id) ON DELETE CASCADE,
+                    member_id TEXT NOT NULL,
+                    role TEXT NOT NULL,
+                    status TEXT NOT NULL,
+                    category TEXT NOT NULL,
+                    profile TEXT,
+                    invited_by TEXT,
+                    blocked INTEGER NOT NULL DEFAULT 0,
+                    contact_id INTEGER,
+                    agent_conn_id INTEGER UNIQUE,
+                    local_display_name TEXT,
+                    created_at TEXT NOT NULL,
+                    updated_at TEXT NOT NULL,
+                    UNIQUE (group_id, member_id)
+                );
+                CREATE TABLE group_intro (
+                    group_id INTEGER NOT NULL REFERENCES chat_group(id) ON DELETE CASCADE,
+                    re_member TEXT NOT NULL,
+                    to_member TEXT NOT NULL,
+                    status TEXT NOT NULL,
+                    PRIMARY KEY (group_id, re_member, to_member)
+                );
+                CREATE TABLE group_msg (
+                    group_id INTEGER NOT NULL REFERENCES chat_group(id) ON DELETE CASCADE,
+                    author_member_id TEXT NOT NULL,
+                    shared_msg_id TEXT NOT NULL,
+                    PRIMARY KEY (group_id, author_member_id, shared_msg_id)
+                );
+                CREATE TABLE group_input (
+                    agent_conn_id INTEGER NOT NULL,
+                    seq INTEGER NOT NULL,
+                    PRIMARY KEY (agent_conn_id, seq)
+                );
+                CREATE TABLE group_item (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    user_id INTEGER NOT NULL REFERENCES user(id) ON DELETE CASCADE,
+                    group_id INTEGER NOT NULL REFERENCES chat_group(id) ON DELETE CASCADE,
+                    member_row_id INTEGER,
+                    forwarded_by_row_id INTEGER,
+                    content TEXT NOT NULL,
+                    shared_msg_id TEXT,
+                    status TEXT NOT NULL,
+                    blocked INTEGER NOT NULL DEFAULT 0,
+                    created_at TEXT NOT NULL
+                );
+                CREATE INDEX group_item_by_group ON group_item(group_id, id);
+                CREATE TABLE group_action (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    group_id INTEGER NOT NULL,
+                    action TEXT NOT NULL
+                );
+                CREATE INDEX group_action_by_group ON group_action(group_id, id);
+                """)
+        }
+    }
+}
+
+/// `chat_group`: one group of a user. `deleted` groups are hidden and purged once their last
+/// actions (the `x.grp.del` or `x.grp.leave` to send) are done.
+struct GroupRecord: ChatRecord {
+    static let databaseTableName = "chat_group"
+    var id: Int64?
+    var userId: Int64
+    var localDisplayName: String
+    var profile: String
+    var pendingJoin: String?
+    var customData: String?
+    var deleted: Bool = false
+    var createdAt: String
+    var updatedAt: String
+    var chatTs: String?
+
+    enum Columns {
+        static let id = Column("id")
+        static let userId = Column("user_id")
+        static let deleted = Column("deleted")
+    }
+
+    mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
+}
+
+/// `group_member`: a member, the user's own membership (category `user`) included.
+struct GroupMemberRecord: ChatRecord {
+    static let databaseTableName = "group_member"
+    var id: Int64?
+    var groupId: Int64
+    var memberId: String
+    var role: String
+    var status: String
+    var category: String
+    var profile: String?
+    var invitedBy: String?
+    var blocked: Bool
+    var contactId: Int64?
+    var agentConnId: Int64?
+    var localDisplayName: String?
+    var createdAt: String
+    var updatedAt: String
+
+    enum Columns {
+        static let id = Column("id")
+        static let groupId = Column("group_id")
+        static let memberId = Column("member_id")
+        static let category = Column("category")
+        static let agentConnId = Column("agent_conn_id")
+        static let contactId = Column("contact_id")
+    }
+
+    mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
+
+    /// The machine's view of this member.
+    var state: GroupMemberState? {
+        guard let mid = MemberId(memberId), let st = GroupProtocol.GroupMemberStatus(rawValue: status),
+              let cat = GroupProtocol.GroupMemberCategory(rawValue: category) else { return nil }
+        let p = Stored.json(profile).flatMap { try? MemberProfile(json: $0) }
+        return GroupMemberState(memberId: mid, role: GroupProtocol.GroupMemberRole(name: role), status: st, category: cat, profile: p,
+                                invitedBy: invitedBy.flatMap(MemberId.init), blocked: blocked, contact: contactId)
+    }
+}
+
+/// `group_intro`: an introduction the user hosts.
+struct GroupIntroRecord: ChatRecord, PersistableRecord {
+    static let databaseTableName = "group_intro"
+    var groupId: Int64
+    var reMember: String
+    var toMember: String
+    var status: String
+}
+
+/// `group_msg`: (author, shared message id) pairs applied — the forward dedup that survives restarts.
+struct GroupMsgRecord: ChatRecord, PersistableRecord {
+    static let databaseTableName = "group_msg"
+    var groupId: Int64
+    var authorMemberId: String
+    var sharedMsgId: String
+}
+
+/// `group_input`: agent messages on member connections already handled (a replay after a crash is dropped).
+struct GroupInputRecord: ChatRecord, PersistableRecord {
+    static let databaseTableName = "group_input"
+    var agentConnId: Int64
+    var seq: Int64
+}
+
+/// `group_item`: a message in a group; `member_row_id` is the author's row (nil: the user sent it).
+struct GroupItemRecord: ChatRecord {
+    static let databaseTableName = "group_item"
+    var id: Int64?
+    var userId: Int64
+    var groupId: Int64
+    var memberRowId: Int64?
+    var forwardedByRowId: Int64?
+    var content: String
+    var sharedMsgId: String?
+    var status: ItemStatus
+    var blocked: Bool
+    var createdAt: String
+
+    enum Columns {
+        static let id = Column("id")
+        static let groupId = Column("group_id")
+        static let status = Column("status")
+    }
+
+    mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
+}
+
+/// `group_action`: an effect of a committed input still to perform (an agent call), in order per group.
+struct GroupActionRecord: ChatRecord {
+    static let databaseTableName = "group_action"
+    var id: Int64?
+    var groupId: Int64
+    var action: String
+
+    enum Columns {
+        static let id = Column("id")
+        static let groupId = Column("group_id")
+    }
+
+    mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
+}
+
+/// What an action row holds: the agent side of a ``GroupEffect``.
+enum GroupPendingAction: Sendable {
+    case send(GroupEnvelope, to: MemberId)
+    case sendToContact(GroupEnvelope, contact: Int64)
+    case createInvitation(for: MemberId)
+    case join(for: MemberId, connRequest: String, info: GroupEnvelope)
+    case allow(for: MemberId, info: GroupEnvelope?)
+    case delete(for: MemberId)
+    case deleteAll
+
+    var json: JSONValue {
+        switch self {
+        case let .send(env, to): .object([("kind", "send"), ("member", .string(to.text)), ("msg", env.json)])
+        case let .sendToContact(env, contact): .object([("kind", "sendToContact"), ("contact", .int(contact)), ("msg", env.json)])
+        case let .createInvitation(m): .object([("kind", "createInvitation"), ("member", .string(m.text))])
+        case let .join(m, req, info): .object([("kind", "join"), ("member", .string(m.text)), ("connReq", .string(req)), ("msg", info.json)])
+        case let .allow(m, info): .object([("kind", "allow"), ("member", .string(m.text)), ("msg", info?.json ?? .null)])
+        case let .delete(m): .object([("kind", "delete"), ("member", .string(m.text))])
+        case .deleteAll: .object([("kind", "deleteAll")])
+        }
+    }
+
+    init?(json: JSONValue) {
+        let member = json["member"]?.stringValue.flatMap(MemberId.init)
+        let env = json["msg"].flatMap { $0 == .null ? nil : try? GroupEnvelope(json: $0) }
+        switch json["kind"]?.stringValue {
+        case "send":
+            guard let member, let env else { return nil }
+            self = .send(env, to: member)
+        case "sendToContact":
+            guard let c = json["contact"]?.int64Value, let env else { return nil }
+            self = .sendToContact(env, contact: c)
+        case "createInvitation":
+            guard let member else { return nil }
+            self = .createInvitation(for: member)
+        case "join":
+            guard let member, let env, let req = json["connReq"]?.stringValue else { return nil }
+            self = .join(for: member, connRequest: req, info: env)
+        case "allow":
+            guard let member else { return nil }
+            self = .allow(for: member, info: env)
+        case "delete":
+            guard let member else { return nil }
+            self = .delete(for: member)
+        case "deleteAll":
+            self = .deleteAll
+        default:
+            return nil
+        }
+    }
+}
