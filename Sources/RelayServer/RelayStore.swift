@@ -82,22 +82,11 @@ final class RelayStore: Sendable {
             lanes[owner]!.append(op)
         }
 
-        /// The next group: one operation per owner per round, until nothing more fits.
-        mutating func nextBatch() -> [Operation] {
+        /// One operation per owner per round, until nothing more fits (with `smallOnly`, no large write).
+        private mutating func collect(smallOnly: Bool) -> [Operation] {
             var batch: [Operation] = []
             var largeBytes = 0
             var candidates = owners
-            // Small writes go ahead of large ones: while both wait, every other group takes only
-            // small writes (each owner's up to its first large one), so a small write waits for at
-            // most the group under way and a group of small writes — not a group full of 16 KB
-            // bodies. Groups alternate, so large writes are never starved by a stream of small ones.
-            var heads = (small: false, large: false)
-            for owner in owners {
-                guard let op = lanes[owner]?.first else { continue }
-                if op.bytes > RelayStore.smallWriteBytes { heads.large = true } else { heads.small = true }
-            }
-            let smallOnly = heads.small && heads.large && !lastWasSmallOnly
-            lastWasSmallOnly = smallOnly
             while !candidates.isEmpty, batch.count < RelayStore.maxBatchOperations {
                 var next: [UInt64] = []
                 var took = false
@@ -120,6 +109,25 @@ final class RelayStore: Sendable {
                 if !took { break }
                 candidates = next
             }
+            return batch
+        }
+
+        /// The next group: one operation per owner per round, until nothing more fits.
+        mutating func nextBatch() -> [Operation] {
+            // Small writes go ahead of large ones: while both wait, every other group takes only
+            // small writes (each owner's up to its first large one), so a small write waits for at
+            // most the group under way and a group of small writes — not a group full of 16 KB
+            // bodies. Groups alternate, so large writes are never starved by a stream of small ones.
+            var heads = (small: false, large: false)
+            for owner in owners {
+                guard let op = lanes[owner]?.first else { continue }
+                if op.bytes > RelayStore.smallWriteBytes { heads.large = true } else { heads.small = true }
+            }
+            let smallOnly = heads.small && heads.large && !lastWasSmallOnly
+            var batch = collect(smallOnly: smallOnly)
+            // Nothing small could go yet (a fence waiting for older large writes): a normal group.
+            if smallOnly, batch.isEmpty { batch = collect(smallOnly: false) }
+            lastWasSmallOnly = smallOnly && !batch.isEmpty
             // Emptied lanes are dropped; the round-robin order moves on by one for the next group.
             owners.removeAll { owner in
                 guard let lane = lanes[owner], !lane.isEmpty else { lanes[owner] = nil; return true }

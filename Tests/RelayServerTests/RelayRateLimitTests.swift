@@ -219,6 +219,31 @@ import Testing
         try store.close()
     }
 
+    @Test func theRelaysOwnOperationBehindAPileOfLargeWritesStillRuns() async throws {
+        // A fence (the relay's own operation: sweep, barrier) counts as small, but must wait for
+        // the older large writes: a group of small writes only would be empty, and the writer
+        // must then take the large ones rather than stop.
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let store = try RelayStore(path: dir.appendingPathComponent("relay.db"))
+        let rid = Sodium.randomBytes(24)
+        try await store.perform { db in
+            try RelayStore.insertQueue(db, StoredQueue(recipientId: rid, senderId: Sodium.randomBytes(24), recipientKey: [UInt8](repeating: 1, count: 33),
+                                                       boxKey: [UInt8](repeating: 2, count: 32), senderKey: nil, enabled: true, linkId: nil,
+                                                       mode: .messaging), now: 0)
+        }
+        let large = [UInt8](repeating: 7, count: 16_000)
+        for _ in 0..<24 {
+            store.submit(owner: 1, bytes: large.count, { db in
+                _ = try RelayStore.insertMessage(db, recipientId: rid, id: Sodium.randomBytes(24), timestamp: 0, flags: 0, body: large)
+            }) { _ in }
+        }
+        await store.barrier()
+        let stored = try await store.perform { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM message") ?? 0 }
+        #expect(stored == 24)
+        try store.close()
+    }
+
     @Test func theWriteAheadLogIsCopiedIntoTheDatabaseBesideTheWriter() async throws {
         // SQLite's own checkpoint (inside a commit) is off: the store's checkpointer copies the log
         // into the database once ~1,000 pages were written. 300 × 16 KB (~1,500 pages) in groups.
