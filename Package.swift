@@ -219,7 +219,7 @@ let package = Package(
         .target(
             name: "BotHost",
             dependencies: [
-                "Agent", "ChatAPI", "ChatCore", "ChatServer", "PluginHost", "QRCode", "RelayServer", "RelayProtocol", "SwiftplexBase", "SwiftplexStorage",
+                "Agent", "ChatAPI", "ChatCore", "ChatModel", "ChatServer", "PluginHost", "QRCode", "RelayServer", "RelayProtocol", "SwiftplexBase", "SwiftplexStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -355,7 +355,7 @@ let package = Package(
         .testTarget(
             name: "BotHostTests",
             dependencies: [
-                "BotHost", "ChatCore", "ChatServer", "ChatTestSupport", "PluginHost", "RelayServer", "SwiftplexBase", "SwiftplexPluginTesting", "TestSupport",
+                "BotHost", "ChatAPI", "ChatCore", "ChatModel", "ChatServer", "ChatTestSupport", "PluginHost", "RelayServer", "SwiftplexBase", "SwiftplexPluginTesting", "TestSupport",
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "ZIPFoundation", package: "ZIPFoundation"),
                 .product(name: "Logging", package: "swift-log"),
