@@ -396,7 +396,7 @@ let package = Package(
         .testTarget(
             name: "ChatServerTests",
             dependencies: [
-                "ChatServer", "ChatAPI", "ChatCore", "ChatTestSupport", "RelayServer", "SwiftplexBase", "TestSupport",
+                "ChatServer", "ChatAPI", "ChatCore", "ChatModel", "ChatTestSupport", "RelayServer", "SwiftplexBase", "TestSupport",
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -40,25 +40,40 @@ import Testing
         #expect(m[#"swiftplex_plugin_queue_depth{instance="b"}"#] == nil)
     }
 
-    @Test func messagesAndDeliveryTimesAreCountedFromEvents() throws {
-        let metrics = HostMetrics()
-        let made = Date(timeIntervalSince1970: 1_000_000)
-        let stamp = ChatTimestamp(made)
+    static let made = Date(timeIntervalSince1970: 1_000_000)
+    static let user: User = {
         let yes = SimplePreference(allow: .yes)
-        let user = User(userId: 1, agentUserId: 1, userContactId: 1, localDisplayName: "bot", profile: LocalProfile(profileId: 1, profile: Profile(displayName: "bot")),
-                        fullPreferences: FullPreferences(timedMessages: TimedMessagesPreference(allow: .yes), fullDelete: yes, reactions: yes, voice: yes,
-                                                         files: yes, calls: yes, sessions: yes, commands: []),
-                        activeUser: true, activeOrder: 1)
-        // The metrics read the item alone; the chat it is in does not matter to them.
+        return User(userId: 1, agentUserId: 1, userContactId: 1, localDisplayName: "bot", profile: LocalProfile(profileId: 1, profile: Profile(displayName: "bot")),
+                    fullPreferences: FullPreferences(timedMessages: TimedMessagesPreference(allow: .yes), fullDelete: yes, reactions: yes, voice: yes,
+                                                     files: yes, calls: yes, sessions: yes, commands: []),
+                    activeUser: true, activeOrder: 1)
+    }()
+
+    /// An item made at ``made``. The host reads the item alone; the chat it is in does not matter to it.
+    static func item(_ dir: CIDirection, status: CIStatus, id: Int64 = 1) -> AChatItem {
+        let stamp = ChatTimestamp(made)
         let chat = ChatInfo.contactRequest(contactRequest: UserContactRequest(contactRequestId: 1, agentInvitationId: "1", localDisplayName: "person", profileId: 2,
                                                                               profile: LocalProfile(profileId: 2, profile: Profile(displayName: "person")),
                                                                               createdAt: stamp, updatedAt: stamp))
-        func item(_ dir: CIDirection, status: CIStatus) -> AChatItem {
-            let content: CIContent = dir == .directRcv ? .rcvMsgContent(.text("hi")) : .sndMsgContent(.text("hi"))
-            return AChatItem(chatInfo: chat, chatItem: ChatItem(chatDir: dir, meta: CIMeta(itemId: 1, itemTs: stamp, itemText: "hi", itemStatus: status, deletable: true,
-                                                                                           editable: dir == .directSnd, createdAt: stamp, updatedAt: stamp),
-                                                                content: content))
-        }
+        let content: CIContent = dir == .directRcv ? .rcvMsgContent(.text("hi")) : .sndMsgContent(.text("hi"))
+        return AChatItem(chatInfo: chat, chatItem: ChatItem(chatDir: dir, meta: CIMeta(itemId: id, itemTs: stamp, itemText: "hi", itemStatus: status, deletable: true,
+                                                                                       editable: dir == .directSnd, createdAt: stamp, updatedAt: stamp),
+                                                            content: content))
+    }
+
+    @Test func theReplayMarkIsTheNewestReceivedItemOfANewChatItemsEvent() {
+        let user = Self.user
+        #expect(BotHost.receivedItemId(.newChatItems(user: user, chatItems: [Self.item(.directRcv, status: .rcvNew, id: 7), Self.item(.directRcv, status: .rcvNew, id: 3),
+                                                                              Self.item(.directSnd, status: .sndNew, id: 9)])) == 7)
+        #expect(BotHost.receivedItemId(.newChatItems(user: user, chatItems: [Self.item(.directSnd, status: .sndNew, id: 9)])) == nil)
+        #expect(BotHost.receivedItemId(.chatItemsStatusesUpdated(user: user, chatItems: [Self.item(.directRcv, status: .rcvNew, id: 4)])) == nil)
+        #expect(BotHost.receivedItemId(.hostConnected(protocol: "smp", transportHost: "relay")) == nil)
+    }
+
+    @Test func messagesAndDeliveryTimesAreCountedFromEvents() throws {
+        let metrics = HostMetrics()
+        let made = Self.made, user = Self.user
+        func item(_ dir: CIDirection, status: CIStatus) -> AChatItem { Self.item(dir, status: status) }
         metrics.observe(.newChatItems(user: user, chatItems: [item(.directRcv, status: .rcvNew), item(.directSnd, status: .sndNew)]))
         metrics.observe(.chatItemsStatusesUpdated(user: user, chatItems: [item(.directSnd, status: .sndSent(sndProgress: .complete))]),
                         now: made.addingTimeInterval(0.3))
