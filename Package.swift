@@ -219,7 +219,7 @@ let package = Package(
         .target(
             name: "BotHost",
             dependencies: [
-                "Agent", "ChatAPI", "ChatCore", "ChatServer", "PluginHost", "QRCode", "RelayServer", "RelayProtocol", "SwiftplexBase", "SwiftplexStorage",
+                "Agent", "ChatAPI", "ChatCore", "ChatModel", "ChatServer", "PluginHost", "QRCode", "RelayServer", "RelayProtocol", "SwiftplexBase", "SwiftplexStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -355,7 +355,7 @@ let package = Package(
         .testTarget(
             name: "BotHostTests",
             dependencies: [
-                "BotHost", "ChatCore", "ChatServer", "ChatTestSupport", "PluginHost", "RelayServer", "SwiftplexBase", "SwiftplexPluginTesting", "TestSupport",
+                "BotHost", "ChatAPI", "ChatCore", "ChatModel", "ChatServer", "ChatTestSupport", "PluginHost", "RelayServer", "SwiftplexBase", "SwiftplexPluginTesting", "TestSupport",
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "ZIPFoundation", package: "ZIPFoundation"),
                 .product(name: "Logging", package: "swift-log"),
@@ -396,7 +396,7 @@ let package = Package(
         .testTarget(
             name: "ChatServerTests",
             dependencies: [
-                "ChatServer", "ChatAPI", "ChatCore", "ChatTestSupport", "RelayServer", "SwiftplexBase", "TestSupport",
+                "ChatServer", "ChatAPI", "ChatCore", "ChatModel", "ChatTestSupport", "RelayServer", "SwiftplexBase", "TestSupport",
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

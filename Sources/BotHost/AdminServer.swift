@@ -105,7 +105,7 @@ struct AdminServer: Service {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 for await event in subscription.events {
-                    do { try await outbound.write(.text(event.description)) } catch { return }
+                    do { try await outbound.write(.text(event.json)) } catch { return }
                 }
             }
             // Nothing is read from the client; this only notices when it goes.

@@ -1,6 +1,7 @@
 import Agent
 import ChatAPI
 import ChatCore
+import ChatModel
 import ChatServer
 import Foundation
 import Logging
@@ -53,9 +54,9 @@ public final class BotHost: Service, Sendable {
     private let relayService: EmbeddedRelayService?
     private let engineService: EngineService
     /// The chat events, for the plugins, the WebSocket API's clients and the admin API's stream.
-    public let events: EventHub
+    public let events: EventHub<EncodedChatEvent>
     /// The host's own subscription: every event goes to the plugins and is counted in ``metrics``.
-    private let pluginEvents: EventHub.Subscription
+    private let pluginEvents: EventHub<EncodedChatEvent>.Subscription
     /// The Prometheus metrics served at the admin API's `/metrics`.
     let metrics: HostMetrics
     let startedAt = ContinuousClock.now
@@ -170,7 +171,7 @@ public final class BotHost: Service, Sendable {
         operations = flag
         engineService = EngineService(controller: controller, api: api, logger: logger,
                                       running: { r in flag.withLockedValue { $0.engineRunning = r } })
-        events = EventHub(source: api.events)
+        events = EventHub(source: api.encodedEvents)
         pluginEvents = events.subscribe()
         metrics = HostMetrics(registry: options.metricsRegistry ?? PrometheusCollectorRegistry())
     }
@@ -218,10 +219,9 @@ public final class BotHost: Service, Sendable {
                 for await _ in self.menuChanges { await self.publishProfile() }
             }
             group.addTask {
-                for await event in self.pluginEvents.events {
-                    self.metrics.observe(event)
-                    guard let type = event["type"]?.stringValue else { continue }
-                    self.plugins.dispatch(type: type, json: event.description, receivedItemId: Self.receivedItemId(event))
+                for await encoded in self.pluginEvents.events {
+                    self.metrics.observe(encoded.event)
+                    self.plugins.dispatch(type: encoded.event.tag, json: encoded.json, receivedItemId: Self.receivedItemId(encoded.event))
                 }
             }
             await group.next()
@@ -230,13 +230,9 @@ public final class BotHost: Service, Sendable {
     }
 
     /// The newest received chat item a `newChatItems` event announces (nil for any other event).
-    static func receivedItemId(_ event: JSONValue) -> Int64? {
-        guard event["type"]?.stringValue == "newChatItems", case let .array(items)? = event["chatItems"] else { return nil }
-        return items.compactMap { item -> Int64? in
-            guard let chatItem = item["chatItem"], chatItem["chatDir"]?["type"]?.stringValue == "directRcv",
-                  let id = chatItem["meta"]?["itemId"]?.intValue else { return nil }
-            return Int64(id)
-        }.max()
+    static func receivedItemId(_ event: ChatEvent) -> Int64? {
+        guard case let .newChatItems(new) = event else { return nil }
+        return new.chatItems.lazy.map(\.chatItem).filter { $0.chatDir == .directRcv }.map(\.meta.itemId).max()
     }
 
     /// Applies a new plugin list: changed instances restart (rolling back on failure), others keep running.

@@ -1,4 +1,5 @@
 import Agent
+import ChatModel
 import Foundation
 import NIOConcurrencyHelpers
 import PluginHost
@@ -7,7 +8,7 @@ import SwiftplexBase
 
 /// The host's Prometheus metrics, served at the admin API's `/metrics`.
 ///
-/// - Engine: counted from the chat events the host already reads (messages received, messages
+/// - Engine: counted from the typed chat events the host already reads (messages received, messages
 ///   that reached their relay and their peer, with the time each took since the item was made),
 ///   the relays connected (the agent's `hostConnected`/`hostDisconnected`), and the agent's
 ///   outbox, read from its database when scraped.
@@ -79,40 +80,35 @@ final class HostMetrics: Sendable {
     // MARK: Engine events
 
     /// Counts what one chat event says (called for every event, in order).
-    func observe(_ event: JSONValue, now: Date = Date()) {
-        switch event["type"]?.stringValue {
-        case "newChatItems":
-            guard case let .array(items)? = event["chatItems"] else { return }
-            let n = items.filter { $0["chatItem"]?["chatDir"]?["type"]?.stringValue == "directRcv" }.count
+    func observe(_ event: ChatEvent, now: Date = Date()) {
+        switch event {
+        case let .newChatItems(new):
+            let n = new.chatItems.count(where: { $0.chatItem.chatDir == .directRcv })
             if n > 0 { received.increment(by: Int64(n)) }
-        case "chatItemsStatusesUpdated":
-            guard case let .array(items)? = event["chatItems"] else { return }
-            for item in items {
-                let meta = item["chatItem"]?["meta"]
-                let made = meta?["createdAt"]?.stringValue.flatMap(Self.parseTimestamp)
-                let elapsed = made.map { Duration.milliseconds(Int64(max(0, now.timeIntervalSince($0)) * 1000)) }
-                switch meta?["itemStatus"]?["type"]?.stringValue {
-                case "sndSent":
+        case let .chatItemsStatusesUpdated(updated):
+            for item in updated.chatItems {
+                let meta = item.chatItem.meta
+                let elapsed = Duration.milliseconds(Int64(max(0, now.timeIntervalSince(meta.createdAt.date)) * 1000))
+                switch meta.itemStatus {
+                case .sndSent:
                     sent.increment()
-                    if let elapsed { relayLatency.record(elapsed) }
-                case "sndRcvd":
+                    relayLatency.record(elapsed)
+                case .sndRcvd:
                     delivered.increment()
-                    if let elapsed { peerLatency.record(elapsed) }
+                    peerLatency.record(elapsed)
                 default: break
                 }
             }
-        case "receivedContactRequest":
+        case .receivedContactRequest:
             contactRequests.increment()
-        case "hostConnected":
-            guard let host = event["transportHost"]?.stringValue else { return }
+        case let .hostConnected(_, host):
             let count = relays.withLockedValue { r -> Int in
                 r.connected.insert(host)
                 r.lost.remove(host)
                 return r.connected.count
             }
             relaysConnected.set(Int64(count))
-        case "hostDisconnected":
-            guard let host = event["transportHost"]?.stringValue else { return }
+        case let .hostDisconnected(_, host):
             let count = relays.withLockedValue { r -> Int in
                 if r.connected.remove(host) != nil { r.lost.insert(host) }
                 return r.connected.count

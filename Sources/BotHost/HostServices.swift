@@ -65,7 +65,7 @@ struct PluginsService: Service {
 /// Reads the engine's events into the host's ``EventHub`` (for the plugins and the API
 /// servers) until graceful shutdown.
 struct EventHubService: Service {
-    let hub: EventHub
+    let hub: EventHub<EncodedChatEvent>
 
     func run() async throws {
         await cancelWhenGracefulShutdown { [hub] in await hub.run() }

@@ -26,6 +26,20 @@ public struct ChatAPI: Sendable {
         }
     }
 
+    /// The engine's events, each typed and with its JSON text written once as it is taken (for
+    /// readers that switch on the event and readers that pass its text on, such as the bot
+    /// host). One consumer at a time, as ``events``.
+    public var encodedEvents: AsyncStream<EncodedChatEvent> {
+        let typed = controller.events
+        return AsyncStream { continuation in
+            let pump = Task {
+                for await event in typed { continuation.yield(EncodedChatEvent(event)) }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in pump.cancel() }
+        }
+    }
+
     /// Runs one command. Returns the response object, or a `chatCmdError` object.
     ///
     /// `idempotencyKey` is for the bot host only (it is not part of the command language): a
@@ -179,6 +193,20 @@ public struct ChatAPI: Sendable {
             if let r = try await dispatchGroup(command, idempotencyKey: idempotencyKey) { return r }
             throw ChatFailure(commandError: "this command is not supported by this engine yet")
         }
+    }
+}
+
+/// A chat event beside its JSON text, written once (`ChatAPI.text(_:)`): readers
+/// that act on the event switch on ``event``; readers that pass it on as text (plugins, the
+/// WebSocket API, the admin API's event stream) take ``json``, with no second encoding.
+public struct EncodedChatEvent: Sendable {
+    public let event: ChatEvent
+    /// The event as compact JSON text: the same text as `ChatAPI.encode(event).description`.
+    public let json: String
+
+    public init(_ event: ChatEvent) {
+        self.event = event
+        json = String(decoding: ChatAPI.text(event), as: UTF8.self)
     }
 }
 

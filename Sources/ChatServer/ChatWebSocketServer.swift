@@ -21,21 +21,22 @@ public struct ChatWebSocketServer: Service {
     /// Events a connection may fall behind by before newer ones are dropped for it.
     public static let maxPendingEvents = 10_000
 
-    let api: ChatAPI
-    let events: EventHub
+    /// Serves one upgraded connection (its events from the hub given to `init`).
+    let serveConnection: @Sendable (WebSocketInboundStream, WebSocketOutboundWriter) async -> Void
     public let listen: ListenAddress
     let token: String?
     let logger: Logger
     let onListening: @Sendable (ListenAddress) async -> Void
 
-    public init(api: ChatAPI, events: EventHub, listen: ListenAddress, token: String?, logger: Logger,
+    public init<Event: WebSocketAPIEvent>(api: ChatAPI, events: EventHub<Event>, listen: ListenAddress, token: String?, logger: Logger,
                 onListening: @escaping @Sendable (ListenAddress) async -> Void = { _ in }) throws {
         if let token, token.isEmpty { throw ServerConfigurationError("the WebSocket API's token must not be empty") }
         if token == nil, !listen.isLoopback {
             throw ServerConfigurationError("the WebSocket API listens on \(listen), beyond loopback: it needs a token (SimpleX's has no authentication; this one must)")
         }
-        self.api = api
-        self.events = events
+        serveConnection = { [logger] inbound, outbound in
+            await Self.serve(inbound: inbound, outbound: outbound, api: api, events: events, logger: logger)
+        }
         self.listen = listen
         self.token = token
         self.logger = logger
@@ -57,8 +58,8 @@ public struct ChatWebSocketServer: Service {
         let wsRouter = Router(context: BasicWebSocketRequestContext.self)
         wsRouter.ws("/") { request, _ in
             authorized(request) ? .upgrade([:]) : .dontUpgrade
-        } onUpgrade: { [api, events, logger] inbound, outbound, _ in
-            await Self.serve(inbound: inbound, outbound: outbound, api: api, events: events, logger: logger)
+        } onUpgrade: { [serveConnection] inbound, outbound, _ in
+            await serveConnection(inbound, outbound)
         }
         var log = logger
         log[metadataKey: "server"] = "ws_api"
@@ -81,12 +82,13 @@ public struct ChatWebSocketServer: Service {
     }
 
     /// One connection: events written as they come, commands answered in order.
-    static func serve(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, api: ChatAPI, events: EventHub, logger: Logger) async {
+    static func serve<Event: WebSocketAPIEvent>(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, api: ChatAPI,
+                                                events: EventHub<Event>, logger: Logger) async {
         let subscription = events.subscribe(limit: maxPendingEvents)
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 for await event in subscription.events {
-                    do { try await outbound.write(.text(WebSocketAPI.event(event))) } catch { return }
+                    do { try await outbound.write(.text(event.webSocketFrame)) } catch { return }
                 }
             }
             do {

@@ -7,11 +7,15 @@ import SwiftplexBase
 /// hub reads it and hands every event to each subscriber (plugins, WebSocket clients, the admin
 /// API's event stream).
 ///
+/// The element is what the source gives: the bot host's hub carries ``EncodedChatEvent``s (the
+/// typed event and its JSON text, written once before the fan-out), `swiftplex-chat`'s carries
+/// the Chat API's JSON objects.
+///
 /// A subscriber made with a `limit` is a remote client: when it falls that many events behind,
 /// the oldest kept ones stay and newer ones are dropped for it alone (counted in
 /// ``Subscription/dropped``), so a slow client never holds the engine or other readers back.
 /// A subscriber without a limit gets every event (the plugins).
-public final class EventHub: Sendable {
+public final class EventHub<Element: Sendable>: Sendable {
     private struct State {
         var next = 0
         var subscribers: [Int: Entry] = [:]
@@ -19,22 +23,22 @@ public final class EventHub: Sendable {
     }
 
     private struct Entry {
-        let sink: AsyncStream<JSONValue>.Continuation
+        let sink: AsyncStream<Element>.Continuation
         let dropped: NIOLockedValueBox<Int>
     }
 
-    private let source: AsyncStream<JSONValue>
+    private let source: AsyncStream<Element>
     private let state = NIOLockedValueBox(State())
 
-    public init(source: AsyncStream<JSONValue>) { self.source = source }
+    public init(source: AsyncStream<Element>) { self.source = source }
 
     /// A subscription: its events, and how many were dropped because it fell behind.
     public struct Subscription: Sendable {
-        public let events: AsyncStream<JSONValue>
+        public let events: AsyncStream<Element>
         private let droppedCount: NIOLockedValueBox<Int>
         public var dropped: Int { droppedCount.withLockedValue { $0 } }
 
-        init(events: AsyncStream<JSONValue>, dropped: NIOLockedValueBox<Int>) {
+        init(events: AsyncStream<Element>, dropped: NIOLockedValueBox<Int>) {
             self.events = events
             self.droppedCount = dropped
         }
@@ -43,8 +47,8 @@ public final class EventHub: Sendable {
     /// Subscribes from now on. The stream ends when the hub's source ends (or at once, when it
     /// already has); ending the iteration (or dropping the stream) unsubscribes.
     public func subscribe(limit: Int? = nil) -> Subscription {
-        let policy: AsyncStream<JSONValue>.Continuation.BufferingPolicy = limit.map { .bufferingOldest($0) } ?? .unbounded
-        let (stream, sink) = AsyncStream.makeStream(of: JSONValue.self, bufferingPolicy: policy)
+        let policy: AsyncStream<Element>.Continuation.BufferingPolicy = limit.map { .bufferingOldest($0) } ?? .unbounded
+        let (stream, sink) = AsyncStream.makeStream(of: Element.self, bufferingPolicy: policy)
         let dropped = NIOLockedValueBox(0)
         let id = state.withLockedValue { s -> Int? in
             guard !s.finished else { return nil }

@@ -61,8 +61,27 @@ public enum WebSocketAPI {
 
     public static func event(_ event: JSONValue) -> String { response(corrId: nil, resp: event) }
 
+    /// An event frame around an event's JSON text (``EncodedChatEvent/json``): the same text as
+    /// ``event(_:)`` of its JSON object, without building the object.
+    public static func event(json: String) -> String { #"{"resp":"# + json + "}" }
+
     /// A `chatCmdError` response with a `commandError`, as the Chat API gives for a bad command.
     public static func commandError(_ message: String) -> JSONValue {
         .object([("type", .string("chatCmdError")), ("chatError", ChatFailure(commandError: message).chatError)])
     }
+}
+
+/// A chat event the WebSocket API can write as its frame (`{"resp": …event…}`): the Chat API's
+/// JSON object (`swiftplex-chat`'s hub), or an ``EncodedChatEvent`` (the bot host's hub), whose
+/// text was written once for every reader.
+public protocol WebSocketAPIEvent: Sendable {
+    var webSocketFrame: String { get }
+}
+
+extension JSONValue: WebSocketAPIEvent {
+    public var webSocketFrame: String { WebSocketAPI.event(self) }
+}
+
+extension EncodedChatEvent: WebSocketAPIEvent {
+    public var webSocketFrame: String { WebSocketAPI.event(json: json) }
 }

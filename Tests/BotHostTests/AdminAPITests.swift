@@ -1,5 +1,6 @@
 @testable import BotHost
 import ChatCore
+import ChatModel
 import ChatServer
 import ChatTestSupport
 import Foundation
@@ -310,7 +311,9 @@ import SwiftplexBase
 
     @Test func readinessFollowsTheRelayConnections() {
         let metrics = HostMetrics()
-        func event(_ type: String, _ host: String) -> JSONValue { .object([("type", .string(type)), ("transportHost", .string(host))]) }
+        func event(_ type: String, _ host: String) -> ChatEvent {
+            type == "hostConnected" ? .hostConnected(protocol: "smp", transportHost: host) : .hostDisconnected(protocol: "smp", transportHost: host)
+        }
         metrics.observe(event("hostConnected", "relay-a"))
         metrics.observe(event("hostConnected", "relay-b"))
         #expect(metrics.relayState.connected == ["relay-a", "relay-b"] && metrics.relayState.lost.isEmpty)

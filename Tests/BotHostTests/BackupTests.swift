@@ -1,4 +1,5 @@
 @testable import BotHost
+import ChatAPI
 import ChatTestSupport
 import Foundation
 import SwiftplexBase
@@ -32,7 +33,7 @@ import ZIPFoundation
                 // The bot, with the person as its contact.
                 let host = try await BotHost.start(options(original, relay: relay), logger: quiet)
                 let running = Task { await host.run() }
-                let events = AsyncInbox(host.events.subscribe().events, describe: { $0["type"]?.stringValue ?? "?" })
+                let events = AsyncInbox(host.events.subscribe().events.map { ChatAPI.encode($0.event) }, describe: { $0["type"]?.stringValue ?? "?" })
                 let address = try #require(host.address)
                 _ = await person.execute("/_connect 1 \(address)")
                 let request = try await events.first(where: { $0["type"]?.stringValue == "receivedContactRequest" }, "request", timeout: .seconds(30))
@@ -66,7 +67,7 @@ import ZIPFoundation
                 // The restored bot has the contact, gets its message and answers it.
                 let again = try await BotHost.start(options(restored, relay: relay), logger: quiet)
                 let runningAgain = Task { await again.run() }
-                let againEvents = AsyncInbox(again.events.subscribe().events, describe: { $0["type"]?.stringValue ?? "?" })
+                let againEvents = AsyncInbox(again.events.subscribe().events.map { ChatAPI.encode($0.event) }, describe: { $0["type"]?.stringValue ?? "?" })
                 #expect(again.address == address)
                 let contacts = await again.api.execute("/_contacts \(again.userId)")
                 let contact = try #require(contacts["contacts"]?.arrayFirst)

@@ -1,4 +1,5 @@
 @testable import BotHost
+import ChatModel
 import Foundation
 @testable import PluginHost
 import SwiftplexBase
@@ -39,18 +40,44 @@ import Testing
         #expect(m[#"swiftplex_plugin_queue_depth{instance="b"}"#] == nil)
     }
 
+    static let made = Date(timeIntervalSince1970: 1_000_000)
+    static let user: User = {
+        let yes = SimplePreference(allow: .yes)
+        return User(userId: 1, agentUserId: 1, userContactId: 1, localDisplayName: "bot", profile: LocalProfile(profileId: 1, profile: Profile(displayName: "bot")),
+                    fullPreferences: FullPreferences(timedMessages: TimedMessagesPreference(allow: .yes), fullDelete: yes, reactions: yes, voice: yes,
+                                                     files: yes, calls: yes, sessions: yes, commands: []),
+                    activeUser: true, activeOrder: 1)
+    }()
+
+    /// An item made at ``made``. The host reads the item alone; the chat it is in does not matter to it.
+    static func item(_ dir: CIDirection, status: CIStatus, id: Int64 = 1) -> AChatItem {
+        let stamp = ChatTimestamp(made)
+        let chat = ChatInfo.contactRequest(contactRequest: UserContactRequest(contactRequestId: 1, agentInvitationId: "1", localDisplayName: "person", profileId: 2,
+                                                                              profile: LocalProfile(profileId: 2, profile: Profile(displayName: "person")),
+                                                                              createdAt: stamp, updatedAt: stamp))
+        let content: CIContent = dir == .directRcv ? .rcvMsgContent(.text("hi")) : .sndMsgContent(.text("hi"))
+        return AChatItem(chatInfo: chat, chatItem: ChatItem(chatDir: dir, meta: CIMeta(itemId: id, itemTs: stamp, itemText: "hi", itemStatus: status, deletable: true,
+                                                                                       editable: dir == .directSnd, createdAt: stamp, updatedAt: stamp),
+                                                            content: content))
+    }
+
+    @Test func theReplayMarkIsTheNewestReceivedItemOfANewChatItemsEvent() {
+        let user = Self.user
+        #expect(BotHost.receivedItemId(.newChatItems(user: user, chatItems: [Self.item(.directRcv, status: .rcvNew, id: 7), Self.item(.directRcv, status: .rcvNew, id: 3),
+                                                                              Self.item(.directSnd, status: .sndNew, id: 9)])) == 7)
+        #expect(BotHost.receivedItemId(.newChatItems(user: user, chatItems: [Self.item(.directSnd, status: .sndNew, id: 9)])) == nil)
+        #expect(BotHost.receivedItemId(.chatItemsStatusesUpdated(user: user, chatItems: [Self.item(.directRcv, status: .rcvNew, id: 4)])) == nil)
+        #expect(BotHost.receivedItemId(.hostConnected(protocol: "smp", transportHost: "relay")) == nil)
+    }
+
     @Test func messagesAndDeliveryTimesAreCountedFromEvents() throws {
         let metrics = HostMetrics()
-        let made = Date(timeIntervalSince1970: 1_000_000)
-        let stamp = Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(made)
-        func item(_ dir: String, status: String) -> JSONValue {
-            .object([("chatItem", .object([("chatDir", .object([("type", .string(dir))])),
-                                           ("meta", .object([("createdAt", .string(stamp)), ("itemStatus", .object([("type", .string(status))]))]))]))])
-        }
-        metrics.observe(.object([("type", .string("newChatItems")), ("chatItems", .array([item("directRcv", status: "rcvNew"), item("directSnd", status: "sndNew")]))]))
-        metrics.observe(.object([("type", .string("chatItemsStatusesUpdated")), ("chatItems", .array([item("directSnd", status: "sndSent")]))]),
+        let made = Self.made, user = Self.user
+        func item(_ dir: CIDirection, status: CIStatus) -> AChatItem { Self.item(dir, status: status) }
+        metrics.observe(.newChatItems(user: user, chatItems: [item(.directRcv, status: .rcvNew), item(.directSnd, status: .sndNew)]))
+        metrics.observe(.chatItemsStatusesUpdated(user: user, chatItems: [item(.directSnd, status: .sndSent(sndProgress: .complete))]),
                         now: made.addingTimeInterval(0.3))
-        metrics.observe(.object([("type", .string("chatItemsStatusesUpdated")), ("chatItems", .array([item("directSnd", status: "sndRcvd")]))]),
+        metrics.observe(.chatItemsStatusesUpdated(user: user, chatItems: [item(.directSnd, status: .sndRcvd(msgRcptStatus: .ok, sndProgress: .complete))]),
                         now: made.addingTimeInterval(2))
         let m = AdminAPITests.prometheus(String(decoding: metrics.registry.emitToBuffer(), as: UTF8.self))
         #expect(m["swiftplex_engine_messages_received_total"] == 1)

@@ -1,5 +1,6 @@
 import ChatAPI
 import ChatCore
+import ChatModel
 import ChatServer
 import ChatTestSupport
 import Foundation
@@ -25,6 +26,17 @@ import SwiftplexBase
         let frame = try JSONValue.parse(WebSocketAPI.event(.object([("type", .string("contactConnected"))])))
         #expect(frame["corrId"] == nil)
         #expect(frame["resp"]?["type"]?.stringValue == "contactConnected")
+    }
+
+    @Test func anEncodedEventIsFramedAsItsJSONObjectWouldBe() {
+        let events: [ChatEvent] = [.hostConnected(protocol: "smp", transportHost: "relay.example \"quoted\""),
+                                   .chatError(.error(.internalError(message: "ü\n\u{1}")))]
+        for event in events {
+            let encoded = EncodedChatEvent(event)
+            #expect(encoded.json == ChatAPI.encode(event).description)
+            #expect(encoded.webSocketFrame == WebSocketAPI.event(ChatAPI.encode(event)))
+            #expect(ChatAPI.encode(event).webSocketFrame == WebSocketAPI.event(ChatAPI.encode(event)))
+        }
     }
 
     @Test func malformedFramesAreNamedWithTheirCorrIdWhenTheyHaveOne() {
