@@ -1,5 +1,6 @@
 import ChatAPI
 import ChatCore
+import ChatModel
 import ChatServer
 import Foundation
 import Hummingbird
@@ -178,9 +179,11 @@ struct AdminServer: Service {
             AdminRoute(.get, "/api/contacts", "Contacts, paged", query: page,
                        answers: [.init(status: "200", description: "OK", schema: .page("contacts"))]) { request, _ in
                 let page = try Page(request)
-                let r = await host.api.execute("/_contacts \(host.userId)")
-                guard case let .array(all)? = r["contacts"] else { return Self.chatFailure(r) }
-                return JSONResponse.make(page.json(all, key: "contacts"))
+                switch await host.api.respond("/_contacts \(host.userId)") {
+                case let .success(.contactsList(_, contacts)):
+                    return JSONResponse.make(page.json(contacts.map { ChatAPI.encodeValue($0) }, key: "contacts"))
+                case let other: return Self.commandResult(other)
+                }
             },
             AdminRoute(.post, "/api/contacts/{contactId}/messages", "Send a text message to a contact",
                        body: .textMessage, answers: [chatResponse, chatError]) { request, context in
@@ -190,28 +193,30 @@ struct AdminServer: Service {
                     throw AdminError(.badRequest, "badRequest", "the body must be {\"text\": \"a non-empty message\"}")
                 }
                 let messages: JSONValue = .array([.object([("msgContent", .object([("type", .string("text")), ("text", .string(text))]))])])
-                return Self.commandResult(await host.api.execute("/_send @\(id) json \(messages.description)"))
+                return Self.commandResult(await host.api.respond("/_send @\(id) json \(messages.description)"))
             },
             AdminRoute(.get, "/api/contact-requests", "Pending contact requests, paged", query: page,
                        answers: [.init(status: "200", description: "OK", schema: .page("contactRequests"))]) { request, _ in
                 let page = try Page(request)
-                let r = await host.api.execute("/_get chats \(host.userId) count=1000000")
-                guard case let .array(chats)? = r["chats"] else { return Self.chatFailure(r) }
-                let requests = chats.compactMap { chat -> JSONValue? in
-                    guard chat["chatInfo"]?["type"]?.stringValue == "contactRequest" else { return nil }
-                    return chat["chatInfo"]?["contactRequest"]
+                switch await host.api.respond("/_get chats \(host.userId) count=1000000") {
+                case let .success(.apiChats(_, chats)):
+                    let requests = chats.compactMap { chat -> JSONValue? in
+                        guard case let .contactRequest(request) = chat.chatInfo else { return nil }
+                        return ChatAPI.encodeValue(request)
+                    }
+                    return JSONResponse.make(page.json(requests, key: "contactRequests"))
+                case let other: return Self.commandResult(other)
                 }
-                return JSONResponse.make(page.json(requests, key: "contactRequests"))
             },
             AdminRoute(.post, "/api/contact-requests/{requestId}/accept", "Accept a contact request",
                        answers: [chatResponse, chatError]) { _, context in
                 let id = try context.parameters.require("requestId", as: Int64.self)
-                return Self.commandResult(await host.api.execute("/_accept \(id)"))
+                return Self.commandResult(await host.api.respond("/_accept \(id)"))
             },
             AdminRoute(.post, "/api/contact-requests/{requestId}/reject", "Reject a contact request",
                        answers: [chatResponse, chatError]) { _, context in
                 let id = try context.parameters.require("requestId", as: Int64.self)
-                return Self.commandResult(await host.api.execute("/_reject \(id)"))
+                return Self.commandResult(await host.api.respond("/_reject \(id)"))
             },
             AdminRoute(.get, "/api/address", "The bot's contact address link",
                        answers: [.init(status: "200", description: "OK", schema: .ref("Address")),
@@ -287,14 +292,18 @@ struct AdminServer: Service {
         ])
     }
 
-    /// A Chat API response: 200, or 422 with the chat error when it is a `chatCmdError`.
-    static func commandResult(_ r: JSONValue) -> Response {
-        r["type"]?.stringValue == "chatCmdError" ? chatFailure(r) : JSONResponse.make(r)
+    /// A Chat API response: 200 with its JSON, or 422 with the chat error of a failure.
+    static func commandResult(_ r: Result<ChatResponse, ChatFailure>) -> Response {
+        switch r {
+        case let .success(response): JSONResponse.make(ChatAPI.encode(response))
+        case let .failure(f): chatFailure(f.error)
+        }
     }
 
-    static func chatFailure(_ r: JSONValue) -> Response {
-        JSONResponse.make(.object([("error", .object([("type", .string("chatError")), ("message", .string(BotHost.describe(r))),
-                                                      ("chatError", r["chatError"] ?? .null)]))]), status: .unprocessableContent)
+    static func chatFailure(_ error: ChatError) -> Response {
+        let json = ChatAPI.encode(error)
+        return JSONResponse.make(.object([("error", .object([("type", .string("chatError")), ("message", .string(BotHost.describe(json))),
+                                                             ("chatError", json)]))]), status: .unprocessableContent)
     }
 
     static func jsonBody(_ request: Request, limit: Int) async throws -> JSONValue {

@@ -439,9 +439,8 @@ public final class BotHost: Service, Sendable {
         if let address { profile.append(("contactLink", .string(address))) }
         let line = "/_profile \(userId) \(JSONValue.object(profile).description)"
         await profileUpdates.publish(line) { [api, logger] line in
-            let r = await api.execute(line)
-            if r["type"]?.stringValue == "chatCmdError" {
-                logger.warning("cannot update the bot's profile", metadata: ["error": "\(r["chatError"] ?? .null)"])
+            if case let .failure(f) = await api.respond(line) {
+                logger.warning("cannot update the bot's profile", metadata: ["error": "\(Self.describe(f))"])
             }
         }
     }
@@ -449,53 +448,63 @@ public final class BotHost: Service, Sendable {
     // MARK: Start-up steps
 
     static func ensureUser(_ api: ChatAPI, _ profile: BotHostOptions.Profile, logger: Logger) async throws -> Int64 {
-        let active = await api.execute("/user")
-        if let id = active["user"]?["userId"]?.intValue { return Int64(id) }
+        if case let .success(.activeUser(user)) = await api.respond("/user") { return user.userId }
         let newUser: JSONValue = .object([
             ("profile", .object([("displayName", .string(profile.displayName)), ("fullName", .string(profile.fullName)),
                                  ("peerType", .string(profile.peerType))])),
             ("pastTimestamp", .bool(false)), ("userChatRelay", .bool(false)), ("clientService", .bool(false)),
         ])
-        let created = await api.execute("/_create user \(newUser.description)")
-        guard let id = created["user"]?["userId"]?.intValue else {
+        let created = await api.respond("/_create user \(newUser.description)")
+        guard case let .success(.activeUser(user)) = created else {
             throw BotHostError("cannot create the bot user \"\(profile.displayName)\": \(Self.describe(created))")
         }
         logger.info("created the bot user", metadata: ["name": "\(profile.displayName)"])
-        return Int64(id)
+        return user.userId
     }
 
     static func ensureAddress(_ api: ChatAPI, userId: Int64, logger: Logger) async throws -> String {
-        var shown = await api.execute("/_show_address \(userId)")
-        if shown["type"]?.stringValue != "userContactLink" {
-            let created = await api.execute("/_address \(userId)")
-            guard created["type"]?.stringValue == "userContactLinkCreated" else {
+        var shown = await api.respond("/_show_address \(userId)")
+        if case .success(.userContactLink) = shown {} else {
+            let created = await api.respond("/_address \(userId)")
+            guard case .success(.userContactLinkCreated) = created else {
                 throw BotHostError("cannot create the bot's contact address: \(Self.describe(created))")
             }
-            shown = await api.execute("/_show_address \(userId)")
+            shown = await api.respond("/_show_address \(userId)")
             logger.info("created the bot's contact address")
         }
-        let link = shown["contactLink"]?["connLinkContact"]
-        guard let text = link?["connShortLink"]?.stringValue ?? link?["connFullLink"]?.stringValue, !text.isEmpty else {
-            throw BotHostError("the bot's contact address has no link: \(Self.describe(shown))")
+        guard case let .success(.userContactLink(_, contactLink)) = shown else {
+            throw BotHostError("cannot read the bot's contact address: \(Self.describe(shown))")
+        }
+        let link = contactLink.connLinkContact
+        guard let text = link.connShortLink ?? Optional(link.connFullLink), !text.isEmpty else {
+            throw BotHostError("the bot's contact address has no link")
         }
         return text
     }
 
+    /// Runs a start-up command that must answer one of `types` (response tags).
     static func expect(_ api: ChatAPI, _ command: String, _ types: [String]) async throws {
-        let r = await api.execute(command)
-        guard let t = r["type"]?.stringValue, types.contains(t) else {
+        let r = await api.respond(command)
+        guard case let .success(response) = r, types.contains(response.type.rawValue) else {
             throw BotHostError("\(command) failed: \(describe(r))")
         }
     }
 
     /// A response in words for an error message (the chat error's type, not user content).
-    static func describe(_ r: JSONValue) -> String {
-        if let e = r["chatError"] {
-            let inner = e["errorType"] ?? e["storeError"] ?? e["agentError"] ?? e
-            let message = inner["message"]?.stringValue.map { ": \($0)" } ?? ""
-            return "\(inner["type"]?.stringValue ?? "error")\(message)"
+    static func describe(_ r: Result<ChatResponse, ChatFailure>) -> String {
+        switch r {
+        case let .success(response): "unexpected response \(response.type.rawValue)"
+        case let .failure(f): describe(f)
         }
-        return r["type"]?.stringValue ?? "unexpected response"
+    }
+
+    static func describe(_ f: ChatFailure) -> String { describe(ChatAPI.encode(f.error)) }
+
+    /// A chat error's JSON object in words: its innermost type and message.
+    static func describe(_ e: JSONValue) -> String {
+        let inner = e["errorType"] ?? e["storeError"] ?? e["agentError"] ?? e
+        let message = inner["message"]?.stringValue.map { ": \($0)" } ?? ""
+        return "\(inner["type"]?.stringValue ?? "error")\(message)"
     }
 }
 

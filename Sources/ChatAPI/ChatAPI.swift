@@ -86,6 +86,10 @@ public struct ChatAPI: Sendable {
     /// A ChatError as its JSON object.
     public static func encode(_ error: ChatError) -> JSONValue { encodeModel(error) }
 
+    /// Any model value (a `Contact`, a `UserContactRequest`, …) as its JSON object, for edges
+    /// that answer with part of a response (the admin API's pages).
+    public static func encodeValue<T: Encodable>(_ value: T) -> JSONValue { encodeModel(value) }
+
     /// The model's types hold only strings, integers, booleans and JSON values, which the encoder
     /// always takes; were one refused, the caller gets an `internalError` rather than a trap.
     static func encodeModel<T: Encodable>(_ value: T) -> JSONValue {
