@@ -42,6 +42,8 @@ struct GroupOutcome: Sendable {
     /// Items stored from received content (ids), and content refused (why).
     var receivedItems: [Int64] = []
     var refusedContent: [String] = []
+    /// Malformed quotes of applied messages (kept without their quote), for the log.
+    var droppedQuotes: [String] = []
     /// The store had this message already (a copy after a restart): nothing was applied.
     var duplicate = false
     var actions = 0
@@ -307,9 +309,25 @@ extension ChatController {
                 let rows = GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId)
                 let authorRow = try rows.filter(GroupMemberRecord.Columns.memberId == author.text).fetchOne(db)?.id
                 let forwarderRow = try forwardedBy.flatMap { try rows.filter(GroupMemberRecord.Columns.memberId == $0.text).fetchOne(db)?.id }
+                var quoteText: String?
+                if let quote = env.params["quote"] {
+                    // A malformed quote is dropped and the message kept, as in direct chats.
+                    let ref: PeerInput.QuoteRef?
+                    do { ref = try PeerInput.quote(quote) } catch {
+                        out.droppedQuotes.append(error.message)
+                        ref = nil
+                    }
+                    if let ref {
+                        let quoted = try ref.msgId.flatMap { id in
+                            try GroupItemRecord.filter(GroupItemRecord.Columns.groupId == groupId && GroupItemRecord.Columns.sharedMsgId == id).fetchOne(db)
+                        }
+                        quoteText = try Stored.text(GroupItemQuote(sharedMsgId: ref.msgId, sentAt: ref.sentAt, content: ref.content,
+                                                                   itemId: quoted?.id, authorRowId: quoted?.memberRowId))
+                    }
+                }
                 var item = GroupItemRecord(userId: userId, groupId: groupId, memberRowId: authorRow, forwardedByRowId: forwarderRow,
                                            content: env.params["content"]!.description, sharedMsgId: env.msgId, status: .rcvNew, blocked: blocked,
-                                           createdAt: now)
+                                           createdAt: now, quote: quoteText)
                 try item.insert(db)
                 out.receivedItems.append(item.id!)
                 _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("chat_ts").set(to: now))
@@ -467,6 +485,9 @@ extension ChatController {
         for why in outcome.refusedContent {
             logger.info("group content not applied", metadata: ["group": "\(groupId)", "reason": "\(why)"])
         }
+        for why in outcome.droppedQuotes {
+            logger.info("a malformed quote was dropped", metadata: ["group": "\(groupId)", "error": "\(why)"])
+        }
         guard !outcome.events.isEmpty || !outcome.receivedItems.isEmpty else { return }
         let u = try await user(userId)
         let user = userModel(u)
@@ -543,7 +564,13 @@ extension ChatController {
         let meta = CIMeta(itemId: r.id ?? 0, itemTs: created, itemText: content.text, itemStatus: r.status.ciStatus, itemSharedMsgId: r.sharedMsgId,
                           itemEdited: false, deletable: true, editable: sent, forwardedByMember: r.forwardedByRowId, createdAt: created, updatedAt: created)
         let dir: CIDirection = sent ? .groupSnd : author.map { .groupRcv(groupMember: $0) } ?? .groupSnd
-        return ChatItem(chatDir: dir, meta: meta, content: sent ? .sndMsgContent(content) : .rcvMsgContent(content))
+        let quote = Stored.decode(GroupItemQuote.self, r.quote).map { q -> CIQuote in
+            // The quoted message's direction is known when this side has it: its own, or a member's.
+            let quotedDir: CIDirection? = q.itemId == nil ? nil
+                : q.authorRowId.map { id in view.members.first { $0.id == id }.map { .groupRcv(groupMember: view.member($0)) } } ?? .groupSnd
+            return CIQuote(chatDir: quotedDir, itemId: q.itemId, sharedMsgId: q.sharedMsgId, sentAt: q.sentAt, content: q.content)
+        }
+        return ChatItem(chatDir: dir, meta: meta, content: sent ? .sndMsgContent(content) : .rcvMsgContent(content), quotedItem: quote)
     }
 
     // MARK: - Performing actions
