@@ -356,13 +356,31 @@ extension ChatController {
             r.profile = try Stored.text(checked)
             if s.category == .user {
                 r.localDisplayName = try UserRecord.fetchOne(db, key: userId)?.localDisplayName ?? checked.displayName
-            } else if r.localDisplayName == nil || oldName != checked.displayName {
-                r.localDisplayName = try LocalNames.rename(db, userId: userId, current: r.localDisplayName, displayName: checked.displayName)
+            } else {
+                // A member who is a known contact under the same display name goes by the contact's
+                // local name (as in SimpleX: `bob` in the group is the contact `bob`, not `bob_1`).
+                let contactName = try r.contactId.flatMap { try ContactRecord.fetchOne(db, key: $0) }
+                    .flatMap { c in Stored.profile(c.profile)?.displayName == checked.displayName ? c.localDisplayName : nil }
+                let own = try memberOwnName(db, r.localDisplayName, userId: userId)
+                if let contactName {
+                    if contactName != r.localDisplayName { try LocalNames.release(db, userId: userId, name: own) }
+                    r.localDisplayName = contactName
+                } else if own == nil || oldName != checked.displayName {
+                    r.localDisplayName = try LocalNames.rename(db, userId: userId, current: own, displayName: checked.displayName)
+                }
             }
         } else if r.localDisplayName == nil, let contact = s.contact, let c = try ContactRecord.fetchOne(db, key: contact), let p = Stored.profile(c.profile) {
-            r.localDisplayName = try LocalNames.reserve(db, userId: userId, displayName: p.displayName)
+            r.localDisplayName = try c.localDisplayName ?? LocalNames.reserve(db, userId: userId, displayName: p.displayName)
         }
         try r.save(db)
+    }
+
+    /// A member's local name when the member holds it itself; nil when it has none or shares its
+    /// contact's (a shared name is the contact's to free, never the member's).
+    nonisolated static func memberOwnName(_ db: Database, _ name: String?, userId: Int64) throws -> String? {
+        guard let name else { return nil }
+        let shared = try !ContactRecord.filter(Column("user_id") == userId && Column("local_display_name") == name).isEmpty(db)
+        return shared ? nil : name
     }
 
     // MARK: - Agent events of member connections
@@ -745,7 +763,7 @@ extension ChatController {
             guard try GroupActionRecord.filter(GroupActionRecord.Columns.groupId == groupId).isEmpty(db) else { return }
             for m in try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId).fetchAll(db)
             where m.category != GroupProtocol.GroupMemberCategory.user.rawValue {
-                try LocalNames.release(db, userId: g.userId, name: m.localDisplayName)
+                try LocalNames.release(db, userId: g.userId, name: Self.memberOwnName(db, m.localDisplayName, userId: g.userId))
             }
             try LocalNames.release(db, userId: g.userId, name: g.localDisplayName)
             _ = try GroupRecord.deleteOne(db, key: groupId)

@@ -294,7 +294,8 @@ import Testing
 }
 
 extension GroupTests {
-    /// A reply in a group (`quotedItemId`, as the Python library's `msg.reply` sends it) carries
+    /// Members who are contacts go by the contact's name. A reply in a group (`quotedItemId`, as
+    /// the Python library's `msg.reply` sends it) carries
     /// SimpleX's `quote`: both sides show `quotedItem` with the quoted item's own direction and id,
     /// also when the chat is read back; an unknown item is `chatItemNotFound`, and nothing is sent.
     @Test func aReplyInAGroupQuotesTheMessageOnBothSides() async throws {
@@ -309,6 +310,11 @@ extension GroupTests {
                     let bg = try #require(try await benIn.next("receivedGroupInvitation")["groupInfo"]?["groupId"]?.intValue)
                     _ = await ben.execute("/_join #\(bg)")
                     _ = try await benIn.next("userJoinedGroup")
+                    // A member who is a contact goes by the contact's local name, on both sides.
+                    let annasMembers = await anna.execute("/_members #\(g)")["group"]?["members"]?.arrayFirst
+                    #expect(annasMembers?["localDisplayName"]?.stringValue == "ben" && annasMembers?["memberContactId"]?.intValue == benInAnna, "\(String(describing: annasMembers))")
+                    let bensMembers = await ben.execute("/_members #\(bg)")["group"]?["members"]?.arrayFirst
+                    #expect(bensMembers?["localDisplayName"]?.stringValue == "anna", "\(String(describing: bensMembers))")
                     let asked = await send(anna, group: g, "question")
                     let askedId = try #require(asked["chatItems"]?.arrayFirst?["chatItem"]?["meta"]?["itemId"]?.intValue)
                     let got = try await received(benIn, "question", from: "anna")
