@@ -104,6 +104,7 @@ async def groups(work):
         await texts[bot].put(message)
         await message.reply(f"echo: {message.text}")
 
+    names = {ann: "ann", ben: "ben", cat: "cat", bot: "echo"}
     errors = []
     for c in (ann, ben, cat, bot):
         c.on_event("chatError")(lambda e, c=c: errors.append((c, e)) or asyncio.sleep(0))
@@ -207,7 +208,9 @@ async def groups(work):
         check(await ann.api.api_list_groups(1) == [], "the deleted group is gone from the owner's list")
 
         for c, e in errors:
-            print("chatError event at", c._profile["displayName"] if hasattr(c, "_profile") else c, e, flush=True)
+            # Known (docs/architecture.md, Groups): a message still in flight to a member just
+            # removed is reported as a chatError there; shown, not counted as a failure.
+            print("chatError event at", names[c], e, flush=True)
         for c in (ann, ben, cat, bot):
             c.stop()
         await asyncio.gather(*tasks)
