@@ -168,7 +168,7 @@ let package = Package(
         .target(
             name: "SimplexLib",
             dependencies: [
-                "ChatAPI", "ChatCore", "CSodium", "RelayProtocol", "SwiftplexBase", "SwiftplexCrypto", "SwiftplexStorage",
+                "ChatAPI", "ChatCore", "ChatModel", "CSodium", "RelayProtocol", "SwiftplexBase", "SwiftplexCrypto", "SwiftplexStorage",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]

@@ -47,12 +47,12 @@ public struct RelayCapabilities: Sendable, Hashable {
     public var webDomain: String? { json["webDomain"]?.stringValue }
 
     public init(webDomain: String? = nil) {
-        var w = ChannelParamsWriter()
+        var w = ParamsWriter()
         w.set("webDomain", webDomain)
         json = w.json
     }
 
-    init(reading r: ChannelParams) throws(GroupMessageError) {
+    init(reading r: ParamsReader) throws(GroupMessageError) {
         _ = try r.optionalString("webDomain", maxLength: 253)
         json = r.value
     }
@@ -91,17 +91,17 @@ public struct GroupRelayInvitation: Sendable, Hashable {
         self.groupLink = groupLink
     }
 
-    init(reading r: ChannelParams) throws(GroupMessageError) {
+    init(reading r: ParamsReader) throws(GroupMessageError) {
         let from = try r.object("fromMember")
         fromMember = MemberIdRole(try from.memberId("memberId"), try from.role("memberRole"))
         fromMemberProfile = try r.profile("fromMemberProfile")
         relayMemberId = try r.memberId("relayMemberId")
         groupLink = try r.link("groupLink", kinds: [.channel, .group])
-        guard relayMemberId != fromMember.memberId else { throw r.fail(.invalidValue, "relayMemberId", "is the owner's member id") }
+        guard relayMemberId != fromMember.memberId else { throw r.invalid("relayMemberId", "is the owner's member id") }
     }
 
     var json: JSONValue {
-        var w = ChannelParamsWriter()
+        var w = ParamsWriter()
         w.set("fromMember", .object([("memberId", .string(fromMember.memberId.text)), ("memberRole", .string(fromMember.memberRole.name))]))
         w.set("fromMemberProfile", fromMemberProfile.json)
         w.set("relayMemberId", relayMemberId.text)
@@ -167,7 +167,7 @@ public enum ChannelMessage: Sendable, Hashable {
     public var event: String { kind.rawValue }
 
     public var params: JSONValue {
-        var w = ChannelParamsWriter()
+        var w = ParamsWriter()
         switch self {
         case let .relayInvitation(inv): w.set("groupRelayInvitation", inv.json)
         case let .relayAccept(link, cap):
@@ -193,7 +193,7 @@ public enum ChannelMessage: Sendable, Hashable {
     /// its params are malformed — nothing of a malformed message is used.
     public static func decode(event: String, params: JSONValue) throws(GroupMessageError) -> ChannelMessage? {
         guard let kind = Event(rawValue: event) else { return nil }
-        let r = try ChannelParams(event: event, params)
+        let r = try ParamsReader(event: event, params)
         switch kind {
         case .relayInvitation:
             return .relayInvitation(try GroupRelayInvitation(reading: r.object("groupRelayInvitation")))
@@ -209,12 +209,12 @@ public enum ChannelMessage: Sendable, Hashable {
         case .relayTest:
             let c = try r.string("challenge", maxLength: ChannelLimits.maxChallengeBytes * 2)
             guard let challenge = Base64URL.decode(c), !challenge.isEmpty, challenge.count <= ChannelLimits.maxChallengeBytes else {
-                throw r.fail(.invalidValue, "challenge", "is not base64url of 1…\(ChannelLimits.maxChallengeBytes) bytes")
+                throw r.invalid("challenge", "is not base64url of 1…\(ChannelLimits.maxChallengeBytes) bytes")
             }
             var signature: [UInt8]?
             if let s = try r.optionalString("signature", maxLength: 256) {
                 guard let sig = Base64URL.decode(s), sig.count == Ed25519.signatureLength else {
-                    throw r.fail(.invalidValue, "signature", "is not an Ed25519 signature")
+                    throw r.invalid("signature", "is not an Ed25519 signature")
                 }
                 signature = sig
             }
@@ -225,7 +225,7 @@ public enum ChannelMessage: Sendable, Hashable {
             let profile = try r.profile("profile")
             let id = try r.memberId("newMemberId")
             let keyText = try r.string("newMemberKey", maxLength: 128)
-            guard let key = MemberKey(text: keyText) else { throw r.fail(.invalidValue, "newMemberKey", "is not an Ed25519 public key") }
+            guard let key = MemberKey(text: keyText) else { throw r.invalid("newMemberKey", "is not an Ed25519 public key") }
             let via = try r.optionalMemberId("viaRelay")
             return .member(MemberJoin(profile: profile, newMemberId: id, newMemberKey: key, viaRelay: via))
         }

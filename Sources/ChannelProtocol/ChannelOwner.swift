@@ -220,7 +220,7 @@ public struct ChannelOwnerState: Sendable {
             try requireLive()
             let targets = activeRelays
             guard !targets.isEmpty else { throw ChannelError(.invalidState, "the channel has no active relay") }
-            var p = ChannelParamsWriter()
+            var p = ParamsWriter()
             p.set("content", content)
             if asGroup { p.set("asGroup", .bool(true)) }
             let item = try signed(GroupEnvelope(msgId: run.newMessageId(), event: "x.msg.new", params: p.json), asChannel: asGroup)

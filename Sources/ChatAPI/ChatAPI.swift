@@ -83,6 +83,44 @@ public struct ChatAPI: Sendable {
         }
     }
 
+    // MARK: - Writing text
+
+    /// A response as compact JSON text (UTF-8), written straight from the model value
+    /// (`JSONTextEncoder`): the same bytes as `encode(response).description`, without the tree.
+    public static func text(_ response: ChatResponse) -> [UInt8] {
+        var out: [UInt8] = []
+        write(response, into: &out)
+        return out
+    }
+
+    /// An event as compact JSON text (UTF-8); the same bytes as `encode(event).description`.
+    public static func text(_ event: ChatEvent) -> [UInt8] {
+        var out: [UInt8] = []
+        write(event, into: &out)
+        return out
+    }
+
+    /// Appends a response's JSON text to `out` (for envelopes such as libsimplex's `{"result":…}`).
+    public static func write(_ response: ChatResponse, into out: inout [UInt8]) { writeModel(response, into: &out) }
+
+    /// Appends an event's JSON text to `out`.
+    public static func write(_ event: ChatEvent, into out: inout [UInt8]) { writeModel(event, into: &out) }
+
+    /// Appends a ChatError's JSON text to `out`.
+    public static func write(_ error: ChatError, into out: inout [UInt8]) { writeModel(error, into: &out) }
+
+    /// As ``encodeModel(_:)``: a value the encoder refuses is written as an `internalError`.
+    static func writeModel<T: Encodable>(_ value: T, into out: inout [UInt8]) {
+        out.reserveCapacity(out.count + 1024)
+        let start = out.count
+        do {
+            try JSONTextEncoder().encode(value, into: &out)
+        } catch {
+            out.removeSubrange(start...)
+            JSONWriter.write(encodeModel(value), to: &out)
+        }
+    }
+
     private func dispatch(_ command: ChatCommand, idempotencyKey: String?) async throws -> ChatResponse {
         let c = controller
         switch command {

@@ -176,28 +176,40 @@ extension ChatController {
     /// `sent` that arrives before its item is stored is remembered for ``sendItem``, which
     /// looks again once it has stored the item.
     private func statusChanged(_ conn: Int64, seqs: [UInt64], to status: ItemStatus, from: [ItemStatus]) async throws {
-        guard let row = try await contact(connection: conn) else { return }
+        // The contact, the move and the moved items with their reactions: one database access.
+        guard let (record, moved) = try await dbWrite({ db -> (ContactRecord, MovedItems)? in
+            guard let c = try ContactRecord.filter(ContactRecord.Columns.agentConnId == conn).fetchOne(db), let contactId = c.id else { return nil }
+            return (c, try Self.moveAndRead(db, contactId: contactId, seqs: seqs, to: status, from: from))
+        }) else { return }
+        let row = ContactRow(record)
         let contactId = row.id
-        let (updated, unstored) = try await dbWrite { db in try Self.moveStatus(db, contactId: contactId, seqs: seqs, to: status, from: from) }
-        var ids = updated
-        if status == .sndSent, itemSendsInFlight[conn] != nil, !unstored.isEmpty {
+        var stored = moved.items
+        if status == .sndSent, itemSendsInFlight[conn] != nil, !moved.unstored.isEmpty {
+            let unstored = moved.unstored
             for seq in unstored { sentBeforeStored.insert("\(conn):\(seq)") }
             // The item may have been stored while this looked: look once more now that the
             // `sent` is remembered (whichever of the two comes second moves the item).
-            let late = try await dbWrite { db in try Self.moveStatus(db, contactId: contactId, seqs: unstored, to: status, from: from) }
-            for id in late.updated { ids.append(id) }
+            let late = try await dbWrite { db in try Self.moveAndRead(db, contactId: contactId, seqs: unstored, to: status, from: from) }
+            stored += late.items
             for seq in unstored where !late.unstored.contains(seq) { sentBeforeStored.remove("\(conn):\(seq)") }
         }
-        guard !ids.isEmpty else { return }
-        let (userId, found) = (row.userId, ids)
-        let (userRecord, stored) = try await dbRead { db in
-            (try UserRecord.fetchOne(db, key: userId),
-             try found.compactMap { id in try ChatItemRecord.fetchOne(db, key: id).map { ($0, try Self.reactionCounts(db, itemId: id)) } })
-        }
-        guard let userRecord else { throw ChatFailure.store(.userNotFound(userId: userId)) }
-        let u = UserRow(userRecord)
-        let items = stored.map { aChatItem(user: u, contact: row, item: ModelOf.chatItem(ItemRow($0.0), reactions: $0.1)) }
+        guard !stored.isEmpty else { return }
+        let u = try await user(row.userId)
+        let items = stored.map { aChatItem(user: u, contact: row, item: ModelOf.chatItem(ItemRow($0.record), reactions: $0.reactions)) }
         sink.yield(.chatItemsStatusesUpdated(user: userModel(u), chatItems: items))
+    }
+
+    /// Items whose status moved, read back with their reactions, and the seqs with no item stored.
+    struct MovedItems: Sendable {
+        var items: [(record: ChatItemRecord, reactions: [CIReactionCount])]
+        var unstored: [UInt64]
+    }
+
+    /// ``moveStatus(_:contactId:seqs:to:from:)``, then the moved items read back with their reactions.
+    nonisolated static func moveAndRead(_ db: Database, contactId: Int64, seqs: [UInt64], to status: ItemStatus, from: [ItemStatus]) throws -> MovedItems {
+        let (updated, unstored) = try moveStatus(db, contactId: contactId, seqs: seqs, to: status, from: from)
+        let items = try updated.compactMap { id in try ChatItemRecord.fetchOne(db, key: id).map { (record: $0, reactions: try reactionCounts(db, itemId: id)) } }
+        return MovedItems(items: items, unstored: unstored)
     }
 
     /// Moves the sent items of `seqs` in one of `from` to `status`; returns their ids, and the
@@ -243,20 +255,25 @@ extension ChatController {
     /// Applies one chat message from a contact. Returns whether it deserves a delivery receipt
     /// (a new message, when the user sends receipts).
     private func received(_ conn: Int64, seq: UInt64, body: [UInt8]) async throws -> Bool {
-        // The contact, its user, and whether this message is stored already: one read.
-        let found = try await dbRead { db -> (ContactRecord, UserRecord?, Bool)? in
+        let decoded = Result { try ChatMessage(decoding: body) }
+        // A new message without a quote (the common case) is looked up and stored in one write.
+        if case let .success(message) = decoded, message.event == "x.msg.new", message.params["quote"] == nil,
+           let json = message.params["content"], let content = try? PeerInput.content(json) {
+            return try await receivedMessage(conn, seq: seq, message: message, content: content, json: json)
+        }
+        // The contact, and whether this message is stored already: one read.
+        let found = try await dbRead { db -> (ContactRecord, Bool)? in
             guard let c = try ContactRecord.filter(ContactRecord.Columns.agentConnId == conn).fetchOne(db) else { return nil }
             let seen = try !ChatItemRecord.filter(ChatItemRecord.Columns.contactId == c.id && ChatItemRecord.Columns.agentSeq == Int64(seq) &&
                                                   ChatItemRecord.Columns.sent == false).isEmpty(db)
-            return (c, seen ? nil : try UserRecord.fetchOne(db, key: c.userId), seen)
+            return (c, seen)
         }
-        guard let (record, userRecord, seen) = found else { return false }
+        guard let (record, seen) = found else { return false }
         if seen { return false }  // stored before a crash; the agent announced it again
         let row = ContactRow(record)
         let contactId = row.id
-        guard let userRecord else { throw ChatFailure.store(.userNotFound(userId: row.userId)) }
-        let u = UserRow(userRecord)
-        let message = try ChatMessage(decoding: body)
+        let u = try await user(row.userId)
+        let message = try decoded.get()
         switch message.event {
         case "x.msg.new":
             let content = try PeerInput.content(message.params["content"])
@@ -274,9 +291,7 @@ extension ChatController {
             }
             // The event is made from what arrived, not read back from the store.
             record.id = itemId
-            var item = ItemRow(record)
-            item.content = content
-            item.quoted = quoted
+            let item = ItemRow(record, content: content, quoted: quoted)
             sink.yield(.newChatItems(user: userModel(u), chatItems: [aChatItem(user: u, contact: row, item: ModelOf.chatItem(item, reactions: []))]))
             return u.sendReceipts
         case "x.msg.update", "x.msg.del", "x.msg.react":
@@ -307,6 +322,32 @@ extension ChatController {
             logger.debug("unsupported chat event", metadata: ["event": "\(message.event)"])
         }
         return false
+    }
+
+    /// Stores a new message (``received(_:seq:body:)``): the contact, the check that the message
+    /// is not stored already (the agent announces it again after a crash) and the insert are one
+    /// database write. The event is made from what arrived, not read back from the store.
+    private func receivedMessage(_ conn: Int64, seq: UInt64, message: ChatMessage, content: MsgContent, json: JSONValue) async throws -> Bool {
+        let now = Timestamp.now()
+        let text = json.description
+        let msgId = message.msgId
+        guard let (record, item) = try await dbWrite({ db -> (ContactRecord, ChatItemRecord?)? in
+            guard let c = try ContactRecord.filter(ContactRecord.Columns.agentConnId == conn).fetchOne(db), let contactId = c.id else { return nil }
+            let seen = try !ChatItemRecord.filter(ChatItemRecord.Columns.contactId == contactId && ChatItemRecord.Columns.agentSeq == Int64(seq) &&
+                                                  ChatItemRecord.Columns.sent == false).isEmpty(db)
+            if seen { return (c, nil) }
+            var item = ChatItemRecord(userId: c.userId, contactId: contactId, sent: false, content: text, sharedMsgId: msgId, agentSeq: Int64(seq),
+                                      status: .rcvNew, createdAt: now)
+            try item.insert(db)
+            _ = try ContactRecord.filter(key: contactId).updateAll(db, ContactRecord.Columns.chatTs.set(to: now))
+            return (c, item)
+        }) else { return false }
+        guard let item else { return false }  // stored before a crash
+        let row = ContactRow(record)
+        let u = try await user(row.userId)
+        let stored = ItemRow(item, content: content, quoted: nil)
+        sink.yield(.newChatItems(user: userModel(u), chatItems: [aChatItem(user: u, contact: row, item: ModelOf.chatItem(stored, reactions: []))]))
+        return u.sendReceipts
     }
 
     /// Deletes the agent connections of contacts that deleted us (`deleted`) whose deletion a

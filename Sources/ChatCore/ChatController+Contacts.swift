@@ -80,13 +80,10 @@ extension ChatController {
 
     /// A contact and its user, or `contactNotFound`.
     func contact(_ contactId: Int64) async throws -> (UserRow, ContactRow) {
-        let found = try await dbRead { db -> (ContactRecord, UserRecord?)? in
-            guard let c = try ContactRecord.fetchOne(db, key: contactId) else { return nil }
-            return (c, try UserRecord.fetchOne(db, key: c.userId))
+        guard let c = try await dbRead({ db in try ContactRecord.fetchOne(db, key: contactId) }) else {
+            throw ChatFailure.store(.contactNotFound(contactId: contactId))
         }
-        guard let (c, u) = found else { throw ChatFailure.store(.contactNotFound(contactId: contactId)) }
-        guard let u else { throw ChatFailure.store(.userNotFound(userId: c.userId)) }
-        return (UserRow(u), ContactRow(c))
+        return (try await user(c.userId), ContactRow(c))
     }
 
     func contactModel(_ c: ContactRow, user u: UserRow) -> Contact { ModelOf.contact(c, userProfile: u.profile) }

@@ -135,9 +135,7 @@ extension ChatController {
             try await dbWrite { db in _ = try ChatItemRecord.filter(key: itemId).updateAll(db, ChatItemRecord.Columns.status.set(to: ItemStatus.sndSent)) }
             record.status = .sndSent
         }
-        var item = ItemRow(record)
-        item.content = content
-        item.quoted = ciQuote
+        let item = ItemRow(record, content: content, quoted: ciQuote)
         return aChatItem(user: u, contact: row, item: ModelOf.chatItem(item, reactions: []))
     }
 

@@ -55,6 +55,12 @@ public actor ChatController {
     var autoAccepting: Set<Int64> = []
     /// Groups: machines in memory, member connections, per-group order (``GroupRuntime``).
     var groupRuntime = GroupRuntime()
+    /// Every user, decoded, in id order: read once, dropped whenever the user table is written
+    /// (``userWrite(_:)``). Most commands and every received message name a user; this spares them
+    /// a database round trip and a profile decode.
+    var userCache: [UserRow]?
+    /// Bumped by each drop of ``userCache``: a read that started before a write does not fill it.
+    var userCacheGeneration = 0
 
     /// Opens (creating and migrating) `<prefix>_chat.db` and `<prefix>_agent.db`.
     /// - Parameter defaultRelays: used for users with no relays of their own (`SWIFTPLEX_SERVERS`).
@@ -109,18 +115,32 @@ public actor ChatController {
 
     // MARK: - Users
 
-    func activeUser() async throws -> UserRow {
-        guard let u = try await dbRead({ db in try UserRecord.filter(UserRecord.Columns.active == true).fetchOne(db) }) else {
-            throw ChatFailure.chat(.noActiveUser)
+    /// Every user, in id order (from ``userCache``, read when it is empty).
+    func users() async throws -> [UserRow] {
+        if let userCache { return userCache }
+        let generation = userCacheGeneration
+        let rows = try await dbRead { db in try UserRecord.order(UserRecord.Columns.id).fetchAll(db) }.map(UserRow.init)
+        if generation == userCacheGeneration { userCache = rows }
+        return rows
+    }
+
+    /// A write that touches the user table: the cached users are dropped once it is done (or failed).
+    func userWrite<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        defer {
+            userCache = nil
+            userCacheGeneration &+= 1
         }
-        return UserRow(u)
+        return try await dbWrite(body)
+    }
+
+    func activeUser() async throws -> UserRow {
+        guard let u = try await users().first(where: \.active) else { throw ChatFailure.chat(.noActiveUser) }
+        return u
     }
 
     func user(_ id: Int64) async throws -> UserRow {
-        guard let u = try await dbRead({ db in try UserRecord.fetchOne(db, key: id) }) else {
-            throw ChatFailure.store(.userNotFound(userId: id))
-        }
-        return UserRow(u)
+        guard let u = try await users().first(where: { $0.id == id }) else { throw ChatFailure.store(.userNotFound(userId: id)) }
+        return u
     }
 
     func userModel(_ u: UserRow) -> User { ModelOf.user(u) }
@@ -153,7 +173,7 @@ public actor ChatController {
         var profile = try Self.commandProfile(stored)
         profile.displayName = name
         let text = try Stored.text(profile)
-        let id: Int64 = try await dbWrite { db in
+        let id: Int64 = try await userWrite { db in
             if try UserRecord.filter(UserRecord.Columns.displayName == name).isEmpty(db) == false {
                 throw ChatFailure.chat(.userExists(contactName: name))
             }
@@ -169,8 +189,7 @@ public actor ChatController {
     }
 
     public func listUsers() async throws -> ChatResponse {
-        let users = try await dbRead { db in try UserRecord.order(UserRecord.Columns.id).fetchAll(db) }
-        return .usersList(users: users.map { UserInfo(user: userModel(UserRow($0)), unreadCount: 0) })
+        return .usersList(users: try await users().map { UserInfo(user: userModel($0), unreadCount: 0) })
     }
 
     /// Replaces a user's profile and sends it (`x.info`) to every connected contact that knows
@@ -185,7 +204,7 @@ public actor ChatController {
         profile.displayName = name
         if u.profile == profile { return .userProfileNoChange(user: userModel(u)) }
         let text = try Stored.text(profile)
-        try await dbWrite { db in
+        try await userWrite { db in
             if try UserRecord.filter(UserRecord.Columns.displayName == name && UserRecord.Columns.id != userId).isEmpty(db) == false {
                 throw ChatFailure.chat(.userExists(contactName: name))
             }
@@ -215,7 +234,7 @@ public actor ChatController {
     /// Makes a user the active one (new connections use its relays).
     public func setActiveUser(userId: Int64) async throws -> ChatResponse {
         let u = try await user(userId)
-        try await dbWrite { db in
+        try await userWrite { db in
             try UserRecord.updateAll(db, UserRecord.Columns.active.set(to: false))
             try UserRecord.filter(key: userId).updateAll(db, UserRecord.Columns.active.set(to: true))
         }
@@ -227,7 +246,7 @@ public actor ChatController {
     /// connections, and their queues on the relays when `deleteQueues`), address, requests and items.
     public func deleteUser(userId: Int64, deleteQueues: Bool) async throws -> ChatResponse {
         let u = try await user(userId)
-        let count = try await dbRead { db in try UserRecord.fetchCount(db) }
+        let count = try await users().count
         if count <= 1 { throw ChatFailure.chat(.cantDeleteLastUser(userId: userId)) }
         if u.active { throw ChatFailure.chat(.cantDeleteActiveUser(userId: userId)) }
         let (connections, agentAddress, requests) = try await dbRead { db in
@@ -239,14 +258,14 @@ public actor ChatController {
         if let agentAddress { try? await agent.deleteAddress(agentAddress, deleteQueue: deleteQueues) }
         for r in requests { try? await agent.rejectRequest(r) }
         // Contacts, items, reactions, address and requests go with the user (ON DELETE CASCADE).
-        _ = try await dbWrite { db in try UserRecord.deleteOne(db, key: userId) }
+        _ = try await userWrite { db in try UserRecord.deleteOne(db, key: userId) }
         return .cmdOk(user: nil)
     }
 
     /// Turns delivery receipts for a user's contacts on or off (`/_set receipts contacts <userId> on|off`).
     public func setContactReceipts(userId: Int64, enabled: Bool) async throws -> ChatResponse {
         let u = try await user(userId)
-        try await dbWrite { db in _ = try UserRecord.filter(key: userId).updateAll(db, UserRecord.Columns.sendReceipts.set(to: enabled)) }
+        try await userWrite { db in _ = try UserRecord.filter(key: userId).updateAll(db, UserRecord.Columns.sendReceipts.set(to: enabled)) }
         return .cmdOk(user: userModel(try await user(u.id)))
     }
 
@@ -288,7 +307,7 @@ public actor ChatController {
             do { _ = try RelayAddress(parsing: r) } catch { throw ChatFailure.command("invalid relay address \(r): \(error)") }
         }
         let joined = relays.joined(separator: ",")
-        try await dbWrite { db in _ = try UserRecord.filter(key: userId).updateAll(db, UserRecord.Columns.relays.set(to: joined)) }
+        try await userWrite { db in _ = try UserRecord.filter(key: userId).updateAll(db, UserRecord.Columns.relays.set(to: joined)) }
         if u.active {
             let rs = try self.relays(for: try await user(userId))
             await agent.setRelays(rs)

@@ -30,7 +30,7 @@ public struct ChatMessage: Sendable, Equatable {
         return .object(pairs)
     }
 
-    public var encoded: [UInt8] { Array(json.description.utf8) }
+    public var encoded: [UInt8] { JSONWriter.bytes(json) }
 
     public init(decoding bytes: [UInt8]) throws {
         let value: JSONValue

@@ -55,8 +55,8 @@ struct ContactRow: Sendable {
         createdAt = r.createdAt
         updatedAt = r.updatedAt
         chatTs = r.chatTs
-        customData = Stored.json(r.customData)
-        userPreferences = Stored.decode(Preferences.self, r.userPrefs)
+        customData = Stored.customData(r.customData)
+        userPreferences = Stored.preferences(r.userPrefs)
         incognitoProfile = Stored.profile(r.incognitoProfile)
         invitation = r.invitation
         shortLink = r.shortLink
@@ -87,6 +87,20 @@ struct ItemRow: Sendable {
         deleted = r.deleted
         createdAt = r.createdAt
         quoted = Stored.decode(CIQuote.self, r.quoted)
+    }
+
+    /// A row whose content and quote are known already (just sent or received): not decoded again.
+    init(_ r: ChatItemRecord, content: MsgContent, quoted: CIQuote?) {
+        id = r.id ?? 0
+        contactId = r.contactId
+        sent = r.sent
+        self.content = content
+        sharedMsgId = r.sharedMsgId
+        status = r.status
+        edited = r.edited
+        deleted = r.deleted
+        createdAt = r.createdAt
+        self.quoted = quoted
     }
 }
 

@@ -211,10 +211,53 @@ enum Stored {
     static func timestamp(_ text: String) -> ChatTimestamp { ChatTimestamp(parsing: text) ?? ChatTimestamp(seconds: 0) }
 
     /// A profile as stored: the profile checked at input (``PeerInput/profile(_:)``); a row an
-    /// older engine stored without checks keeps at least its display name.
+    /// older engine stored without checks keeps at least its display name. Decoded once per text
+    /// (``DecodedColumns``): a contact's row is read for every message it sends.
     static func profile(_ text: String?) -> Profile? {
+        guard let text else { return nil }
+        return profileCache.value(text, decodeProfile)
+    }
+
+    /// A contact's custom data (any JSON), decoded once per text.
+    static func customData(_ text: String?) -> JSONValue? {
+        guard let text else { return nil }
+        return customDataCache.value(text) { json($0) }
+    }
+
+    /// Preferences set for one contact, decoded once per text.
+    static func preferences(_ text: String?) -> Preferences? {
+        guard let text else { return nil }
+        return preferencesCache.value(text) { decode(Preferences.self, $0) }
+    }
+
+    private static let profileCache = DecodedColumns<Profile?>()
+    private static let customDataCache = DecodedColumns<JSONValue?>()
+    private static let preferencesCache = DecodedColumns<Preferences?>()
+
+    private static func decodeProfile(_ text: String) -> Profile? {
         guard let value = json(text) else { return nil }
         if let p = try? PeerInput.profile(value) { return p }
         return Profile(displayName: value["displayName"]?.stringValue ?? "", fullName: value["fullName"]?.stringValue ?? "")
+    }
+}
+
+/// Values decoded from stored JSON text, by that text: a row read again (a contact's, for each of
+/// its messages) is not parsed and decoded again. Keyed by the text itself, so an entry is never
+/// stale; at most `capacity` entries are kept (all are dropped when it is reached).
+final class DecodedColumns<Value: Sendable>: @unchecked Sendable {  // `values` is guarded by `lock`
+    private let lock = NSLock()
+    private var values: [String: Value] = [:]
+    private let capacity: Int
+
+    init(capacity: Int = 256) { self.capacity = capacity }
+
+    func value(_ text: String, _ decode: (String) -> Value) -> Value {
+        if let known = lock.withLock({ values[text] }) { return known }
+        let decoded = decode(text)
+        lock.withLock {
+            if values.count >= capacity { values.removeAll(keepingCapacity: true) }
+            values[text] = decoded
+        }
+        return decoded
     }
 }

@@ -1,3 +1,4 @@
+import ChatModel
 import Foundation
 import GRDB
 import SwiftplexBase
@@ -169,12 +170,8 @@ enum LocalNames {
 
 /// ISO-8601 UTC timestamps with fractional seconds, as the API prints them.
 enum Timestamp {
-    static func now() -> String {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        f.timeZone = TimeZone(identifier: "UTC")
-        return f.string(from: Date())
-    }
+    /// Now, to the millisecond (`2026-11-23T10:00:00.123Z`).
+    static func now() -> String { ChatTimestamp.now().description }
 }
 
 /// How `chat_migrate_init` may treat pending database migrations.

@@ -63,6 +63,42 @@ public struct ChatTimestamp: Sendable, Hashable, Comparable, Codable, CustomStri
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let rest = Int(seconds - days * 86_400)
         let (y, m, d) = Self.civil(fromDays: days)
+        guard (0...9999).contains(y) else { return spelledOut }
+        let n = Int(nanoseconds)
+        let digits = n % 1_000_000 == 0 ? 3 : n % 1_000 == 0 ? 6 : 9
+        let fraction = digits == 3 ? n / 1_000_000 : digits == 6 ? n / 1_000 : n
+        // `YYYY-MM-DDTHH:MM:SS.` + fraction + `Z`, written into the string's own bytes.
+        return String(unsafeUninitializedCapacity: 21 + digits) { out in
+            func put(_ value: Int, _ width: Int, at start: Int) {
+                var v = value
+                for i in stride(from: start + width - 1, through: start, by: -1) {
+                    out[i] = 0x30 + UInt8(v % 10)
+                    v /= 10
+                }
+            }
+            put(y, 4, at: 0)
+            out[4] = UInt8(ascii: "-")
+            put(m, 2, at: 5)
+            out[7] = UInt8(ascii: "-")
+            put(d, 2, at: 8)
+            out[10] = UInt8(ascii: "T")
+            put(rest / 3600, 2, at: 11)
+            out[13] = UInt8(ascii: ":")
+            put(rest / 60 % 60, 2, at: 14)
+            out[16] = UInt8(ascii: ":")
+            put(rest % 60, 2, at: 17)
+            out[19] = UInt8(ascii: ".")
+            put(fraction, digits, at: 20)
+            out[20 + digits] = UInt8(ascii: "Z")
+            return 21 + digits
+        }
+    }
+
+    /// The same text built piece by piece: for years outside 0…9999.
+    var spelledOut: String {
+        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let rest = Int(seconds - days * 86_400)
+        let (y, m, d) = Self.civil(fromDays: days)
         var fraction: String
         switch nanoseconds {
         case let n where n % 1_000_000 == 0: fraction = String(n / 1_000_000)

@@ -36,6 +36,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
                 h.enqueue(response, correlationId: correlationId, entityId: entityId)
                 if response == .error(.auth) { h.noteAuthFailure() }
                 h.checkBudget()
+                h.dispatchInbox()
                 h.resumeReadingIfPossible()
             }
         }
@@ -81,6 +82,11 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
     /// This connection's rates; while one is overdrawn, nothing more is read (`throttleTimer` set).
     private var budget: ConnectionBudget
     private var throttleTimer: Scheduled<Void>?
+    /// Transmissions read but not yet dispatched: what follows the one that overdrew a rate (or
+    /// filled ``RelayConfiguration/maxPendingCommandsPerConnection``) waits here, and nothing more
+    /// is read from the socket until it is empty. At most one socket read's worth.
+    private var inbox = CircularBuffer<ByteBuffer>()
+    private var dispatching = false
 
     init(core: RelayCore, configuration: RelayConfiguration, logger: Logger) {
         self.core = core
@@ -153,6 +159,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
         throttleTimer?.cancel()
         throttleTimer = nil
         outbox.removeAll()
+        inbox.removeAll()
         context.fireChannelInactive()
     }
 
@@ -215,7 +222,23 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
                 flushOutbox()
                 return close()
             }
-            for part in parts where !closing { dispatch(part) }
+            inbox.append(contentsOf: parts)
+            dispatchInbox()
+        }
+    }
+
+    /// Dispatches what waits in the inbox, one transmission at a time, until the connection goes
+    /// over one of its rates (or has too many commands in progress): its budget is checked after
+    /// every transmission, not after every read, so a block of 64 badly signed commands costs at
+    /// most the signature checks its `AUTH` budget allows before the rest waits for the budget.
+    fileprivate func dispatchInbox() {
+        // Answers given at once call back in here (through `Session.reply`): the outer loop goes on.
+        guard !dispatching else { return }
+        dispatching = true
+        defer { dispatching = false }
+        while !inbox.isEmpty, phase == .ready, !closing, throttleTimer == nil,
+              pendingCommands < configuration.maxPendingCommandsPerConnection {
+            dispatch(inbox.removeFirst())
             checkBudget()
         }
     }
@@ -318,6 +341,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
     private var shouldHoldReads: Bool {
         guard let context else { return false }
         return !context.channel.isWritable || pendingCommands >= configuration.maxPendingCommandsPerConnection || throttleTimer != nil
+            || !inbox.isEmpty
     }
 
     /// Over one of its rates, the connection is not read from until the rate's bucket is back in
@@ -329,6 +353,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
         throttleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: wait) { [self] in
             throttleTimer = nil
             checkBudget()
+            dispatchInbox()
             resumeReadingIfPossible()
         }
     }

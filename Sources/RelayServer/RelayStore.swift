@@ -71,6 +71,8 @@ final class RelayStore: Sendable {
         var owners: [UInt64] = []
         var draining = false
         var submitted: UInt64 = 0
+        /// The last group took only small writes while large ones waited (the next one takes both).
+        var lastWasSmallOnly = false
 
         mutating func append(_ op: Operation, owner: UInt64) {
             if lanes[owner] == nil {
@@ -80,8 +82,8 @@ final class RelayStore: Sendable {
             lanes[owner]!.append(op)
         }
 
-        /// The next group: one operation per owner per round, until nothing more fits.
-        mutating func nextBatch() -> [Operation] {
+        /// One operation per owner per round, until nothing more fits (with `smallOnly`, no large write).
+        private mutating func collect(smallOnly: Bool) -> [Operation] {
             var batch: [Operation] = []
             var largeBytes = 0
             var candidates = owners
@@ -96,6 +98,7 @@ final class RelayStore: Sendable {
                         continue
                     }
                     let large = op.bytes > RelayStore.smallWriteBytes
+                    if large, smallOnly { continue }
                     // Over the budget: this owner's turn in this group is over (its later operations wait behind it).
                     if large, largeBytes > 0, largeBytes + op.bytes > RelayStore.batchBytes { continue }
                     if large { largeBytes += op.bytes }
@@ -106,6 +109,25 @@ final class RelayStore: Sendable {
                 if !took { break }
                 candidates = next
             }
+            return batch
+        }
+
+        /// The next group: one operation per owner per round, until nothing more fits.
+        mutating func nextBatch() -> [Operation] {
+            // Small writes go ahead of large ones: while both wait, every other group takes only
+            // small writes (each owner's up to its first large one), so a small write waits for at
+            // most the group under way and a group of small writes — not a group full of 16 KB
+            // bodies. Groups alternate, so large writes are never starved by a stream of small ones.
+            var heads = (small: false, large: false)
+            for owner in owners {
+                guard let op = lanes[owner]?.first else { continue }
+                if op.bytes > RelayStore.smallWriteBytes { heads.large = true } else { heads.small = true }
+            }
+            let smallOnly = heads.small && heads.large && !lastWasSmallOnly
+            var batch = collect(smallOnly: smallOnly)
+            // Nothing small could go yet (a fence waiting for older large writes): a normal group.
+            if smallOnly, batch.isEmpty { batch = collect(smallOnly: false) }
+            lastWasSmallOnly = smallOnly && !batch.isEmpty
             // Emptied lanes are dropped; the round-robin order moves on by one for the next group.
             owners.removeAll { owner in
                 guard let lane = lanes[owner], !lane.isEmpty else { lanes[owner] = nil; return true }
@@ -121,17 +143,44 @@ final class RelayStore: Sendable {
     private let readers = DispatchQueue(label: "swiftplex.relay.store.read", attributes: .concurrent)
     private let pending = NIOLockedValueBox(Pending())
 
+    /// WAL checkpoints: SQLite would run one inside the commit that takes the log past 1,000
+    /// pages, holding up every operation of that group and all that wait behind it (a 4 MB copy
+    /// and an fsync of the database file). Here the writer only counts what it wrote, and a
+    /// separate connection copies the log into the database (`PASSIVE`: the writer goes on
+    /// meanwhile) on a queue of its own. The writer restarts the log once a checkpoint has copied
+    /// all of it; should checkpoints running beside a constant stream of commits never get all of
+    /// it, the writer checkpoints itself between groups once the log holds ``walHardLimitPages``.
+    private let checkpointer: DatabaseQueue
+    private let checkpoints = DispatchQueue(label: "swiftplex.relay.store.checkpoint")
+    private struct WalState {
+        /// Pages (estimated) written since the last checkpoint was started.
+        var pagesSinceCheckpoint = 0
+        var checkpointRunning = false
+        /// The log's size in pages as the last checkpoint found it.
+        var walPages = 0
+    }
+    private let wal = NIOLockedValueBox(WalState())
+    /// A checkpoint is started once this many pages were written since the last (SQLite's own default).
+    static let checkpointPages = 1000
+    /// The log's size at which the writer checkpoints itself (64 MiB of 4 KiB pages).
+    static let walHardLimitPages = 16_384
+
     init(path: URL) throws {
         var config = Configuration()
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
             try db.execute(sql: "PRAGMA foreign_keys = ON")
+            // Checkpoints run on a connection of their own (``checkpointer``), not inside a commit.
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
         }
         config.label = "relay"
         do {
             try DataDirectory.touchPrivateFile(path)
             pool = try DatabasePool(path: path.path, configuration: config)
             try Self.migrator.migrate(pool)
+            var checkpointConfig = Configuration()
+            checkpointConfig.label = "relay.checkpoint"
+            checkpointer = try DatabaseQueue(path: path.path, configuration: checkpointConfig)
         } catch let e as RelayServerError {
             throw e
         } catch {
@@ -237,7 +286,36 @@ final class RelayStore: Sendable {
             } catch {
                 for i in errors.indices where errors[i] == nil { errors[i] = error }
             }
+            // Before the completions: a checkpoint it starts is queued before `close` (after a barrier) waits for them.
+            noteWritten(batch)
             for (i, op) in batch.enumerated() { op.complete(errors[i]) }
+        }
+    }
+
+    /// Counts what a group wrote (a page per operation, plus its bytes) and starts a checkpoint on
+    /// the checkpointer once enough was written; if the log has outgrown ``walHardLimitPages``
+    /// because checkpoints beside the writer never caught up with it, checkpoints here, between groups.
+    private func noteWritten(_ batch: [Operation]) {
+        let pages = batch.reduce(0) { $0 + 1 + $1.bytes / 4096 }
+        let (start, inline) = wal.withLockedValue { w -> (Bool, Bool) in
+            w.pagesSinceCheckpoint += pages
+            if w.walPages >= RelayStore.walHardLimitPages { w.walPages = 0; return (false, true) }
+            guard w.pagesSinceCheckpoint >= RelayStore.checkpointPages, !w.checkpointRunning else { return (false, false) }
+            w.pagesSinceCheckpoint = 0
+            w.checkpointRunning = true
+            return (true, false)
+        }
+        if inline {
+            _ = try? pool.writeWithoutTransaction { try $0.checkpoint(.passive) }
+        }
+        guard start else { return }
+        checkpoints.async { [checkpointer, wal] in
+            let result = try? checkpointer.inDatabase { try $0.checkpoint(.passive) }
+            wal.withLockedValue { w in
+                w.checkpointRunning = false
+                // Fully copied: the writer restarts the log at its next commit.
+                if let result { w.walPages = result.walFrameCount > result.checkpointedFrameCount ? result.walFrameCount : 0 }
+            }
         }
     }
 
@@ -255,6 +333,8 @@ final class RelayStore: Sendable {
     }
 
     func close() throws {
+        checkpoints.sync {}
+        try checkpointer.close()
         try pool.close()
     }
 

@@ -1,5 +1,6 @@
 import ChatAPI
 import ChatCore
+import ChatModel
 import Dispatch
 import Foundation
 import Logging
@@ -38,7 +39,7 @@ final class LibController: @unchecked Sendable {
             }
         }
         let commandPump = Task {
-            for await (line, slot) in commandStream { slot.fill(await api.run(line)) }
+            for await (line, slot) in commandStream { slot.fill(await api.respond(line)) }
         }
         tasks = [engine, pump, commandPump]
     }
@@ -73,12 +74,12 @@ final class LibController: @unchecked Sendable {
     /// envelope. Each waiting slot is registered under the lock that `close()` takes, so `close()`
     /// answers every slot the pump did not (a yield after the stream finished, or a command still
     /// buffered when the pump was cancelled, would otherwise leave its caller blocked for ever).
-    func send(_ command: String) -> String {
+    func send(_ command: String) -> [UInt8] {
         let slot = ReplySlot()
         condition.lock()
         if closed {
             condition.unlock()
-            return Self.closedEnvelope
+            return Array(Self.closedEnvelope.utf8)
         }
         waitingSlots.append(slot)
         condition.unlock()
@@ -89,7 +90,7 @@ final class LibController: @unchecked Sendable {
         condition.unlock()
         switch result {
         case let .success(r): return Envelope.result(r)
-        case let .failure(f): return Envelope.error(f)
+        case let .failure(f): return Envelope.errorBytes(f)
         }
     }
 
@@ -136,17 +137,37 @@ final class LibController: @unchecked Sendable {
 enum Envelope {
     static func result(_ v: JSONValue) -> String { JSONValue.object([("result", v)]).description }
     static func error(_ f: ChatFailure) -> String { JSONValue.object([("error", f.chatError)]).description }
+
+    /// `{"result":…}` of a typed response, written straight from the model value (the same text
+    /// as `result(ChatAPI.encode(r))`), on the caller's thread.
+    static func result(_ r: ChatResponse) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(1024)
+        out.append(contentsOf: #"{"result":"#.utf8)
+        ChatAPI.write(r, into: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    /// `{"error":…}` of a failure, as bytes.
+    static func errorBytes(_ f: ChatFailure) -> [UInt8] {
+        var out: [UInt8] = []
+        out.append(contentsOf: #"{"error":"#.utf8)
+        ChatAPI.write(f.error, into: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
 }
 
 /// Where the command pump leaves one command's result for the blocked C caller.
 final class ReplySlot: @unchecked Sendable {  // `value` is guarded by `lock`; `ready` is atomic
     private let lock = NSLock()
     private let ready = SpinFlag()
-    private var value: Result<JSONValue, ChatFailure>?
+    private var value: Result<ChatResponse, ChatFailure>?
     private let semaphore = DispatchSemaphore(value: 0)
 
     /// The first fill wins; later ones (the close of the controller racing the pump) do nothing.
-    func fill(_ v: Result<JSONValue, ChatFailure>) {
+    func fill(_ v: Result<ChatResponse, ChatFailure>) {
         let first = lock.withLock { () -> Bool in
             guard value == nil else { return false }
             value = v
@@ -157,7 +178,7 @@ final class ReplySlot: @unchecked Sendable {  // `value` is guarded by `lock`; `
         semaphore.signal()
     }
 
-    func wait() -> Result<JSONValue, ChatFailure> {
+    func wait() -> Result<ChatResponse, ChatFailure> {
         // Spin up to ~100 µs, then sleep.
         let deadline = DispatchTime.now().uptimeNanoseconds + 100_000
         while !ready.isSet && DispatchTime.now().uptimeNanoseconds < deadline { sched_yield() }

@@ -22,6 +22,16 @@ private func cString(_ s: String) -> UnsafeMutablePointer<CChar> {
     strdup(s) ?? strdup("")!
 }
 
+/// A malloc'd NUL-terminated copy of UTF-8 bytes (JSON text has no NUL of its own).
+private func cString(_ bytes: [UInt8]) -> UnsafeMutablePointer<CChar> {
+    guard let p = malloc(bytes.count + 1)?.assumingMemoryBound(to: CChar.self) else { return strdup("")! }
+    bytes.withUnsafeBytes { raw in
+        if let base = raw.baseAddress { memcpy(p, base, bytes.count) }
+    }
+    p[bytes.count] = 0
+    return p
+}
+
 private func controller(_ ctrl: UnsafeMutableRawPointer?) -> LibController? {
     guard let ctrl else { return nil }
     return controllers.withLockedValue { $0.table[UInt(bitPattern: ctrl)] }

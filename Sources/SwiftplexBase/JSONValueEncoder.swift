@@ -39,46 +39,81 @@ enum _EncodingSlot {
     var value: JSONValue {
         switch self {
         case let .value(v): return v
-        case let .object(box): return .object(box.pairs.map { ($0.0, $0.1.value) })
-        case let .array(box): return .array(box.items.map(\.value))
+        case let .object(box): return box.value
+        case let .array(box): return box.value
         case let .encoder(e): return e.slot?.value ?? .object([])
         }
     }
 }
 
+/// An object being filled (by one encode, on one thread: its fields skip the exclusivity checks). Members hold their values as they are encoded; only a member whose
+/// value is a container or encoder handed out (a nested container, a super encoder) is read when
+/// the object is finished, so that one filled later still counts.
 final class _ObjectBox {
-    var pairs: [(String, _EncodingSlot)] = []
+    @exclusivity(unchecked) var pairs: [(String, JSONValue)] = []
+    @exclusivity(unchecked) var pending: [(String, _JSONValueEncoder)] = []
 
     init() { pairs.reserveCapacity(8) }
 
-    @inline(__always) func set(_ key: String, _ slot: _EncodingSlot) {
+    @inline(__always) func set(_ key: String, _ value: JSONValue) {
         // Keys are few; a repeated key replaces its value in place rather than writing it twice.
         for i in pairs.indices.reversed() where pairs[i].0 == key {
-            pairs[i].1 = slot
+            pairs[i].1 = value
+            if !pending.isEmpty { pending.removeAll { $0.0 == key } }
             return
         }
-        pairs.append((key, slot))
+        pairs.append((key, value))
+    }
+
+    func set(_ key: String, deferred encoder: _JSONValueEncoder) {
+        set(key, .null)  // its place, filled when the object is finished
+        pending.append((key, encoder))
+    }
+
+    var value: JSONValue {
+        guard !pending.isEmpty else { return .object(pairs) }
+        var out = pairs
+        for (key, encoder) in pending {
+            if let i = out.firstIndex(where: { $0.0 == key }) { out[i].1 = encoder.slot?.value ?? .object([]) }
+        }
+        return .object(out)
     }
 }
 
+/// An array being filled; as ``_ObjectBox``, elements handed out as containers are read at the end.
 final class _ArrayBox {
-    var items: [_EncodingSlot] = []
+    @exclusivity(unchecked) var items: [JSONValue] = []
+    @exclusivity(unchecked) var pending: [(Int, _JSONValueEncoder)] = []
+
+    func append(deferred encoder: _JSONValueEncoder) {
+        pending.append((items.count, encoder))
+        items.append(.null)
+    }
+
+    var value: JSONValue {
+        guard !pending.isEmpty else { return .array(items) }
+        var out = items
+        for (i, encoder) in pending { out[i] = encoder.slot?.value ?? .object([]) }
+        return .array(out)
+    }
 }
 
 /// The key of an array element or of `super` in a coding path.
 struct _JSONKey: CodingKey {
-    var stringValue: String
+    private let name: String?
     var intValue: Int?
-    init(stringValue: String) { self.stringValue = stringValue; intValue = nil }
-    init(intValue: Int) { stringValue = "Index \(intValue)"; self.intValue = intValue }
-    init(_ string: String) { stringValue = string; intValue = nil }
+    /// An element's key is named only when asked (in a coding path): not for every element written.
+    var stringValue: String { name ?? "Index \(intValue ?? 0)" }
+    init(stringValue: String) { name = stringValue; intValue = nil }
+    init(intValue: Int) { name = nil; self.intValue = intValue }
+    init(_ string: String) { name = string; intValue = nil }
     static let `super` = _JSONKey("super")
 }
 
 final class _JSONValueEncoder: Encoder {
     let parent: _JSONValueEncoder?
     let key: (any CodingKey)?
-    var slot: _EncodingSlot?
+    @exclusivity(unchecked) var slot: _EncodingSlot?
 
     init(parent: _JSONValueEncoder?, key: (any CodingKey)?) {
         self.parent = parent
@@ -122,18 +157,19 @@ final class _JSONValueEncoder: Encoder {
 
     func singleValueContainer() -> any SingleValueEncodingContainer { _SingleValueEncoding(encoder: self) }
 
-    /// `value` as a slot: primitives directly, anything else through a child encoder.
-    @inline(__always) func box<T: Encodable>(_ value: T, key: any CodingKey) throws -> _EncodingSlot {
+    /// `value` as JSON: primitives directly, anything else through a child encoder, read as soon
+    /// as the value has encoded itself.
+    @inline(__always) func box<T: Encodable>(_ value: T, key: any CodingKey) throws -> JSONValue {
         // Elements of arrays and optionals' contents arrive here generically: no child encoder for them.
-        if T.self == String.self { return .value(.string(value as! String)) }
-        if T.self == Int.self { return .value(.int(Int64(value as! Int))) }
-        if T.self == Int64.self { return .value(.int(value as! Int64)) }
-        if T.self == Bool.self { return .value(.bool(value as! Bool)) }
-        if T.self == Double.self { return .value(try checked(value as! Double, key: key)) }
-        if T.self == JSONValue.self { return .value(value as! JSONValue) }
+        if T.self == String.self { return .string(value as! String) }
+        if T.self == Int.self { return .int(Int64(value as! Int)) }
+        if T.self == Int64.self { return .int(value as! Int64) }
+        if T.self == Bool.self { return .bool(value as! Bool) }
+        if T.self == Double.self { return try checked(value as! Double, key: key) }
+        if T.self == JSONValue.self { return value as! JSONValue }
         let child = _JSONValueEncoder(parent: self, key: key)
         try value.encode(to: child)
-        return child.slot ?? .value(.object([]))
+        return child.slot?.value ?? .object([])
     }
 
     func checked(_ value: UInt64, key: (any CodingKey)?) throws -> JSONValue {
@@ -163,44 +199,44 @@ struct _KeyedEncoding<Key: CodingKey>: KeyedEncodingContainerProtocol {
     let box: _ObjectBox
     var codingPath: [any CodingKey] { encoder.codingPath }
 
-    mutating func encodeNil(forKey key: Key) throws { box.set(key.stringValue, .value(.null)) }
-    mutating func encode(_ value: Bool, forKey key: Key) throws { box.set(key.stringValue, .value(.bool(value))) }
-    mutating func encode(_ value: String, forKey key: Key) throws { box.set(key.stringValue, .value(.string(value))) }
-    mutating func encode(_ value: Double, forKey key: Key) throws { box.set(key.stringValue, .value(try encoder.checked(value, key: key))) }
-    mutating func encode(_ value: Float, forKey key: Key) throws { box.set(key.stringValue, .value(try encoder.checked(value, key: key))) }
-    mutating func encode(_ value: Int, forKey key: Key) throws { box.set(key.stringValue, .value(.int(Int64(value)))) }
-    mutating func encode(_ value: Int8, forKey key: Key) throws { box.set(key.stringValue, .value(.int(Int64(value)))) }
-    mutating func encode(_ value: Int16, forKey key: Key) throws { box.set(key.stringValue, .value(.int(Int64(value)))) }
-    mutating func encode(_ value: Int32, forKey key: Key) throws { box.set(key.stringValue, .value(.int(Int64(value)))) }
-    mutating func encode(_ value: Int64, forKey key: Key) throws { box.set(key.stringValue, .value(.int(value))) }
-    mutating func encode(_ value: UInt, forKey key: Key) throws { box.set(key.stringValue, .value(try encoder.checked(UInt64(value), key: key))) }
-    mutating func encode(_ value: UInt8, forKey key: Key) throws { box.set(key.stringValue, .value(.int(Int64(value)))) }
-    mutating func encode(_ value: UInt16, forKey key: Key) throws { box.set(key.stringValue, .value(.int(Int64(value)))) }
-    mutating func encode(_ value: UInt32, forKey key: Key) throws { box.set(key.stringValue, .value(.int(Int64(value)))) }
-    mutating func encode(_ value: UInt64, forKey key: Key) throws { box.set(key.stringValue, .value(try encoder.checked(value, key: key))) }
+    mutating func encodeNil(forKey key: Key) throws { box.set(key.stringValue, .null) }
+    mutating func encode(_ value: Bool, forKey key: Key) throws { box.set(key.stringValue, .bool(value)) }
+    mutating func encode(_ value: String, forKey key: Key) throws { box.set(key.stringValue, .string(value)) }
+    mutating func encode(_ value: Double, forKey key: Key) throws { box.set(key.stringValue, try encoder.checked(value, key: key)) }
+    mutating func encode(_ value: Float, forKey key: Key) throws { box.set(key.stringValue, try encoder.checked(value, key: key)) }
+    mutating func encode(_ value: Int, forKey key: Key) throws { box.set(key.stringValue, .int(Int64(value))) }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { box.set(key.stringValue, .int(Int64(value))) }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { box.set(key.stringValue, .int(Int64(value))) }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { box.set(key.stringValue, .int(Int64(value))) }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { box.set(key.stringValue, .int(value)) }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { box.set(key.stringValue, try encoder.checked(UInt64(value), key: key)) }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { box.set(key.stringValue, .int(Int64(value))) }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { box.set(key.stringValue, .int(Int64(value))) }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { box.set(key.stringValue, .int(Int64(value))) }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { box.set(key.stringValue, try encoder.checked(value, key: key)) }
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws { box.set(key.stringValue, try encoder.box(value, key: key)) }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
         let child = _JSONValueEncoder(parent: encoder, key: key)
-        box.set(key.stringValue, .encoder(child))
+        box.set(key.stringValue, deferred: child)
         return child.container(keyedBy: keyType)
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
         let child = _JSONValueEncoder(parent: encoder, key: key)
-        box.set(key.stringValue, .encoder(child))
+        box.set(key.stringValue, deferred: child)
         return child.unkeyedContainer()
     }
 
     mutating func superEncoder() -> any Encoder {
         let child = _JSONValueEncoder(parent: encoder, key: _JSONKey.super)
-        box.set("super", .encoder(child))
+        box.set("super", deferred: child)
         return child
     }
 
     mutating func superEncoder(forKey key: Key) -> any Encoder {
         let child = _JSONValueEncoder(parent: encoder, key: key)
-        box.set(key.stringValue, .encoder(child))
+        box.set(key.stringValue, deferred: child)
         return child
     }
 }
@@ -217,38 +253,38 @@ struct _UnkeyedEncoding: UnkeyedEncodingContainer {
         self.box = box
     }
 
-    mutating func encodeNil() throws { box.items.append(.value(.null)) }
-    mutating func encode(_ value: Bool) throws { box.items.append(.value(.bool(value))) }
-    mutating func encode(_ value: String) throws { box.items.append(.value(.string(value))) }
-    mutating func encode(_ value: Double) throws { box.items.append(.value(try encoder.checked(value, key: nextKey))) }
-    mutating func encode(_ value: Float) throws { box.items.append(.value(try encoder.checked(value, key: nextKey))) }
-    mutating func encode(_ value: Int) throws { box.items.append(.value(.int(Int64(value)))) }
-    mutating func encode(_ value: Int8) throws { box.items.append(.value(.int(Int64(value)))) }
-    mutating func encode(_ value: Int16) throws { box.items.append(.value(.int(Int64(value)))) }
-    mutating func encode(_ value: Int32) throws { box.items.append(.value(.int(Int64(value)))) }
-    mutating func encode(_ value: Int64) throws { box.items.append(.value(.int(value))) }
-    mutating func encode(_ value: UInt) throws { box.items.append(.value(try encoder.checked(UInt64(value), key: nextKey))) }
-    mutating func encode(_ value: UInt8) throws { box.items.append(.value(.int(Int64(value)))) }
-    mutating func encode(_ value: UInt16) throws { box.items.append(.value(.int(Int64(value)))) }
-    mutating func encode(_ value: UInt32) throws { box.items.append(.value(.int(Int64(value)))) }
-    mutating func encode(_ value: UInt64) throws { box.items.append(.value(try encoder.checked(value, key: nextKey))) }
+    mutating func encodeNil() throws { box.items.append(.null) }
+    mutating func encode(_ value: Bool) throws { box.items.append(.bool(value)) }
+    mutating func encode(_ value: String) throws { box.items.append(.string(value)) }
+    mutating func encode(_ value: Double) throws { box.items.append(try encoder.checked(value, key: nextKey)) }
+    mutating func encode(_ value: Float) throws { box.items.append(try encoder.checked(value, key: nextKey)) }
+    mutating func encode(_ value: Int) throws { box.items.append(.int(Int64(value))) }
+    mutating func encode(_ value: Int8) throws { box.items.append(.int(Int64(value))) }
+    mutating func encode(_ value: Int16) throws { box.items.append(.int(Int64(value))) }
+    mutating func encode(_ value: Int32) throws { box.items.append(.int(Int64(value))) }
+    mutating func encode(_ value: Int64) throws { box.items.append(.int(value)) }
+    mutating func encode(_ value: UInt) throws { box.items.append(try encoder.checked(UInt64(value), key: nextKey)) }
+    mutating func encode(_ value: UInt8) throws { box.items.append(.int(Int64(value))) }
+    mutating func encode(_ value: UInt16) throws { box.items.append(.int(Int64(value))) }
+    mutating func encode(_ value: UInt32) throws { box.items.append(.int(Int64(value))) }
+    mutating func encode(_ value: UInt64) throws { box.items.append(try encoder.checked(value, key: nextKey)) }
     mutating func encode<T: Encodable>(_ value: T) throws { box.items.append(try encoder.box(value, key: nextKey)) }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
         let child = _JSONValueEncoder(parent: encoder, key: nextKey)
-        box.items.append(.encoder(child))
+        box.append(deferred: child)
         return child.container(keyedBy: keyType)
     }
 
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
         let child = _JSONValueEncoder(parent: encoder, key: nextKey)
-        box.items.append(.encoder(child))
+        box.append(deferred: child)
         return child.unkeyedContainer()
     }
 
     mutating func superEncoder() -> any Encoder {
         let child = _JSONValueEncoder(parent: encoder, key: nextKey)
-        box.items.append(.encoder(child))
+        box.append(deferred: child)
         return child
     }
 }

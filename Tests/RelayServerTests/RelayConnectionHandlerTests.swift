@@ -213,28 +213,73 @@ import Testing
         await c.close()
     }
 
+    /// PONGs the relay has written so far (without waiting: runs the loop's pending tasks first).
+    private func pongsWritten(_ c: Connection) async throws -> Int {
+        try await c.channel.testingEventLoop.executeInContext {}
+        var n = 0
+        while let block = try await c.channel.readOutbound(as: ByteBuffer.self) {
+            n += try BlockCodec.decode(block).filter { try ServerResponse.decode(Transmission.decode($0).command) == .pong }.count
+        }
+        return n
+    }
+
     @Test func overItsCommandRateTheConnectionIsNotReadUntilItsBucketRefills() async throws {
         var c = try await Connection.open { $0.commandRate = RateLimit(perSecond: 100, burst: 100) }
         _ = try await c.hello()
         #expect(try await c.readAttempt())
-        // 200 PINGs in one block: all answered (the block was read), 100 over the budget…
+        // 200 PINGs in one block against a burst of 100: the budget is checked after each
+        // transmission, so the 101st overdraws it and the other 99 wait in the connection's inbox.
         let pings = try (0..<200).map { _ in try c.transmission(.ping) }
         try await c.write(pings)
         var answered = 0
-        while answered < 200 { answered += try await c.nextBlock().filter { $0.response == .pong }.count }
-        #expect(answered == 200)
+        while answered < 101 { answered += try await c.nextBlock().filter { $0.response == .pong }.count }
+        #expect(answered == 101)
+        #expect(try await pongsWritten(c) == 0)
         #expect(c.core.stats.throttled == 1)
-        // …so nothing more is read for a second of the loop's time.
+        // Nothing more is read from the socket while they wait.
         let before = c.reads.reads.withLockedValue { $0 }
         #expect(try await c.readAttempt() == false)
-        await c.channel.testingEventLoop.advanceTime(by: .milliseconds(900))
-        try await c.channel.testingEventLoop.executeInContext {}
+        // The rest go out as the bucket refills (one per 10 ms at 100/s), then reading resumes by itself.
+        await c.channel.testingEventLoop.advanceTime(by: .milliseconds(500))
+        answered += try await pongsWritten(c)
+        #expect(answered > 101 && answered < 200)
         #expect(c.reads.reads.withLockedValue { $0 } == before)
-        // Once the bucket is back in credit the held read goes through by itself.
-        await c.channel.testingEventLoop.advanceTime(by: .milliseconds(101))
-        try await c.channel.testingEventLoop.executeInContext {}
+        await c.channel.testingEventLoop.advanceTime(by: .milliseconds(600))
+        answered += try await pongsWritten(c)
+        #expect(answered == 200)
         #expect(c.reads.reads.withLockedValue { $0 } == before + 1)
         #expect(try await c.readAttempt())
+        await c.close()
+    }
+
+    @Test func aBlockOfBadSignaturesCostsOnlyTheChecksItsAuthBudgetAllowsAtOnce() async throws {
+        var c = try await Connection.open {
+            $0.authFailureRate = RateLimit(perSecond: 2, burst: 2)
+            $0.maxAuthFailures = 1000
+        }
+        _ = try await c.hello()
+        // 10 badly signed SUBs in one block against 2 AUTHs/s with a burst of 2: the third AUTH
+        // overdraws the budget, and the seven behind it are not even checked until it refills.
+        let subs = (0..<10).map { _ in
+            Transmission(signature: Sodium.randomBytes(64), correlationId: Sodium.randomBytes(24), entityId: Sodium.randomBytes(24),
+                         command: ClientCommand.subscribe.encoded())
+        }
+        try await c.write(subs)
+        var answers: [[UInt8]] = []
+        while answers.count < 3 { answers += try await c.nextBlock().filter { $0.response == .error(.auth) }.map(\.correlationId) }
+        try await c.channel.testingEventLoop.executeInContext {}
+        #expect(try await c.channel.readOutbound(as: ByteBuffer.self) == nil)
+        #expect(c.core.stats.authFailures == 3)
+        #expect(c.core.stats.throttled == 1)
+        #expect(try await c.readAttempt() == false)
+        // One more every half second of the loop's time, in order; all ten after 3.5 s.
+        await c.channel.testingEventLoop.advanceTime(by: .milliseconds(501))
+        #expect(c.core.stats.authFailures == 4)
+        await c.channel.testingEventLoop.advanceTime(by: .seconds(3))
+        #expect(c.core.stats.authFailures == 10)
+        while answers.count < 10 { answers += try await c.nextBlock().filter { $0.response == .error(.auth) }.map(\.correlationId) }
+        #expect(answers == subs.map(\.correlationId))
+        #expect(c.channel.isActive)
         await c.close()
     }
 }
