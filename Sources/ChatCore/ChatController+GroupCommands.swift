@@ -247,29 +247,51 @@ extension ChatController {
         return .group(.groupUpdated(GroupUpdated(user: userModel(u), fromGroup: view.info, toGroup: after.info, msgSigned: false)))
     }
 
-    /// `/_send #<groupId> json [...]`: messages to every member (`newChatItems`, `groupSnd`).
+    /// `/_send #<groupId> json [...]`: messages to every member (`newChatItems`, `groupSnd`). A
+    /// `quotedItemId` (an item of this group) travels as SimpleX's `quote`, with the quoted
+    /// message's shared id, time, direction and author (`msgRef.memberId`) and its content.
     public func sendToGroup(groupId: Int64, messages: [JSONValue]) async throws -> ChatResponse {
         let (u, view) = try await groupAndUser(groupId)
         try requireGroupPermission(view, .sendContent)
-        var checked: [JSONValue] = []
+        // Everything is checked before anything is sent, so a bad message loses none of the others.
+        var checked: [(JSONValue, GroupItemRecord?)] = []
         for m in messages {
             guard let json = m["msgContent"], (try? PeerInput.content(json)) != nil else {
                 throw ChatFailure.command("each message needs a msgContent object with a type")
             }
-            if let q = m["quotedItemId"], q != .null { throw ChatFailure.command("quotes in groups are not supported yet") }
-            checked.append(json)
+            var quoted: GroupItemRecord?
+            if let q = m["quotedItemId"], q != .null {
+                guard let qid = q.int64Value else { throw ChatFailure.command("quotedItemId must be a chat item id") }
+                guard let found = try await dbRead({ db in try GroupItemRecord.fetchOne(db, key: qid) }), found.groupId == groupId else {
+                    throw ChatFailure.store(.chatItemNotFound(itemId: qid))
+                }
+                guard found.sharedMsgId != nil, Stored.decode(MsgContent.self, found.content) != nil else { throw ChatFailure.store(.invalidQuote) }
+                quoted = found
+            }
+            checked.append((json, quoted))
         }
         try requireStarted()
         var items: [AChatItem] = []
-        for json in checked {
+        for (json, quoted) in checked {
             let msgId = ChatMessage.newMessageId()
             let userId = u.id
             let now = Timestamp.now()
             let itemId = ItemIdBox()
-            try await runGroupCommand(try await groupView(groupId), userId: u.id, .sendContent(event: "x.msg.new", params: .object([("content", json)])),
-                                      messageId: msgId, extra: { db in
+            var params: [(String, JSONValue)] = [("content", json)]
+            var quoteText: String?
+            if let quoted, let quotedMsgId = quoted.sharedMsgId, let quotedContent = Stored.decode(MsgContent.self, quoted.content) {
+                var ref: [(String, JSONValue)] = [("msgId", .string(quotedMsgId)), ("sentAt", .string(quoted.createdAt)),
+                                                  ("sent", .bool(quoted.memberRowId == nil))]
+                let author = quoted.memberRowId.flatMap { id in view.members.first { $0.id == id } } ?? (quoted.memberRowId == nil ? view.membership : nil)
+                if let author { ref.append(("memberId", .string(author.memberId))) }
+                params.append(("quote", .object([("msgRef", .object(ref)), ("content", Stored.json(quoted.content) ?? .null)])))
+                quoteText = try Stored.text(GroupItemQuote(sharedMsgId: quotedMsgId, sentAt: Stored.timestamp(quoted.createdAt), content: quotedContent,
+                                                           itemId: quoted.id, authorRowId: quoted.memberRowId))
+            }
+            try await runGroupCommand(try await groupView(groupId), userId: u.id, .sendContent(event: "x.msg.new", params: .object(params)),
+                                      messageId: msgId, extra: { [quoteText] db in
                                           var item = GroupItemRecord(userId: userId, groupId: groupId, content: json.description, sharedMsgId: msgId,
-                                                                     status: .sndNew, blocked: false, createdAt: now)
+                                                                     status: .sndNew, blocked: false, createdAt: now, quote: quoteText)
                                           try item.insert(db)
                                           itemId.set(item.id!)
                                           _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("chat_ts").set(to: now))

@@ -42,6 +42,8 @@ struct GroupOutcome: Sendable {
     /// Items stored from received content (ids), and content refused (why).
     var receivedItems: [Int64] = []
     var refusedContent: [String] = []
+    /// Malformed quotes of applied messages (kept without their quote), for the log.
+    var droppedQuotes: [String] = []
     /// The store had this message already (a copy after a restart): nothing was applied.
     var duplicate = false
     var actions = 0
@@ -307,9 +309,25 @@ extension ChatController {
                 let rows = GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId)
                 let authorRow = try rows.filter(GroupMemberRecord.Columns.memberId == author.text).fetchOne(db)?.id
                 let forwarderRow = try forwardedBy.flatMap { try rows.filter(GroupMemberRecord.Columns.memberId == $0.text).fetchOne(db)?.id }
+                var quoteText: String?
+                if let quote = env.params["quote"] {
+                    // A malformed quote is dropped and the message kept, as in direct chats.
+                    let ref: PeerInput.QuoteRef?
+                    do { ref = try PeerInput.quote(quote) } catch {
+                        out.droppedQuotes.append(error.message)
+                        ref = nil
+                    }
+                    if let ref {
+                        let quoted = try ref.msgId.flatMap { id in
+                            try GroupItemRecord.filter(GroupItemRecord.Columns.groupId == groupId && GroupItemRecord.Columns.sharedMsgId == id).fetchOne(db)
+                        }
+                        quoteText = try Stored.text(GroupItemQuote(sharedMsgId: ref.msgId, sentAt: ref.sentAt, content: ref.content,
+                                                                   itemId: quoted?.id, authorRowId: quoted?.memberRowId))
+                    }
+                }
                 var item = GroupItemRecord(userId: userId, groupId: groupId, memberRowId: authorRow, forwardedByRowId: forwarderRow,
                                            content: env.params["content"]!.description, sharedMsgId: env.msgId, status: .rcvNew, blocked: blocked,
-                                           createdAt: now)
+                                           createdAt: now, quote: quoteText)
                 try item.insert(db)
                 out.receivedItems.append(item.id!)
                 _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("chat_ts").set(to: now))
@@ -338,13 +356,31 @@ extension ChatController {
             r.profile = try Stored.text(checked)
             if s.category == .user {
                 r.localDisplayName = try UserRecord.fetchOne(db, key: userId)?.localDisplayName ?? checked.displayName
-            } else if r.localDisplayName == nil || oldName != checked.displayName {
-                r.localDisplayName = try LocalNames.rename(db, userId: userId, current: r.localDisplayName, displayName: checked.displayName)
+            } else {
+                // A member who is a known contact under the same display name goes by the contact's
+                // local name (as in SimpleX: `bob` in the group is the contact `bob`, not `bob_1`).
+                let contactName = try r.contactId.flatMap { try ContactRecord.fetchOne(db, key: $0) }
+                    .flatMap { c in Stored.profile(c.profile)?.displayName == checked.displayName ? c.localDisplayName : nil }
+                let own = try memberOwnName(db, r.localDisplayName, userId: userId)
+                if let contactName {
+                    if contactName != r.localDisplayName { try LocalNames.release(db, userId: userId, name: own) }
+                    r.localDisplayName = contactName
+                } else if own == nil || oldName != checked.displayName {
+                    r.localDisplayName = try LocalNames.rename(db, userId: userId, current: own, displayName: checked.displayName)
+                }
             }
         } else if r.localDisplayName == nil, let contact = s.contact, let c = try ContactRecord.fetchOne(db, key: contact), let p = Stored.profile(c.profile) {
-            r.localDisplayName = try LocalNames.reserve(db, userId: userId, displayName: p.displayName)
+            r.localDisplayName = try c.localDisplayName ?? LocalNames.reserve(db, userId: userId, displayName: p.displayName)
         }
         try r.save(db)
+    }
+
+    /// A member's local name when the member holds it itself; nil when it has none or shares its
+    /// contact's (a shared name is the contact's to free, never the member's).
+    nonisolated static func memberOwnName(_ db: Database, _ name: String?, userId: Int64) throws -> String? {
+        guard let name else { return nil }
+        let shared = try !ContactRecord.filter(Column("user_id") == userId && Column("local_display_name") == name).isEmpty(db)
+        return shared ? nil : name
     }
 
     // MARK: - Agent events of member connections
@@ -467,6 +503,9 @@ extension ChatController {
         for why in outcome.refusedContent {
             logger.info("group content not applied", metadata: ["group": "\(groupId)", "reason": "\(why)"])
         }
+        for why in outcome.droppedQuotes {
+            logger.info("a malformed quote was dropped", metadata: ["group": "\(groupId)", "error": "\(why)"])
+        }
         guard !outcome.events.isEmpty || !outcome.receivedItems.isEmpty else { return }
         let u = try await user(userId)
         let user = userModel(u)
@@ -543,7 +582,13 @@ extension ChatController {
         let meta = CIMeta(itemId: r.id ?? 0, itemTs: created, itemText: content.text, itemStatus: r.status.ciStatus, itemSharedMsgId: r.sharedMsgId,
                           itemEdited: false, deletable: true, editable: sent, forwardedByMember: r.forwardedByRowId, createdAt: created, updatedAt: created)
         let dir: CIDirection = sent ? .groupSnd : author.map { .groupRcv(groupMember: $0) } ?? .groupSnd
-        return ChatItem(chatDir: dir, meta: meta, content: sent ? .sndMsgContent(content) : .rcvMsgContent(content))
+        let quote = Stored.decode(GroupItemQuote.self, r.quote).map { q -> CIQuote in
+            // The quoted message's direction is known when this side has it: its own, or a member's.
+            let quotedDir: CIDirection? = q.itemId == nil ? nil
+                : q.authorRowId.map { id in view.members.first { $0.id == id }.map { .groupRcv(groupMember: view.member($0)) } } ?? .groupSnd
+            return CIQuote(chatDir: quotedDir, itemId: q.itemId, sharedMsgId: q.sharedMsgId, sentAt: q.sentAt, content: q.content)
+        }
+        return ChatItem(chatDir: dir, meta: meta, content: sent ? .sndMsgContent(content) : .rcvMsgContent(content), quotedItem: quote)
     }
 
     // MARK: - Performing actions
@@ -718,7 +763,7 @@ extension ChatController {
             guard try GroupActionRecord.filter(GroupActionRecord.Columns.groupId == groupId).isEmpty(db) else { return }
             for m in try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId).fetchAll(db)
             where m.category != GroupProtocol.GroupMemberCategory.user.rawValue {
-                try LocalNames.release(db, userId: g.userId, name: m.localDisplayName)
+                try LocalNames.release(db, userId: g.userId, name: Self.memberOwnName(db, m.localDisplayName, userId: g.userId))
             }
             try LocalNames.release(db, userId: g.userId, name: g.localDisplayName)
             _ = try GroupRecord.deleteOne(db, key: groupId)

@@ -81,6 +81,9 @@ enum GroupStore {
                 CREATE INDEX group_action_by_group ON group_action(group_id, id);
                 """)
         }
+        m.registerMigration("v4b: group item quotes") { db in
+            try db.execute(sql: "ALTER TABLE group_item ADD COLUMN quote TEXT")
+        }
     }
 }
 
@@ -184,14 +187,27 @@ struct GroupItemRecord: ChatRecord {
     var status: ItemStatus
     var blocked: Bool
     var createdAt: String
+    /// The quoted message (``GroupItemQuote`` as JSON), when the item quotes one.
+    var quote: String?
 
     enum Columns {
         static let id = Column("id")
         static let groupId = Column("group_id")
         static let status = Column("status")
+        static let sharedMsgId = Column("shared_msg_id")
     }
 
     mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
+}
+
+/// What a group item's `quote` column holds: the quoted message as the quote carried it (shared id,
+/// time, content) and, when this side has that message, its item and author (nil = the user).
+struct GroupItemQuote: Codable, Sendable {
+    var sharedMsgId: String?
+    var sentAt: ChatTimestamp
+    var content: MsgContent
+    var itemId: Int64?
+    var authorRowId: Int64?
 }
 
 /// `group_action`: an effect of a committed input still to perform (an agent call), in order per group.

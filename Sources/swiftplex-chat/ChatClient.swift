@@ -77,9 +77,16 @@ actor ChatClient {
         case "/ac", "/accept": await decideRequest(rest, accept: true)
         case "/rc", "/reject": await decideRequest(rest, accept: false)
         case "/contacts": await listContacts()
+        case "/g", "/group": await newGroup(rest)
+        case "/a", "/add": await addMember(rest)
+        case "/j", "/join": await joinGroup(rest)
+        case "/ms", "/members": await listMembers(rest)
+        case "/l", "/leave": await leaveGroup(rest)
         default:
             if line.hasPrefix("@") {
                 await send(line)
+            } else if line.hasPrefix("#") {
+                await sendToGroup(line)
             } else if line.hasPrefix("/") {
                 // Anything else is a Chat API command, answered with its JSON.
                 terminal.line((await api.execute(line)).description)
@@ -98,6 +105,12 @@ actor ChatClient {
         /rc <name>         reject the contact request from <name> (/rc #<number> likewise)
         @<name> <text>     send a message (@'two words' text for names with spaces)
         /contacts          list your contacts
+        /g <group>         create a group (you are its owner)
+        /a <group> <name>  invite the contact <name> to the group (as a member)
+        /j <group>         join a group you were invited to
+        #<group> <text>    send a message to the group (#'two words' text for names with spaces)
+        /ms <group>        list the group's members
+        /l <group>         leave the group
         /help              this list
         /q                 quit (also end of input, Ctrl-C)
         any other /command is passed to the Chat API as it is and its JSON answer printed
@@ -218,6 +231,106 @@ actor ChatClient {
             terminal.line("sent to @\(Sanitize.line(name)): \(Sanitize.text(text))")
         } else {
             terminal.line("not sent to \(Sanitize.line(name)): \(EventText.errorWords(r))")
+        }
+    }
+
+    // MARK: - Groups
+
+    private func newGroup(_ argument: String) async {
+        let name = Self.unquote(argument)
+        guard !name.isEmpty else { return terminal.line("usage: /g <group name>") }
+        let profile = JSONValue.object([("displayName", .string(name)), ("fullName", .string(""))])
+        let r = await api.execute("/_group \(userId) \(profile)")
+        guard r["type"]?.stringValue == "groupCreated", let local = r["groupInfo"]?["localDisplayName"]?.stringValue else {
+            return terminal.line("cannot create the group: \(EventText.errorWords(r))")
+        }
+        let shown = EventText.quoted(Sanitize.line(local))
+        terminal.line("group #\(shown) created; /a \(shown) <name> invites a contact")
+    }
+
+    /// The group a name means: its id and local name, or nil after printing why not.
+    private func group(_ word: String) async -> (Int, String)? {
+        let name = Self.unquote(word)
+        guard !name.isEmpty else {
+            terminal.line("which group? (/help lists the commands)")
+            return nil
+        }
+        let r = await api.execute("/_groups \(userId)")
+        guard case let .array(list)? = r["groups"] else {
+            terminal.line("cannot list groups: \(EventText.errorWords(r))")
+            return nil
+        }
+        let matches = list.filter { $0["localDisplayName"]?.stringValue == name }
+        guard matches.count == 1, let id = matches[0]["groupId"]?.intValue else {
+            terminal.line(matches.isEmpty ? "no group called \(Sanitize.line(name))" : "several groups are called \(Sanitize.line(name)); use the API's #<groupId> commands")
+            return nil
+        }
+        return (id, name)
+    }
+
+    private func addMember(_ argument: String) async {
+        let (groupWord, contactWord) = Self.split(argument)
+        let contactName = Self.unquote(contactWord)
+        guard !contactName.isEmpty else { return terminal.line("usage: /a <group> <contact>") }
+        guard let (groupId, groupName) = await group(groupWord), let list = await contacts() else { return }
+        let matches = list.filter { $0["localDisplayName"]?.stringValue == contactName }
+        guard matches.count == 1, let contactId = matches[0]["contactId"]?.intValue else {
+            return terminal.line(matches.isEmpty ? "no contact called \(Sanitize.line(contactName)) (/contacts lists them)" : "several contacts are called \(Sanitize.line(contactName)); use /_add #<groupId> <contactId> member")
+        }
+        let r = await api.execute("/_add #\(groupId) \(contactId) member")
+        if r["type"]?.stringValue == "sentGroupInvitation" {
+            terminal.line("invited \(Sanitize.line(contactName)) to #\(Sanitize.line(groupName))")
+        } else {
+            terminal.line("cannot invite \(Sanitize.line(contactName)) to #\(Sanitize.line(groupName)): \(EventText.errorWords(r))")
+        }
+    }
+
+    private func joinGroup(_ argument: String) async {
+        guard let (groupId, groupName) = await group(argument) else { return }
+        let r = await api.execute("/_join #\(groupId)")
+        if r["type"]?.stringValue == "userAcceptedGroupSent" {
+            terminal.line("joining #\(Sanitize.line(groupName)); you are in when the host's client answers")
+        } else {
+            terminal.line("cannot join #\(Sanitize.line(groupName)): \(EventText.errorWords(r))")
+        }
+    }
+
+    private func listMembers(_ argument: String) async {
+        guard let (groupId, groupName) = await group(argument) else { return }
+        let r = await api.execute("/_members #\(groupId)")
+        guard case let .array(members)? = r["group"]?["members"] else {
+            return terminal.line("cannot list the members of #\(Sanitize.line(groupName)): \(EventText.errorWords(r))")
+        }
+        let me = r["group"]?["groupInfo"]?["membership"]
+        terminal.line("#\(Sanitize.line(groupName)): you (\(Sanitize.line(me?["memberRole"]?.stringValue ?? "?"))), \(members.count) other member\(members.count == 1 ? "" : "s")")
+        for m in members {
+            let role = Sanitize.line(m["memberRole"]?.stringValue ?? "?")
+            let status = Sanitize.line(m["memberStatus"]?.stringValue ?? "?")
+            terminal.line("\(EventText.memberName(m)) (\(role), \(status))")
+        }
+    }
+
+    private func leaveGroup(_ argument: String) async {
+        guard let (groupId, groupName) = await group(argument) else { return }
+        let r = await api.execute("/_leave #\(groupId)")
+        if r["type"]?.stringValue == "leftMemberUser" {
+            terminal.line("you left #\(Sanitize.line(groupName))")
+        } else {
+            terminal.line("cannot leave #\(Sanitize.line(groupName)): \(EventText.errorWords(r))")
+        }
+    }
+
+    private func sendToGroup(_ line: String) async {
+        let (target, text) = Self.split(String(line.dropFirst()))
+        guard !Self.unquote(target).isEmpty, !text.isEmpty else { return terminal.line("usage: #group text") }
+        guard let (groupId, groupName) = await group(target) else { return }
+        let content = JSONValue.object([("type", .string("text")), ("text", .string(text))])
+        let message = JSONValue.array([.object([("msgContent", content), ("mentions", .object([]))])])
+        let r = await api.execute("/_send #\(groupId) json \(message)")
+        if r["type"]?.stringValue == "newChatItems" {
+            terminal.line("sent to #\(Sanitize.line(groupName)): \(Sanitize.text(text))")
+        } else {
+            terminal.line("not sent to #\(Sanitize.line(groupName)): \(EventText.errorWords(r))")
         }
     }
 

@@ -23,8 +23,16 @@ enum EventText {
         case "newChatItems":
             guard case let .array(items)? = event["chatItems"] else { return [] }
             return items.compactMap { item in
-                let who = name(item["chatInfo"]?["contact"])
                 let content = item["chatItem"]?["content"]
+                if item["chatInfo"]?["type"]?.stringValue == "group" {
+                    let g = group(item["chatInfo"]?["groupInfo"])
+                    switch content?["type"]?.stringValue {
+                    case "rcvMsgContent": return "#\(g) \(memberName(item["chatItem"]?["chatDir"]?["groupMember"]))> \(text(content?["msgContent"]))"
+                    case "sndMsgContent": return "sent to #\(g): \(text(content?["msgContent"]))"
+                    default: return nil
+                    }
+                }
+                let who = name(item["chatInfo"]?["contact"])
                 switch content?["type"]?.stringValue {
                 case "rcvMsgContent": return "@\(who): \(text(content?["msgContent"]))"
                 case "sndMsgContent": return "sent to @\(who): \(text(content?["msgContent"]))"
@@ -42,6 +50,26 @@ enum EventText {
             let who = name(reaction?["chatInfo"]?["contact"])
             let emoji = Sanitize.line(reaction?["chatReaction"]?["reaction"]?["emoji"]?.stringValue ?? "?")
             return ["@\(who) \(event["added"]?.boolValue == false ? "removed the reaction" : "reacted") \(emoji)"]
+        case "receivedGroupInvitation":
+            let g = group(event["groupInfo"])
+            return ["#\(g): \(name(event["contact"])) invites you to join the group (/j \(quoted(g)) to join)"]
+        case "userJoinedGroup":
+            return ["#\(group(event["groupInfo"])): you joined the group"]
+        case "joinedGroupMember":
+            return ["#\(group(event["groupInfo"])): \(memberName(event["member"])) joined the group"]
+        case "connectedToGroupMember":
+            return ["#\(group(event["groupInfo"])): connected to \(memberName(event["member"]))"]
+        case "leftMember":
+            return ["#\(group(event["groupInfo"])): \(memberName(event["member"])) left the group"]
+        case "deletedMember":
+            return ["#\(group(event["groupInfo"])): \(memberName(event["byMember"])) removed \(memberName(event["deletedMember"]))"]
+        case "deletedMemberUser":
+            return ["#\(group(event["groupInfo"])): \(memberName(event["member"])) removed you from the group"]
+        case "memberRole":
+            let from = Sanitize.line(event["fromRole"]?.stringValue ?? "?"), to = Sanitize.line(event["toRole"]?.stringValue ?? "?")
+            return ["#\(group(event["groupInfo"])): \(memberName(event["byMember"])) changed the role of \(memberName(event["member"])) from \(from) to \(to)"]
+        case "groupDeleted":
+            return ["#\(group(event["groupInfo"])): \(memberName(event["member"])) deleted the group"]
         case "hostConnected":
             return ["connected to relay \(Sanitize.line(event["transportHost"]?.stringValue ?? "?"))"]
         case "hostDisconnected":
@@ -60,6 +88,14 @@ enum EventText {
         let type = Sanitize.line(msgContent?["type"]?.stringValue ?? "?")
         if type == "text" { return t }
         return t.isEmpty ? "[\(type)]" : "[\(type)] \(t)"
+    }
+
+    /// A group's local name, sanitised.
+    static func group(_ groupInfo: JSONValue?) -> String { Sanitize.line(groupInfo?["localDisplayName"]?.stringValue ?? "?") }
+
+    /// A group member's local name, sanitised.
+    static func memberName(_ member: JSONValue?) -> String {
+        Sanitize.line(member?["localDisplayName"]?.stringValue ?? member?["memberProfile"]?["displayName"]?.stringValue ?? "?")
     }
 
     static func quoted(_ name: String) -> String { name.contains(" ") ? "'\(name)'" : name }

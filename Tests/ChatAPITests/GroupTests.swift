@@ -294,6 +294,58 @@ import Testing
 }
 
 extension GroupTests {
+    /// Members who are contacts go by the contact's name. A reply in a group (`quotedItemId`, as
+    /// the Python library's `msg.reply` sends it) carries
+    /// SimpleX's `quote`: both sides show `quotedItem` with the quoted item's own direction and id,
+    /// also when the chat is read back; an unknown item is `chatItemNotFound`, and nothing is sent.
+    @Test func aReplyInAGroupQuotesTheMessageOnBothSides() async throws {
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "anna", relays: [relay.address]) { anna, annaIn in
+                try await withEngine(dir, "ben", relays: [relay.address]) { ben, benIn in
+                    await startUser(anna, "anna")
+                    await startUser(ben, "ben")
+                    let (benInAnna, _) = try await connect(anna, annaIn, "anna", ben, benIn, "ben")
+                    let g = try #require(await anna.execute(#"/_group 1 {"displayName": "club"}"#)["groupInfo"]?["groupId"]?.intValue)
+                    _ = await anna.execute("/_add #\(g) \(benInAnna) member")
+                    let bg = try #require(try await benIn.next("receivedGroupInvitation")["groupInfo"]?["groupId"]?.intValue)
+                    _ = await ben.execute("/_join #\(bg)")
+                    _ = try await benIn.next("userJoinedGroup")
+                    // A member who is a contact goes by the contact's local name, on both sides.
+                    let annasMembers = await anna.execute("/_members #\(g)")["group"]?["members"]?.arrayFirst
+                    #expect(annasMembers?["localDisplayName"]?.stringValue == "ben" && annasMembers?["memberContactId"]?.intValue == benInAnna, "\(String(describing: annasMembers))")
+                    let bensMembers = await ben.execute("/_members #\(bg)")["group"]?["members"]?.arrayFirst
+                    #expect(bensMembers?["localDisplayName"]?.stringValue == "anna", "\(String(describing: bensMembers))")
+                    let asked = await send(anna, group: g, "question")
+                    let askedId = try #require(asked["chatItems"]?.arrayFirst?["chatItem"]?["meta"]?["itemId"]?.intValue)
+                    let got = try await received(benIn, "question", from: "anna")
+                    let gotId = try #require(got["chatItems"]?.arrayFirst?["chatItem"]?["meta"]?["itemId"]?.intValue)
+
+                    let unknown = await ben.execute(#"/_send #\#(bg) json [{"msgContent": {"type": "text", "text": "lost"}, "quotedItemId": 999, "mentions": {}}]"#)
+                    #expect(unknown["chatError"]?["storeError"]?["type"]?.stringValue == "chatItemNotFound", "\(unknown)")
+
+                    let reply = await ben.execute(#"/_send #\#(bg) json [{"msgContent": {"type": "text", "text": "answer"}, "quotedItemId": \#(gotId), "mentions": {}}]"#)
+                    expectShape(reply, "newChatItems")
+                    let mine = try #require(reply["chatItems"]?.arrayFirst?["chatItem"]?["quotedItem"], "\(reply)")
+                    #expect(mine["content"]?["text"]?.stringValue == "question")
+                    #expect(mine["chatDir"]?["type"]?.stringValue == "groupRcv")
+                    #expect(mine["chatDir"]?["groupMember"]?["memberProfile"]?["displayName"]?.stringValue == "anna")
+                    #expect(mine["itemId"]?.intValue == gotId)
+
+                    let event = try await received(annaIn, "answer", from: "ben")
+                    let theirs = try #require(event["chatItems"]?.arrayFirst?["chatItem"]?["quotedItem"], "\(event)")
+                    #expect(theirs["content"]?["text"]?.stringValue == "question")
+                    #expect(theirs["chatDir"]?["type"]?.stringValue == "groupSnd")
+                    #expect(theirs["itemId"]?.intValue == askedId)
+                    #expect(!annaIn.contains("newChatItems"), "the unknown quote sent nothing")
+
+                    let chat = await anna.execute("/_get chat #\(g) count=10")
+                    guard case let .array(items)? = chat["chat"]?["chatItems"] else { throw TestFailure("no items: \(chat)") }
+                    #expect(items.map { $0["quotedItem"]?["itemId"]?.intValue } == [nil, askedId])
+                }
+            }
+        }
+    }
+
     /// A newcomer's first message, sent before it is connected to the other member, reaches that
     /// member through the host (`x.grp.msg.forward`) — once, even when the pair connects meanwhile.
     @Test func theHostForwardsANewcomersMessagesUntilThePairIsConnected() async throws {

@@ -74,6 +74,78 @@ import Testing
         await relay.stop()
     }
 
+    @Test func threeClientsMakeAGroupTalkChangeARoleLeaveAndDeleteIt() async throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let relay = try await RelayProcess.start(dataDirectory: dir.appendingPathComponent("relay"))
+        let alice = try await ChatProcess.start("alice", dataDirectory: dir.appendingPathComponent("alice"), relay: relay)
+        let bob = try await ChatProcess.start("bob", dataDirectory: dir.appendingPathComponent("bob"), relay: relay)
+        let carol = try await ChatProcess.start("carol", dataDirectory: dir.appendingPathComponent("carol"), relay: relay)
+        _ = try await connectByInvitation(alice, bob)
+        _ = try await connectByInvitation(alice, carol)
+
+        alice.send("/g team")
+        try await alice.waitFor(line: "group #team created; /a team <name> invites a contact")
+        alice.send("/a team nobody")
+        try await alice.waitFor(line: "no contact called nobody (/contacts lists them)")
+        alice.send("/a nogroup bob")
+        try await alice.waitFor(line: "no group called nogroup")
+        for member in [bob, carol] {
+            alice.send("/a team \(member.name)")
+            try await alice.waitFor(line: "invited \(member.name) to #team")
+            try await member.waitFor(line: "#team: alice invites you to join the group (/j team to join)")
+            member.send("/j team")
+            try await member.waitFor(line: "joining #team; you are in when the host's client answers")
+            try await member.waitFor(line: "#team: you joined the group")
+            try await alice.waitFor(line: "#team: \(member.name) joined the group")
+        }
+        // Carol came second: the host introduces her to bob, and each says so.
+        try await bob.waitFor(line: "#team: connected to carol")
+        try await carol.waitFor(line: "#team: connected to bob")
+
+        // A peer's text cannot pass for the client's own output: the escape is shown, not obeyed.
+        alice.send("#team hello\u{1B}[2J all")
+        try await alice.waitFor(line: "sent to #team: hello^[[2J all")
+        try await bob.waitFor(line: "#team alice> hello^[[2J all")
+        try await carol.waitFor(line: "#team alice> hello^[[2J all")
+        bob.send("#team hi from bob")
+        try await alice.waitFor(line: "#team bob> hi from bob")
+        try await carol.waitFor(line: "#team bob> hi from bob")
+        carol.send("#nogroup hi")
+        try await carol.waitFor(line: "no group called nogroup")
+
+        var from = alice.lines.count
+        alice.send("/ms team")
+        try await alice.waitFor(from: from, line: "#team: you (owner), 2 other members")
+        try await alice.waitFor(from: from, line: "bob (member, connected)")
+        try await alice.waitFor(from: from, line: "carol (member, connected)")
+
+        // A role change through the Chat API (the typed-in /_ command) shows as a line at the members.
+        from = alice.lines.count
+        alice.send("/_members #1")
+        let (_, json) = try await alice.process.waitFor(from: from, "the members' JSON") { $0.hasPrefix("{") }
+        let members = ((try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])?["group"] as? [String: Any])?["members"] as? [[String: Any]]
+        let carolId = try #require(members?.first { ($0["localDisplayName"] as? String) == "carol" }?["groupMemberId"] as? Int)
+        alice.send("/_member role #1 \(carolId) admin")
+        try await bob.waitFor(line: "#team: alice changed the role of carol from member to admin")
+
+        carol.send("/l team")
+        try await carol.waitFor(line: "you left #team")
+        try await alice.waitFor(line: "#team: carol left the group")
+        try await bob.waitFor(line: "#team: carol left the group")
+        carol.send("#team still here?")
+        let (_, refused) = try await carol.process.waitFor("the refusal") { $0.hasPrefix("not sent to #team: ") }
+        #expect(refused.contains("not"), "\(refused)")
+
+        alice.send("/_delete #1 full")
+        try await bob.waitFor(line: "#team: alice deleted the group")
+
+        try await alice.quit()
+        try await bob.quit()
+        try await carol.quit()
+        await relay.stop()
+    }
+
     @Test func twoClientsConnectByAddressWithManualAcceptAndReject() async throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -1,0 +1,241 @@
+"""Groups through the unmodified `simplex-chat` Python library (7.0.2) on Swiftplex's libsimplex.so.
+
+A real swiftplex-relay process; three library Clients (ann, ben, cat) and a library `Bot`, all in
+this process, each with its own SQLite database. ann connects to the others by one-time
+invitations, creates a group with `api_new_group`, invites them with `api_add_member`; they join
+with `api_join_group` from an `on_event("receivedGroupInvitation")` handler. Messages go through
+the group, and the Bot's `on_message(chat_type="group")` handler answers in the group with
+`msg.reply`. Then `api_list_members`, `api_set_members_role`, `api_block_members_for_all`,
+`api_update_group_profile`, `api_remove_members`, `api_leave_group`, `api_list_groups`,
+`api_get_chat` and `api_delete_chat` on the group, each checked by the events the others get.
+
+Not covered: `api_create_group_link` and the other group-link calls (group links are not built in
+Swiftplex yet; they answer "not supported by this engine yet").
+
+Prints `python groups: N passed, 0 failed`; exits non-zero on the first failure.
+"""
+
+import asyncio
+import os
+import subprocess
+import tempfile
+
+from simplex_chat import Bot, Client, Profile, SqliteDb
+
+BIN = os.environ["SIMPLEX_LIBS_DIR"]
+passed = 0
+
+
+def check(condition, what):
+    global passed
+    if not condition:
+        print(f"FAILED: {what}", flush=True)
+        os._exit(1)  # library threads must not keep a failed run alive
+    passed += 1
+    print(f"ok: {what}", flush=True)
+
+
+class Events:
+    """Every event of the given types one client gets, in order; `wait` is woken by each arrival."""
+
+    def __init__(self, client, *tags):
+        self.seen = []
+        self.changed = asyncio.Condition()
+        for tag in tags:
+            client.on_event(tag)(self._add)
+
+    async def _add(self, event):
+        async with self.changed:
+            self.seen.append(event)
+            self.changed.notify_all()
+
+    async def wait(self, predicate, what, timeout=60):
+        """The first event (in arrival order) that `predicate` accepts."""
+        def found():
+            return next((e for e in self.seen if predicate(e)), None)
+        try:
+            async with self.changed:
+                await asyncio.wait_for(self.changed.wait_for(lambda: found() is not None), timeout)
+        except asyncio.TimeoutError:
+            check(False, f"{what} (events seen: {[e['type'] for e in self.seen]})")
+        return found()
+
+
+def of_type(tag, **fields):
+    def predicate(event):
+        if event["type"] != tag:
+            return False
+        return all(f(event) for f in fields.values())
+    return predicate
+
+
+def member_name(member):
+    return member["memberProfile"]["displayName"]
+
+
+async def serve(client):
+    task = asyncio.create_task(client.serve_forever())
+    while not client._serving and not task.done():
+        await asyncio.sleep(0)
+    return task
+
+
+async def groups(work):
+    def db(name):
+        return SqliteDb(file_prefix=os.path.join(work, name))
+
+    ann, ben, cat = (Client(profile=Profile(display_name=n), db=db(n)) for n in ("ann", "ben", "cat"))
+    bot = Bot(profile=Profile(display_name="echo"), db=db("echo"), welcome="hi")
+
+    group_tags = ("receivedGroupInvitation", "userJoinedGroup", "joinedGroupMember", "connectedToGroupMember",
+                  "memberRole", "memberBlockedForAll", "deletedMember", "deletedMemberUser", "leftMember",
+                  "groupDeleted", "groupUpdated", "contactConnected")
+    events = {c: Events(c, *group_tags) for c in (ann, ben, cat, bot)}
+    texts = {c: asyncio.Queue() for c in (ann, ben, cat, bot)}
+    for c in (ann, ben, cat):
+        c.on_message(chat_type="group", content_type="text")(lambda m, q=texts[c]: q.put(m))
+
+    # Every invited client joins from its event handler, as a bot would.
+    for c in (ben, cat, bot):
+        c.on_event("receivedGroupInvitation")(lambda e, c=c: c.api.api_join_group(e["groupInfo"]["groupId"]))
+
+    @bot.on_message(chat_type="group", content_type="text")
+    async def echo(message):
+        await texts[bot].put(message)
+        await message.reply(f"echo: {message.text}")
+
+    names = {ann: "ann", ben: "ben", cat: "cat", bot: "echo"}
+    errors = []
+    for c in (ann, ben, cat, bot):
+        c.on_event("chatError")(lambda e, c=c: errors.append((c, e)) or asyncio.sleep(0))
+
+    async with ann, ben, cat, bot:
+        tasks = [await serve(c) for c in (ann, ben, cat, bot)]
+
+        contacts = {}
+        for c, name in ((ben, "ben"), (cat, "cat"), (bot, "echo")):
+            link = await ann.api.api_create_link(1)
+            await c.connect_to(link, timeout=60)
+            event = await events[ann].wait(of_type("contactConnected", n=lambda e, n=name: e["contact"]["profile"]["displayName"] == n),
+                                           f"ann is connected to {name}")
+            contacts[name] = event["contact"]["contactId"]
+        check(len(await ann.api.api_list_contacts(1)) == 3, "ann has three contacts")
+
+        info = await ann.api.api_new_group(1, {"displayName": "team", "fullName": "The team"})
+        gid = info["groupId"]
+        check(info["groupProfile"]["displayName"] == "team" and info["membership"]["memberRole"] == "owner",
+              "api_new_group creates the group with the user as owner")
+
+        for name in ("ben", "cat", "echo"):
+            member = await ann.api.api_add_member(gid, contacts[name], "member")
+            check(member_name(member) == name and member["memberStatus"] == "invited", f"api_add_member invites {name}")
+
+        group_ids = {}
+        for c, name in ((ben, "ben"), (cat, "cat"), (bot, "echo")):
+            invitation = await events[c].wait(of_type("receivedGroupInvitation"), f"{name} gets receivedGroupInvitation")
+            check(invitation["groupInfo"]["groupProfile"]["displayName"] == "team", f"{name}'s invitation names the group")
+            group_ids[c] = invitation["groupInfo"]["groupId"]
+            await events[c].wait(of_type("userJoinedGroup"), f"{name} joined (userJoinedGroup)")
+        # Everyone is connected to everyone: each joiner connects to the two other members and ann.
+        for c, name in ((ben, "ben"), (cat, "cat"), (bot, "echo")):
+            others = {"ann", "ben", "cat", "echo"} - {name}
+            for other in others - {"ann"}:
+                await events[c].wait(of_type("connectedToGroupMember", m=lambda e, o=other: member_name(e["member"]) == o),
+                                     f"{name} is connected to {other} in the group")
+        members = await ann.api.api_list_members(gid)
+        check(sorted((member_name(m), m["memberStatus"]) for m in members) == [("ben", "connected"), ("cat", "connected"), ("echo", "connected")],
+              "api_list_members lists the three connected members")
+        ids = {member_name(m): m["groupMemberId"] for m in members}
+
+        # A message to the group reaches every member once; the Bot answers in the group with msg.reply.
+        sent = await ben.api.api_send_text_message({"chatType": "group", "chatId": group_ids[ben]}, "hello team")
+        check(sent[0]["chatInfo"]["type"] == "group" and sent[0]["chatItem"]["chatDir"]["type"] == "groupSnd",
+              "api_send_text_message to a group answers a groupSnd item")
+        for c, name in ((ann, "ann"), (cat, "cat"), (bot, "echo")):
+            message = await asyncio.wait_for(texts[c].get(), 30)
+            check(message.text == "hello team" and member_name(message.chat_item["chatItem"]["chatDir"]["groupMember"]) == "ben",
+                  f"{name} gets ben's group message with ben as the sender")
+        for c, name in ((ann, "ann"), (ben, "ben"), (cat, "cat")):
+            message = await asyncio.wait_for(texts[c].get(), 30)
+            quoted = message.chat_item["chatItem"].get("quotedItem") or {}
+            check(message.text == "echo: hello team" and member_name(message.chat_item["chatItem"]["chatDir"]["groupMember"]) == "echo",
+                  f"{name} gets the Bot's msg.reply in the group")
+            check(quoted.get("content", {}).get("text") == "hello team", f"the Bot's reply quotes ben's message at {name}")
+            quoted_dir = quoted.get("chatDir") or {}
+            if c is ben:
+                check(quoted_dir.get("type") == "groupSnd" and quoted.get("itemId") == sent[0]["chatItem"]["meta"]["itemId"],
+                      "at ben the quote points to his own sent item")
+            else:
+                check(quoted_dir.get("type") == "groupRcv" and member_name(quoted_dir["groupMember"]) == "ben",
+                      f"at {name} the quote names ben as its author")
+
+        chat = await ann.api.api_get_chat("group", gid, 10)
+        check([i["content"]["msgContent"]["text"] for i in chat["chatItems"]] == ["hello team", "echo: hello team"],
+              "api_get_chat pages the group's items")
+        groups = await cat.api.api_list_groups(1)
+        check([g["groupProfile"]["displayName"] for g in groups] == ["team"], "api_list_groups lists the group")
+
+        # Roles, blocking, the group profile.
+        await ann.api.api_set_members_role(gid, [ids["cat"]], "admin")
+        event = await events[ben].wait(of_type("memberRole"), "ben gets memberRole")
+        check(member_name(event["member"]) == "cat" and event["toRole"] == "admin", "api_set_members_role: members see cat become admin")
+        await ann.api.api_block_members_for_all(gid, [ids["echo"]], True)
+        event = await events[cat].wait(of_type("memberBlockedForAll"), "cat gets memberBlockedForAll")
+        check(member_name(event["member"]) == "echo" and event["blocked"] is True, "api_block_members_for_all reaches the members")
+        await ann.api.api_block_members_for_all(gid, [ids["echo"]], False)
+        updated = await ann.api.api_update_group_profile(gid, {"displayName": "team", "fullName": "The whole team"})
+        check(updated["groupProfile"]["fullName"] == "The whole team", "api_update_group_profile answers the new profile")
+        event = await events[bot].wait(of_type("groupUpdated"), "the Bot gets groupUpdated")
+        check(event["toGroup"]["groupProfile"]["fullName"] == "The whole team", "members get the new profile")
+
+        # Removing and leaving.
+        removed = await ann.api.api_remove_members(gid, [ids["ben"]])
+        check([member_name(m) for m in removed] == ["ben"], "api_remove_members answers the removed member")
+        await events[ben].wait(of_type("deletedMemberUser"), "ben gets deletedMemberUser")
+        event = await events[cat].wait(of_type("deletedMember"), "cat gets deletedMember")
+        check(member_name(event["deletedMember"]) == "ben", "the others see ben removed")
+        left = await cat.api.api_leave_group(group_ids[cat])
+        check(left["membership"]["memberStatus"] == "left", "api_leave_group: cat's membership is left")
+        event = await events[ann].wait(of_type("leftMember"), "ann gets leftMember")
+        check(member_name(event["member"]) == "cat", "the owner sees cat leave")
+        members = await ann.api.api_list_members(gid)
+        check({member_name(m): m["memberStatus"] for m in members} == {"ben": "removed", "cat": "left", "echo": "connected"},
+              "api_list_members shows who was removed and who left")
+
+        # The owner deletes the group for everyone.
+        await ann.api.api_delete_chat("group", gid)
+        await events[bot].wait(of_type("groupDeleted"), "the Bot gets groupDeleted")
+        check(await ann.api.api_list_groups(1) == [], "the deleted group is gone from the owner's list")
+
+        for c, e in errors:
+            # Known (docs/architecture.md, Groups): a message still in flight to a member just
+            # removed is reported as a chatError there; shown, not counted as a failure.
+            print("chatError event at", names[c], e, flush=True)
+        for c in (ann, ben, cat, bot):
+            c.stop()
+        await asyncio.gather(*tasks)
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="swiftplex-python-groups-")
+    relay = subprocess.Popen([os.path.join(BIN, "swiftplex-relay"), "--data-dir", os.path.join(work, "relay"),
+                              "--listen", "127.0.0.1:0", "--log-level", "warning"], stdout=subprocess.PIPE, text=True)
+    address = relay.stdout.readline().strip()
+    check(address.startswith("smp://"), f"relay printed its address {address}")
+    os.environ["SWIFTPLEX_SERVERS"] = address
+    try:
+        asyncio.run(groups(work))
+    finally:
+        relay.terminate()
+        relay.wait(timeout=15)
+    print(f"python groups: {passed} passed, 0 failed", flush=True)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        print(f"python groups: {passed} passed, 1 failed", flush=True)
+        os._exit(1)
