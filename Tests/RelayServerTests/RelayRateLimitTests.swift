@@ -167,11 +167,16 @@ import Testing
             // These clients never start TLS: keep them open (and counted) however slow the machine is.
             $0.handshakeTimeout = .seconds(120)
         }) { relay in
-            var clients: [RawClient] = []
-            for _ in 0..<5 { clients.append(try await RawClient(host: relay.address.host, port: relay.address.port, tls: false)) }
+            // Opened at once, so that all five are in the backlog within the same second however
+            // loaded the machine is (opened one after another, a slow machine could space them a
+            // second apart and the bucket would never be in debt).
+            let clients = try await withThrowingTaskGroup(of: RawClient.self) { group in
+                for _ in 0..<5 { group.addTask { try await RawClient(host: relay.address.host, port: relay.address.port, tls: false) } }
+                return try await group.reduce(into: [RawClient]()) { $0.append($1) }
+            }
             // Fails here if the rate were not applied: the counter moves only when the listener,
-            // in debt, withholds its next accept. (How many were accepted by then depends on how
-            // fast this machine opened the five, so it is not asserted.)
+            // in debt, withholds its next accept. (How many were accepted by then depends on the
+            // machine, so it is not asserted.)
             try await eventually("the listener is throttled") { relay.stats.throttled >= 1 }
             // Held, not refused: all are accepted in the end.
             try await eventually(timeout: .seconds(30), "every connection accepted") { relay.stats.connections == 5 }
