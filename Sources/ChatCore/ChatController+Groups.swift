@@ -383,6 +383,17 @@ extension ChatController {
         return shared ? nil : name
     }
 
+    /// A contact's local name when no group member shares it; nil when one does (the name stays
+    /// taken, the member's own from then on, freed when its group is purged).
+    nonisolated static func contactOwnName(_ db: Database, _ name: String?, userId: Int64) throws -> String? {
+        guard let name else { return nil }
+        let shared = try Bool.fetchOne(db, sql: """
+            SELECT EXISTS (SELECT 1 FROM group_member m JOIN chat_group g ON g.id = m.group_id
+                           WHERE g.user_id = ? AND m.local_display_name = ? AND m.category != ?)
+            """, arguments: [userId, name, GroupProtocol.GroupMemberCategory.user.rawValue]) ?? false
+        return shared ? nil : name
+    }
+
     // MARK: - Agent events of member connections
 
     /// Handles an agent event if it is of a member connection; returns false for others.

@@ -294,7 +294,8 @@ import Testing
 }
 
 extension GroupTests {
-    /// Members who are contacts go by the contact's name. A reply in a group (`quotedItemId`, as
+    /// Members who are contacts go by the contact's name, which stays taken when the contact is
+    /// deleted while the member still goes by it. A reply in a group (`quotedItemId`, as
     /// the Python library's `msg.reply` sends it) carries
     /// SimpleX's `quote`: both sides show `quotedItem` with the quoted item's own direction and id,
     /// also when the chat is read back; an unknown item is `chatItemNotFound`, and nothing is sent.
@@ -344,6 +345,12 @@ extension GroupTests {
                     guard case let .array(items)? = chat["chat"]?["chatItems"] else { throw TestFailure("no items: \(chat)") }
                     #expect(items.map { $0["quotedItem"]?["itemId"]?.intValue } == [nil, askedId])
 
+                    // Deleting the contact leaves its name with the member who shares it: still taken.
+                    #expect(await anna.execute("/_delete @\(benInAnna) full")["type"]?.stringValue == "contactDeleted")
+                    let member = await anna.execute("/_members #\(g)")["group"]?["members"]?.arrayFirst
+                    #expect(member?["localDisplayName"]?.stringValue == "ben", "\(String(describing: member))")
+                    let named = await anna.execute(#"/_group 1 {"displayName": "ben"}"#)
+                    #expect(named["groupInfo"]?["localDisplayName"]?.stringValue == "ben_1", "\(named)")
                 }
             }
         }
