@@ -209,7 +209,7 @@ extension ChatController {
         let (userId, localName) = (u.id, c.localName)
         try await dbWrite { db in
             _ = try ContactRecord.deleteOne(db, key: contactId)
-            try LocalNames.release(db, userId: userId, name: localName)
+            try LocalNames.release(db, userId: userId, name: Self.contactOwnName(db, localName, userId: userId))
         }
         if c.status == .pending {
             return .contactConnectionDeleted(user: userModel(u), connection: ModelOf.pendingConnection(c, link: c.invitation))

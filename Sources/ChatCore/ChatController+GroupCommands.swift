@@ -147,52 +147,45 @@ extension ChatController {
         return .group(.groupsList(GroupsList(user: userModel(u), groups: groups.map(\.info))))
     }
 
-    /// `/_member role #<groupId> <ids> <role>` (`membersRoleUser`).
-    public func setMembersRole(groupId: Int64, memberIds: [Int64], role: ChatModel.GroupMemberRole) async throws -> ChatResponse {
+    /// A command on named members (role, block, remove): the group and its user, the members
+    /// named (`groupMemberNotFound` for an unknown one), the user's permission for `action` on each
+    /// (all checked before anything is sent), then the machine's `input` for each member in turn,
+    /// on the group as it is by then; `respond` answers with the user, the group afterwards and
+    /// the members as they are now (in the order named).
+    func runOnMembers(groupId: Int64, memberIds: [Int64], action: GroupProtocol.GroupAction, input: (MemberId) -> GroupInput,
+                      respond: (User, GroupInfo, [GroupMember]) -> GroupResponse) async throws -> ChatResponse {
         let (u, view) = try await groupAndUser(groupId)
         let targets = try namedMembers(view, memberIds)
-        let proto = GroupRoles.proto(role)
-        for t in targets { try requireGroupPermission(view, .changeRole(to: proto), target: GroupProtocol.GroupMemberRole(name: t.role)) }
+        for t in targets { try requireGroupPermission(view, action, target: GroupProtocol.GroupMemberRole(name: t.role)) }
         try requireStarted()
         for t in targets {
             guard let id = MemberId(t.memberId) else { continue }
-            try await runGroupCommand(try await groupView(groupId), userId: u.id, .changeRole(id, to: proto))
+            try await runGroupCommand(try await groupView(groupId), userId: u.id, input(id))
         }
         let after = try await groupView(groupId)
-        return .group(.membersRoleUser(MembersRoleUser(user: userModel(u), groupInfo: after.info,
-                                                       members: targets.compactMap { MemberId($0.memberId).flatMap(after.member) }, toRole: role)))
+        return .group(respond(userModel(u), after.info, targets.compactMap { MemberId($0.memberId).flatMap(after.member) }))
+    }
+
+    /// `/_member role #<groupId> <ids> <role>` (`membersRoleUser`).
+    public func setMembersRole(groupId: Int64, memberIds: [Int64], role: ChatModel.GroupMemberRole) async throws -> ChatResponse {
+        let proto = GroupRoles.proto(role)
+        return try await runOnMembers(groupId: groupId, memberIds: memberIds, action: .changeRole(to: proto), input: { .changeRole($0, to: proto) }) {
+            .membersRoleUser(MembersRoleUser(user: $0, groupInfo: $1, members: $2, toRole: role))
+        }
     }
 
     /// `/_block #<groupId> <ids> blocked=on|off` (`membersBlockedForAllUser`).
     public func blockMembers(groupId: Int64, memberIds: [Int64], blocked: Bool) async throws -> ChatResponse {
-        let (u, view) = try await groupAndUser(groupId)
-        let targets = try namedMembers(view, memberIds)
-        for t in targets { try requireGroupPermission(view, .block, target: GroupProtocol.GroupMemberRole(name: t.role)) }
-        try requireStarted()
-        for t in targets {
-            guard let id = MemberId(t.memberId) else { continue }
-            try await runGroupCommand(try await groupView(groupId), userId: u.id, .block(id, blocked: blocked))
+        try await runOnMembers(groupId: groupId, memberIds: memberIds, action: .block, input: { .block($0, blocked: blocked) }) {
+            .membersBlockedForAllUser(MembersBlockedForAllUser(user: $0, groupInfo: $1, members: $2, blocked: blocked))
         }
-        let after = try await groupView(groupId)
-        return .group(.membersBlockedForAllUser(MembersBlockedForAllUser(user: userModel(u), groupInfo: after.info,
-                                                                         members: targets.compactMap { MemberId($0.memberId).flatMap(after.member) },
-                                                                         blocked: blocked)))
     }
 
     /// `/_remove #<groupId> <ids>[ messages=on]` (`userDeletedMembers`).
     public func removeMembers(groupId: Int64, memberIds: [Int64], withMessages: Bool) async throws -> ChatResponse {
-        let (u, view) = try await groupAndUser(groupId)
-        let targets = try namedMembers(view, memberIds)
-        for t in targets { try requireGroupPermission(view, .remove, target: GroupProtocol.GroupMemberRole(name: t.role)) }
-        try requireStarted()
-        for t in targets {
-            guard let id = MemberId(t.memberId) else { continue }
-            try await runGroupCommand(try await groupView(groupId), userId: u.id, .remove(id, messages: withMessages))
+        try await runOnMembers(groupId: groupId, memberIds: memberIds, action: .remove, input: { .remove($0, messages: withMessages) }) {
+            .userDeletedMembers(UserDeletedMembers(user: $0, groupInfo: $1, members: $2, withMessages: withMessages))
         }
-        let after = try await groupView(groupId)
-        return .group(.userDeletedMembers(UserDeletedMembers(user: userModel(u), groupInfo: after.info,
-                                                             members: targets.compactMap { MemberId($0.memberId).flatMap(after.member) },
-                                                             withMessages: withMessages)))
     }
 
     /// `/_leave #<groupId>` (`leftMemberUser`).

@@ -383,6 +383,17 @@ extension ChatController {
         return shared ? nil : name
     }
 
+    /// A contact's local name when no group member shares it; nil when one does (the name stays
+    /// taken, the member's own from then on, freed when its group is purged).
+    nonisolated static func contactOwnName(_ db: Database, _ name: String?, userId: Int64) throws -> String? {
+        guard let name else { return nil }
+        let shared = try Bool.fetchOne(db, sql: """
+            SELECT EXISTS (SELECT 1 FROM group_member m JOIN chat_group g ON g.id = m.group_id
+                           WHERE g.user_id = ? AND m.local_display_name = ? AND m.category != ?)
+            """, arguments: [userId, name, GroupProtocol.GroupMemberCategory.user.rawValue]) ?? false
+        return shared ? nil : name
+    }
+
     // MARK: - Agent events of member connections
 
     /// Handles an agent event if it is of a member connection; returns false for others.
@@ -428,13 +439,26 @@ extension ChatController {
             throw e // nothing committed: the event is handled again (`handleStoring`)
         } catch {
             // Refused (a GroupError), or its group is gone: never applied; logged, reported, and
-            // (a message) acknowledged.
+            // (a message) acknowledged. A message that was still in flight when the user was
+            // removed (or left, or the group was deleted) is expected: dropped quietly, as SimpleX does.
             let why = (error as? GroupError).map { "\($0.code.rawValue): \($0.message)" } ?? "\(Self.chatError(error))"
-            reportGroupRefusal(ref, why)
+            if Self.isLateForGoneUser(input, error) {
+                logger.debug("a group message for a user no longer in the group was dropped",
+                             metadata: ["group": "\(ref.groupId)", "member": "\(ref.memberId)", "reason": "\(why)"])
+            } else {
+                reportGroupRefusal(ref, why)
+            }
             if let mark { try await dbWrite { db in try GroupInputRecord(agentConnId: mark.conn, seq: Int64(mark.seq)).insert(db, onConflict: .ignore) } }
         }
         if let mark { await agent.messageProcessed(mark.conn, seq: mark.seq) }
         return true
+    }
+
+    /// A message received after the user's membership ended (`notJoined` is the machine's answer
+    /// to any message then): one still in flight at the removal. Only this refusal goes unreported.
+    nonisolated static func isLateForGoneUser(_ input: GroupInput, _ error: any Error) -> Bool {
+        guard case .received = input, let e = error as? GroupError else { return false }
+        return e.code == .notJoined
     }
 
     private func reportGroupRefusal(_ ref: GroupConnection, _ why: String) {

@@ -294,7 +294,8 @@ import Testing
 }
 
 extension GroupTests {
-    /// Members who are contacts go by the contact's name. A reply in a group (`quotedItemId`, as
+    /// Members who are contacts go by the contact's name, which stays taken when the contact is
+    /// deleted while the member still goes by it. A reply in a group (`quotedItemId`, as
     /// the Python library's `msg.reply` sends it) carries
     /// SimpleX's `quote`: both sides show `quotedItem` with the quoted item's own direction and id,
     /// also when the chat is read back; an unknown item is `chatItemNotFound`, and nothing is sent.
@@ -310,6 +311,8 @@ extension GroupTests {
                     let bg = try #require(try await benIn.next("receivedGroupInvitation")["groupInfo"]?["groupId"]?.intValue)
                     _ = await ben.execute("/_join #\(bg)")
                     _ = try await benIn.next("userJoinedGroup")
+                    // Anna sends to connected members only: she must have seen ben connect too.
+                    _ = try await annaIn.next("joinedGroupMember")
                     // A member who is a contact goes by the contact's local name, on both sides.
                     let annasMembers = await anna.execute("/_members #\(g)")["group"]?["members"]?.arrayFirst
                     #expect(annasMembers?["localDisplayName"]?.stringValue == "ben" && annasMembers?["memberContactId"]?.intValue == benInAnna, "\(String(describing: annasMembers))")
@@ -341,6 +344,13 @@ extension GroupTests {
                     let chat = await anna.execute("/_get chat #\(g) count=10")
                     guard case let .array(items)? = chat["chat"]?["chatItems"] else { throw TestFailure("no items: \(chat)") }
                     #expect(items.map { $0["quotedItem"]?["itemId"]?.intValue } == [nil, askedId])
+
+                    // Deleting the contact leaves its name with the member who shares it: still taken.
+                    #expect(await anna.execute("/_delete @\(benInAnna) full")["type"]?.stringValue == "contactDeleted")
+                    let member = await anna.execute("/_members #\(g)")["group"]?["members"]?.arrayFirst
+                    #expect(member?["localDisplayName"]?.stringValue == "ben", "\(String(describing: member))")
+                    let named = await anna.execute(#"/_group 1 {"displayName": "ben"}"#)
+                    #expect(named["groupInfo"]?["localDisplayName"]?.stringValue == "ben_1", "\(named)")
                 }
             }
         }
@@ -393,4 +403,74 @@ extension GroupTests {
 struct TestFailure: Error, CustomStringConvertible {
     let description: String
     init(_ d: String) { description = d }
+}
+
+extension GroupTests {
+    /// A member's message still in flight when the user was removed reaches the user's engine after
+    /// the removal: it is dropped quietly (acknowledged, marked handled, no API event), as in
+    /// SimpleX, while a malformed message on the same connection is still reported. Ben's relay is
+    /// reached through a proxy that is frozen, so his member connections, whose deletion waits on
+    /// the relay, stay in place while the late message comes in (as the agent would deliver it).
+    @Test func aMessageInFlightToARemovedMemberIsDroppedWithoutAnError() async throws {
+        try await withLiveRelay { dir, relay in
+            let proxy = try FreezableProxy(to: relay.address.port)
+            defer { proxy.close() }
+            var bensRelay = relay.address
+            bensRelay.port = proxy.port
+            try await withEngine(dir, "anna", relays: [relay.address]) { anna, annaIn in
+                try await withEngine(dir, "ben", relays: [bensRelay]) { ben, benIn in
+                    try await withEngine(dir, "cara", relays: [relay.address]) { cara, caraIn in
+                        await startUser(anna, "anna")
+                        await startUser(ben, "ben")
+                        await startUser(cara, "cara")
+                        let (benInAnna, _) = try await connect(anna, annaIn, "anna", ben, benIn, "ben")
+                        let (caraInAnna, _) = try await connect(anna, annaIn, "anna", cara, caraIn, "cara")
+                        let g = try #require(await anna.execute(#"/_group 1 {"displayName": "club"}"#)["groupInfo"]?["groupId"]?.intValue)
+                        _ = await anna.execute("/_add #\(g) \(benInAnna) member")
+                        let bg = try #require(try await benIn.next("receivedGroupInvitation")["groupInfo"]?["groupId"]?.intValue)
+                        _ = await ben.execute("/_join #\(bg)")
+                        _ = try await benIn.next("userJoinedGroup")
+                        _ = try await annaIn.next("joinedGroupMember")
+                        _ = await anna.execute("/_add #\(g) \(caraInAnna) member")
+                        let cg = try #require(try await caraIn.next("receivedGroupInvitation")["groupInfo"]?["groupId"]?.intValue)
+                        _ = await cara.execute("/_join #\(cg)")
+                        _ = try await benIn.next("connectedToGroupMember")
+                        _ = try await caraIn.next("connectedToGroupMember")
+
+                        let core = ben.controller
+                        let (benId, annaConn, caraConn) = try await core.dbRead { db -> (String, Int64, Int64) in
+                            let me = try String.fetchOne(db, sql: "SELECT member_id FROM group_member WHERE group_id = ? AND category = 'user'", arguments: [bg])
+                            let host = try Int64.fetchOne(db, sql: "SELECT agent_conn_id FROM group_member WHERE group_id = ? AND category = 'host'", arguments: [bg])
+                            let other = try Int64.fetchOne(db, sql: """
+                                SELECT agent_conn_id FROM group_member WHERE group_id = ? AND category NOT IN ('user', 'host') AND agent_conn_id IS NOT NULL
+                                """, arguments: [bg])
+                            return (me ?? "", host ?? 0, other ?? 0)
+                        }
+                        #expect(!benId.isEmpty && annaConn > 0 && caraConn > 0)
+
+                        // Ben's relay goes silent; anna's removal of ben comes in, then cara's message sent before she knew.
+                        proxy.freeze()
+                        let removal = #"{"v":"1","msgId":"cmVtb3ZlZDE","event":"x.grp.mem.del","params":{"memberId":"\#(benId)"}}"#
+                        try await core.handle(.message(connection: annaConn, seq: 1_000_000, body: Array(removal.utf8), integrity: .ok))
+                        expectShape(try await benIn.next("deletedMemberUser"), "deletedMemberUser")
+                        let late = #"{"v":"1","msgId":"bGF0ZTE","event":"x.msg.new","params":{"content":{"type":"text","text":"late"}}}"#
+                        try await core.handle(.message(connection: caraConn, seq: 1_000_000, body: Array(late.utf8), integrity: .ok))
+                        // Garbage on the same connection is still reported: the first chatError is this one.
+                        try await core.handle(.message(connection: caraConn, seq: 1_000_001, body: Array("not a message".utf8), integrity: .ok))
+                        let reported = try await benIn.next("chatError")
+                        #expect(reported["chatError"]?["errorType"]?["message"]?.stringValue?.contains("malformed") == true, "\(reported)")
+                        #expect(!benIn.contains("chatError"))
+                        // The late message went through the group's path: handled (acknowledged), not applied.
+                        let handled = try await core.dbRead { db in
+                            try Int64.fetchOne(db, sql: "SELECT count(*) FROM group_input WHERE agent_conn_id = ? AND seq = 1000000", arguments: [caraConn]) ?? 0
+                        }
+                        #expect(handled == 1)
+                        #expect(await count(ben, group: bg, "late") == 0)
+                        #expect(!benIn.contains("newChatItems"))
+                        proxy.thaw()
+                    }
+                }
+            }
+        }
+    }
 }
