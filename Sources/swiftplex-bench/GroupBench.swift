@@ -16,7 +16,7 @@ struct GroupBench: AsyncParsableCommand {
         abstract: "One member sends into a group of N engines (one relay), against direct messages one way in the same run.",
         discussion: """
             Prints the set-up time (contacts, then the group's full mesh, N(N-1)/2 member connections), \
-            the direct baseline (owner → one contact, M messages one way), and the group run (owner → \
+            the direct baseline (owner → one contact, --direct messages one way), and the group run (owner → \
             N-1 members, M messages): deliveries/s, time per message, per-recipient cost (time per \
             message / (N-1)) and its ratio to the direct message's time. A list (--members 10,25,50) \
             runs each size with a fresh relay and engines and prints how the cost grows with N.
@@ -24,7 +24,8 @@ struct GroupBench: AsyncParsableCommand {
     )
 
     @Option(help: "Group size(s), the owner included: N, or a list such as 10,25,50.") var members: String = "50"
-    @Option(help: "Messages the owner sends (in the group, and directly for the baseline).") var messages: Int = 200
+    @Option(help: "Messages the owner sends into the group.") var messages: Int = 200
+    @Option(help: "Messages the owner sends directly for the baseline (more than --messages: one recipient's run is short and noisy).") var direct: Int = 1000
     @Option(help: "Messages sent before measuring, in both phases.") var warmup: Int = 10
     @Option(help: "Seconds without progress before giving up.") var stall: Int = 300
 
@@ -33,14 +34,14 @@ struct GroupBench: AsyncParsableCommand {
     func validate() throws {
         let list = members.split(separator: ",")
         guard !list.isEmpty, sizes.count == list.count, sizes.allSatisfy({ $0 >= 3 }) else { throw ValidationError("--members: sizes of at least 3, comma-separated") }
-        guard messages > 0, warmup >= 0, stall > 0 else { throw ValidationError("--messages and --stall must be positive, --warmup not negative") }
+        guard messages > 0, direct > 0, warmup >= 0, stall > 0 else { throw ValidationError("--messages, --direct and --stall must be positive, --warmup not negative") }
     }
 
     func run() async throws {
         #if DEBUG
         print("warning: debug build; figures mean little (use: swift build -c release)")
         #endif
-        print("group benchmark: \(messages) messages after \(warmup) warm-up; one in-process relay (durable), all engines in this process")
+        print("group benchmark: \(messages) group messages, \(direct) direct ones, each after \(warmup) warm-up; one in-process relay (durable), all engines in this process")
         var results: [Result] = []
         for n in sizes {
             let result = try await measure(n)
@@ -72,7 +73,7 @@ struct GroupBench: AsyncParsableCommand {
         let (dir, logger, server) = try await ChatBench.startRelay(label: "group")
         defer { try? FileManager.default.removeItem(at: dir) }
         let names = ["owner"] + (1..<n).map { "m\($0)" }
-        let state = MeshState(engines: n, direct: Recorder(capacity: messages), group: Recorder(capacity: messages * (n - 1)))
+        let state = MeshState(engines: n, direct: Recorder(capacity: direct), group: Recorder(capacity: messages * (n - 1)))
         let (ticks, tick) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         var apis: [ChatAPI] = []
         var tasks: [Task<Void, any Error>] = []
@@ -127,12 +128,12 @@ struct GroupBench: AsyncParsableCommand {
         for _ in 0..<warmup { try ChatBench.expect(await owner.execute("/_send @\(m1) json \(ChatBench.textMessage("warm-up"))"), "newChatItems") }
         try await wait("direct warm-up", progress: { "\(state.directCount)/\(warmup)" }, until: { state.directCount >= warmup })
         let directStart = ContinuousClock.now
-        for _ in 0..<messages {
+        for _ in 0..<direct {
             try ChatBench.expect(await owner.execute("/_send @\(m1) json \(ChatBench.textMessage(String(monotonicNanos())))"), "newChatItems")
         }
-        try await wait("direct", progress: { "\(state.directCount - warmup)/\(messages)" }, until: { state.directCount >= warmup + messages })
+        try await wait("direct", progress: { "\(state.directCount - warmup)/\(direct)" }, until: { state.directCount >= warmup + direct })
         let directElapsed = state.lastDelivery - directStart
-        let direct = state.direct.summary(elapsed: directElapsed)
+        let directSummary = state.direct.summary(elapsed: directElapsed)
 
         // The group: owner → every member.
         let perMember = warmup + messages
@@ -148,11 +149,11 @@ struct GroupBench: AsyncParsableCommand {
         let groupElapsed = state.lastDelivery - groupStart
         let group = state.group.summary(elapsed: groupElapsed)
 
-        let result = Result(n: n, setupSeconds: setup.seconds, direct: direct, group: group,
-                            directMs: directElapsed.seconds * 1000 / Double(messages), groupMs: groupElapsed.seconds * 1000 / Double(messages))
-        print(direct.line("direct"))
+        let result = Result(n: n, setupSeconds: setup.seconds, direct: directSummary, group: group,
+                            directMs: directElapsed.seconds * 1000 / Double(direct), groupMs: groupElapsed.seconds * 1000 / Double(messages))
+        print(directSummary.line("direct"))
         print(group.line("group").replacingOccurrences(of: "msg/s", with: "dlv/s") + String(format: " deliveries to %d members", n - 1))
-        print(String(format: "  direct: %.2f ms per message (owner → m1, one way, %d messages sent back to back, until m1 has all)", result.directMs, messages))
+        print(String(format: "  direct: %.2f ms per message (owner → m1, one way, %d messages sent back to back, until m1 has all)", result.directMs, direct))
         print(String(format: "  group:  %.2f ms per message (%d sent in %.1f s; until all %d members have all), %.3f ms per recipient",
                      result.groupMs, messages, (sentAll - groupStart).seconds, n - 1, result.perRecipientMs))
         print(String(format: "  ratio per-recipient / direct %.2f (goal ≤ 1.5)", result.perRecipientMs / result.directMs))
