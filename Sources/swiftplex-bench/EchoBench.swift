@@ -33,15 +33,9 @@ struct EchoBench: AsyncParsableCommand {
         #if DEBUG
         print("warning: debug build; figures mean little (use: swift build -c release)")
         #endif
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-bench-echo-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let (dir, logger, server) = try await ChatBench.startRelay(label: "echo")
         defer { try? FileManager.default.removeItem(at: dir) }
-        var logger = Logger(label: "bench.echo")
-        logger.logLevel = .critical
         let group = MultiThreadedEventLoopGroup.singleton
-        let server = try await RelayServer.start(
-            configuration: RelayConfiguration(dataDirectory: dir.appendingPathComponent("relay"), host: "127.0.0.1", port: 0),
-            group: group, logger: logger)
         print("echo benchmark: \(messages) messages, \(window) in flight, after \(warmup) warm-up; one in-process relay (durable), two engines in this process")
 
         let relay = try await relayEcho(server: server, group: group)
@@ -134,17 +128,9 @@ struct EchoBench: AsyncParsableCommand {
     // MARK: - Two chat engines
 
     private func chatEcho(server: RelayServer, dir: URL, logger: Logger) async throws -> Summary {
-        let botController = try ChatController(prefix: dir.appendingPathComponent("bot").path, defaultRelays: [server.address], logger: logger)
-        let clientController = try ChatController(prefix: dir.appendingPathComponent("client").path, defaultRelays: [server.address], logger: logger)
-        let bot = ChatAPI(controller: botController)
-        let client = ChatAPI(controller: clientController)
-        let engines = [Task { try await botController.run() }, Task { try await clientController.run() }]
-        defer { engines.forEach { $0.cancel() } }
-        for (api, name) in [(bot, "echo"), (client, "client")] {
-            let newUser = #"/_create user {"profile": {"displayName": "\#(name)", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#
-            try Self.expect(await api.execute(newUser), "activeUser")
-            try Self.expect(await api.execute("/_start"), "chatStarted")
-        }
+        let (bot, botEngine) = try await ChatBench.startEngine("echo", dir: dir, relay: server, logger: logger)
+        let (client, clientEngine) = try await ChatBench.startEngine("client", dir: dir, relay: server, logger: logger)
+        defer { botEngine.cancel(); clientEngine.cancel() }
         let clientEvents = client.events
         var clientInbox = clientEvents.makeAsyncIterator()
 
@@ -155,15 +141,13 @@ struct EchoBench: AsyncParsableCommand {
                 for item in items where item["chatItem"]?["content"]?["type"]?.stringValue == "rcvMsgContent" {
                     guard let contactId = item["chatInfo"]?["contact"]?["contactId"]?.intValue,
                           let text = item["chatItem"]?["content"]?["msgContent"]?["text"]?.stringValue else { continue }
-                    _ = await bot.execute("/_send @\(contactId) json \(Self.textMessage(text))")
+                    _ = await bot.execute("/_send @\(contactId) json \(ChatBench.textMessage(text))")
                 }
             }
         }
         defer { botTask.cancel() }
 
-        let invitation = await bot.execute("/_connect 1")
-        guard let link = invitation["connLinkInvitation"]?["connFullLink"]?.stringValue else { throw BenchFailure("no invitation: \(invitation)") }
-        try Self.expect(await client.execute("/_connect 1 \(link)"), "sentConfirmation")
+        try await ChatBench.invite(bot, client)
         var botId: Int?
         while botId == nil, let event = await clientInbox.next() {
             if event["type"]?.stringValue == "contactConnected" { botId = event["contact"]?["contactId"]?.intValue }
@@ -171,7 +155,7 @@ struct EchoBench: AsyncParsableCommand {
         guard let botId else { throw BenchFailure("the client engine never connected") }
 
         let summary = try await closedLoop(send: {
-            try Self.expect(await client.execute("/_send @\(botId) json \(Self.textMessage(String(monotonicNanos())))"), "newChatItems")
+            try ChatBench.expect(await client.execute("/_send @\(botId) json \(ChatBench.textMessage(String(monotonicNanos())))"), "newChatItems")
         }, receive: { completed in
             for await event in clientEvents where event["type"]?.stringValue == "newChatItems" {
                 guard case let .array(items)? = event["chatItems"] else { continue }
@@ -185,17 +169,4 @@ struct EchoBench: AsyncParsableCommand {
         _ = await client.execute("/_stop")
         return summary
     }
-
-    static func textMessage(_ text: String) -> JSONValue {
-        .array([.object([("msgContent", .object([("type", .string("text")), ("text", .string(text))])), ("mentions", .object([]))])])
-    }
-
-    static func expect(_ response: JSONValue, _ type: String) throws {
-        guard response["type"]?.stringValue == type else { throw BenchFailure("expected \(type), got \(response)") }
-    }
-}
-
-struct BenchFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }
