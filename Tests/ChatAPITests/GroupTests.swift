@@ -44,6 +44,21 @@ import Testing
     }
 
     /// A member's `groupMemberId` in an engine, by display name.
+    /// `/_group` by `owner` (user 1); the new group's id.
+    func createGroup(_ owner: ChatAPI, _ name: String) async throws -> Int {
+        try #require(await owner.execute("/_group 1 {\"displayName\": \"\(name)\"}")["groupInfo"]?["groupId"]?.intValue)
+    }
+
+    /// The host adds its contact `contactId` to group `g` as a member; the invitee joins. Returns
+    /// the group's id on the invitee's side once it has joined (`userJoinedGroup`).
+    func addAndJoin(_ host: ChatAPI, group g: Int, contact contactId: Int, _ invitee: ChatAPI, _ inviteeIn: ChatInbox) async throws -> Int {
+        _ = await host.execute("/_add #\(g) \(contactId) member")
+        let joined = try #require(try await inviteeIn.next("receivedGroupInvitation")["groupInfo"]?["groupId"]?.intValue)
+        _ = await invitee.execute("/_join #\(joined)")
+        _ = try await inviteeIn.next("userJoinedGroup")
+        return joined
+    }
+
     func memberId(_ api: ChatAPI, group: Int, _ name: String) async throws -> Int {
         let members = await api.execute("/_members #\(group)")
         guard case let .array(list)? = members["group"]?["members"] else { throw TestFailure("no members: \(members)") }
@@ -306,11 +321,8 @@ extension GroupTests {
                     await startUser(anna, "anna")
                     await startUser(ben, "ben")
                     let (benInAnna, _) = try await connect(anna, annaIn, "anna", ben, benIn, "ben")
-                    let g = try #require(await anna.execute(#"/_group 1 {"displayName": "club"}"#)["groupInfo"]?["groupId"]?.intValue)
-                    _ = await anna.execute("/_add #\(g) \(benInAnna) member")
-                    let bg = try #require(try await benIn.next("receivedGroupInvitation")["groupInfo"]?["groupId"]?.intValue)
-                    _ = await ben.execute("/_join #\(bg)")
-                    _ = try await benIn.next("userJoinedGroup")
+                    let g = try await createGroup(anna, "club")
+                    let bg = try await addAndJoin(anna, group: g, contact: benInAnna, ben, benIn)
                     // Anna sends to connected members only: she must have seen ben connect too.
                     _ = try await annaIn.next("joinedGroupMember")
                     // A member who is a contact goes by the contact's local name, on both sides.
@@ -368,11 +380,8 @@ extension GroupTests {
                         await startUser(cara, "cara")
                         let (benInAnna, _) = try await connect(anna, annaIn, "anna", ben, benIn, "ben")
                         let (caraInAnna, _) = try await connect(anna, annaIn, "anna", cara, caraIn, "cara")
-                        let g = try #require(await anna.execute(#"/_group 1 {"displayName": "club"}"#)["groupInfo"]?["groupId"]?.intValue)
-                        _ = await anna.execute("/_add #\(g) \(benInAnna) member")
-                        let bg = try #require(try await benIn.next("receivedGroupInvitation")["groupInfo"]?["groupId"]?.intValue)
-                        _ = await ben.execute("/_join #\(bg)")
-                        _ = try await benIn.next("userJoinedGroup")
+                        let g = try await createGroup(anna, "club")
+                        let bg = try await addAndJoin(anna, group: g, contact: benInAnna, ben, benIn)
                         _ = try await annaIn.next("joinedGroupMember")
                         _ = await anna.execute("/_add #\(g) \(caraInAnna) member")
                         let cg = try #require(try await caraIn.next("receivedGroupInvitation")["groupInfo"]?["groupId"]?.intValue)
@@ -425,11 +434,8 @@ extension GroupTests {
                         await startUser(cara, "cara")
                         let (benInAnna, _) = try await connect(anna, annaIn, "anna", ben, benIn, "ben")
                         let (caraInAnna, _) = try await connect(anna, annaIn, "anna", cara, caraIn, "cara")
-                        let g = try #require(await anna.execute(#"/_group 1 {"displayName": "club"}"#)["groupInfo"]?["groupId"]?.intValue)
-                        _ = await anna.execute("/_add #\(g) \(benInAnna) member")
-                        let bg = try #require(try await benIn.next("receivedGroupInvitation")["groupInfo"]?["groupId"]?.intValue)
-                        _ = await ben.execute("/_join #\(bg)")
-                        _ = try await benIn.next("userJoinedGroup")
+                        let g = try await createGroup(anna, "club")
+                        let bg = try await addAndJoin(anna, group: g, contact: benInAnna, ben, benIn)
                         _ = try await annaIn.next("joinedGroupMember")
                         _ = await anna.execute("/_add #\(g) \(caraInAnna) member")
                         let cg = try #require(try await caraIn.next("receivedGroupInvitation")["groupInfo"]?["groupId"]?.intValue)
