@@ -148,8 +148,11 @@ final class RelayStore: Sendable {
     /// and an fsync of the database file). Here the writer only counts what it wrote, and a
     /// separate connection copies the log into the database (`PASSIVE`: the writer goes on
     /// meanwhile) on a queue of its own. The writer restarts the log once a checkpoint has copied
-    /// all of it; should checkpoints running beside a constant stream of commits never get all of
-    /// it, the writer checkpoints itself between groups once the log holds ``walHardLimitPages``.
+    /// all of it and no reader still reads from it. Under a steady stream of overlapping reads that
+    /// moment may never come (a `PASSIVE` checkpoint cannot reset the log while readers use it, and
+    /// the log grew to gigabytes so), so once the log holds ``walHardLimitPages`` the writer runs a
+    /// `TRUNCATE` checkpoint between groups: it waits (busy timeout) for the readers of the log to
+    /// finish — new readers read the database file once it is fully copied — and empties the file.
     private let checkpointer: DatabaseQueue
     private let checkpoints = DispatchQueue(label: "swiftplex.relay.store.checkpoint")
     private struct WalState {
@@ -164,14 +167,22 @@ final class RelayStore: Sendable {
     static let checkpointPages = 1000
     /// The log's size at which the writer checkpoints itself (64 MiB of 4 KiB pages).
     static let walHardLimitPages = 16_384
+    private let walHardLimitPages: Int
 
-    init(path: URL) throws {
+    /// - Parameter walHardLimitPages: the log size (pages) at which the writer empties the log
+    ///   itself (tests use a small one).
+    init(path: URL, walHardLimitPages: Int = RelayStore.walHardLimitPages) throws {
+        self.walHardLimitPages = walHardLimitPages
         var config = Configuration()
+        // The hard-limit checkpoint waits for the log's readers; reads never wait on a WAL writer.
+        config.busyMode = .timeout(10)
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
             try db.execute(sql: "PRAGMA foreign_keys = ON")
             // Checkpoints run on a connection of their own (``checkpointer``), not inside a commit.
             try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
+            // A log that was reset is cut back to the hard limit rather than kept at its peak size.
+            try db.execute(sql: "PRAGMA journal_size_limit = \(walHardLimitPages * 4096)")
         }
         config.label = "relay"
         do {
@@ -294,27 +305,28 @@ final class RelayStore: Sendable {
 
     /// Counts what a group wrote (a page per operation, plus its bytes) and starts a checkpoint on
     /// the checkpointer once enough was written; if the log has outgrown ``walHardLimitPages``
-    /// because checkpoints beside the writer never caught up with it, checkpoints here, between groups.
+    /// because checkpoints beside the writer never caught up with it, empties it here, between groups.
     private func noteWritten(_ batch: [Operation]) {
         let pages = batch.reduce(0) { $0 + 1 + $1.bytes / 4096 }
         let (start, inline) = wal.withLockedValue { w -> (Bool, Bool) in
             w.pagesSinceCheckpoint += pages
-            if w.walPages >= RelayStore.walHardLimitPages { w.walPages = 0; return (false, true) }
+            if w.walPages >= walHardLimitPages { w.walPages = 0; return (false, true) }
             guard w.pagesSinceCheckpoint >= RelayStore.checkpointPages, !w.checkpointRunning else { return (false, false) }
             w.pagesSinceCheckpoint = 0
             w.checkpointRunning = true
             return (true, false)
         }
         if inline {
-            _ = try? pool.writeWithoutTransaction { try $0.checkpoint(.passive) }
+            _ = try? pool.writeWithoutTransaction { try $0.checkpoint(.truncate) }
         }
         guard start else { return }
         checkpoints.async { [checkpointer, wal] in
             let result = try? checkpointer.inDatabase { try $0.checkpoint(.passive) }
             wal.withLockedValue { w in
                 w.checkpointRunning = false
-                // Fully copied: the writer restarts the log at its next commit.
-                if let result { w.walPages = result.walFrameCount > result.checkpointedFrameCount ? result.walFrameCount : 0 }
+                // The log's length since its last reset, copied or not: fully copied, the writer
+                // restarts it at its next commit only if no reader still reads from it.
+                if let result { w.walPages = result.walFrameCount }
             }
         }
     }
