@@ -187,13 +187,7 @@ import Testing
     @Test func aSmallWriteDoesNotWaitForAnotherConnectionsPileOfLargeOnes() async throws {
         let dir = TempDirectory()
         defer { dir.cleanup() }
-        let store = try RelayStore(path: dir.appendingPathComponent("relay.db"))
-        let rid = Sodium.randomBytes(24)
-        try await store.perform { db in
-            try RelayStore.insertQueue(db, StoredQueue(recipientId: rid, senderId: Sodium.randomBytes(24), recipientKey: [UInt8](repeating: 1, count: 33),
-                                                       boxKey: [UInt8](repeating: 2, count: 32), senderKey: nil, enabled: true, linkId: nil,
-                                                       mode: .messaging), now: 0)
-        }
+        let (store, rid) = try await storeWithOneQueue(dir.appendingPathComponent("relay.db"))
         let completed = NIOLockedValueBox<[(owner: UInt64, seq: Int64)]>([])
         let large = [UInt8](repeating: 7, count: 16_000)
         // Connection 1 piles up 64 large writes, then connection 2 submits a small one.
@@ -230,13 +224,7 @@ import Testing
         // must then take the large ones rather than stop.
         let dir = TempDirectory()
         defer { dir.cleanup() }
-        let store = try RelayStore(path: dir.appendingPathComponent("relay.db"))
-        let rid = Sodium.randomBytes(24)
-        try await store.perform { db in
-            try RelayStore.insertQueue(db, StoredQueue(recipientId: rid, senderId: Sodium.randomBytes(24), recipientKey: [UInt8](repeating: 1, count: 33),
-                                                       boxKey: [UInt8](repeating: 2, count: 32), senderKey: nil, enabled: true, linkId: nil,
-                                                       mode: .messaging), now: 0)
-        }
+        let (store, rid) = try await storeWithOneQueue(dir.appendingPathComponent("relay.db"))
         let large = [UInt8](repeating: 7, count: 16_000)
         for _ in 0..<24 {
             store.submit(owner: 1, bytes: large.count, { db in
@@ -255,13 +243,7 @@ import Testing
         let dir = TempDirectory()
         defer { dir.cleanup() }
         let path = dir.appendingPathComponent("relay.db")
-        let store = try RelayStore(path: path, walHardLimitPages: 64)
-        let rid = Sodium.randomBytes(24)
-        try await store.perform { db in
-            try RelayStore.insertQueue(db, StoredQueue(recipientId: rid, senderId: Sodium.randomBytes(24), recipientKey: [UInt8](repeating: 1, count: 33),
-                                                       boxKey: [UInt8](repeating: 2, count: 32), senderKey: nil, enabled: true, linkId: nil,
-                                                       mode: .messaging), now: 0)
-        }
+        let (store, rid) = try await storeWithOneQueue(path)
         let sizeBefore = try #require(try FileManager.default.attributesOfItem(atPath: path.path)[.size] as? Int)
         let large = [UInt8](repeating: 7, count: 16_000)
         for _ in 0..<300 {
@@ -287,21 +269,17 @@ import Testing
         let dir = TempDirectory()
         defer { dir.cleanup() }
         let path = dir.appendingPathComponent("relay.db")
-        let store = try RelayStore(path: path, walHardLimitPages: 64)
-        let rid = Sodium.randomBytes(24)
-        try await store.perform { db in
-            try RelayStore.insertQueue(db, StoredQueue(recipientId: rid, senderId: Sodium.randomBytes(24), recipientKey: [UInt8](repeating: 1, count: 33),
-                                                       boxKey: [UInt8](repeating: 2, count: 32), senderKey: nil, enabled: true, linkId: nil,
-                                                       mode: .messaging), now: 0)
-        }
-        let reading = NIOLockedValueBox(true)
-        let readers = (0..<2).map { _ in
+        let (store, rid) = try await storeWithOneQueue(path, walHardLimitPages: 64)
+        // Each reader leaves a read only once the other has entered a newer one, so one is always
+        // inside a read (no timing involved).
+        let overlap = ReadRelay()
+        let readers = (0..<2).map { me in
             Task.detached {
-                while reading.withLockedValue({ $0 }) {
+                while overlap.isReading {
                     await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
                         store.read({ db in
                             _ = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM message")
-                            usleep(2_000)  // inside the read: the two readers overlap
+                            overlap.holdUntilTheOtherEnters(me)
                         }) { _ in done.resume() }
                     }
                 }
@@ -327,7 +305,7 @@ import Testing
             let wal = (try? FileManager.default.attributesOfItem(atPath: path.path + "-wal")[.size] as? Int) ?? 0
             return wal < 4 << 20
         }
-        reading.withLockedValue { $0 = false }
+        overlap.stop()
         for r in readers { await r.value }
         let stored = try await store.perform { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM message") ?? 0 }
         #expect(stored >= 600)
@@ -388,5 +366,42 @@ import Testing
         unlimited.take(.max, now: start)
         let never = unlimited.debtClears(now: start)
         #expect(never == nil)
+    }
+}
+
+/// A relay store at `path` holding one messaging queue (its recipient id returned).
+private func storeWithOneQueue(_ path: URL, walHardLimitPages: Int = RelayStore.walHardLimitPages) async throws -> (RelayStore, [UInt8]) {
+    let store = try RelayStore(path: path, walHardLimitPages: walHardLimitPages)
+    let rid = Sodium.randomBytes(24)
+    try await store.perform { db in
+        try RelayStore.insertQueue(db, StoredQueue(recipientId: rid, senderId: Sodium.randomBytes(24), recipientKey: [UInt8](repeating: 1, count: 33),
+                                                   boxKey: [UInt8](repeating: 2, count: 32), senderKey: nil, enabled: true, linkId: nil,
+                                                   mode: .messaging), now: 0)
+    }
+    return (store, rid)
+}
+
+/// Two readers that take turns inside reads: reader `me` (0 or 1) returns from
+/// `holdUntilTheOtherEnters` only after the other has entered a read since `me` entered its own,
+/// so at every moment one of them is inside a read; `stop()` releases both.
+private final class ReadRelay: @unchecked Sendable {  // guarded by `condition`
+    private let condition = NSCondition()
+    private var entries = [0, 0]
+    private var reading = true
+
+    var isReading: Bool { condition.withLock { reading } }
+
+    func holdUntilTheOtherEnters(_ me: Int) {
+        condition.lock()
+        defer { condition.unlock() }
+        entries[me] += 1
+        condition.broadcast()
+        let seen = entries[1 - me]
+        while reading && entries[1 - me] == seen { condition.wait() }
+    }
+
+    func stop() {
+        condition.withLock { reading = false }
+        condition.broadcast()
     }
 }
