@@ -78,12 +78,13 @@ public enum ChatErrorType: Sendable, Hashable, Codable {
     case groupMemberNotActive
     case groupMemberUserRemoved
     case groupInternal(message: String)
+    case groupMemberInitialRole(groupInfo: GroupInfo, initialRole: GroupMemberRole)
 
     public static let allTags = ["noActiveUser", "userUnknown", "userExists", "cantDeleteActiveUser", "cantDeleteLastUser", "invalidDisplayName",
                                  "chatNotStarted", "chatNotStopped", "invalidConnReq", "unsupportedConnReq", "userContactLinkExists",
                                  "contactNotReady", "contactNotActive", "invalidChatItemUpdate", "invalidChatItemDelete", "commandError",
                                  "internalError", "exception", "groupUserRole", "groupNotJoined", "groupDuplicateMember",
-                                 "groupMemberNotActive", "groupMemberUserRemoved", "groupInternal"]
+                                 "groupMemberNotActive", "groupMemberUserRemoved", "groupInternal", "groupMemberInitialRole"]
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
@@ -113,6 +114,9 @@ public enum ChatErrorType: Sendable, Hashable, Codable {
         case "groupDuplicateMember": self = .groupDuplicateMember(contactName: try c.decode(String.self, forKey: "contactName"))
         case "groupMemberNotActive": self = .groupMemberNotActive
         case "groupMemberUserRemoved": self = .groupMemberUserRemoved
+        case "groupMemberInitialRole":
+            self = .groupMemberInitialRole(groupInfo: try c.decode(GroupInfo.self, forKey: "groupInfo"),
+                                           initialRole: try c.decode(GroupMemberRole.self, forKey: "initialRole"))
         case "groupInternal": self = .groupInternal(message: try c.decode(String.self, forKey: "message"))
         case let t: throw c.unknown(t, in: "ChatErrorType")
         }
@@ -147,6 +151,10 @@ public enum ChatErrorType: Sendable, Hashable, Codable {
         case let .groupDuplicateMember(name): try c.tag("groupDuplicateMember"); try c.encode(name, forKey: "contactName")
         case .groupMemberNotActive: try c.tag("groupMemberNotActive")
         case .groupMemberUserRemoved: try c.tag("groupMemberUserRemoved")
+        case let .groupMemberInitialRole(g, role):
+            try c.tag("groupMemberInitialRole")
+            try c.encode(g, forKey: "groupInfo")
+            try c.encode(role, forKey: "initialRole")
         case let .groupInternal(m): try c.tag("groupInternal"); try c.encode(m, forKey: "message")
         }
     }
@@ -166,9 +174,12 @@ public enum StoreError: Sendable, Hashable, Codable {
     case dbError(resultCode: String, message: String)
     case groupNotFound(groupId: Int64)
     case groupMemberNotFound(groupMemberId: Int64)
+    case groupLinkNotFound(groupInfo: GroupInfo)
+    case duplicateGroupLink(groupInfo: GroupInfo)
 
     public static let allTags = ["duplicateName", "userNotFound", "contactNotFound", "duplicateContactLink", "userContactLinkNotFound",
-                                 "contactRequestNotFound", "chatItemNotFound", "invalidQuote", "dbError", "groupNotFound", "groupMemberNotFound"]
+                                 "contactRequestNotFound", "chatItemNotFound", "invalidQuote", "dbError", "groupNotFound", "groupMemberNotFound",
+                                 "groupLinkNotFound", "duplicateGroupLink"]
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
@@ -184,6 +195,8 @@ public enum StoreError: Sendable, Hashable, Codable {
         case "dbError": self = .dbError(resultCode: try c.decode(String.self, forKey: "resultCode"), message: try c.decode(String.self, forKey: "message"))
         case "groupNotFound": self = .groupNotFound(groupId: try c.decode(Int64.self, forKey: "groupId"))
         case "groupMemberNotFound": self = .groupMemberNotFound(groupMemberId: try c.decode(Int64.self, forKey: "groupMemberId"))
+        case "groupLinkNotFound": self = .groupLinkNotFound(groupInfo: try c.decode(GroupInfo.self, forKey: "groupInfo"))
+        case "duplicateGroupLink": self = .duplicateGroupLink(groupInfo: try c.decode(GroupInfo.self, forKey: "groupInfo"))
         case let t: throw c.unknown(t, in: "StoreError")
         }
     }
@@ -205,6 +218,8 @@ public enum StoreError: Sendable, Hashable, Codable {
             try c.encode(message, forKey: "message")
         case let .groupNotFound(id): try c.tag("groupNotFound"); try c.encode(id, forKey: "groupId")
         case let .groupMemberNotFound(id): try c.tag("groupMemberNotFound"); try c.encode(id, forKey: "groupMemberId")
+        case let .groupLinkNotFound(g): try c.tag("groupLinkNotFound"); try c.encode(g, forKey: "groupInfo")
+        case let .duplicateGroupLink(g): try c.tag("duplicateGroupLink"); try c.encode(g, forKey: "groupInfo")
         }
     }
 }
