@@ -584,7 +584,11 @@ extension GroupState {
         }
         // Forwards are expected only from the member who introduced us to the author: our host or
         // the author's inviter (SimpleX `expectedForwarder`); an unknown author's from any admin.
-        guard forwarder.memberId == membership.invitedBy || author.invitedBy == forwarder.memberId || author.status == .unknown else {
+        // The user's own removal may come from any admin that got it directly (SimpleX `xGrpMemDel`
+        // `forwardToMember`), possibly before the author's own copy.
+        var removesUser = false
+        if case let .memberDelete(id, _)? = inner, id == membership.memberId { removesUser = true }
+        guard forwarder.memberId == membership.invitedBy || author.invitedBy == forwarder.memberId || author.status == .unknown || removesUser else {
             throw GroupError(.unexpectedSender, "member \(forwarder.memberId) may not forward messages of \(authorId)")
         }
         switch dedup.record(author: authorId, msgId: fwd.msg.msgId, forwardedBy: forwarder.memberId) {

@@ -82,6 +82,7 @@ actor ChatClient {
         case "/j", "/join": await joinGroup(rest)
         case "/ms", "/members": await listMembers(rest)
         case "/l", "/leave": await leaveGroup(rest)
+        case "/create" where rest.hasPrefix("link"): await createGroupLink(String(Self.split(rest).1))
         default:
             if line.hasPrefix("@") {
                 await send(line)
@@ -111,6 +112,7 @@ actor ChatClient {
         #<group> <text>    send a message to the group (#'two words' text for names with spaces)
         /ms <group>        list the group's members
         /l <group>         leave the group
+        /create link #<group>  the group's link (anyone can join with /c <link>; created on first use)
         /help              this list
         /q                 quit (also end of input, Ctrl-C)
         any other /command is passed to the Chat API as it is and its JSON answer printed
@@ -129,6 +131,8 @@ actor ChatClient {
         let r = await api.execute("/_connect \(userId) \(link)")
         switch r["type"]?.stringValue {
         case "sentConfirmation": terminal.line("connection request sent; you are connected when the other side's client answers")
+        case "sentInvitation" where r["connection"]?["groupLinkId"] != nil:
+            terminal.line("request to join the group sent; you are in when the host's client answers")
         case "sentInvitation": terminal.line("contact request sent; you are connected when it is accepted")
         case "contactAlreadyExists":
             terminal.line("you are already connected to \(Sanitize.line(r["contact"]?["localDisplayName"]?.stringValue ?? "this contact"))")
@@ -283,6 +287,22 @@ actor ChatClient {
         } else {
             terminal.line("cannot invite \(Sanitize.line(contactName)) to #\(Sanitize.line(groupName)): \(EventText.errorWords(r))")
         }
+    }
+
+    /// The group's link: made on first use (joiners become members), else the existing one.
+    private func createGroupLink(_ argument: String) async {
+        let word = argument.hasPrefix("#") ? String(argument.dropFirst()) : argument
+        guard let (groupId, groupName) = await group(word) else { return }
+        var r = await api.execute("/_get link #\(groupId)")
+        if r["chatError"]?["storeError"]?["type"]?.stringValue == "groupLinkNotFound" {
+            r = await api.execute("/_create link #\(groupId) member")
+        }
+        let link = r["groupLink"]?["connLinkContact"]
+        guard let shown = link?["connShortLink"]?.stringValue ?? link?["connFullLink"]?.stringValue else {
+            return terminal.line("cannot make a link for #\(Sanitize.line(groupName)): \(EventText.errorWords(r))")
+        }
+        terminal.line("#\(Sanitize.line(groupName)) link (anyone can join with /c <link>):")
+        printLink(shown)
     }
 
     private func joinGroup(_ argument: String) async {

@@ -54,9 +54,20 @@ enum EventText {
             let g = group(event["groupInfo"])
             return ["#\(g): \(name(event["contact"])) invites you to join the group (/j \(quoted(g)) to join)"]
         case "userJoinedGroup":
+            if event["groupInfo"]?["membership"]?["memberStatus"]?.stringValue == "pending_review" {
+                return ["#\(group(event["groupInfo"])): you joined the group; a moderator reviews you before you can take part"]
+            }
             return ["#\(group(event["groupInfo"])): you joined the group"]
+        case "groupLinkConnecting":
+            return ["#\(group(event["groupInfo"])): joining the group through its link (host \(memberName(event["hostMember"])))"]
         case "joinedGroupMember":
+            if event["member"]?["memberStatus"]?.stringValue == "pending_review" {
+                let gid = event["groupInfo"]?["groupId"]?.intValue ?? 0, mid = event["member"]?["groupMemberId"]?.intValue ?? 0
+                return ["#\(group(event["groupInfo"])): \(memberName(event["member"])) joined and waits for review (/_accept member #\(gid) \(mid) member)"]
+            }
             return ["#\(group(event["groupInfo"])): \(memberName(event["member"])) joined the group"]
+        case "memberAcceptedByOther":
+            return ["#\(group(event["groupInfo"])): \(memberName(event["acceptingMember"])) admitted \(memberName(event["member"]))"]
         case "connectedToGroupMember":
             return ["#\(group(event["groupInfo"])): connected to \(memberName(event["member"]))"]
         case "leftMember":

@@ -146,6 +146,40 @@ import Testing
         await relay.stop()
     }
 
+    @Test func aClientJoinsAGroupByItsLink() async throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let relay = try await RelayProcess.start(dataDirectory: dir.appendingPathComponent("relay"))
+        let alice = try await ChatProcess.start("alice", dataDirectory: dir.appendingPathComponent("alice"), relay: relay)
+        let dave = try await ChatProcess.start("dave", dataDirectory: dir.appendingPathComponent("dave"), relay: relay)
+
+        alice.send("/g club")
+        try await alice.waitFor(line: "group #club created; /a club <name> invites a contact")
+        alice.send("/create link #nogroup")
+        try await alice.waitFor(line: "no group called nogroup")
+        let from = alice.lines.count
+        alice.send("/create link #club")
+        try await alice.waitFor(from: from, line: "#club link (anyone can join with /c <link>):")
+        let (_, link) = try await alice.process.waitFor(from: from, "the link") { $0.hasPrefix("https://") }
+        #expect(link.contains("/g?"), "\(link)")
+        // Asking again shows the same link.
+        let again = alice.lines.count
+        alice.send("/create link #club")
+        try await alice.waitFor(from: again, line: link)
+
+        dave.send("/c \(link)")
+        try await dave.waitFor(line: "request to join the group sent; you are in when the host's client answers")
+        try await dave.waitFor(line: "#club: joining the group through its link (host alice)")
+        try await dave.waitFor(line: "#club: you joined the group")
+        try await alice.waitFor(line: "#club: dave joined the group")
+        dave.send("#club hi all")
+        try await alice.waitFor(line: "#club dave> hi all")
+
+        try await alice.quit()
+        try await dave.quit()
+        await relay.stop()
+    }
+
     @Test func twoClientsConnectByAddressWithManualAcceptAndReject() async throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -15,12 +15,14 @@ import Testing
         #"{"type":"groupUserRole","groupInfo":\#(GroupShapeTests.group),"requiredRole":"admin"}"#,
         #"{"type":"groupNotJoined","groupInfo":\#(GroupShapeTests.group)}"#, #"{"type":"groupDuplicateMember","contactName":"ann"}"#,
         #"{"type":"groupMemberNotActive"}"#, #"{"type":"groupMemberUserRemoved"}"#, #"{"type":"groupInternal","message":"m"}"#,
+        #"{"type":"groupMemberInitialRole","groupInfo":\#(GroupShapeTests.group),"initialRole":"admin"}"#,
     ]
     static let storeErrors: [String] = [
         #"{"type":"duplicateName"}"#, #"{"type":"userNotFound","userId":2}"#, #"{"type":"contactNotFound","contactId":3}"#,
         #"{"type":"duplicateContactLink"}"#, #"{"type":"userContactLinkNotFound"}"#, #"{"type":"contactRequestNotFound","contactRequestId":4}"#,
         #"{"type":"chatItemNotFound","itemId":5}"#, #"{"type":"invalidQuote"}"#, #"{"type":"dbError","resultCode":"SQLITE_FULL","message":"m"}"#,
         #"{"type":"groupNotFound","groupId":6}"#, #"{"type":"groupMemberNotFound","groupMemberId":7}"#,
+        #"{"type":"groupLinkNotFound","groupInfo":\#(GroupShapeTests.group)}"#, #"{"type":"duplicateGroupLink","groupInfo":\#(GroupShapeTests.group)}"#,
     ]
 
     func tag(_ json: String) throws -> String {

@@ -8,9 +8,11 @@ the group, and the Bot's `on_message(chat_type="group")` handler answers in the 
 `msg.reply`. Then `api_list_members`, `api_set_members_role`, `api_block_members_for_all`,
 `api_update_group_profile`, `api_remove_members`, `api_leave_group`, `api_list_groups`,
 `api_get_chat` and `api_delete_chat` on the group, each checked by the events the others get.
+A fourth Client (dan) joins by the group's link: `api_create_group_link`, `api_get_group_link_str`,
+`api_connect_plan` and `api_connect_active_user` with the link, `api_set_group_link_member_role`,
+`api_delete_group_link`.
 
-Not covered: `api_create_group_link` and the other group-link calls (group links are not built in
-Swiftplex yet; they answer "not supported by this engine yet").
+Not covered: `api_accept_member` (admission review is covered by the Swift GroupLinkTests).
 
 Prints `python groups: N passed, 0 failed`; exits non-zero on the first failure.
 """
@@ -84,13 +86,13 @@ async def groups(work):
     def db(name):
         return SqliteDb(file_prefix=os.path.join(work, name))
 
-    ann, ben, cat = (Client(profile=Profile(display_name=n), db=db(n)) for n in ("ann", "ben", "cat"))
+    ann, ben, cat, dan = (Client(profile=Profile(display_name=n), db=db(n)) for n in ("ann", "ben", "cat", "dan"))
     bot = Bot(profile=Profile(display_name="echo"), db=db("echo"), welcome="hi")
 
     group_tags = ("receivedGroupInvitation", "userJoinedGroup", "joinedGroupMember", "connectedToGroupMember",
                   "memberRole", "memberBlockedForAll", "deletedMember", "deletedMemberUser", "leftMember",
-                  "groupDeleted", "groupUpdated", "contactConnected")
-    events = {c: Events(c, *group_tags) for c in (ann, ben, cat, bot)}
+                  "groupDeleted", "groupUpdated", "contactConnected", "groupLinkConnecting")
+    events = {c: Events(c, *group_tags) for c in (ann, ben, cat, bot, dan)}
     texts = {c: asyncio.Queue() for c in (ann, ben, cat, bot)}
     for c in (ann, ben, cat):
         c.on_message(chat_type="group", content_type="text")(lambda m, q=texts[c]: q.put(m))
@@ -104,13 +106,13 @@ async def groups(work):
         await texts[bot].put(message)
         await message.reply(f"echo: {message.text}")
 
-    names = {ann: "ann", ben: "ben", cat: "cat", bot: "echo"}
+    names = {ann: "ann", ben: "ben", cat: "cat", bot: "echo", dan: "dan"}
     errors = []
-    for c in (ann, ben, cat, bot):
+    for c in (ann, ben, cat, bot, dan):
         c.on_event("chatError")(lambda e, c=c: errors.append((c, e)) or asyncio.sleep(0))
 
-    async with ann, ben, cat, bot:
-        tasks = [await serve(c) for c in (ann, ben, cat, bot)]
+    async with ann, ben, cat, bot, dan:
+        tasks = [await serve(c) for c in (ann, ben, cat, bot, dan)]
 
         contacts = {}
         for c, name in ((ben, "ben"), (cat, "cat"), (bot, "echo")):
@@ -188,6 +190,33 @@ async def groups(work):
         event = await events[bot].wait(of_type("groupUpdated"), "the Bot gets groupUpdated")
         check(event["toGroup"]["groupProfile"]["fullName"] == "The whole team", "members get the new profile")
 
+        # The group's link: dan, a stranger to everyone, joins by it as the link's role.
+        link = await ann.api.api_create_group_link(gid, "member")
+        check(link.startswith("https://") and "/g?" in link, "api_create_group_link answers a /g short link")
+        check(await ann.api.api_get_group_link_str(gid) == link, "api_get_group_link_str answers the same link")
+        plan, conn_link = await dan.api.api_connect_plan(1, link)
+        check(plan["type"] == "groupLink" and plan["groupLinkPlan"]["type"] == "ok" and conn_link["connFullLink"].startswith("simplex:/contact"),
+              "api_connect_plan of the link: a group link, ok to join")
+        own_plan, _ = await ann.api.api_connect_plan(1, link)
+        check(own_plan["groupLinkPlan"]["type"] == "ownLink", "the owner's plan of its own link is ownLink")
+        check(await dan.api.api_connect_active_user(link) == "contact", "api_connect_active_user sends the join request")
+        event = await events[dan].wait(of_type("groupLinkConnecting"), "dan gets groupLinkConnecting")
+        check(member_name(event["hostMember"]) == "ann", "the link's host is ann")
+        event = await events[dan].wait(of_type("userJoinedGroup"), "dan joined (userJoinedGroup)")
+        check(event["groupInfo"]["membership"]["memberRole"] == "member", "dan joined with the link's role")
+        event = await events[ann].wait(of_type("joinedGroupMember", m=lambda e: member_name(e["member"]) == "dan"), "ann gets joinedGroupMember for dan")
+        for c, name in ((ben, "ben"), (cat, "cat"), (bot, "echo")):
+            await events[c].wait(of_type("connectedToGroupMember", m=lambda e: member_name(e["member"]) == "dan"),
+                                 f"{name} is connected to dan in the group")
+        await ann.api.api_set_group_link_member_role(gid, "observer")
+        check((await ann.api.api_get_group_link(gid))["acceptMemberRole"] == "observer", "api_set_group_link_member_role changes the link's role")
+        await ann.api.api_delete_group_link(gid)
+        try:
+            await ann.api.api_get_group_link(gid)
+            check(False, "api_get_group_link after api_delete_group_link raises")
+        except Exception as e:
+            check("groupLinkNotFound" in repr(getattr(e, "chat_error", None)) + repr(e), "api_get_group_link after api_delete_group_link raises groupLinkNotFound")
+
         # Removing and leaving.
         removed = await ann.api.api_remove_members(gid, [ids["ben"]])
         check([member_name(m) for m in removed] == ["ben"], "api_remove_members answers the removed member")
@@ -199,7 +228,7 @@ async def groups(work):
         event = await events[ann].wait(of_type("leftMember"), "ann gets leftMember")
         check(member_name(event["member"]) == "cat", "the owner sees cat leave")
         members = await ann.api.api_list_members(gid)
-        check({member_name(m): m["memberStatus"] for m in members} == {"ben": "removed", "cat": "left", "echo": "connected"},
+        check({member_name(m): m["memberStatus"] for m in members} == {"ben": "removed", "cat": "left", "echo": "connected", "dan": "connected"},
               "api_list_members shows who was removed and who left")
 
         # The owner deletes the group for everyone.
@@ -210,7 +239,7 @@ async def groups(work):
         # A message still in flight to a member just removed is dropped there quietly: no client
         # gets a chatError event in the whole run.
         check(not errors, f"no chatError events ({[(names[c], e) for c, e in errors]})")
-        for c in (ann, ben, cat, bot):
+        for c in (ann, ben, cat, bot, dan):
             c.stop()
         await asyncio.gather(*tasks)
 
