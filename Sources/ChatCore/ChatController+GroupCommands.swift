@@ -192,6 +192,7 @@ extension ChatController {
     public func leaveGroup(groupId: Int64) async throws -> ChatResponse {
         let (u, view) = try await groupAndUser(groupId)
         try await runGroupCommand(view, userId: u.id, .leave)
+        await dropGroupLink(groupId) // (+GroupLinks)
         return .group(.leftMemberUser(UserGroup(user: userModel(u), groupInfo: try await groupView(groupId).info)))
     }
 
@@ -214,6 +215,7 @@ extension ChatController {
                 _ = try GroupRecord.filter(key: groupId).updateAll(db, GroupRecord.Columns.deleted.set(to: true))
             }
         }
+        await dropGroupLink(groupId) // (+GroupLinks)
         kickGroupActions(groupId)
         return .group(.groupDeletedUser(GroupDeletedUser(user: userModel(u), groupInfo: info)))
     }

@@ -104,8 +104,14 @@ extension ChatController {
 
     /// A group that is gone (deleted, left) takes its link with it.
     func deleteGroupLinkIfGone(_ groupId: Int64) async {
-        guard let g = try? await dbRead({ db in try GroupRecord.fetchOne(db, key: groupId) }), g.deleted,
-              let record = try? await groupLink(groupId) else { return }
+        guard let g = try? await dbRead({ db in try GroupRecord.fetchOne(db, key: groupId) }), g.deleted else { return }
+        await dropGroupLink(groupId)
+    }
+
+    /// Deletes the group's link, if it has one (its address on the relay, then the row); a relay
+    /// that cannot be reached leaves it for the purge to try again.
+    func dropGroupLink(_ groupId: Int64) async {
+        guard let record = try? await groupLink(groupId) else { return }
         do { try await agent.deleteAddress(record.agentAddressId) } catch let e as AgentError where e.code == .unknownConnection {} catch {
             logger.info("a deleted group's link could not be deleted yet", metadata: ["group": "\(groupId)", "error": "\(error)"])
             return

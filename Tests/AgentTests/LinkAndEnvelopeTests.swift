@@ -33,6 +33,22 @@ import Testing
             #expect(throws: LinkError(code, "")) { try InvitationLink(parsing: text) }
         }
     }
+
+    /// A group link is a contact address with SimpleX's client data `{"type":"group","groupLinkId":…}`.
+    @Test func groupLinksCarryTheirIdAsClientData() throws {
+        let queue = sampleLink().queue
+        let link = ContactAddressLink(queue: queue, groupLinkId: "AbC-_123")
+        let text = link.description
+        #expect(text.hasSuffix("&data=%7B%22type%22%3A%22group%22%2C%22groupLinkId%22%3A%22AbC-_123%22%7D"), "\(text)")
+        #expect(try ContactAddressLink(parsing: text) == link)
+        #expect(try AgentLink(parsing: text) == .contact(link))
+        #expect(try ContactAddressLink(parsing: ContactAddressLink(queue: queue).description).groupLinkId == nil)
+        let base = ContactAddressLink(queue: queue).description
+        for bad in ["%7B%7D", "%7B%22type%22%3A%22contact%22%2C%22groupLinkId%22%3A%22x%22%7D", "%7B%22type%22%3A%22group%22%2C%22groupLinkId%22%3A%22a%2Fb%22%7D",
+                    "%ZZ", "%7B%22type%22%3A%22group%22%2C%22groupLinkId%22%3A%22%22%7D", String(repeating: "A", count: 2000)] {
+            #expect(throws: LinkError(.parameters, "")) { try ContactAddressLink(parsing: base + "&data=" + bad) }
+        }
+    }
 }
 
 @Suite struct EnvelopeTests {
@@ -80,6 +96,9 @@ import Testing
         let fragment = try #require(text.split(separator: "#").last)
         #expect(fragment == "\(Base64URL.encode(link.linkId))/\(Base64URL.encode(link.key))")
         #expect(try ShortLink(parsing: text) == link)
+        let group = ShortLink(kind: .group, relay: relay, linkId: [4, 5, 6], key: link.key)
+        #expect(group.description.hasPrefix("https://relay.example.org:5224/g?c="))
+        #expect(try ShortLink(parsing: group.description) == group)
         let address = ShortLink(kind: .contact, relay: RelayAddress(fingerprint: relay.fingerprint, host: "relay.example.org"), linkId: [1, 2, 3], key: link.key)
         #expect(address.description.hasPrefix("https://relay.example.org/a?c="))
         #expect(try ShortLink(parsing: address.description) == address)

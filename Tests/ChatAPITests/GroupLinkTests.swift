@@ -79,6 +79,16 @@ import Testing
                             #expect(annaSeesBen["member"]?["memberProfile"]?["displayName"]?.stringValue == "ben")
                             #expect(await ben.execute("/_connect plan 1 \(short)")["connectionPlan"]?["groupLinkPlan"]?["type"]?.stringValue == "known")
 
+                            // Ben's request sent again (same contactReqId, as after a crash) is not a second member:
+                            // counted below, after cara's request, which the host takes after it.
+                            let benRequestId = try #require(try await anna.controller.dbRead { db in
+                                try String.fetchOne(db, sql: "SELECT x_contact_id FROM group_member WHERE x_contact_id IS NOT NULL")
+                            })
+                            let again = ChatMessage(event: "x.contact", params: .object([
+                                ("profile", .object([("displayName", "ben"), ("fullName", "")])), ("contactReqId", .string(benRequestId)),
+                            ])).encoded
+                            _ = try await ben.controller.agent.joinAddress(try ContactAddressLink(parsing: full), info: again)
+
                             // The link's role changes: cara joins by the full link as an observer.
                             let changed = await anna.execute("/_set link role #\(gid) observer")
                             g.expectShape(changed, "groupLink")
@@ -183,6 +193,11 @@ import Testing
                         try await g.received(benIn, "thanks for letting me in", from: "cara")
                         try await g.received(annaIn, "thanks for letting me in", from: "cara")
                     }
+
+                    // The group deleted: its link goes with it.
+                    #expect(await anna.execute("/_delete #\(gid) full")["type"]?.stringValue == "groupDeletedUser")
+                    let after = await ben.execute("/_connect plan 1 \(link)")
+                    #expect(after["type"]?.stringValue == "chatCmdError", "\(after)")
                 }
             }
         }
