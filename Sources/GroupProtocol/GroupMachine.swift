@@ -232,13 +232,15 @@ extension GroupState {
         try requireActive()
         try GroupPermissions.authorize(actor: membership.role, action: .invite(as: role))
         guard id != membership.memberId, members[id] == nil else { throw GroupError(.duplicateMember, "member id \(id) is in the group already") }
+        // SimpleX's `groupSize`: the current members (the user included) before the joiner.
+        let size = members.values.filter { $0.status.isCurrent }.count + 1
         let m = GroupMemberState(memberId: id, role: role, status: review ? .pendingReview : .accepted, category: .invitee, profile: joiner,
                                  invitedBy: membership.memberId, viaLink: true)
         save(m, &run)
         let invitation = GroupLinkInvitation(
             fromMember: MemberIdRole(membership.memberId, membership.role), fromMemberName: ownProfile.displayName,
             invitedMember: MemberIdRole(id, role), groupProfile: profile, accepted: .accepted,
-            groupSize: members.values.filter { $0.status.isCurrent }.count + 1)
+            groupSize: size)
         run.effects.append(.acceptLinkRequest(for: id, request: request, info: run.envelope(.linkInvitation(invitation))))
     }
 
