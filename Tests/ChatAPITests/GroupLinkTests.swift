@@ -134,12 +134,13 @@ import Testing
         }
     }
 
-    @Test func withReviewJoinersWaitForAModeratorAcrossARestart() async throws {
+    @Test func withReviewJoinersWaitForAModeratorAcrossRestarts() async throws {
         try await withLiveRelay { dir, relay in
-            try await withEngine(dir, "anna", relays: [relay.address]) { anna, annaIn in
-                try await withEngine(dir, "ben", relays: [relay.address]) { ben, benIn in
+            try await withEngine(dir, "ben", relays: [relay.address]) { ben, benIn in
+                await startUser(ben, "ben")
+                // Phase 1: anna's engine the first time; cara's request waits for review.
+                let (gid, link, bg, cg) = try await withEngine(dir, "anna", relays: [relay.address]) { anna, annaIn in
                     await startUser(anna, "anna")
-                    await startUser(ben, "ben")
                     let gid = try await g.createGroup(anna, "vetted")
                     let link = try #require(await anna.execute("/_create link #\(gid) member")["groupLink"]?["connLinkContact"]?["connShortLink"]?.stringValue)
                     // Ben joins before review is switched on.
@@ -160,16 +161,22 @@ import Testing
                         #expect(joined["groupInfo"]?["membership"]?["memberStatus"]?.stringValue == "pending_review")
                         let waiting = try await annaIn.next("joinedGroupMember", where: { $0["member"]?["memberProfile"]?["displayName"]?.stringValue == "cara" })
                         #expect(waiting["member"]?["memberStatus"]?.stringValue == "pending_review", "\(waiting)")
-                        // A waiting member may not send, and is nobody's to admit but a moderator's.
+                        // A waiting member may not send, and the others do not know her yet.
                         let cg = try #require(joined["groupInfo"]?["groupId"]?.intValue)
                         #expect(await g.send(cara, group: cg, "let me in")["type"]?.stringValue == "chatCmdError")
                         let caraInBen = await member(ben, group: bg, "cara")
                         #expect(caraInBen == nil, "ben must not know cara yet: \(String(describing: caraInBen))")
                         return cg
                     }
+                    return (gid, link, bg, cg)
+                }
 
-                    // Cara's engine is closed meanwhile; anna admits her (a member not waiting cannot be).
-                    let caraId = try #require(await member(anna, group: gid, "cara")?["groupMemberId"]?.intValue)
+                // Phase 2: both closed meanwhile; anna's engine reopened admits cara (a member not waiting cannot be).
+                try await withEngine(dir, "anna", relays: [relay.address]) { anna, annaIn in
+                    #expect(await anna.execute("/_start")["type"]?.stringValue == "chatStarted")
+                    let waiting = await member(anna, group: gid, "cara")
+                    #expect(waiting?["memberStatus"]?.stringValue == "pending_review", "\(String(describing: waiting))")
+                    let caraId = try #require(waiting?["groupMemberId"]?.intValue)
                     let benId = try #require(await member(anna, group: gid, "ben")?["groupMemberId"]?.intValue)
                     #expect(errorType(await anna.execute("/_accept member #\(gid) \(benId) member")) == "groupMemberNotActive")
                     #expect(errorType(await anna.execute("/_accept member #\(gid) 9999 member")) == "groupMemberNotFound")
@@ -198,6 +205,7 @@ import Testing
                     #expect(await anna.execute("/_delete #\(gid) full")["type"]?.stringValue == "groupDeletedUser")
                     let after = await ben.execute("/_connect plan 1 \(link)")
                     #expect(after["type"]?.stringValue == "chatCmdError", "\(after)")
+                    _ = bg
                 }
             }
         }
