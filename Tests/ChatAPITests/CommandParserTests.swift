@@ -107,4 +107,36 @@ import Testing
             #expect(throws: CommandParseError(code, "")) { try CommandParser.parse(text) }
         }
     }
+
+    /// The group link commands and `/_accept member` (7.0.2's strings, and upstream's optional role and `short=`).
+    @Test func parsesGroupLinkCommands() throws {
+        let cases: [(String, ChatCommand)] = [
+            ("/_create link #3 member", .group(.createLink(groupId: 3, role: .member, short: true))),
+            ("/_create link #3", .group(.createLink(groupId: 3, role: .member, short: true))),
+            ("/_create link #3 observer short=off", .group(.createLink(groupId: 3, role: .observer, short: false))),
+            ("/_set link role #3 author", .group(.setLinkRole(groupId: 3, role: .author))),
+            ("/_get link #3", .group(.getLink(groupId: 3))),
+            ("/_delete link #3", .group(.deleteLink(groupId: 3))),
+            ("/_accept member #3 40 member", .group(.acceptMember(groupId: 3, groupMemberId: 40, role: .member))),
+            ("/_accept 8", .acceptContact(requestId: 8, incognito: false)),
+        ]
+        for (text, expected) in cases {
+            #expect(try CommandParser.parse(text) == expected, "\(text)")
+        }
+        let bad: [(String, CommandParseError.Code)] = [
+            ("/_create link 3 member", .badArguments),
+            ("/_create link #3 relay", .badArguments),
+            ("/_create link #3 member short=maybe", .badArguments),
+            ("/_set link role #3", .badArguments),
+            ("/_set link #3 member", .badArguments),
+            ("/_get link", .badArguments),
+            ("/_delete link #x", .badArguments),
+            ("/_accept member #3 member", .badArguments),
+            ("/_accept member #3 40", .badArguments),
+            ("/_get link #3 extra", .badArguments),
+        ]
+        for (text, code) in bad {
+            #expect(throws: CommandParseError(code, "")) { try CommandParser.parse(text) }
+        }
+    }
 }
