@@ -10,9 +10,8 @@ the group, and the Bot's `on_message(chat_type="group")` handler answers in the 
 `api_get_chat` and `api_delete_chat` on the group, each checked by the events the others get.
 A fourth Client (dan) joins by the group's link: `api_create_group_link`, `api_get_group_link_str`,
 `api_connect_plan` and `api_connect_active_user` with the link, `api_set_group_link_member_role`,
-`api_delete_group_link`.
-
-Not covered: `api_accept_member` (admission review is covered by the Swift GroupLinkTests).
+`api_delete_group_link`. With `memberAdmission.review = "all"` a fifth (eve) waits for review until
+`api_accept_member` admits her.
 
 Prints `python groups: N passed, 0 failed`; exits non-zero on the first failure.
 """
@@ -86,13 +85,13 @@ async def groups(work):
     def db(name):
         return SqliteDb(file_prefix=os.path.join(work, name))
 
-    ann, ben, cat, dan = (Client(profile=Profile(display_name=n), db=db(n)) for n in ("ann", "ben", "cat", "dan"))
+    ann, ben, cat, dan, eve = (Client(profile=Profile(display_name=n), db=db(n)) for n in ("ann", "ben", "cat", "dan", "eve"))
     bot = Bot(profile=Profile(display_name="echo"), db=db("echo"), welcome="hi")
 
     group_tags = ("receivedGroupInvitation", "userJoinedGroup", "joinedGroupMember", "connectedToGroupMember",
                   "memberRole", "memberBlockedForAll", "deletedMember", "deletedMemberUser", "leftMember",
                   "groupDeleted", "groupUpdated", "contactConnected", "groupLinkConnecting")
-    events = {c: Events(c, *group_tags) for c in (ann, ben, cat, bot, dan)}
+    events = {c: Events(c, *group_tags) for c in (ann, ben, cat, bot, dan, eve)}
     texts = {c: asyncio.Queue() for c in (ann, ben, cat, bot)}
     for c in (ann, ben, cat):
         c.on_message(chat_type="group", content_type="text")(lambda m, q=texts[c]: q.put(m))
@@ -106,13 +105,13 @@ async def groups(work):
         await texts[bot].put(message)
         await message.reply(f"echo: {message.text}")
 
-    names = {ann: "ann", ben: "ben", cat: "cat", bot: "echo", dan: "dan"}
+    names = {ann: "ann", ben: "ben", cat: "cat", bot: "echo", dan: "dan", eve: "eve"}
     errors = []
-    for c in (ann, ben, cat, bot, dan):
+    for c in (ann, ben, cat, bot, dan, eve):
         c.on_event("chatError")(lambda e, c=c: errors.append((c, e)) or asyncio.sleep(0))
 
-    async with ann, ben, cat, bot, dan:
-        tasks = [await serve(c) for c in (ann, ben, cat, bot, dan)]
+    async with ann, ben, cat, bot, dan, eve:
+        tasks = [await serve(c) for c in (ann, ben, cat, bot, dan, eve)]
 
         contacts = {}
         for c, name in ((ben, "ben"), (cat, "cat"), (bot, "echo")):
@@ -217,6 +216,21 @@ async def groups(work):
         except Exception as e:
             check("groupLinkNotFound" in repr(getattr(e, "chat_error", None)) + repr(e), "api_get_group_link after api_delete_group_link raises groupLinkNotFound")
 
+        # Admission review: eve waits until ann admits her with api_accept_member.
+        await ann.api.api_update_group_profile(gid, {"displayName": "team", "fullName": "The whole team", "memberAdmission": {"review": "all"}})
+        link = await ann.api.api_create_group_link(gid, "member")
+        check(await eve.api.api_connect_active_user(link) == "contact", "eve sends her join request")
+        event = await events[eve].wait(of_type("userJoinedGroup"), "eve's connection to the host is up")
+        check(event["groupInfo"]["membership"]["memberStatus"] == "pending_review", "eve waits for review")
+        event = await events[ann].wait(of_type("joinedGroupMember", m=lambda e: member_name(e["member"]) == "eve"), "ann gets joinedGroupMember for eve")
+        check(event["member"]["memberStatus"] == "pending_review", "the host sees eve waiting for review")
+        member = await ann.api.api_accept_member(gid, event["member"]["groupMemberId"], "member")
+        check(member_name(member) == "eve" and member["memberStatus"] == "connected", "api_accept_member admits eve")
+        await events[eve].wait(of_type("userJoinedGroup", s=lambda e: e["groupInfo"]["membership"]["memberStatus"] == "connected"),
+                               "eve is in the group once admitted")
+        await events[dan].wait(of_type("connectedToGroupMember", m=lambda e: member_name(e["member"]) == "eve"), "dan is connected to eve")
+        await ann.api.api_delete_group_link(gid)
+
         # Removing and leaving.
         removed = await ann.api.api_remove_members(gid, [ids["ben"]])
         check([member_name(m) for m in removed] == ["ben"], "api_remove_members answers the removed member")
@@ -228,7 +242,7 @@ async def groups(work):
         event = await events[ann].wait(of_type("leftMember"), "ann gets leftMember")
         check(member_name(event["member"]) == "cat", "the owner sees cat leave")
         members = await ann.api.api_list_members(gid)
-        check({member_name(m): m["memberStatus"] for m in members} == {"ben": "removed", "cat": "left", "echo": "connected", "dan": "connected"},
+        check({member_name(m): m["memberStatus"] for m in members} == {"ben": "removed", "cat": "left", "echo": "connected", "dan": "connected", "eve": "connected"},
               "api_list_members shows who was removed and who left")
 
         # The owner deletes the group for everyone.
@@ -239,7 +253,7 @@ async def groups(work):
         # A message still in flight to a member just removed is dropped there quietly: no client
         # gets a chatError event in the whole run.
         check(not errors, f"no chatError events ({[(names[c], e) for c, e in errors]})")
-        for c in (ann, ben, cat, bot, dan):
+        for c in (ann, ben, cat, bot, dan, eve):
             c.stop()
         await asyncio.gather(*tasks)
 
