@@ -175,6 +175,25 @@ extension GroupTests {
                         let local = await anna.execute("/_delete item #\(g) \(benInAnnaItem) internal")
                         #expect(local["type"]?.stringValue == "chatItemsDeleted" && local["chatItemDeletions"]?.arrayFirst?["toChatItem"] == nil, "\(local)")
                         #expect(await contentType(anna, group: g, item: benInAnnaItem) == nil)
+
+                        // x.grp.prefs: only the owner's is applied (groupUpdated); with reactions off, reacting is refused.
+                        let (hostConn, benConn) = try await cara.controller.dbRead { db -> (Int64, Int64) in
+                            let host = try Int64.fetchOne(db, sql: "SELECT agent_conn_id FROM group_member WHERE group_id = ? AND category = 'host'", arguments: [cg])
+                            let other = try Int64.fetchOne(db, sql: "SELECT agent_conn_id FROM group_member WHERE group_id = ? AND local_display_name = 'ben'", arguments: [cg])
+                            return (host ?? 0, other ?? 0)
+                        }
+                        let prefsOff = #"{"v":"1","msgId":"cHJlZnMx","event":"x.grp.prefs","params":{"groupPreferences":{"reactions":{"enable":"off"}}}}"#
+                        try await cara.controller.handle(.message(connection: benConn, seq: 3_000_000, body: Array(prefsOff.utf8), integrity: .ok))
+                        let notOwner = try await caraIn.next("chatError")
+                        #expect(notOwner["chatError"]?["errorType"]?["message"]?.stringValue?.contains("owner") == true, "\(notOwner)")
+                        #expect(!caraIn.contains("groupUpdated"))
+                        try await cara.controller.handle(.message(connection: hostConn, seq: 3_000_000, body: Array(prefsOff.utf8), integrity: .ok))
+                        let prefs = try await caraIn.next("groupUpdated")
+                        expectShape(prefs, "groupUpdated")
+                        #expect(prefs["toGroup"]?["fullGroupPreferences"]?["reactions"]?["enable"]?.stringValue == "off", "\(prefs)")
+                        #expect(prefs["member_"]?["memberProfile"]?["displayName"]?.stringValue == "anna")
+                        let off2 = await cara.execute(#"/_reaction #\#(cg) \#(annaInCara) on {"type": "emoji", "emoji": "👍"}"#)
+                        #expect(off2["chatError"]?["errorType"]?["type"]?.stringValue == "commandError", "\(off2)")
                     }
                 }
             }
