@@ -115,6 +115,17 @@ extension GroupTests {
                         let annasOwn = try #require(itemId(annaSent))
                         let annaInCara = try #require(itemId(try await received(caraIn, "from the owner", from: "anna")))
                         let annaInBen = try #require(itemId(try await received(benIn, "from the owner", from: "anna")))
+                        // Delivery statuses (a group of three: receipts are on): received by both members is sndRcvd, complete.
+                        #expect(annaSent["chatItems"]?.arrayFirst?["chatItem"]?["meta"]?["itemStatus"]?["type"]?.stringValue == "sndNew")
+                        let delivered = try await annaIn.next("chatItemsStatusesUpdated", where: { e in
+                            let meta = e["chatItems"]?.arrayFirst?["chatItem"]?["meta"]
+                            return meta?["itemId"]?.intValue == annasOwn && meta?["itemStatus"]?["type"]?.stringValue == "sndRcvd"
+                                && meta?["itemStatus"]?["sndProgress"]?.stringValue == "complete"
+                        })
+                        expectItemShape(delivered, "chatItemsStatusesUpdated")
+                        let annasChat = await anna.execute("/_get chat #\(g) count=200")
+                        let stored = annasChat["chat"]?["chatItems"]?.arrayValue?.first { $0["meta"]?["itemId"]?.intValue == annasOwn }
+                        #expect(stored?["meta"]?["itemStatus"]?["type"]?.stringValue == "sndRcvd", "\(String(describing: stored))")
                         let refused = await cara.execute("/_delete member item #\(cg) \(annaInCara)")
                         #expect(refused["chatError"]?["errorType"]?["type"]?.stringValue == "groupUserRole", "\(refused)")
                         // A moderator may not delete the owner's message either.
