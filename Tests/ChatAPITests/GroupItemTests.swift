@@ -84,6 +84,18 @@ extension GroupTests {
                         let notMine = await ben.execute("/_update item #\(bg) \(benItem) \(edit)")
                         #expect(notMine["chatError"]?["errorType"]?["type"]?.stringValue == "invalidChatItemUpdate", "\(notMine)")
                         #expect(await ben.execute("/_update item #\(bg) 99999 \(edit)")["chatError"]?["storeError"]?["type"]?.stringValue == "chatItemNotFound")
+                        // A forged x.msg.update from ben naming cara's message (reaching anna's engine): cara's item
+                        // stays; the update is ben's own (an unknown message of his, made edited, as SimpleX does).
+                        let caraMsgId = try #require(sent["chatItems"]?.arrayFirst?["chatItem"]?["meta"]?["itemSharedMsgId"]?.stringValue)
+                        let benConnInAnna = try await anna.controller.dbRead { db in
+                            try Int64.fetchOne(db, sql: "SELECT agent_conn_id FROM group_member WHERE group_id = ? AND local_display_name = 'ben'", arguments: [g]) ?? 0
+                        }
+                        let forgedEdit = #"{"v":"1","msgId":"Zm9yZ2VkMg","event":"x.msg.update","params":{"msgId":"\#(caraMsgId)","content":{"type":"text","text":"forged"}}}"#
+                        try await anna.controller.handle(.message(connection: benConnInAnna, seq: 2_000_001, body: Array(forgedEdit.utf8), integrity: .ok))
+                        let madeByBen = try await annaIn.next("chatItemUpdated")
+                        #expect(madeByBen["chatItem"]?["chatItem"]?["chatDir"]?["groupMember"]?["memberProfile"]?["displayName"]?.stringValue == "ben", "\(madeByBen)")
+                        #expect(madeByBen["chatItem"]?["chatItem"]?["meta"]?["itemId"]?.intValue != annaItem)
+                        #expect(await count(anna, group: g, "hello!") == 1)
 
                         // Reactions: ben adds one, cara and anna see it; a reaction outside the set is refused.
                         let react = await ben.execute(#"/_reaction #\#(bg) \#(benItem) on {"type": "emoji", "emoji": "👍"}"#)
