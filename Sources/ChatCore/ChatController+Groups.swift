@@ -668,8 +668,18 @@ extension ChatController {
         case (nil, true): "blocked by admin"
         case (nil, false): nil
         }
+        let deletedTs = r.updatedAt.map(Stored.timestamp)
+        let itemDeleted: CIDeleted? = switch (r.deleted, hidden) {
+        case (.deleted?, _): .deleted(deletedTs: deletedTs, chatType: "group")
+        case (.moderated?, _):
+            // By a member, or (no row) by the user.
+            .moderated(deletedTs: deletedTs, byGroupMember: r.deletedByRowId.flatMap { id in view.members.first { $0.id == id } }.map(view.member)
+                ?? view.info.membership)
+        case (nil, true): .blockedByAdmin(deletedTs: nil)
+        case (nil, false): nil
+        }
         let meta = CIMeta(itemId: r.id ?? 0, itemTs: created, itemText: hiddenText ?? content.text, itemStatus: r.status.ciStatus, itemSharedMsgId: r.sharedMsgId,
-                          itemEdited: r.edited, deletable: r.deleted == nil, editable: sent && r.deleted == nil, forwardedByMember: r.forwardedByRowId,
+                          itemDeleted: itemDeleted, itemEdited: r.edited, deletable: r.deleted == nil, editable: sent && r.deleted == nil, forwardedByMember: r.forwardedByRowId,
                           createdAt: created, updatedAt: r.updatedAt.map(Stored.timestamp) ?? created)
         let dir: CIDirection = sent ? .groupSnd : author.map { .groupRcv(groupMember: $0) } ?? .groupSnd
         let quote = Stored.decode(GroupItemQuote.self, r.quote).map { q -> CIQuote in

@@ -178,6 +178,11 @@ extension GroupTests {
                         #expect(atAnna["byUser"]?.boolValue == false)
                         #expect(atAnna["chatItemDeletions"]?.arrayFirst?["toChatItem"]?["chatItem"]?["content"]?["type"]?.stringValue == "rcvModerated")
                         #expect(atAnna["chatItemDeletions"]?.arrayFirst?["deletedChatItem"]?["chatItem"]?["meta"]?["itemId"]?.intValue == annaItem)
+                        let annasDeleted = atAnna["chatItemDeletions"]?.arrayFirst?["toChatItem"]?["chatItem"]?["meta"]?["itemDeleted"]
+                        #expect(annasDeleted?["type"]?.stringValue == "moderated", "\(atAnna)")
+                        #expect(annasDeleted?["byGroupMember"]?["memberProfile"]?["displayName"]?.stringValue == "ben")
+                        #expect(mine?["toChatItem"]?["chatItem"]?["meta"]?["itemDeleted"]?["byGroupMember"]?["memberProfile"]?["displayName"]?.stringValue == "ben",
+                                "moderated by the user: the membership")
                         let atCara = try await caraIn.next("chatItemsDeleted")
                         #expect(atCara["chatItemDeletions"]?.arrayFirst?["toChatItem"]?["chatItem"]?["content"]?["type"]?.stringValue == "sndModerated", "\(atCara)")
                         #expect(await contentType(cara, group: cg, item: caraItem) == "sndModerated")
@@ -274,6 +279,7 @@ extension GroupTests {
                             })
                             expectItemShape(event, "newChatItems")
                             #expect(event["chatItems"]?.arrayFirst?["chatItem"]?["content"]?["type"]?.stringValue == "rcvBlocked", "\(event)")
+                            #expect(event["chatItems"]?.arrayFirst?["chatItem"]?["meta"]?["itemDeleted"]?["type"]?.stringValue == "blockedByAdmin")
                         }
 
                         // Removed with messages=on: ben's messages are moderated at anna and cara.
