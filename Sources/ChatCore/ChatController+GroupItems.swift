@@ -283,8 +283,24 @@ extension ChatController {
             } else if let named {
                 // Moderation: the machine checked that the sender may delete this author's messages.
                 let (known, row) = try rowOf(named)
-                guard known, let found = try item(by: row) else {
-                    out.refusedContent.append("x.msg.del (moderation) of a message this side does not have")
+                guard known else {
+                    out.refusedContent.append("x.msg.del (moderation) of an unknown member's message")
+                    return
+                }
+                guard let found = try item(by: row) else {
+                    // As SimpleX (`createCIModeration`): kept, and applied when the message comes
+                    // (a moderation can overtake a message the host forwards). The user's own
+                    // messages are all here already.
+                    guard row != nil else { return }
+                    try db.execute(sql: """
+                        INSERT OR IGNORE INTO group_pending_moderation (group_id, author_member_id, shared_msg_id, moderator_row_id, created_at)
+                        VALUES (?, ?, ?, ?, ?)
+                        """, arguments: [groupId, named, msgId, authorRow, now])
+                    // Bounded: the oldest go beyond the last `pendingModerationsKept` of the group.
+                    try db.execute(sql: """
+                        DELETE FROM group_pending_moderation WHERE group_id = ? AND id <= (
+                            SELECT id FROM group_pending_moderation WHERE group_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)
+                        """, arguments: [groupId, groupId, pendingModerationsKept])
                     return
                 }
                 try markDeleted(db, found, .moderated, by: authorRow, now: now, into: &out)
@@ -328,6 +344,24 @@ extension ChatController {
         default:
             out.refusedContent.append("\(env.event) in groups is not supported yet")
         }
+    }
+
+    /// Moderations of messages not received yet, kept per group (the newest).
+    nonisolated static let pendingModerationsKept = 1_000
+
+    /// A moderation that came before the message (`group_pending_moderation`): taken (deleted), and
+    /// the moderator's row returned, when the moderator may still delete this author's messages.
+    nonisolated static func takePendingModeration(_ db: Database, groupId: Int64, author: MemberId, msgId: String?) throws -> Int64? {
+        guard let msgId, let row = try Row.fetchOne(db, sql: """
+            SELECT id, moderator_row_id FROM group_pending_moderation WHERE group_id = ? AND author_member_id = ? AND shared_msg_id = ?
+            """, arguments: [groupId, author.text, msgId]) else { return nil }
+        try db.execute(sql: "DELETE FROM group_pending_moderation WHERE id = ?", arguments: [row["id"] as Int64])
+        let members = GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId)
+        guard let moderator = try members.filter(GroupMemberRecord.Columns.id == (row["moderator_row_id"] as Int64)).fetchOne(db),
+              let authorRole = try members.filter(GroupMemberRecord.Columns.memberId == author.text).fetchOne(db)?.role,
+              GroupProtocol.GroupPermissions.check(actor: GroupProtocol.GroupMemberRole(name: moderator.role), action: .deleteMessage,
+                                                   target: GroupProtocol.GroupMemberRole(name: authorRole)) == nil else { return nil }
+        return moderator.id
     }
 
     private nonisolated static func markDeleted(_ db: Database, _ item: GroupItemRecord, _ how: GroupItemDeletion, by: Int64?, now: String,

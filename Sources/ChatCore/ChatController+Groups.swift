@@ -336,6 +336,12 @@ extension ChatController {
                 var item = GroupItemRecord(userId: userId, groupId: groupId, memberRowId: authorRow, forwardedByRowId: forwarderRow,
                                            content: env.params["content"]!.description, sharedMsgId: env.msgId, status: .rcvNew, blocked: blocked,
                                            createdAt: now, quote: quoteText)
+                // A moderation that came first applies now (SimpleX `applyModeration`).
+                if let moderator = try takePendingModeration(db, groupId: groupId, author: author, msgId: env.msgId) {
+                    item.deleted = .moderated
+                    item.deletedByRowId = moderator
+                    item.updatedAt = now
+                }
                 try item.insert(db)
                 out.receivedItems.append(item.id!)
                 _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("chat_ts").set(to: now))

@@ -114,6 +114,19 @@ enum GroupStore {
                 CREATE INDEX group_snd_status_by_msg ON group_snd_status(agent_conn_id, seq);
                 """)
         }
+        m.registerMigration("v4-items-c: pending moderations") { db in
+            try db.execute(sql: """
+                CREATE TABLE group_pending_moderation (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    group_id INTEGER NOT NULL REFERENCES chat_group(id) ON DELETE CASCADE,
+                    author_member_id TEXT NOT NULL,
+                    shared_msg_id TEXT NOT NULL,
+                    moderator_row_id INTEGER NOT NULL,
+                    created_at TEXT NOT NULL,
+                    UNIQUE (group_id, author_member_id, shared_msg_id)
+                );
+                """)
+        }
     }
 }
 

@@ -187,6 +187,18 @@ extension GroupTests {
                         #expect(atCara["chatItemDeletions"]?.arrayFirst?["toChatItem"]?["chatItem"]?["content"]?["type"]?.stringValue == "sndModerated", "\(atCara)")
                         #expect(await contentType(cara, group: cg, item: caraItem) == "sndModerated")
                         #expect(await contentType(anna, group: g, item: annaItem) == "rcvModerated")
+                        // A moderation that overtakes the message it names is kept, and applied when the message comes.
+                        let caraMemberId = try #require(await anna.execute("/_members #\(g)")["group"]?["members"]?.arrayValue?
+                            .first { $0["memberProfile"]?["displayName"]?.stringValue == "cara" }?["memberId"]?.stringValue)
+                        let early = #"{"v":"1","msgId":"cGVuZDE","event":"x.msg.del","params":{"msgId":"bGF0ZXI","memberId":"\#(caraMemberId)"}}"#
+                        try await anna.controller.handle(.message(connection: benConnInAnna, seq: 2_000_002, body: Array(early.utf8), integrity: .ok))
+                        let overtaken = #"{"v":"1","msgId":"bGF0ZXI","event":"x.msg.new","params":{"content":{"type":"text","text":"overtaken"}}}"#
+                        try await anna.controller.handle(.message(connection: caraConn, seq: 2_000_003, body: Array(overtaken.utf8), integrity: .ok))
+                        let late = try await annaIn.next("newChatItems", where: {
+                            $0["chatItems"]?.arrayFirst?["chatItem"]?["chatDir"]?["groupMember"]?["memberProfile"]?["displayName"]?.stringValue == "cara"
+                        })
+                        #expect(late["chatItems"]?.arrayFirst?["chatItem"]?["content"]?["type"]?.stringValue == "rcvModerated", "\(late)")
+                        #expect(!annaIn.contains("chatError"))
 
                         // The author deletes its own message for everyone.
                         let gone = await ben.execute("/_delete item #\(bg) \(benOwn) broadcast")
