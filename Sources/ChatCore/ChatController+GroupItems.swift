@@ -439,10 +439,13 @@ extension ChatController {
 
     /// Records that the user's item `msgId` went to `member` as agent message `seq` on `conn`
     /// (`sndNew`, or `sndSent` when the relay's `sent` came first), and updates the item's status.
-    func trackGroupSend(groupId: Int64, member: MemberId, conn: Int64, seq: UInt64, msgId: String) async throws {
+    /// `with` runs in the same transaction (the action's deletion).
+    func trackGroupSend(groupId: Int64, member: MemberId, conn: Int64, seq: UInt64, msgId: String,
+                        with also: @escaping @Sendable (Database) throws -> Void) async throws {
         let key = "\(conn):\(seq)"
         let early = groupRuntime.sentEarly.remove(key) != nil
         let changed = try await dbWrite { db -> Int64? in
+            try also(db)
             guard let itemId = try GroupItemRecord.filter(GroupItemRecord.Columns.groupId == groupId && GroupItemRecord.Columns.sharedMsgId == msgId &&
                                                           GroupItemRecord.Columns.memberRowId == nil).fetchOne(db)?.id,
                   let row = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == member.text)

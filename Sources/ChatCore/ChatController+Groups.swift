@@ -784,7 +784,11 @@ extension ChatController {
                     }
                 }
                 let seq = try await sendKeyedIgnoringGone(conn, env, key: "grp-action:\(actionId)")
-                if let seq, let tracked { try await trackGroupSend(groupId: groupId, member: to, conn: conn, seq: seq, msgId: tracked) }
+                if let seq, let tracked {
+                    // Recorded in the action's own transaction: no extra write per member.
+                    try await trackGroupSend(groupId: groupId, member: to, conn: conn, seq: seq, msgId: tracked, with: done)
+                    return
+                }
             }
             try await dbWrite(done)
         case let .sendToContact(env, contact):
