@@ -34,6 +34,8 @@ public enum GroupCommand: Sendable, Equatable {
     case getLink(groupId: Int64)
     /// `/_accept member #<groupId> <groupMemberId> <role>`
     case acceptMember(groupId: Int64, groupMemberId: Int64, role: GroupMemberRole)
+    /// `/_delete member item #<groupId> <id>[,<id>…]`
+    case deleteMemberItems(groupId: Int64, itemIds: [Int64])
 }
 
 extension CommandParser {
@@ -181,6 +183,7 @@ extension ChatAPI {
             case let .deleteLink(groupId): return try await c.deleteGroupLink(groupId: groupId)
             case let .getLink(groupId): return try await c.getGroupLink(groupId: groupId)
             case let .acceptMember(groupId, memberId, role): return try await c.acceptMember(groupId: groupId, groupMemberId: memberId, role: role)
+            case let .deleteMemberItems(groupId, ids): return try await c.deleteMemberItems(groupId: groupId, itemIds: ids)
             }
         case let .sendMessages(.group(groupId, nil), _, _, _, messages):
             return try await c.sendToGroup(groupId: groupId, messages: messages)
@@ -192,6 +195,12 @@ extension ChatAPI {
             }
             return try await c.getGroupChat(groupId: groupId, page: page)
         case let .readChat(.group(groupId, nil)): return try await c.readGroupChat(groupId: groupId)
+        case let .updateChatItem(.group(groupId, nil), itemId, _, message):
+            return try await c.updateGroupItem(groupId: groupId, itemId: itemId, message: message)
+        case let .deleteChatItems(.group(groupId, nil), itemIds, mode):
+            return try await c.deleteGroupItems(groupId: groupId, itemIds: itemIds, broadcast: mode == .broadcast, markOnly: mode == .internalMark)
+        case let .reaction(.group(groupId, nil), itemId, add, reaction):
+            return try await c.reactGroupItem(groupId: groupId, itemId: itemId, add: add, reaction: reaction)
         case let .deleteChat(.group(groupId, nil), mode):
             guard mode != .messages else { throw ChatFailure(commandError: "deleting a group's messages only is not supported yet") }
             return try await c.deleteGroup(groupId: groupId)

@@ -37,6 +37,13 @@ public enum CommandParser {
             command = .startChat
         case "/_stop":
             command = .stopChat
+        case "/_db":
+            switch s.word() {
+            case "export": command = .exportArchive(config: try s.jsonObject("ArchiveConfig"))
+            case "import": command = .importArchive(config: try s.jsonObject("ArchiveConfig"))
+            case "delete": command = .deleteStorage
+            case let w: throw CommandParseError(.badArguments, "/_db takes export <json>, import <json> or delete, not \(w.map { "'\($0)'" } ?? "nothing")")
+            }
         case "/_address":
             let id = try s.id("userId")
             var short = false
@@ -128,6 +135,11 @@ public enum CommandParser {
             return .deleteChatItems(chat: chat, itemIds: ids, mode: mode)
         case "link":
             return .group(try parseGroupLink("delete", &s))
+        case "member":
+            _ = s.word()
+            try s.expect("item")
+            let g = try s.groupId()
+            return .group(.deleteMemberItems(groupId: g, itemIds: try s.idList("chatItemIds")))
         default:
             let chat = try s.chatRef()
             guard let kind = s.word() else { return .deleteChat(chat: chat, mode: .full(notify: true)) }

@@ -30,6 +30,10 @@ struct GroupRuntime {
     /// Groups whose actions are being performed, and those with actions added meanwhile.
     var draining: Set<Int64> = []
     var redrain: Set<Int64> = []
+    /// Item sends being made, per member connection, and `sent` events that came for such a
+    /// connection before the send was recorded (`conn:seq`), for ``trackGroupSend``.
+    var itemSendsInFlight: [Int64: Int] = [:]
+    var sentEarly: Set<String> = []
 }
 
 struct GroupConnection: Sendable {
@@ -43,6 +47,10 @@ struct GroupOutcome: Sendable {
     var events: [GroupProtocol.GroupEvent] = []
     /// Items stored from received content (ids), and content refused (why).
     var receivedItems: [Int64] = []
+    /// Items changed by received `x.msg.update`, `x.msg.del`, `x.msg.react` (``applyItemEvent``).
+    var updatedItems: [Int64] = []
+    var deletedItems: [GroupItemChange] = []
+    var reactions: [GroupReactionChange] = []
     var refusedContent: [String] = []
     /// Malformed quotes of applied messages (kept without their quote), for the log.
     var droppedQuotes: [String] = []
@@ -247,7 +255,7 @@ extension ChatController {
                     return out
                 }
             }
-            try Self.applyEffects(db, effects, groupId: groupId, userId: userId, now: now, into: &out)
+            try Self.applyEffects(db, effects, groupId: groupId, userId: userId, now: now, limits: self.limits, into: &out)
             _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("pending_join").set(to: pendingJoin), Column("updated_at").set(to: now))
             try extra?(db)
             return out
@@ -265,7 +273,7 @@ extension ChatController {
 
     /// Writes the effects of one input (inside its transaction).
     nonisolated static func applyEffects(_ db: Database, _ effects: [GroupEffect], groupId: Int64, userId: Int64, now: String,
-                                         into out: inout GroupOutcome) throws {
+                                         limits: ChatLimits, into out: inout GroupOutcome) throws {
         func enqueue(_ a: GroupPendingAction) throws {
             var r = GroupActionRecord(groupId: groupId, action: a.json.description)
             try r.insert(db)
@@ -296,11 +304,11 @@ extension ChatController {
                 } else {
                     _ = try GroupIntroRecord.deleteOne(db, key: ["group_id": groupId, "re_member": key.re.text, "to_member": key.to.text])
                 }
-            case .sendHistory:
-                break // group history for new members is not implemented yet
+            case let .sendHistory(to):
+                for env in try historyForwards(db, groupId: groupId) { try enqueue(.send(env, to: to)) }
             case let .applyContent(env, author, forwardedBy, blocked):
                 guard env.event == "x.msg.new" else {
-                    out.refusedContent.append("\(env.event) in groups is not supported yet")
+                    try applyItemEvent(db, env, author: author, blocked: blocked, groupId: groupId, userId: userId, now: now, limits: limits, into: &out)
                     continue
                 }
                 let content: MsgContent
@@ -331,10 +339,21 @@ extension ChatController {
                 var item = GroupItemRecord(userId: userId, groupId: groupId, memberRowId: authorRow, forwardedByRowId: forwarderRow,
                                            content: env.params["content"]!.description, sharedMsgId: env.msgId, status: .rcvNew, blocked: blocked,
                                            createdAt: now, quote: quoteText)
+                // A moderation that came first applies now (SimpleX `applyModeration`).
+                if let moderator = try takePendingModeration(db, groupId: groupId, author: author, msgId: env.msgId) {
+                    item.deleted = .moderated
+                    item.deletedByRowId = moderator
+                    item.updatedAt = now
+                }
                 try item.insert(db)
                 out.receivedItems.append(item.id!)
                 _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("chat_ts").set(to: now))
             case let .emit(e):
+                switch e {
+                case let .deletedMember(by, member, true): try moderateAllOf(db, groupId: groupId, member: member, by: by, now: now)
+                case let .deletedMemberUser(by, true): try moderateAllOf(db, groupId: groupId, member: nil, by: by, now: now)
+                default: break
+                }
                 out.events.append(e)
             }
         }
@@ -441,13 +460,21 @@ extension ChatController {
                 await agent.messageProcessed(conn, seq: seq)
                 return true
             }
-        case .sent, .delivered, .undeliverable, .rejected:
-            return true // delivery states of group items are not tracked yet
+        case let .sent(_, seq):
+            try await groupDelivery(conn, seqs: [seq], to: .sndSent, groupId: ref.groupId)
+            return true
+        case let .delivered(_, seqs):
+            try await groupDelivery(conn, seqs: seqs, to: .sndRcvd, groupId: ref.groupId)
+            return true
+        case .undeliverable, .rejected:
+            return true
         default:
             return false
         }
+        var wantsReceipt = false
         do {
-            _ = try await commitGroupInput(ref.groupId, userId: ref.userId, input, dedup: dedup, mark: mark)
+            let outcome = try await commitGroupInput(ref.groupId, userId: ref.userId, input, dedup: dedup, mark: mark)
+            if case let .received(_, env, _) = input { wantsReceipt = try await groupReceiptWanted(ref, env, outcome) }
         } catch let e as DatabaseError {
             throw e // nothing committed: the event is handled again (`handleStoring`)
         } catch {
@@ -463,7 +490,10 @@ extension ChatController {
             }
             if let mark { try await dbWrite { db in try GroupInputRecord(agentConnId: mark.conn, seq: Int64(mark.seq)).insert(db, onConflict: .ignore) } }
         }
-        if let mark { await agent.messageProcessed(mark.conn, seq: mark.seq) }
+        if let mark {
+            await agent.messageProcessed(mark.conn, seq: mark.seq)
+            if wantsReceipt { await agent.acknowledgeDelivery(mark.conn, seq: mark.seq) }
+        }
         return true
     }
 
@@ -526,7 +556,7 @@ extension ChatController {
                                 updatedAt: now, chatTs: now)
             try g.insert(db)
             var out = GroupOutcome()
-            try Self.applyEffects(db, effects, groupId: g.id!, userId: userId, now: now, into: &out)
+            try Self.applyEffects(db, effects, groupId: g.id!, userId: userId, now: now, limits: self.limits, into: &out)
             return (g.id!, out)
         }
         groupRuntime.states[groupId] = state
@@ -543,7 +573,8 @@ extension ChatController {
         for why in outcome.droppedQuotes {
             logger.info("a malformed quote was dropped", metadata: ["group": "\(groupId)", "error": "\(why)"])
         }
-        guard !outcome.events.isEmpty || !outcome.receivedItems.isEmpty else { return }
+        guard !outcome.events.isEmpty || !outcome.receivedItems.isEmpty || !outcome.updatedItems.isEmpty || !outcome.deletedItems.isEmpty
+            || !outcome.reactions.isEmpty else { return }
         let u = try await user(userId)
         let user = userModel(u)
         guard let view = try await dbRead({ db in try Self.readGroupView(db, groupId) }) else { return }
@@ -558,8 +589,30 @@ extension ChatController {
         if !outcome.receivedItems.isEmpty {
             let ids = outcome.receivedItems
             let records = try await dbRead { db in try GroupItemRecord.filter(ids.contains(GroupItemRecord.Columns.id)).order(GroupItemRecord.Columns.id).fetchAll(db) }
-            let items = records.map { AChatItem(chatInfo: .group(groupInfo: info), chatItem: groupItemModel($0, view: view)) }
+            let items = try await groupItemModels(records, view: view).map { AChatItem(chatInfo: .group(groupInfo: info), chatItem: $0) }
             sink.yield(.newChatItems(user: user, chatItems: items))
+        }
+        for id in outcome.updatedItems {
+            guard let r = try await dbRead({ db in try GroupItemRecord.fetchOne(db, key: id) }) else { continue }
+            sink.yield(.chatItemUpdated(user: user, chatItem: AChatItem(chatInfo: .group(groupInfo: info), chatItem: try await groupItemModels([r], view: view)[0])))
+        }
+        if !outcome.deletedItems.isEmpty {
+            var deletions: [ChatItemDeletion] = []
+            for d in outcome.deletedItems {
+                let before = try await groupItemModels([d.before], view: view)[0]
+                var after: ChatItem?
+                if let a = d.after { after = try await groupItemModels([a], view: view)[0] }
+                deletions.append(ChatItemDeletion(deletedChatItem: AChatItem(chatInfo: .group(groupInfo: info), chatItem: before),
+                                                  toChatItem: after.map { AChatItem(chatInfo: .group(groupInfo: info), chatItem: $0) }))
+            }
+            sink.yield(.chatItemsDeleted(user: user, chatItemDeletions: deletions, byUser: false, timed: false))
+        }
+        for r in outcome.reactions {
+            guard let rec = try await dbRead({ db in try GroupItemRecord.fetchOne(db, key: r.itemId) }),
+                  let by = view.members.first(where: { $0.id == r.byRowId }) else { continue }
+            let item = try await groupItemModels([rec], view: view)[0]
+            sink.yield(.chatItemReaction(user: user, added: r.add, reaction: ACIReaction(
+                chatInfo: .group(groupInfo: info), chatReaction: CIReaction(chatDir: .groupRcv(groupMember: view.member(by)), chatItem: item, sentAt: .now(), reaction: r.reaction))))
         }
     }
 
@@ -613,13 +666,42 @@ extension ChatController {
     }
 
     /// A group item as the API shows it.
-    func groupItemModel(_ r: GroupItemRecord, view: GroupView) -> ChatItem {
+    func groupItemModel(_ r: GroupItemRecord, view: GroupView, reactions: [CIReactionCount] = []) -> ChatItem {
         let content = Stored.decode(MsgContent.self, r.content) ?? .text("")
         let created = Stored.timestamp(r.createdAt)
         let sent = r.memberRowId == nil
         let author = r.memberRowId.flatMap { id in view.members.first { $0.id == id } }.map(view.member)
-        let meta = CIMeta(itemId: r.id ?? 0, itemTs: created, itemText: content.text, itemStatus: r.status.ciStatus, itemSharedMsgId: r.sharedMsgId,
-                          itemEdited: false, deletable: true, editable: sent, forwardedByMember: r.forwardedByRowId, createdAt: created, updatedAt: created)
+        // Deleted by its author: `…Deleted`; by a moderator: `…Moderated`; a blocked member's: `rcvBlocked`
+        // (the content stays stored, and is not shown).
+        let shown: CIContent = switch (r.deleted, sent) {
+        case (.deleted?, true): .sndDeleted(deleteMode: .broadcast)
+        case (.deleted?, false): .rcvDeleted(deleteMode: .broadcast)
+        case (.moderated?, true): .sndModerated
+        case (.moderated?, false): .rcvModerated
+        case (nil, true): .sndMsgContent(content)
+        case (nil, false): r.blocked ? .rcvBlocked : .rcvMsgContent(content)
+        }
+        let hidden = r.deleted != nil || (r.blocked && !sent)
+        // SimpleX's texts of these contents.
+        let hiddenText: String? = switch (r.deleted, hidden) {
+        case (.deleted?, _): "deleted"
+        case (.moderated?, _): "moderated"
+        case (nil, true): "blocked by admin"
+        case (nil, false): nil
+        }
+        let deletedTs = r.updatedAt.map(Stored.timestamp)
+        let itemDeleted: CIDeleted? = switch (r.deleted, hidden) {
+        case (.deleted?, _): .deleted(deletedTs: deletedTs, chatType: "group")
+        case (.moderated?, _):
+            // By a member, or (no row) by the user.
+            .moderated(deletedTs: deletedTs, byGroupMember: r.deletedByRowId.flatMap { id in view.members.first { $0.id == id } }.map(view.member)
+                ?? view.info.membership)
+        case (nil, true): .blockedByAdmin(deletedTs: nil)
+        case (nil, false): nil
+        }
+        let meta = CIMeta(itemId: r.id ?? 0, itemTs: created, itemText: hiddenText ?? content.text, itemStatus: r.status.ciStatus, itemSharedMsgId: r.sharedMsgId,
+                          itemDeleted: itemDeleted, itemEdited: r.edited, deletable: r.deleted == nil, editable: sent && r.deleted == nil, forwardedByMember: r.forwardedByRowId,
+                          createdAt: created, updatedAt: r.updatedAt.map(Stored.timestamp) ?? created)
         let dir: CIDirection = sent ? .groupSnd : author.map { .groupRcv(groupMember: $0) } ?? .groupSnd
         let quote = Stored.decode(GroupItemQuote.self, r.quote).map { q -> CIQuote in
             // The quoted message's direction is known when this side has it: its own, or a member's.
@@ -627,7 +709,7 @@ extension ChatController {
                 : q.authorRowId.map { id in view.members.first { $0.id == id }.map { .groupRcv(groupMember: view.member($0)) } } ?? .groupSnd
             return CIQuote(chatDir: quotedDir, itemId: q.itemId, sharedMsgId: q.sharedMsgId, sentAt: q.sentAt, content: q.content)
         }
-        return ChatItem(chatDir: dir, meta: meta, content: sent ? .sndMsgContent(content) : .rcvMsgContent(content), quotedItem: quote)
+        return ChatItem(chatDir: dir, meta: meta, content: shown, quotedItem: hidden ? nil : quote, reactions: reactions)
     }
 
     // MARK: - Performing actions
@@ -707,7 +789,21 @@ extension ChatController {
         switch action {
         case let .send(env, to):
             if let conn = try await memberConn(groupId, to) {
-                try await sendKeyedIgnoringGone(conn, env, key: "grp-action:\(actionId)")
+                // The user's own messages are tracked per member (delivery statuses).
+                let tracked = env.event == "x.msg.new" ? env.msgId : nil
+                if tracked != nil { groupRuntime.itemSendsInFlight[conn, default: 0] += 1 }
+                defer {
+                    if tracked != nil {
+                        groupRuntime.itemSendsInFlight[conn, default: 1] -= 1
+                        if groupRuntime.itemSendsInFlight[conn] == 0 { groupRuntime.itemSendsInFlight[conn] = nil }
+                    }
+                }
+                let seq = try await sendKeyedIgnoringGone(conn, env, key: "grp-action:\(actionId)")
+                if let seq, let tracked {
+                    // Recorded in the action's own transaction: no extra write per member.
+                    try await trackGroupSend(groupId: groupId, member: to, conn: conn, seq: seq, msgId: tracked, with: done)
+                    return
+                }
             }
             try await dbWrite(done)
         case let .sendToContact(env, contact):
@@ -803,12 +899,14 @@ extension ChatController {
         }
     }
 
-    private func sendKeyedIgnoringGone(_ conn: Int64, _ env: GroupEnvelope, key: String) async throws {
+    @discardableResult
+    private func sendKeyedIgnoringGone(_ conn: Int64, _ env: GroupEnvelope, key: String) async throws -> UInt64? {
         let body = try GroupMessage.encode(env)
         do {
-            _ = try await agent.sendKeyed(conn, body, idempotencyKey: key)
+            return try await agent.sendKeyed(conn, body, idempotencyKey: key).seq
         } catch let e as AgentError where e.code == .wrongState || e.code == .unknownConnection {
             logger.info("a group message was not sent: the connection is not up", metadata: ["connection": "\(conn)", "event": "\(env.event)"])
+            return nil
         }
     }
 

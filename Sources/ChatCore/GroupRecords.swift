@@ -84,6 +84,49 @@ enum GroupStore {
         m.registerMigration("v4b: group item quotes") { db in
             try db.execute(sql: "ALTER TABLE group_item ADD COLUMN quote TEXT")
         }
+        m.registerMigration("v4-items: group item edits, deletions, reactions") { db in
+            try db.execute(sql: """
+                ALTER TABLE group_item ADD COLUMN edited INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE group_item ADD COLUMN deleted TEXT;
+                ALTER TABLE group_item ADD COLUMN deleted_by_row_id INTEGER;
+                ALTER TABLE group_item ADD COLUMN updated_at TEXT;
+                CREATE INDEX group_item_by_msg ON group_item(group_id, shared_msg_id);
+                CREATE TABLE group_reaction (
+                    item_id INTEGER NOT NULL REFERENCES group_item(id) ON DELETE CASCADE,
+                    by_member TEXT NOT NULL,
+                    sent INTEGER NOT NULL,
+                    reaction TEXT NOT NULL,
+                    created_at TEXT NOT NULL,
+                    PRIMARY KEY (item_id, by_member, reaction)
+                );
+                """)
+        }
+        m.registerMigration("v4-items-b: group delivery statuses") { db in
+            try db.execute(sql: """
+                CREATE TABLE group_snd_status (
+                    item_id INTEGER NOT NULL REFERENCES group_item(id) ON DELETE CASCADE,
+                    member_row_id INTEGER NOT NULL,
+                    agent_conn_id INTEGER NOT NULL,
+                    seq INTEGER NOT NULL,
+                    status TEXT NOT NULL,
+                    PRIMARY KEY (item_id, member_row_id)
+                );
+                CREATE INDEX group_snd_status_by_msg ON group_snd_status(agent_conn_id, seq);
+                """)
+        }
+        m.registerMigration("v4-items-c: pending moderations") { db in
+            try db.execute(sql: """
+                CREATE TABLE group_pending_moderation (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    group_id INTEGER NOT NULL REFERENCES chat_group(id) ON DELETE CASCADE,
+                    author_member_id TEXT NOT NULL,
+                    shared_msg_id TEXT NOT NULL,
+                    moderator_row_id INTEGER NOT NULL,
+                    created_at TEXT NOT NULL,
+                    UNIQUE (group_id, author_member_id, shared_msg_id)
+                );
+                """)
+        }
         m.registerMigration("v5-links: group links and admission") { db in
             try db.execute(sql: """
                 CREATE TABLE group_link (
@@ -270,15 +313,66 @@ struct GroupItemRecord: ChatRecord {
     var createdAt: String
     /// The quoted message (``GroupItemQuote`` as JSON), when the item quotes one.
     var quote: String?
+    /// Changed by its author (`x.msg.update`).
+    var edited: Bool = false
+    /// nil, or how it was deleted for everyone: ``GroupItemDeletion``.
+    var deleted: GroupItemDeletion?
+    /// Who moderated it (a member's row; nil with `moderated`: the user).
+    var deletedByRowId: Int64?
+    var updatedAt: String?
 
     enum Columns {
         static let id = Column("id")
         static let groupId = Column("group_id")
         static let status = Column("status")
         static let sharedMsgId = Column("shared_msg_id")
+        static let memberRowId = Column("member_row_id")
+        static let deleted = Column("deleted")
+        static let blocked = Column("blocked")
     }
 
     mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
+}
+
+/// How a group item was deleted for everyone: by its author (`x.msg.del`), or by a moderator
+/// (`x.msg.del` with the author's `memberId`, or a removal with `messages=on`).
+enum GroupItemDeletion: String, Codable, Sendable, DatabaseValueConvertible {
+    case deleted, moderated
+}
+
+/// `group_reaction`: a reaction on a group item — by a member (its member id) or by the user (`sent`).
+struct GroupReactionRecord: ChatRecord, PersistableRecord {
+    static let databaseTableName = "group_reaction"
+    var itemId: Int64
+    var byMember: String
+    var sent: Bool
+    var reaction: String
+    var createdAt: String
+
+    enum Columns {
+        static let itemId = Column("item_id")
+        static let byMember = Column("by_member")
+        static let sent = Column("sent")
+        static let reaction = Column("reaction")
+    }
+}
+
+/// `group_snd_status`: the delivery of one of the user's group items to one member (the agent
+/// message it went as), SimpleX's `group_snd_item_statuses`.
+struct GroupSndStatusRecord: ChatRecord, PersistableRecord {
+    static let databaseTableName = "group_snd_status"
+    var itemId: Int64
+    var memberRowId: Int64
+    var agentConnId: Int64
+    var seq: Int64
+    var status: ItemStatus
+
+    enum Columns {
+        static let itemId = Column("item_id")
+        static let agentConnId = Column("agent_conn_id")
+        static let seq = Column("seq")
+        static let status = Column("status")
+    }
 }
 
 /// What a group item's `quote` column holds: the quoted message as the quote carried it (shared id,

@@ -7,7 +7,7 @@ import Testing
     static let chatErrorTypes: [String] = [
         #"{"type":"noActiveUser"}"#, #"{"type":"userUnknown"}"#, #"{"type":"userExists","contactName":"ann"}"#,
         #"{"type":"cantDeleteActiveUser","userId":1}"#, #"{"type":"cantDeleteLastUser","userId":1}"#,
-        #"{"type":"invalidDisplayName","displayName":"@x","validName":"x"}"#, #"{"type":"chatNotStarted"}"#, #"{"type":"chatNotStopped"}"#,
+        #"{"type":"invalidDisplayName","displayName":"@x","validName":"x"}"#, #"{"type":"chatNotStarted"}"#, #"{"type":"chatNotStopped"}"#, #"{"type":"chatStoreChanged"}"#,
         #"{"type":"invalidConnReq"}"#, #"{"type":"unsupportedConnReq"}"#, #"{"type":"userContactLinkExists"}"#,
         #"{"type":"contactNotReady","contact":\#(ModelShapeTests.contactJSON)}"#, #"{"type":"contactNotActive","contact":\#(ModelShapeTests.contactJSON)}"#,
         #"{"type":"invalidChatItemUpdate"}"#, #"{"type":"invalidChatItemDelete"}"#, #"{"type":"commandError","message":"m"}"#,
