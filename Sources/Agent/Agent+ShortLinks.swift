@@ -20,12 +20,14 @@ extension Agent {
         return try await setLinkData(try r.receivingQueue, kind: .invitation, link: link.description)
     }
 
-    /// The same for a contact address (on the address's own queue).
-    public func shortLink(forAddress id: Int64, link: ContactAddressLink) async throws -> ShortLink {
+    /// The same for a contact address (on the address's own queue); `kind` is `.relay` for a chat
+    /// relay's address (`/r`), else `.contact`.
+    public func shortLink(forAddress id: Int64, link: ContactAddressLink, kind: ShortLink.Kind = .contact) async throws -> ShortLink {
+        guard kind != .invitation else { throw AgentError(.badLink, "an address's short link is /a or /r") }
         guard let a = try await store.queue.read({ db in try AgentStore.address(db, id: id) }) else {
             throw AgentError(.unknownConnection, "no address \(id)")
         }
-        return try await setLinkData(try a.receivingQueue, kind: .contact, link: link.description)
+        return try await setLinkData(try a.receivingQueue, kind: kind, link: link.description)
     }
 
     func setLinkData(_ q: RecipientQueue, kind: ShortLink.Kind, link: String) async throws -> ShortLink {
@@ -57,7 +59,7 @@ extension Agent {
             throw AgentError(.badLink, "the short link's data is not a link: \(error)")
         }
         switch (short.kind, link) {
-        case (.invitation, .invitation), (.contact, .contact): return link
+        case (.invitation, .invitation), (.contact, .contact), (.relay, .contact): return link
         default: throw AgentError(.badLink, "the short link's data is a link of another kind")
         }
     }

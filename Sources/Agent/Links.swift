@@ -195,6 +195,8 @@ public struct ShortLink: Sendable, Hashable, CustomStringConvertible {
     public enum Kind: String, Sendable {
         case invitation = "i"
         case contact = "a"
+        /// A chat relay's address: a contact address that only channel owners use (`x.grp.relay.inv`).
+        case relay = "r"
     }
 
     public var kind: Kind
@@ -225,7 +227,7 @@ public struct ShortLink: Sendable, Hashable, CustomStringConvertible {
             fingerprint = params.first(where: { $0.0 == "c" })?.1
             path = path[..<q]
         }
-        guard let kind = Kind(rawValue: String(path)) else { throw LinkError(.kind, "a short link's path is /i (invitation) or /a (address)") }
+        guard let kind = Kind(rawValue: String(path)) else { throw LinkError(.kind, "a short link's path is /i (invitation), /a (address) or /r (chat relay address)") }
         guard let fingerprint else { throw LinkError(.parameters, "the short link has no relay fingerprint (?c=)") }
         let relay: RelayAddress
         do { relay = try RelayAddress(parsing: "smp://\(fingerprint)@\(hostPort)") } catch {

@@ -12,16 +12,18 @@ extension ChatController {
     }
 
     /// Creates the user's contact address; with `short`, also a short link to it (its full link
-    /// stored encrypted on the address's relay).
+    /// stored encrypted on the address's relay). A chat relay user's address is its relay address:
+    /// always with a short link, of kind `/r` (docs/channels.md).
     public func createAddress(userId: Int64, short: Bool = false) async throws -> ChatResponse {
         let u = try await user(userId)
         try requireStarted()
         if try await address(userId: userId) != nil { throw ChatFailure.chat(.userContactLinkExists) }
         let (agentId, link) = try await agentCall { try await agent.createAddress() }
         var shortLink: String?
-        if short {
+        if short || u.chatRelay {
             do {
-                shortLink = try await agentCall { try await agent.shortLink(forAddress: agentId, link: link) }.description
+                let kind: ShortLink.Kind = u.chatRelay ? .relay : .contact
+                shortLink = try await agentCall { try await agent.shortLink(forAddress: agentId, link: link, kind: kind) }.description
             } catch {
                 try? await agent.deleteAddress(agentId)
                 throw error

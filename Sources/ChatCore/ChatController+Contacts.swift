@@ -1,4 +1,5 @@
 import Agent
+import ChannelProtocol
 import ChatModel
 import Foundation
 import GRDB
@@ -120,6 +121,12 @@ extension ChatController {
                            connection: ModelOf.pendingConnection(row, link: link.description))
     }
 
+    /// Refuses a chat relay's address (`/r`): nobody connects to it, it serves channel owners
+    /// (`channelError` `relayAddress`, "This is a chat relay address, it cannot be used to connect.").
+    nonisolated static func checkConnectable(_ text: String) throws {
+        do { try ChannelLinks.checkConnectable(text) } catch { throw ChatFailure(error) }
+    }
+
     /// Parses a link; a short link (`https://…`) is resolved on its relay into the full link.
     func resolveLink(_ text: String) async throws -> (link: AgentLink, short: String?) {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -134,6 +141,7 @@ extension ChatController {
 
     public func connectPlan(userId: Int64, link text: String) async throws -> ChatResponse {
         let u = try await user(userId)
+        try Self.checkConnectable(text)
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         // A short link of this engine's own is known without asking its relay.
         let ownFull = try await dbRead { db -> String? in
@@ -162,6 +170,7 @@ extension ChatController {
     /// `incognito` shows the peer a random profile made for this connection only.
     public func connect(userId: Int64?, link text: String, incognito: Bool = false) async throws -> ChatResponse {
         let u = if let userId { try await user(userId) } else { try await activeUser() }
+        try Self.checkConnectable(text)
         try requireStarted()
         let (link, _) = try await resolveLink(text)
         let custom = incognito ? Self.randomProfile() : nil

@@ -78,12 +78,19 @@ public enum ChatErrorType: Sendable, Hashable, Codable {
     case groupMemberNotActive
     case groupMemberUserRemoved
     case groupInternal(message: String)
+    // Channels
+    /// A chat relay with this name or address is given twice (`/relays`).
+    case chatRelayExists
+    /// Swiftplex: a channel operation refused, with the channel layer's code (`relayAddress`: the
+    /// link is a chat relay's address and cannot be used to connect; `notRelayAddress`: `/relays`
+    /// was given a link that is not one; `invalidLink`, …) and its message.
+    case channelError(code: String, message: String)
 
     public static let allTags = ["noActiveUser", "userUnknown", "userExists", "cantDeleteActiveUser", "cantDeleteLastUser", "invalidDisplayName",
                                  "chatNotStarted", "chatNotStopped", "invalidConnReq", "unsupportedConnReq", "userContactLinkExists",
                                  "contactNotReady", "contactNotActive", "invalidChatItemUpdate", "invalidChatItemDelete", "commandError",
                                  "internalError", "exception", "groupUserRole", "groupNotJoined", "groupDuplicateMember",
-                                 "groupMemberNotActive", "groupMemberUserRemoved", "groupInternal"]
+                                 "groupMemberNotActive", "groupMemberUserRemoved", "groupInternal", "chatRelayExists", "channelError"]
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
@@ -114,6 +121,8 @@ public enum ChatErrorType: Sendable, Hashable, Codable {
         case "groupMemberNotActive": self = .groupMemberNotActive
         case "groupMemberUserRemoved": self = .groupMemberUserRemoved
         case "groupInternal": self = .groupInternal(message: try c.decode(String.self, forKey: "message"))
+        case "chatRelayExists": self = .chatRelayExists
+        case "channelError": self = .channelError(code: try c.decode(String.self, forKey: "code"), message: try c.decode(String.self, forKey: "message"))
         case let t: throw c.unknown(t, in: "ChatErrorType")
         }
     }
@@ -148,6 +157,8 @@ public enum ChatErrorType: Sendable, Hashable, Codable {
         case .groupMemberNotActive: try c.tag("groupMemberNotActive")
         case .groupMemberUserRemoved: try c.tag("groupMemberUserRemoved")
         case let .groupInternal(m): try c.tag("groupInternal"); try c.encode(m, forKey: "message")
+        case .chatRelayExists: try c.tag("chatRelayExists")
+        case let .channelError(code, m): try c.tag("channelError"); try c.encode(code, forKey: "code"); try c.encode(m, forKey: "message")
         }
     }
 }
@@ -166,9 +177,11 @@ public enum StoreError: Sendable, Hashable, Codable {
     case dbError(resultCode: String, message: String)
     case groupNotFound(groupId: Int64)
     case groupMemberNotFound(groupMemberId: Int64)
+    case userChatRelayNotFound(chatRelayId: Int64)
 
     public static let allTags = ["duplicateName", "userNotFound", "contactNotFound", "duplicateContactLink", "userContactLinkNotFound",
-                                 "contactRequestNotFound", "chatItemNotFound", "invalidQuote", "dbError", "groupNotFound", "groupMemberNotFound"]
+                                 "contactRequestNotFound", "chatItemNotFound", "invalidQuote", "dbError", "groupNotFound", "groupMemberNotFound",
+                                 "userChatRelayNotFound"]
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
@@ -184,6 +197,7 @@ public enum StoreError: Sendable, Hashable, Codable {
         case "dbError": self = .dbError(resultCode: try c.decode(String.self, forKey: "resultCode"), message: try c.decode(String.self, forKey: "message"))
         case "groupNotFound": self = .groupNotFound(groupId: try c.decode(Int64.self, forKey: "groupId"))
         case "groupMemberNotFound": self = .groupMemberNotFound(groupMemberId: try c.decode(Int64.self, forKey: "groupMemberId"))
+        case "userChatRelayNotFound": self = .userChatRelayNotFound(chatRelayId: try c.decode(Int64.self, forKey: "chatRelayId"))
         case let t: throw c.unknown(t, in: "StoreError")
         }
     }
@@ -205,6 +219,7 @@ public enum StoreError: Sendable, Hashable, Codable {
             try c.encode(message, forKey: "message")
         case let .groupNotFound(id): try c.tag("groupNotFound"); try c.encode(id, forKey: "groupId")
         case let .groupMemberNotFound(id): try c.tag("groupMemberNotFound"); try c.encode(id, forKey: "groupMemberId")
+        case let .userChatRelayNotFound(id): try c.tag("userChatRelayNotFound"); try c.encode(id, forKey: "chatRelayId")
         }
     }
 }

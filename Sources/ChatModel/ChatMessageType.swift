@@ -18,6 +18,8 @@ public enum ChatMessageType: String, Sendable, Hashable, CaseIterable {
     case userDeletedMembers, leftMemberUser, groupDeletedUser, groupUpdated
     case receivedGroupInvitation, userJoinedGroup, joinedGroupMember, joinedGroupMemberConnecting, connectedToGroupMember, memberRole
     case memberBlockedForAll, deletedMember, deletedMemberUser, leftMember, groupDeleted, memberAcceptedByOther
+    // Channels (``ChannelResponse``)
+    case userChatRelays
 }
 
 // Payloads that responses and events share: one struct each, with synthesized Codable, written
