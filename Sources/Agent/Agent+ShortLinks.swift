@@ -27,7 +27,7 @@ extension Agent {
         guard let a = try await store.queue.read({ db in try AgentStore.address(db, id: id) }) else {
             throw AgentError(.unknownConnection, "no address \(id)")
         }
-        return try await setLinkData(try a.receivingQueue, kind: kind, link: link.description)
+        return try await setLinkData(try a.receivingQueue, kind: link.groupLinkId == nil ? kind : .group, link: link.description)
     }
 
     func setLinkData(_ q: RecipientQueue, kind: ShortLink.Kind, link: String) async throws -> ShortLink {
@@ -59,7 +59,10 @@ extension Agent {
             throw AgentError(.badLink, "the short link's data is not a link: \(error)")
         }
         switch (short.kind, link) {
-        case (.invitation, .invitation), (.contact, .contact), (.relay, .contact): return link
+        case (.invitation, .invitation): return link
+        case let (.relay, .contact(a)) where a.groupLinkId == nil: return link
+        case let (.contact, .contact(a)) where a.groupLinkId == nil: return link
+        case let (.group, .contact(a)) where a.groupLinkId != nil: return link
         default: throw AgentError(.badLink, "the short link's data is a link of another kind")
         }
     }

@@ -16,8 +16,12 @@ public enum CommandParser {
         case "/users":
             command = .listUsers
         case "/_create":
-            try s.expect("user")
-            command = .createActiveUser(newUser: try s.jsonObject("NewUser"))
+            if s.peekWord() == "link" {
+                command = .group(try parseGroupLink("create", &s))
+            } else {
+                try s.expect("user")
+                command = .createActiveUser(newUser: try s.jsonObject("NewUser"))
+            }
         case "/_user":
             let id = try s.id("userId")
             command = .setActiveUser(userId: id, viewPassword: try s.optionalJSONString())
@@ -74,6 +78,8 @@ public enum CommandParser {
             if s.peekWord() == "incognito=on" { _ = s.word(); incognito = true }
             let link = s.rest()
             command = .connectActiveUser(incognito: incognito, link: link.isEmpty ? nil : link)
+        case "/_accept" where s.peekWord() == "member":
+            command = .group(try parseGroupLink("accept", &s))
         case "/_accept":
             var incognito = false
             if s.peekWord() == "incognito=on" { _ = s.word(); incognito = true }
@@ -128,6 +134,8 @@ public enum CommandParser {
                 throw CommandParseError(.badArguments, "delete mode must be broadcast, internal or internalMark")
             }
             return .deleteChatItems(chat: chat, itemIds: ids, mode: mode)
+        case "link":
+            return .group(try parseGroupLink("delete", &s))
         default:
             let chat = try s.chatRef()
             guard let kind = s.word() else { return .deleteChat(chat: chat, mode: .full(notify: true)) }
@@ -147,6 +155,7 @@ public enum CommandParser {
     }
 
     private static func parseSet(_ s: inout Scanner) throws(CommandParseError) -> ChatCommand {
+        if s.peekWord() == "link" { return .group(try parseGroupLink("set", &s)) }
         switch s.word() {
         case "prefs":
             guard case let .direct(id) = try s.chatRef() else { throw CommandParseError(.badArguments, "/_set prefs takes @<contactId>") }
@@ -210,6 +219,7 @@ public enum CommandParser {
     }
 
     private static func parseGet(_ s: inout Scanner) throws(CommandParseError) -> ChatCommand {
+        if s.peekWord() == "link" { return .group(try parseGroupLink("get", &s)) }
         switch s.word() {
         case "chats":
             let id = try s.id("userId")

@@ -146,6 +146,7 @@ extension ChatController {
         // A short link of this engine's own is known without asking its relay.
         let ownFull = try await dbRead { db -> String? in
             if let c = try ContactRecord.filter(ContactRecord.Columns.shortLink == trimmed).fetchOne(db), let invitation = c.invitation { return invitation }
+            if let g = try GroupLinkRecord.filter(GroupLinkRecord.Columns.shortLink == trimmed).fetchOne(db) { return g.link }
             return try AddressRecord.filter(AddressRecord.Columns.shortLink == trimmed).fetchOne(db)?.link
         }
         let (link, short): (AgentLink, String?)
@@ -156,6 +157,10 @@ extension ChatController {
             (link, short) = try await resolveLink(trimmed)
         }
         let full = link.description
+        if case let .contact(a) = link, a.groupLinkId != nil {
+            return .connectionPlan(user: userModel(u), connLink: CreatedConnLink(connFullLink: full, connShortLink: short),
+                                   connectionPlan: .groupLink(try await groupLinkPlan(userId: u.id, full: full)))
+        }
         let own = try await dbRead { db -> Bool in
             try !ContactRecord.filter(ContactRecord.Columns.invitation == full).isEmpty(db) || !AddressRecord.filter(AddressRecord.Columns.link == full).isEmpty(db)
         }
@@ -172,7 +177,10 @@ extension ChatController {
         let u = if let userId { try await user(userId) } else { try await activeUser() }
         try Self.checkConnectable(text)
         try requireStarted()
-        let (link, _) = try await resolveLink(text)
+        let (link, short) = try await resolveLink(text)
+        if case let .contact(address) = link, address.groupLinkId != nil {
+            return try await connectGroupLink(user: u, address: address, short: short, incognito: incognito)
+        }
         let custom = incognito ? Self.randomProfile() : nil
         let info = try profileInfo(custom ?? u.profile)
         switch link {

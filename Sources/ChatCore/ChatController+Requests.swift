@@ -46,6 +46,7 @@ extension ChatController {
     }
 
     func contactRequest(addressId: Int64, request: Int64, info: [UInt8]) async throws {
+        if try await groupLinkRequest(addressId: addressId, request: request, info: info) { return } // a group link's (+GroupLinks)
         guard let userId = try await dbRead({ db in
             try AddressRecord.filter(AddressRecord.Columns.agentAddressId == addressId).fetchOne(db)?.userId
         }) else { return }
@@ -87,7 +88,7 @@ extension ChatController {
 
     /// Whether a new request to an address fits the limits: at most `contactRequestsPerWindow`
     /// per address in the window, and fewer than `maxPendingContactRequests` waiting.
-    private func admitContactRequest(addressId: Int64, userId: Int64) async throws -> Bool {
+    func admitContactRequest(addressId: Int64, userId: Int64) async throws -> Bool {
         let now = ContinuousClock.now
         var recent = (requestArrivals[addressId] ?? []).filter { now - $0 < limits.contactRequestWindow }
         guard recent.count < limits.contactRequestsPerWindow else {

@@ -78,6 +78,7 @@ public enum ChatErrorType: Sendable, Hashable, Codable {
     case groupMemberNotActive
     case groupMemberUserRemoved
     case groupInternal(message: String)
+    case groupMemberInitialRole(groupInfo: GroupInfo, initialRole: GroupMemberRole)
     // Channels
     /// A chat relay with this name or address is given twice (`/relays`).
     case chatRelayExists
@@ -90,7 +91,8 @@ public enum ChatErrorType: Sendable, Hashable, Codable {
                                  "chatNotStarted", "chatNotStopped", "invalidConnReq", "unsupportedConnReq", "userContactLinkExists",
                                  "contactNotReady", "contactNotActive", "invalidChatItemUpdate", "invalidChatItemDelete", "commandError",
                                  "internalError", "exception", "groupUserRole", "groupNotJoined", "groupDuplicateMember",
-                                 "groupMemberNotActive", "groupMemberUserRemoved", "groupInternal", "chatRelayExists", "channelError"]
+                                 "groupMemberNotActive", "groupMemberUserRemoved", "groupInternal", "groupMemberInitialRole", "chatRelayExists",
+                                 "channelError"]
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
@@ -120,6 +122,9 @@ public enum ChatErrorType: Sendable, Hashable, Codable {
         case "groupDuplicateMember": self = .groupDuplicateMember(contactName: try c.decode(String.self, forKey: "contactName"))
         case "groupMemberNotActive": self = .groupMemberNotActive
         case "groupMemberUserRemoved": self = .groupMemberUserRemoved
+        case "groupMemberInitialRole":
+            self = .groupMemberInitialRole(groupInfo: try c.decode(GroupInfo.self, forKey: "groupInfo"),
+                                           initialRole: try c.decode(GroupMemberRole.self, forKey: "initialRole"))
         case "groupInternal": self = .groupInternal(message: try c.decode(String.self, forKey: "message"))
         case "chatRelayExists": self = .chatRelayExists
         case "channelError": self = .channelError(code: try c.decode(String.self, forKey: "code"), message: try c.decode(String.self, forKey: "message"))
@@ -156,6 +161,10 @@ public enum ChatErrorType: Sendable, Hashable, Codable {
         case let .groupDuplicateMember(name): try c.tag("groupDuplicateMember"); try c.encode(name, forKey: "contactName")
         case .groupMemberNotActive: try c.tag("groupMemberNotActive")
         case .groupMemberUserRemoved: try c.tag("groupMemberUserRemoved")
+        case let .groupMemberInitialRole(g, role):
+            try c.tag("groupMemberInitialRole")
+            try c.encode(g, forKey: "groupInfo")
+            try c.encode(role, forKey: "initialRole")
         case let .groupInternal(m): try c.tag("groupInternal"); try c.encode(m, forKey: "message")
         case .chatRelayExists: try c.tag("chatRelayExists")
         case let .channelError(code, m): try c.tag("channelError"); try c.encode(code, forKey: "code"); try c.encode(m, forKey: "message")
@@ -177,11 +186,13 @@ public enum StoreError: Sendable, Hashable, Codable {
     case dbError(resultCode: String, message: String)
     case groupNotFound(groupId: Int64)
     case groupMemberNotFound(groupMemberId: Int64)
+    case groupLinkNotFound(groupInfo: GroupInfo)
+    case duplicateGroupLink(groupInfo: GroupInfo)
     case userChatRelayNotFound(chatRelayId: Int64)
 
     public static let allTags = ["duplicateName", "userNotFound", "contactNotFound", "duplicateContactLink", "userContactLinkNotFound",
                                  "contactRequestNotFound", "chatItemNotFound", "invalidQuote", "dbError", "groupNotFound", "groupMemberNotFound",
-                                 "userChatRelayNotFound"]
+                                 "groupLinkNotFound", "duplicateGroupLink", "userChatRelayNotFound"]
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
@@ -197,6 +208,8 @@ public enum StoreError: Sendable, Hashable, Codable {
         case "dbError": self = .dbError(resultCode: try c.decode(String.self, forKey: "resultCode"), message: try c.decode(String.self, forKey: "message"))
         case "groupNotFound": self = .groupNotFound(groupId: try c.decode(Int64.self, forKey: "groupId"))
         case "groupMemberNotFound": self = .groupMemberNotFound(groupMemberId: try c.decode(Int64.self, forKey: "groupMemberId"))
+        case "groupLinkNotFound": self = .groupLinkNotFound(groupInfo: try c.decode(GroupInfo.self, forKey: "groupInfo"))
+        case "duplicateGroupLink": self = .duplicateGroupLink(groupInfo: try c.decode(GroupInfo.self, forKey: "groupInfo"))
         case "userChatRelayNotFound": self = .userChatRelayNotFound(chatRelayId: try c.decode(Int64.self, forKey: "chatRelayId"))
         case let t: throw c.unknown(t, in: "StoreError")
         }
@@ -219,6 +232,8 @@ public enum StoreError: Sendable, Hashable, Codable {
             try c.encode(message, forKey: "message")
         case let .groupNotFound(id): try c.tag("groupNotFound"); try c.encode(id, forKey: "groupId")
         case let .groupMemberNotFound(id): try c.tag("groupMemberNotFound"); try c.encode(id, forKey: "groupMemberId")
+        case let .groupLinkNotFound(g): try c.tag("groupLinkNotFound"); try c.encode(g, forKey: "groupInfo")
+        case let .duplicateGroupLink(g): try c.tag("duplicateGroupLink"); try c.encode(g, forKey: "groupInfo")
         case let .userChatRelayNotFound(id): try c.tag("userChatRelayNotFound"); try c.encode(id, forKey: "chatRelayId")
         }
     }

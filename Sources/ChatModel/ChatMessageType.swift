@@ -18,6 +18,8 @@ public enum ChatMessageType: String, Sendable, Hashable, CaseIterable {
     case userDeletedMembers, leftMemberUser, groupDeletedUser, groupUpdated
     case receivedGroupInvitation, userJoinedGroup, joinedGroupMember, joinedGroupMemberConnecting, connectedToGroupMember, memberRole
     case memberBlockedForAll, deletedMember, deletedMemberUser, leftMember, groupDeleted, memberAcceptedByOther
+    // Group links and admission
+    case groupLinkCreated, groupLink, groupLinkDeleted, memberAccepted, groupLinkConnecting
     // Channels (``ChannelResponse``)
     case userChatRelays
 }
