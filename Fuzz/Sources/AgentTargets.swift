@@ -84,7 +84,9 @@ enum AgentEnvelopeTarget: FuzzTarget {
 /// Every link parser: full links (`simplex:/invitation`, `simplex:/contact`), short links
 /// (`https://…/i|a?c=…#id/key`) and the relay and queue addresses inside them; what parses must
 /// print to text that parses to the same value. Mode byte ≥ 0x80: the rest is short-link data
-/// opened with a fixed key (`ShortLink.open`), then sealed and opened again.
+/// opened with a fixed key (`ShortLink.open`), then sealed and opened again; mode byte 0x7F: the
+/// rest is version 2 link data (`LinkDataCodec.open`, a `/c` link under a fixed root key), and
+/// what opens is sealed again and must open to the same link and data.
 enum LinksTarget: FuzzTarget {
     static let name = "links"
     static let summary = "Agent AgentLink/InvitationLink/ContactAddressLink/ShortLink parsing and ShortLink.open; RelayAddress, QueueURI"
@@ -92,7 +94,22 @@ enum LinksTarget: FuzzTarget {
     static let shortLink = ShortLink(kind: .invitation, relay: RelayAddress(fingerprint: FixedKeys.relayFingerprint, host: "relay.example"),
                                      linkId: [UInt8](repeating: 3, count: 24), key: [UInt8](repeating: 4, count: 32))
 
+    static let root = try! Ed25519.PrivateKey(secretBytes: [UInt8](repeating: 6, count: 32))
+    static let channelLink = ShortLink(kind: .channel, relay: shortLink.relay, linkId: [UInt8](repeating: 3, count: 24),
+                                       key: LinkDataCodec.linkKey(rootKey: root.publicKey, salt: LinkDataCodec.salt(root)))
+
     static func fuzz(_ data: [UInt8]) {
+        if data.first == 0x7F {
+            if let opened = try? LinkDataCodec.open(Array(data.dropFirst()), short: channelLink) {
+                let again = try? LinkDataCodec.seal(link: opened.link, data: opened.data, kind: .channel, root: root)
+                fuzzCheck(again?.key == channelLink.key, "link data from the fixed root key does not seal under the link's key")
+                if let again {
+                    let reopened = try? LinkDataCodec.open(again.sealed, short: channelLink)
+                    fuzzCheck(reopened?.link == opened.link && reopened?.data == opened.data, "link data does not round-trip")
+                }
+            }
+            return
+        }
         if data.first.map({ $0 >= 0x80 }) == true {
             let rest = Array(data.dropFirst())
             if let opened = try? shortLink.open(rest) { _ = try? AgentLink(parsing: opened) }
@@ -137,6 +154,11 @@ enum LinksTarget: FuzzTarget {
         ]
         var out = links.map { Array($0.utf8) }
         out.append([0x80] + (try ShortLink.seal(FixedKeys.invitation.description, kind: .invitation, key: shortLink.key)))
+        let relayLink = ShortLink(kind: .group, relay: v6.relay, linkId: [1, 2, 3], key: [UInt8](repeating: 5, count: 32))
+        let linkData = ShortLinkData(direct: false, owners: [LinkOwner(ownerId: [1, 2, 3, 4], key: root.publicKey)], relays: [relayLink],
+                                     userData: Array(#"{"groupProfile":{"displayName":"news","fullName":""}}"#.utf8))
+        out.append([0x7F] + (try LinkDataCodec.seal(link: ContactAddressLink(queue: FixedKeys.queue()).description, data: linkData, kind: .channel, root: root).sealed))
+        out.append(Array(channelLink.description.utf8))
         return out
     }
 }

@@ -133,6 +133,9 @@ extension ChatController {
         if trimmed.hasPrefix("https://") {
             let short: ShortLink
             do { short = try ShortLink(parsing: trimmed) } catch { throw ChatFailure.chat(.invalidConnReq) }
+            // Channel links (`/c`) are joined through their relays, which the engine does not do
+            // yet (docs/channels.md §8): never as the contact address they resolve to.
+            guard short.kind != .channel else { throw ChatFailure.chat(.invalidConnReq) }
             let full = try await agentCall { try await agent.resolve(short) }
             return (full, short.description)
         }

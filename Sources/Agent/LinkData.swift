@@ -1,0 +1,203 @@
+import RelayProtocol
+import SwiftplexBase
+import SwiftplexCrypto
+
+/// An owner named in a short link's data (SimpleX `OwnerAuth`'s `ownerId` and `ownerKey`; the
+/// owner's own signature and the authorisation chain by the root key are not carried yet).
+public struct LinkOwner: Sendable, Hashable {
+    /// Application-specific and unique in the list (a channel's owners: the member id), 1…64 bytes.
+    public var ownerId: [UInt8]
+    public var key: Ed25519.PublicKey
+
+    public init(ownerId: [UInt8], key: Ed25519.PublicKey) {
+        self.ownerId = ownerId
+        self.key = key
+    }
+}
+
+/// The part of a short link's data its owner may change (SimpleX `UserContactData`: `direct`,
+/// `owners`, `relays`, `userData`). The agent does not read `userData`; the chat layer puts its
+/// JSON there (a channel's: the group profile).
+public struct ShortLinkData: Sendable, Hashable {
+    /// Whether requests may go to the link's own queue (false for a channel: joiners go to relays).
+    public var direct: Bool
+    public var owners: [LinkOwner]
+    /// The relays' links (a channel's chat relays' per-channel group links).
+    public var relays: [ShortLink]
+    public var userData: [UInt8]
+
+    public init(direct: Bool = true, owners: [LinkOwner] = [], relays: [ShortLink] = [], userData: [UInt8] = []) {
+        self.direct = direct
+        self.owners = owners
+        self.relays = relays
+        self.userData = userData
+    }
+
+    public static let maxOwners = 64
+    public static let maxRelays = 32
+    public static let maxOwnerIdLength = 64
+}
+
+/// A short link read back with its data: the full link, the root key that signed the data (the
+/// link's key commits to it) and the data.
+public struct ResolvedShortLink: Sendable, Hashable {
+    public var link: AgentLink
+    /// Nil for a link written without data.
+    public var rootKey: Ed25519.PublicKey?
+    /// Nil for a link written without data (version 1: the full link only).
+    public var data: ShortLinkData?
+}
+
+/// What the owner of a short link with data keeps to update it: the short link and its root
+/// signing key. Whoever holds `rootKey` can sign new data; the link's key is derived from it.
+public struct OwnedShortLink: Sendable {
+    public var link: ShortLink
+    public var rootKey: Ed25519.PrivateKey
+
+    public init(link: ShortLink, rootKey: Ed25519.PrivateKey) {
+        self.link = link
+        self.rootKey = rootKey
+    }
+}
+
+/// Version 2 of the relay's `LSET` data: `[2][nonce][XChaCha20-Poly1305(plain)]`, the link kind as
+/// associated data, where
+///
+///     plain = [root key 32][salt 32][signature 64][body]
+///     body  = [u16 n][full link] [direct u8] [u8 owners]{[u8 n][owner id][key 32]}
+///             [u8 relays]{[u16 n][short link]} [u16 n][user data]
+///
+/// The signature is the root key's over `"swiftplex link data " ‖ kind letter ‖ body`. The
+/// link's key is `SHA-256(root key ‖ salt)`, so it commits to the root key: someone holding the
+/// short link (every subscriber of a channel, or the relay operator with one) can encrypt data
+/// under its key but cannot sign it with the committed root key — opening checks both (SimpleX
+/// commits the root key the same way, hashing its fixed link data into the link). The salt is
+/// derived from the root private key, so the owner needs only that key to update the data.
+enum LinkDataCodec {
+    static let version: UInt8 = 2
+    static let headerLength = 32 + 32 + Ed25519.signatureLength
+
+    static func salt(_ root: Ed25519.PrivateKey) -> [UInt8] {
+        Digest.sha256(Array("swiftplex short link salt".utf8) + root.secretBytes)
+    }
+
+    static func linkKey(rootKey: Ed25519.PublicKey, salt: [UInt8]) -> [UInt8] {
+        Digest.sha256(rootKey.bytes + salt)
+    }
+
+    static func signed(_ body: [UInt8], kind: ShortLink.Kind) -> [UInt8] {
+        Array("swiftplex link data \(kind.rawValue)".utf8) + body
+    }
+
+    static func encodeBody(link: String, data: ShortLinkData) throws -> [UInt8] {
+        func tooLarge(_ what: String) -> AgentError { AgentError(.linkDataTooLarge, what) }
+        guard data.owners.count <= ShortLinkData.maxOwners else { throw tooLarge("a short link lists at most \(ShortLinkData.maxOwners) owners") }
+        guard data.relays.count <= ShortLinkData.maxRelays else { throw tooLarge("a short link lists at most \(ShortLinkData.maxRelays) relays") }
+        guard data.userData.count <= Int(UInt16.max) else { throw tooLarge("the link's user data is over 65,535 bytes") }
+        var out: [UInt8] = []
+        appendU16(Array(link.utf8), to: &out)
+        out.append(data.direct ? 1 : 0)
+        out.append(UInt8(data.owners.count))
+        for o in data.owners {
+            guard !o.ownerId.isEmpty, o.ownerId.count <= ShortLinkData.maxOwnerIdLength else {
+                throw AgentError(.badLink, "an owner id has 1-\(ShortLinkData.maxOwnerIdLength) bytes")
+            }
+            out.append(UInt8(o.ownerId.count))
+            out += o.ownerId
+            out += o.key.bytes
+        }
+        guard Set(data.owners.map(\.ownerId)).count == data.owners.count else { throw AgentError(.badLink, "owner ids must be unique") }
+        out.append(UInt8(data.relays.count))
+        for r in data.relays { appendU16(Array(r.description.utf8), to: &out) }
+        appendU16(data.userData, to: &out)
+        return out
+    }
+
+    private static func appendU16(_ bytes: [UInt8], to out: inout [UInt8]) {
+        out.append(UInt8(bytes.count >> 8))
+        out.append(UInt8(bytes.count & 0xFF))
+        out += bytes
+    }
+
+    /// Seals `link` and `data` for `kind` with a fresh key, or the key `root` derives.
+    static func seal(link: String, data: ShortLinkData, kind: ShortLink.Kind, root: Ed25519.PrivateKey) throws -> (key: [UInt8], sealed: [UInt8]) {
+        let body = try encodeBody(link: link, data: data)
+        let salt = salt(root)
+        let key = linkKey(rootKey: root.publicKey, salt: salt)
+        let plain = root.publicKey.bytes + salt + root.signature(for: signed(body, kind: kind)) + body
+        let nonce = XChaChaPoly.randomNonce()
+        let sealed = [version] + nonce + (try XChaChaPoly.seal(plain, key: key, nonce: nonce, associatedData: ShortLink.associatedData(kind)))
+        // The relay's limit (its `LSET` refuses more): said here, before anything is sent.
+        guard sealed.count <= RelayLimits.maxLinkDataLength else {
+            throw AgentError(.linkDataTooLarge, "the short link's data is \(sealed.count) bytes sealed; a relay keeps at most \(RelayLimits.maxLinkDataLength)")
+        }
+        return (key, sealed)
+    }
+
+    /// Opens version 2 data with the short link's key: decrypts, checks the key commits to the
+    /// root key and the signature, and parses the body.
+    static func open(_ data: [UInt8], short: ShortLink) throws -> (link: String, rootKey: Ed25519.PublicKey, data: ShortLinkData) {
+        let n = XChaChaPoly.nonceLength
+        guard data.count > 1 + n, data[0] == version else { throw AgentError(.badLink, "the short link's data is not version 2 link data") }
+        guard let plain = try? XChaChaPoly.open(Array(data[(1 + n)...]), key: short.key, nonce: Array(data[1..<1 + n]),
+                                                associatedData: ShortLink.associatedData(short.kind)),
+              plain.count >= headerLength else {
+            throw AgentError(.badLink, "the short link's data does not decrypt with its key")
+        }
+        guard let root = try? Ed25519.PublicKey(bytes: Array(plain[0..<32])) else { throw AgentError(.badLink, "the link data's root key is invalid") }
+        let salt = Array(plain[32..<64])
+        guard linkKey(rootKey: root, salt: salt) == short.key else {
+            throw AgentError(.badLink, "the short link's key does not commit to the data's root key")
+        }
+        let signature = Array(plain[64..<headerLength])
+        let body = Array(plain[headerLength...])
+        guard root.isValidSignature(signature, for: signed(body, kind: short.kind)) else {
+            throw AgentError(.badLink, "the short link's data is not signed by its root key")
+        }
+        var r = ByteReader(body)
+        guard let linkBytes = r.u16Bytes(), let link = String(validating: linkBytes, as: UTF8.self), let direct = r.byte(), direct <= 1,
+              let ownerCount = r.byte(), Int(ownerCount) <= ShortLinkData.maxOwners else {
+            throw AgentError(.badLink, "the short link's data is malformed")
+        }
+        var owners: [LinkOwner] = []
+        for _ in 0..<ownerCount {
+            guard let idLength = r.byte(), idLength > 0, Int(idLength) <= ShortLinkData.maxOwnerIdLength, let id = r.bytes(Int(idLength)),
+                  let keyBytes = r.bytes(32), let key = try? Ed25519.PublicKey(bytes: keyBytes) else {
+                throw AgentError(.badLink, "an owner in the short link's data is malformed")
+            }
+            owners.append(LinkOwner(ownerId: id, key: key))
+        }
+        guard Set(owners.map(\.ownerId)).count == owners.count else { throw AgentError(.badLink, "the short link's data names an owner twice") }
+        guard let relayCount = r.byte(), Int(relayCount) <= ShortLinkData.maxRelays else { throw AgentError(.badLink, "the short link's relay list is malformed") }
+        var relays: [ShortLink] = []
+        for _ in 0..<relayCount {
+            guard let bytes = r.u16Bytes(), let text = String(validating: bytes, as: UTF8.self), let relay = try? ShortLink(parsing: text) else {
+                throw AgentError(.badLink, "a relay link in the short link's data is malformed")
+            }
+            relays.append(relay)
+        }
+        guard let userData = r.u16Bytes(), r.atEnd else { throw AgentError(.badLink, "the short link's user data is malformed") }
+        return (link, root, ShortLinkData(direct: direct == 1, owners: owners, relays: relays, userData: userData))
+    }
+}
+
+private struct ByteReader {
+    let bytes: [UInt8]
+    var at = 0
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    var atEnd: Bool { at == bytes.count }
+    mutating func byte() -> UInt8? {
+        guard at < bytes.count else { return nil }
+        defer { at += 1 }
+        return bytes[at]
+    }
+    mutating func bytes(_ n: Int) -> [UInt8]? {
+        guard n >= 0, bytes.count - at >= n else { return nil }
+        defer { at += n }
+        return Array(bytes[at..<at + n])
+    }
+    mutating func u16Bytes() -> [UInt8]? {
+        guard let hi = byte(), let lo = byte() else { return nil }
+        return bytes(Int(hi) << 8 | Int(lo))
+    }
+}
