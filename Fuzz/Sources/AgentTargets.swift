@@ -85,8 +85,9 @@ enum AgentEnvelopeTarget: FuzzTarget {
 /// (`https://…/i|a?c=…#id/key`) and the relay and queue addresses inside them; what parses must
 /// print to text that parses to the same value. Mode byte ≥ 0x80: the rest is short-link data
 /// opened with a fixed key (`ShortLink.open`), then sealed and opened again; mode byte 0x7F: the
-/// rest is version 2 link data (`LinkDataCodec.open`, a `/c` link under a fixed root key), and
-/// what opens is sealed again and must open to the same link and data.
+/// rest is a version 2 link-data body (`LinkDataCodec.decodeBody`: link, owners, relay links, user
+/// data), which must encode and decode to the same value, and is then sealed under a fixed root key
+/// and opened again (`LinkDataCodec.seal`/`open`); sealed v2 data that opens is checked the same way.
 enum LinksTarget: FuzzTarget {
     static let name = "links"
     static let summary = "Agent AgentLink/InvitationLink/ContactAddressLink/ShortLink parsing and ShortLink.open; RelayAddress, QueueURI"
@@ -100,13 +101,12 @@ enum LinksTarget: FuzzTarget {
 
     static func fuzz(_ data: [UInt8]) {
         if data.first == 0x7F {
-            if let opened = try? LinkDataCodec.open(Array(data.dropFirst()), short: channelLink) {
-                let again = try? LinkDataCodec.seal(link: opened.link, data: opened.data, kind: .channel, root: root)
-                fuzzCheck(again?.key == channelLink.key, "link data from the fixed root key does not seal under the link's key")
-                if let again {
-                    let reopened = try? LinkDataCodec.open(again.sealed, short: channelLink)
-                    fuzzCheck(reopened?.link == opened.link && reopened?.data == opened.data, "link data does not round-trip")
-                }
+            let rest = Array(data.dropFirst())
+            if let opened = try? LinkDataCodec.open(rest, short: channelLink) { roundTrip(opened.link, opened.data) }
+            if let decoded = try? LinkDataCodec.decodeBody(rest) {
+                let again = try? LinkDataCodec.decodeBody(LinkDataCodec.encodeBody(link: decoded.link, data: decoded.data))
+                fuzzCheck(again?.link == decoded.link && again?.data == decoded.data, "link data body does not round-trip")
+                roundTrip(decoded.link, decoded.data)
             }
             return
         }
@@ -140,6 +140,14 @@ enum LinksTarget: FuzzTarget {
         }
     }
 
+    /// Seals `link` and `data` under the fixed root key (when they fit) and opens them again.
+    static func roundTrip(_ link: String, _ data: ShortLinkData) {
+        guard let sealed = try? LinkDataCodec.seal(link: link, data: data, kind: .channel, root: root) else { return }
+        fuzzCheck(sealed.key == channelLink.key, "link data from the fixed root key does not seal under the link's key")
+        let reopened = try? LinkDataCodec.open(sealed.sealed, short: channelLink)
+        fuzzCheck(reopened?.link == link && reopened?.data == data, "sealed link data does not open to itself")
+    }
+
     static func seeds() throws -> [[UInt8]] {
         let v6 = FixedKeys.queue(host: "::1", port: 5224)
         let links: [String] = [
@@ -157,7 +165,7 @@ enum LinksTarget: FuzzTarget {
         let relayLink = ShortLink(kind: .group, relay: v6.relay, linkId: [1, 2, 3], key: [UInt8](repeating: 5, count: 32))
         let linkData = ShortLinkData(direct: false, owners: [LinkOwner(ownerId: [1, 2, 3, 4], key: root.publicKey)], relays: [relayLink],
                                      userData: Array(#"{"groupProfile":{"displayName":"news","fullName":""}}"#.utf8))
-        out.append([0x7F] + (try LinkDataCodec.seal(link: ContactAddressLink(queue: FixedKeys.queue()).description, data: linkData, kind: .channel, root: root).sealed))
+        out.append([0x7F] + (try LinkDataCodec.encodeBody(link: ContactAddressLink(queue: FixedKeys.queue()).description, data: linkData)))
         out.append(Array(channelLink.description.utf8))
         return out
     }

@@ -154,6 +154,12 @@ enum LinkDataCodec {
         guard root.isValidSignature(signature, for: signed(body, kind: short.kind)) else {
             throw AgentError(.badLink, "the short link's data is not signed by its root key")
         }
+        let (link, linkData) = try decodeBody(body)
+        return (link, root, linkData)
+    }
+
+    /// Parses a signed body (the inverse of ``encodeBody(link:data:)``); `badLink` when malformed.
+    static func decodeBody(_ body: [UInt8]) throws -> (link: String, data: ShortLinkData) {
         var r = ByteReader(body)
         guard let linkBytes = r.u16Bytes(), let link = String(validating: linkBytes, as: UTF8.self), let direct = r.byte(), direct <= 1,
               let ownerCount = r.byte(), Int(ownerCount) <= ShortLinkData.maxOwners else {
@@ -177,7 +183,7 @@ enum LinkDataCodec {
             relays.append(relay)
         }
         guard let userData = r.u16Bytes(), r.atEnd else { throw AgentError(.badLink, "the short link's user data is malformed") }
-        return (link, root, ShortLinkData(direct: direct == 1, owners: owners, relays: relays, userData: userData))
+        return (link, ShortLinkData(direct: direct == 1, owners: owners, relays: relays, userData: userData))
     }
 }
 
