@@ -45,6 +45,14 @@ import Testing
                         #expect(e["type"]?.stringValue == "channelError" && e["code"]?.stringValue == "relayAddress", "\(command): \(refused)")
                         #expect(e["message"]?.stringValue == "This is a chat relay address, it cannot be used to connect.")
                     }
+                    // A channel link (`/c`) parses, but is not joined as the contact address it
+                    // names: joining channels through their relays is not built yet.
+                    let channelLink = short.replacingOccurrences(of: "/r?", with: "/c?")
+                    #expect(try ShortLink(parsing: channelLink).kind == .channel)
+                    for command in ["/_connect plan 1 \(channelLink)", "/_connect 1 \(channelLink)", "/connect \(channelLink)"] {
+                        let refused = await o.execute(command)
+                        #expect(chatError(refused)?["type"]?.stringValue == "invalidConnReq", "\(command): \(refused)")
+                    }
                     // …while an owner's own plain address is an ordinary one.
                     let own = await o.execute("/_address 1 short=on")
                     let ownShort = try #require(own["connLinkContact"]?["connShortLink"]?.stringValue)
