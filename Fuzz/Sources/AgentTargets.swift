@@ -163,7 +163,8 @@ enum LinksTarget: FuzzTarget {
         var out = links.map { Array($0.utf8) }
         out.append([0x80] + (try ShortLink.seal(FixedKeys.invitation.description, kind: .invitation, key: shortLink.key)))
         let relayLink = ShortLink(kind: .group, relay: v6.relay, linkId: [1, 2, 3], key: [UInt8](repeating: 5, count: 32))
-        let linkData = ShortLinkData(direct: false, owners: [LinkOwner(ownerId: [1, 2, 3, 4], key: root.publicKey)], relays: [relayLink],
+        let owner = LinkOwner.authorized(ownerId: [1, 2, 3, 4], key: root, senderId: FixedKeys.queue().senderId, by: root)
+        let linkData = ShortLinkData(direct: false, owners: [owner], relays: [relayLink],
                                      userData: Array(#"{"groupProfile":{"displayName":"news","fullName":""}}"#.utf8))
         out.append([0x7F] + (try LinkDataCodec.encodeBody(link: ContactAddressLink(queue: FixedKeys.queue()).description, data: linkData)))
         out.append(Array(channelLink.description.utf8))

@@ -49,11 +49,13 @@ extension Agent {
     /// Stores an address's full link with `data` (version 2 link data, signed by a fresh root key
     /// that the link's key commits to) on the address's own queue; returns the short link and the
     /// root key, which the caller keeps to update the data (``updateShortLink(forAddress:link:owned:data:)``).
-    /// `kind` is `.contact`, `.group`, `.relay` or `.channel`. Data over the relay's limit is
-    /// `linkDataTooLarge`, before anything is sent.
-    public func createShortLink(forAddress id: Int64, link: ContactAddressLink, kind: ShortLink.Kind, data: ShortLinkData) async throws -> OwnedShortLink {
+    /// `kind` is `.contact`, `.group`, `.relay` or `.channel`. `rootKey` is the caller's when it
+    /// must know it first (a channel's owners are authorised by it, ``LinkOwner/authorized(ownerId:key:senderId:by:authorizerId:)``;
+    /// SimpleX derives `publicGroupId` from it). Data over the relay's limit is `linkDataTooLarge`,
+    /// before anything is sent.
+    public func createShortLink(forAddress id: Int64, link: ContactAddressLink, kind: ShortLink.Kind, data: ShortLinkData,
+                                rootKey root: Ed25519.PrivateKey = Ed25519.PrivateKey()) async throws -> OwnedShortLink {
         guard kind != .invitation else { throw AgentError(.badLink, "an address's short link is /a, /g, /c or /r") }
-        let root = Ed25519.PrivateKey()
         let (key, sealed) = try LinkDataCodec.seal(link: link.description, data: data, kind: kind, root: root)
         let q = try await addressQueue(id)
         let linkId = try await storeLinkData(q, sealed)

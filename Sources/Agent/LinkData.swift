@@ -2,16 +2,59 @@ import RelayProtocol
 import SwiftplexBase
 import SwiftplexCrypto
 
-/// An owner named in a short link's data (SimpleX `OwnerAuth`'s `ownerId` and `ownerKey`; the
-/// owner's own signature and the authorisation chain by the root key are not carried yet).
+/// An owner named in a short link's data (SimpleX `OwnerAuth`): its id and Ed25519 key, its own
+/// signature over the link queue's sender ID (the owner accepts being one; the sender ID never
+/// changes for the queue), and its authorisation: `authOwnerSig` over `ownerId ‖ ownerKey` by the
+/// link's root key (`authOwnerId` empty) or by an owner listed before it. A reader checks all of
+/// it (``LinkDataCodec``): an owner that does not verify makes the whole data `badLink`.
 public struct LinkOwner: Sendable, Hashable {
     /// Application-specific and unique in the list (a channel's owners: the member id), 1…64 bytes.
     public var ownerId: [UInt8]
     public var key: Ed25519.PublicKey
+    public var ownerSig: [UInt8]
+    /// Empty when the root key authorised this owner.
+    public var authOwnerId: [UInt8]
+    public var authOwnerSig: [UInt8]
 
-    public init(ownerId: [UInt8], key: Ed25519.PublicKey) {
+    public init(ownerId: [UInt8], key: Ed25519.PublicKey, ownerSig: [UInt8], authOwnerId: [UInt8], authOwnerSig: [UInt8]) {
         self.ownerId = ownerId
         self.key = key
+        self.ownerSig = ownerSig
+        self.authOwnerId = authOwnerId
+        self.authOwnerSig = authOwnerSig
+    }
+
+    /// An owner entry for the address whose queue has `senderId`, signed by the owner's key and
+    /// authorised by `authorizer`: the link's root key (`authorizerId` empty) or a listed owner's key.
+    public static func authorized(ownerId: [UInt8], key: Ed25519.PrivateKey, senderId: [UInt8],
+                                  by authorizer: Ed25519.PrivateKey, authorizerId: [UInt8] = []) -> LinkOwner {
+        LinkOwner(ownerId: ownerId, key: key.publicKey, ownerSig: key.signature(for: senderId), authOwnerId: authorizerId,
+                  authOwnerSig: authorizer.signature(for: ownerId + key.publicKey.bytes))
+    }
+
+    /// SimpleX `validateLinkOwners`: each owner signed the sender ID with its key and is
+    /// authorised by the root key or by an owner before it in the list (so no loops), ids unique.
+    static func validate(_ owners: [LinkOwner], rootKey: Ed25519.PublicKey, senderId: [UInt8]) throws {
+        var earlier: [[UInt8]: Ed25519.PublicKey] = [:]
+        for (i, o) in owners.enumerated() {
+            guard earlier[o.ownerId] == nil else { throw AgentError(.badLink, "the short link's data names owner \(i) twice") }
+            guard o.key.isValidSignature(o.ownerSig, for: senderId) else {
+                throw AgentError(.badLink, "owner \(i) in the short link's data did not sign the link's sender ID")
+            }
+            let authorizer: Ed25519.PublicKey
+            if o.authOwnerId.isEmpty {
+                authorizer = rootKey
+            } else {
+                guard let k = earlier[o.authOwnerId] else {
+                    throw AgentError(.badLink, "owner \(i) in the short link's data is authorised by no owner before it")
+                }
+                authorizer = k
+            }
+            guard authorizer.isValidSignature(o.authOwnerSig, for: o.ownerId + o.key.bytes) else {
+                throw AgentError(.badLink, "owner \(i)'s authorisation in the short link's data does not verify")
+            }
+            earlier[o.ownerId] = o.key
+        }
     }
 }
 
@@ -64,10 +107,12 @@ public struct OwnedShortLink: Sendable {
 /// associated data, where
 ///
 ///     plain = [root key 32][salt 32][signature 64][body]
-///     body  = [u16 n][full link] [direct u8] [u8 owners]{[u8 n][owner id][key 32]}
+///     body  = [u16 n][full link] [direct u8]
+///             [u8 owners]{[u8 n][owner id][key 32][owner sig 64][u8 n][auth owner id][auth sig 64]}
 ///             [u8 relays]{[u16 n][short link]} [u16 n][user data]
 ///
-/// The signature is the root key's over `"swiftplex link data " ‖ kind letter ‖ body`. The
+/// The signature is the root key's — or a listed owner's (SimpleX `decryptLinkData` takes either;
+/// no signer id is carried) — over `"swiftplex link data " ‖ kind letter ‖ body`. The
 /// link's key is `SHA-256(root key ‖ salt)`, so it commits to the root key: someone holding the
 /// short link (every subscriber of a channel, or the relay operator with one) can encrypt data
 /// under its key but cannot sign it with the committed root key — opening checks both (SimpleX
@@ -102,9 +147,17 @@ enum LinkDataCodec {
             guard !o.ownerId.isEmpty, o.ownerId.count <= ShortLinkData.maxOwnerIdLength else {
                 throw AgentError(.badLink, "an owner id has 1-\(ShortLinkData.maxOwnerIdLength) bytes")
             }
+            guard o.authOwnerId.count <= ShortLinkData.maxOwnerIdLength, o.ownerSig.count == Ed25519.signatureLength,
+                  o.authOwnerSig.count == Ed25519.signatureLength else {
+                throw AgentError(.badLink, "an owner's signatures have \(Ed25519.signatureLength) bytes, its authorising owner id at most \(ShortLinkData.maxOwnerIdLength)")
+            }
             out.append(UInt8(o.ownerId.count))
             out += o.ownerId
             out += o.key.bytes
+            out += o.ownerSig
+            out.append(UInt8(o.authOwnerId.count))
+            out += o.authOwnerId
+            out += o.authOwnerSig
         }
         guard Set(data.owners.map(\.ownerId)).count == data.owners.count else { throw AgentError(.badLink, "owner ids must be unique") }
         out.append(UInt8(data.relays.count))
@@ -121,10 +174,16 @@ enum LinkDataCodec {
 
     /// Seals `link` and `data` for `kind` with a fresh key, or the key `root` derives.
     static func seal(link: String, data: ShortLinkData, kind: ShortLink.Kind, root: Ed25519.PrivateKey) throws -> (key: [UInt8], sealed: [UInt8]) {
+        try seal(link: link, data: data, kind: kind, rootKey: root.publicKey, salt: salt(root), signer: root)
+    }
+
+    /// The same with the root key's public half and salt (as a reader learns them) and any signer
+    /// (an owner's key: readers accept it when the owner is listed and verifies).
+    static func seal(link: String, data: ShortLinkData, kind: ShortLink.Kind, rootKey: Ed25519.PublicKey, salt: [UInt8],
+                     signer: Ed25519.PrivateKey) throws -> (key: [UInt8], sealed: [UInt8]) {
         let body = try encodeBody(link: link, data: data)
-        let salt = salt(root)
-        let key = linkKey(rootKey: root.publicKey, salt: salt)
-        let plain = root.publicKey.bytes + salt + root.signature(for: signed(body, kind: kind)) + body
+        let key = linkKey(rootKey: rootKey, salt: salt)
+        let plain = rootKey.bytes + salt + signer.signature(for: signed(body, kind: kind)) + body
         let nonce = XChaChaPoly.randomNonce()
         let sealed = [version] + nonce + (try XChaChaPoly.seal(plain, key: key, nonce: nonce, associatedData: ShortLink.associatedData(kind)))
         // The relay's limit (its `LSET` refuses more): said here, before anything is sent.
@@ -135,7 +194,7 @@ enum LinkDataCodec {
     }
 
     /// Opens version 2 data with the short link's key: decrypts, checks the key commits to the
-    /// root key and the signature, and parses the body.
+    /// root key, parses the body, validates the owners and checks the signature (root or owner).
     static func open(_ data: [UInt8], short: ShortLink) throws -> (link: String, rootKey: Ed25519.PublicKey, data: ShortLinkData) {
         let n = XChaChaPoly.nonceLength
         guard data.count > 1 + n, data[0] == version else { throw AgentError(.badLink, "the short link's data is not version 2 link data") }
@@ -151,10 +210,17 @@ enum LinkDataCodec {
         }
         let signature = Array(plain[64..<headerLength])
         let body = Array(plain[headerLength...])
-        guard root.isValidSignature(signature, for: signed(body, kind: short.kind)) else {
-            throw AgentError(.badLink, "the short link's data is not signed by its root key")
-        }
         let (link, linkData) = try decodeBody(body)
+        if !linkData.owners.isEmpty {
+            guard case let .contact(address)? = try? AgentLink(parsing: link) else {
+                throw AgentError(.badLink, "a short link with owners is a contact address's")
+            }
+            try LinkOwner.validate(linkData.owners, rootKey: root, senderId: address.queue.senderId)
+        }
+        let message = signed(body, kind: short.kind)
+        guard root.isValidSignature(signature, for: message) || linkData.owners.contains(where: { $0.key.isValidSignature(signature, for: message) }) else {
+            throw AgentError(.badLink, "the short link's data is signed neither by its root key nor by a listed owner")
+        }
         return (link, root, linkData)
     }
 
@@ -167,11 +233,14 @@ enum LinkDataCodec {
         }
         var owners: [LinkOwner] = []
         for _ in 0..<ownerCount {
+            let sig = Ed25519.signatureLength
             guard let idLength = r.byte(), idLength > 0, Int(idLength) <= ShortLinkData.maxOwnerIdLength, let id = r.bytes(Int(idLength)),
-                  let keyBytes = r.bytes(32), let key = try? Ed25519.PublicKey(bytes: keyBytes) else {
+                  let keyBytes = r.bytes(32), let key = try? Ed25519.PublicKey(bytes: keyBytes), let ownerSig = r.bytes(sig),
+                  let authLength = r.byte(), Int(authLength) <= ShortLinkData.maxOwnerIdLength, let authId = r.bytes(Int(authLength)),
+                  let authSig = r.bytes(sig) else {
                 throw AgentError(.badLink, "an owner in the short link's data is malformed")
             }
-            owners.append(LinkOwner(ownerId: id, key: key))
+            owners.append(LinkOwner(ownerId: id, key: key, ownerSig: ownerSig, authOwnerId: authId, authOwnerSig: authSig))
         }
         guard Set(owners.map(\.ownerId)).count == owners.count else { throw AgentError(.badLink, "the short link's data names an owner twice") }
         guard let relayCount = r.byte(), Int(relayCount) <= ShortLinkData.maxRelays else { throw AgentError(.badLink, "the short link's relay list is malformed") }

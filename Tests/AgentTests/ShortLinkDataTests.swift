@@ -10,10 +10,11 @@ import Testing
 @Suite(.timeLimit(.minutes(2))) struct ShortLinkDataTests {
     let relay = RelayAddress(fingerprint: Sodium.randomBytes(32), host: "relay.example.org", port: 5224)
 
-    func channelData(name: String, relays: [ShortLink] = [], userData: [UInt8]? = nil) -> ShortLinkData {
+    /// A channel's link data: one owner authorised by `root` for the queue with `senderId`.
+    func channelData(name: String, root: Ed25519.PrivateKey, senderId: [UInt8], relays: [ShortLink] = [], userData: [UInt8]? = nil) -> ShortLinkData {
         let profile = #"{"groupProfile":{"displayName":"\#(name)","fullName":"","publicGroup":{"groupType":"channel"}}}"#
-        return ShortLinkData(direct: false, owners: [LinkOwner(ownerId: Sodium.randomBytes(12), key: Ed25519.PrivateKey().publicKey)],
-                             relays: relays, userData: userData ?? Array(profile.utf8))
+        let owner = LinkOwner.authorized(ownerId: Sodium.randomBytes(12), key: Ed25519.PrivateKey(), senderId: senderId, by: root)
+        return ShortLinkData(direct: false, owners: [owner], relays: relays, userData: userData ?? Array(profile.utf8))
     }
 
     @Test func channelShortLinksParseAndMalformedOnesGiveTypedErrors() throws {
@@ -38,28 +39,30 @@ import Testing
     @Test func linkDataRoundTripsAndOpensOnlyWhenSignedByTheCommittedRootKey() throws {
         let root = Ed25519.PrivateKey()
         let relayLink = ShortLink(kind: .group, relay: relay, linkId: [7], key: XChaChaPoly.randomKey())
-        let data = channelData(name: "news", relays: [relayLink])
-        let full = ContactAddressLink(queue: QueueURI(relay: relay, senderId: Sodium.randomBytes(24), recipientDhKey: X25519.PrivateKey().publicKey)).description
+        let senderId = Sodium.randomBytes(24)
+        let data = channelData(name: "news", root: root, senderId: senderId, relays: [relayLink])
+        let full = ContactAddressLink(queue: QueueURI(relay: relay, senderId: senderId, recipientDhKey: X25519.PrivateKey().publicKey)).description
         let (key, sealed) = try LinkDataCodec.seal(link: full, data: data, kind: .channel, root: root)
         let short = ShortLink(kind: .channel, relay: relay, linkId: [1], key: key)
         let opened = try LinkDataCodec.open(sealed, short: short)
         #expect(opened.link == full && opened.data == data && opened.rootKey == root.publicKey)
         #expect(!String(decoding: sealed, as: UTF8.self).contains("news"))
         // The same root key gives the same link key: the owner can update.
-        #expect(try LinkDataCodec.seal(link: full, data: channelData(name: "other"), kind: .channel, root: root).key == key)
+        #expect(try LinkDataCodec.seal(link: full, data: channelData(name: "other", root: root, senderId: senderId), kind: .channel, root: root).key == key)
         // Another kind does not open it.
         var group = short
         group.kind = .group
         #expect(throws: AgentError(.badLink, "")) { try LinkDataCodec.open(sealed, short: group) }
         // Someone with the link (so its key) but another root key: encrypts fine, does not verify.
-        let forged = try Self.forge(link: full, data: channelData(name: "forged"), kind: .channel, key: key)
+        let forged = try forge(link: full, senderId: senderId, kind: .channel, key: key)
         #expect(throws: AgentError(.badLink, "")) { try LinkDataCodec.open(forged, short: short) }
         var tampered = sealed
         tampered[tampered.count - 1] ^= 1
         #expect(throws: AgentError(.badLink, "")) { try LinkDataCodec.open(tampered, short: short) }
         // Over the relay's limit: typed, before anything is sent.
         #expect(throws: AgentError(.linkDataTooLarge, "")) {
-            try LinkDataCodec.seal(link: full, data: channelData(name: "big", userData: Array(repeating: 65, count: RelayLimits.maxLinkDataLength)), kind: .channel, root: root)
+            try LinkDataCodec.seal(link: full, data: channelData(name: "big", root: root, senderId: senderId, userData: Array(repeating: 65, count: RelayLimits.maxLinkDataLength)),
+                                   kind: .channel, root: root)
         }
         #expect(throws: AgentError(.linkDataTooLarge, "")) {
             var d = data
@@ -73,9 +76,43 @@ import Testing
         }
     }
 
-    /// Data encrypted under a link's key `key` and signed by a root key of the forger's own.
-    static func forge(link: String, data: ShortLinkData, kind: ShortLink.Kind, key: [UInt8]) throws -> [UInt8] {
+    /// SimpleX `validateLinkOwners` and `decryptLinkData`: owners authorised by the root key or an
+    /// earlier owner, each having signed the queue's sender ID; data signed by the root key or a
+    /// listed owner. Anything else does not open.
+    @Test func ownersMustBeAuthorisedInOrderAndSignTheSenderId() throws {
+        let root = Ed25519.PrivateKey()
+        let senderId = Sodium.randomBytes(24)
+        let full = ContactAddressLink(queue: QueueURI(relay: relay, senderId: senderId, recipientDhKey: X25519.PrivateKey().publicKey)).description
+        let (k1, k2) = (Ed25519.PrivateKey(), Ed25519.PrivateKey())
+        let first = LinkOwner.authorized(ownerId: [1], key: k1, senderId: senderId, by: root)
+        let second = LinkOwner.authorized(ownerId: [2], key: k2, senderId: senderId, by: k1, authorizerId: [1])
+        let key = LinkDataCodec.linkKey(rootKey: root.publicKey, salt: LinkDataCodec.salt(root))
+        let short = ShortLink(kind: .channel, relay: relay, linkId: [1], key: key)
+        func sealed(_ owners: [LinkOwner], signer: Ed25519.PrivateKey? = nil) throws -> [UInt8] {
+            try LinkDataCodec.seal(link: full, data: ShortLinkData(direct: false, owners: owners), kind: .channel, rootKey: root.publicKey,
+                                   salt: LinkDataCodec.salt(root), signer: signer ?? root).sealed
+        }
+        #expect(try LinkDataCodec.open(sealed([first, second]), short: short).data.owners == [first, second])
+        // An owner listed (and authorised) may sign the data; a key that is not listed may not.
+        #expect(try LinkDataCodec.open(sealed([first, second], signer: k2), short: short).data.owners.count == 2)
+        #expect(throws: AgentError(.badLink, "")) { try LinkDataCodec.open(sealed([first], signer: k2), short: short) }
+        // Authorised by an owner listed after it (or by nobody listed): refused, so no loops.
+        #expect(throws: AgentError(.badLink, "")) { try LinkDataCodec.open(sealed([second, first]), short: short) }
+        #expect(throws: AgentError(.badLink, "")) { try LinkDataCodec.open(sealed([second]), short: short) }
+        // Authorised by a key that is not the root key.
+        let stray = LinkOwner.authorized(ownerId: [3], key: Ed25519.PrivateKey(), senderId: senderId, by: Ed25519.PrivateKey())
+        #expect(throws: AgentError(.badLink, "")) { try LinkDataCodec.open(sealed([first, stray]), short: short) }
+        // An owner that signed another queue's sender ID.
+        let elsewhere = LinkOwner.authorized(ownerId: [4], key: Ed25519.PrivateKey(), senderId: Sodium.randomBytes(24), by: root)
+        #expect(throws: AgentError(.badLink, "")) { try LinkDataCodec.open(sealed([elsewhere]), short: short) }
+    }
+
+    /// Data encrypted under a link's key `key`, consistent in itself: signed by a root key of the
+    /// forger's own, which also authorises the owner listed. Only the link key's commitment to
+    /// the real root key tells it apart.
+    func forge(link: String, senderId: [UInt8], kind: ShortLink.Kind, key: [UInt8]) throws -> [UInt8] {
         let fake = Ed25519.PrivateKey()
+        let data = channelData(name: "forged", root: fake, senderId: senderId)
         let body = try LinkDataCodec.encodeBody(link: link, data: data)
         let plain = fake.publicKey.bytes + Sodium.randomBytes(32) + fake.signature(for: LinkDataCodec.signed(body, kind: kind)) + body
         let nonce = XChaChaPoly.randomNonce()
@@ -96,8 +133,12 @@ import Testing
                     let (relayAddress, relayFull) = try await reader.createAddress(groupLinkId: "relayLink1")
                     let relayLink = try await reader.shortLink(forAddress: relayAddress, link: relayFull)
                     #expect(relayLink.kind == .group)
+                    let root = Ed25519.PrivateKey()
+                    func channelData(name: String, relays: [ShortLink] = [], userData: [UInt8]? = nil) -> ShortLinkData {
+                        self.channelData(name: name, root: root, senderId: link.queue.senderId, relays: relays, userData: userData)
+                    }
                     let data = channelData(name: "news", relays: [relayLink])
-                    let owned = try await owner.createShortLink(forAddress: address, link: link, kind: .channel, data: data)
+                    let owned = try await owner.createShortLink(forAddress: address, link: link, kind: .channel, data: data, rootKey: root)
                     #expect(owned.link.kind == .channel && owned.link.description.contains("/c?c="))
 
                     // Another agent resolves the link text and gets the same data back.
@@ -128,7 +169,7 @@ import Testing
                     var strangers = ownerQueue
                     strangers.recipientKey = .newEd25519()
                     let stranger = try await RelayConnection.connect(to: relay.address)
-                    let forged = try Self.forge(link: link.description, data: channelData(name: "forged"), kind: .channel, key: owned.link.key)
+                    let forged = try forge(link: link.description, senderId: link.queue.senderId, kind: .channel, key: owned.link.key)
                     await #expect(throws: RelayClientError.relay(.auth)) { _ = try await stranger.setLinkData(strangers, data: forged) }
                     #expect(try await reader.resolveWithData(owned.link).data == updated)
 
