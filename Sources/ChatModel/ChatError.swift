@@ -244,7 +244,7 @@ public enum StoreError: Sendable, Hashable, Codable {
 public struct AgentErrorType: Sendable, Hashable, Codable {
     public enum Code: String, StringEnum, CaseIterable {
         case noRelay, unknownConnection, wrongState, badEnvelope, messageTooLarge, relay, store, ownLink, linkNotFound, badLink,
-             relayRefused, timeout, relayUnreachable
+             relayRefused, timeout, relayUnreachable, linkDataTooLarge
     }
 
     public var code: Code
