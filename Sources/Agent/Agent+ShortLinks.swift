@@ -55,7 +55,12 @@ extension Agent {
     /// before anything is sent.
     public func createShortLink(forAddress id: Int64, link: ContactAddressLink, kind: ShortLink.Kind, data: ShortLinkData,
                                 rootKey root: Ed25519.PrivateKey = Ed25519.PrivateKey()) async throws -> OwnedShortLink {
-        guard kind != .invitation else { throw AgentError(.badLink, "an address's short link is /a, /g, /c or /r") }
+        switch (kind, link.groupLinkId) {
+        case (.invitation, _): throw AgentError(.badLink, "an address's short link is /a, /g, /c or /r")
+        case (.group, nil): throw AgentError(.badLink, "a group link (/g) is an address with a groupLinkId")
+        case (.contact, _?), (.relay, _?): throw AgentError(.badLink, "an address with a groupLinkId is a group link (/g)")
+        default: break
+        }
         let (key, sealed) = try LinkDataCodec.seal(link: link.description, data: data, kind: kind, root: root)
         let q = try await addressQueue(id)
         let linkId = try await storeLinkData(q, sealed)

@@ -183,6 +183,14 @@ import Testing
                     }
                     await stranger.close()
 
+                    // The kind must fit the address (a /g link names a group link's address).
+                    await #expect(throws: AgentError(.badLink, "")) {
+                        _ = try await owner.createShortLink(forAddress: address, link: link, kind: .group, data: data, rootKey: root)
+                    }
+                    await #expect(throws: AgentError(.badLink, "")) {
+                        _ = try await reader.createShortLink(forAddress: relayAddress, link: relayFull, kind: .contact, data: ShortLinkData())
+                    }
+                    #expect(try await reader.resolveWithData(owned.link).data == updated)
                     // A channel link is only made with data; an unknown link id is linkNotFound.
                     await #expect(throws: AgentError(.badLink, "")) { _ = try await owner.shortLink(forAddress: address, link: link, kind: .channel) }
                     var unknown = owned.link
