@@ -140,7 +140,7 @@ enum LinkDataCodec {
         guard data.relays.count <= ShortLinkData.maxRelays else { throw tooLarge("a short link lists at most \(ShortLinkData.maxRelays) relays") }
         guard data.userData.count <= Int(UInt16.max) else { throw tooLarge("the link's user data is over 65,535 bytes") }
         var out: [UInt8] = []
-        appendU16(Array(link.utf8), to: &out)
+        try appendU16(Array(link.utf8), to: &out)
         out.append(data.direct ? 1 : 0)
         out.append(UInt8(data.owners.count))
         for o in data.owners {
@@ -161,18 +161,19 @@ enum LinkDataCodec {
         }
         guard Set(data.owners.map(\.ownerId)).count == data.owners.count else { throw AgentError(.badLink, "owner ids must be unique") }
         out.append(UInt8(data.relays.count))
-        for r in data.relays { appendU16(Array(r.description.utf8), to: &out) }
-        appendU16(data.userData, to: &out)
+        for r in data.relays { try appendU16(Array(r.description.utf8), to: &out) }
+        try appendU16(data.userData, to: &out)
         return out
     }
 
-    private static func appendU16(_ bytes: [UInt8], to out: inout [UInt8]) {
+    private static func appendU16(_ bytes: [UInt8], to out: inout [UInt8]) throws {
+        guard bytes.count <= Int(UInt16.max) else { throw AgentError(.linkDataTooLarge, "a field of the link data is over 65,535 bytes") }
         out.append(UInt8(bytes.count >> 8))
         out.append(UInt8(bytes.count & 0xFF))
         out += bytes
     }
 
-    /// Seals `link` and `data` for `kind` with a fresh key, or the key `root` derives.
+    /// Seals `link` and `data` for `kind`, signed by `root`, under the link key `root` derives.
     static func seal(link: String, data: ShortLinkData, kind: ShortLink.Kind, root: Ed25519.PrivateKey) throws -> (key: [UInt8], sealed: [UInt8]) {
         try seal(link: link, data: data, kind: kind, rootKey: root.publicKey, salt: salt(root), signer: root)
     }
