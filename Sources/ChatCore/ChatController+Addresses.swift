@@ -22,8 +22,13 @@ extension ChatController {
         var shortLink: String?
         if short || u.chatRelay {
             do {
-                let kind: ShortLink.Kind = u.chatRelay ? .relay : .contact
-                shortLink = try await agentCall { try await agent.shortLink(forAddress: agentId, link: link, kind: kind) }.description
+                if u.chatRelay {
+                    // SimpleX `RelayAddressLinkData {relayProfile}` as the link's user data.
+                    let data = ShortLinkData(direct: true, userData: try Self.relayAddressLinkData(u.profile))
+                    shortLink = try await agentCall { try await agent.createShortLink(forAddress: agentId, link: link, kind: .relay, data: data) }.link.description
+                } else {
+                    shortLink = try await agentCall { try await agent.shortLink(forAddress: agentId, link: link, kind: .contact) }.description
+                }
             } catch {
                 try? await agent.deleteAddress(agentId)
                 throw error
@@ -33,6 +38,13 @@ extension ChatController {
                                    settings: try Stored.text(AddressSettings(businessAddress: false)), shortLink: shortLink)
         try await dbWrite { db in try record.insert(db) }
         return .userContactLinkCreated(user: userModel(u), connLinkContact: CreatedConnLink(connFullLink: link.description, connShortLink: shortLink))
+    }
+
+    /// A relay address's link user data: `{"relayProfile": RelayProfile}` (SimpleX
+    /// `RelayAddressLinkData`), the relay user's name, full name, short description and image.
+    nonisolated static func relayAddressLinkData(_ profile: Profile) throws -> [UInt8] {
+        let relayProfile = RelayProfile(displayName: profile.displayName, fullName: profile.fullName, shortDescr: profile.shortDescr, image: profile.image)
+        return Array(JSONValue.object([("relayProfile", try JSONValueEncoder().encode(relayProfile))]).text.utf8)
     }
 
     public func showAddress(userId: Int64) async throws -> ChatResponse {

@@ -38,6 +38,15 @@ import Testing
                     #expect(short.contains("/r?c=") && short.contains("#"), "\(short)")
                     #expect(try ShortLink(parsing: short).kind == .relay)
 
+                    // Its link data carries the relay's profile (SimpleX `RelayAddressLinkData`).
+                    let resolved = try await o.controller.agent.resolveWithData(try ShortLink(parsing: short))
+                    let linkData = try #require(resolved.data)
+                    let userData = try JSONValue.parse(String(decoding: linkData.userData, as: UTF8.self))
+                    #expect(userData["relayProfile"]?["displayName"]?.stringValue == "relay1", "\(userData)")
+                    #expect(userData["relayProfile"]?["fullName"]?.stringValue == "")
+                    #expect(linkData.direct && linkData.owners.isEmpty && linkData.relays.isEmpty)
+                    guard case .contact = resolved.link else { Issue.record("a relay address resolves to a contact address"); return }
+
                     // Nobody connects to it: plan, connect, /connect are refused before anything is tried.
                     for command in ["/_connect plan 1 \(short)", "/_connect 1 \(short)", "/connect \(short)", "/c \(short)"] {
                         let refused = await o.execute(command)
