@@ -236,8 +236,13 @@ public struct ShortLink: Sendable, Hashable, CustomStringConvertible {
     public enum Kind: String, Sendable {
         case invitation = "i"
         case contact = "a"
+        /// A chat relay's address: a contact address that only channel owners use (`x.grp.relay.inv`).
+        case relay = "r"
         /// A group link (SimpleX `CCTGroup`, `/g#`).
         case group = "g"
+        /// A channel link (SimpleX `CCTChannel`, `/c#`): the owner's contact address, with the
+        /// channel's profile, owners and relay links in its data (``ShortLinkData``).
+        case channel = "c"
     }
 
     public var kind: Kind
@@ -259,7 +264,7 @@ public struct ShortLink: Sendable, Hashable, CustomStringConvertible {
         guard let hash = rest.firstIndex(of: "#") else { throw LinkError(.parameters, "the short link has no #<link id>/<key>") }
         let beforeFragment = rest[..<hash]
         let fragment = rest[rest.index(after: hash)...]
-        guard let slash = beforeFragment.firstIndex(of: "/") else { throw LinkError(.kind, "the short link has no /i or /a path") }
+        guard let slash = beforeFragment.firstIndex(of: "/") else { throw LinkError(.kind, "the short link has no /i, /a, /g, /c or /r path") }
         let hostPort = beforeFragment[..<slash]
         var path = beforeFragment[beforeFragment.index(after: slash)...]
         var fingerprint: Substring?
@@ -269,7 +274,7 @@ public struct ShortLink: Sendable, Hashable, CustomStringConvertible {
             path = path[..<q]
         }
         guard let kind = Kind(rawValue: String(path)) else {
-            throw LinkError(.kind, "a short link's path is /i (invitation), /a (address) or /g (group)")
+            throw LinkError(.kind, "a short link's path is /i (invitation), /a (address), /g (group), /c (channel) or /r (chat relay address)")
         }
         guard let fingerprint else { throw LinkError(.parameters, "the short link has no relay fingerprint (?c=)") }
         let relay: RelayAddress
@@ -307,5 +312,5 @@ public struct ShortLink: Sendable, Hashable, CustomStringConvertible {
         return text
     }
 
-    private static func associatedData(_ kind: Kind) -> [UInt8] { Array("swiftplex short link \(kind.rawValue)".utf8) }
+    static func associatedData(_ kind: Kind) -> [UInt8] { Array("swiftplex short link \(kind.rawValue)".utf8) }
 }

@@ -108,6 +108,14 @@ public enum CommandParser {
             } else {
                 command = .setUserRelays(userId: id, relays: list.split(separator: ",").map { String($0).trimmingCharactersInSet() })
             }
+        case "/relays":
+            var relays: [ChatRelayEntry] = []
+            while let w = s.word() {
+                guard w.hasPrefix("name="), w.count > 5 else { throw CommandParseError(.badArguments, "expected name=<name> <address>, got \(w)") }
+                guard let address = s.word() else { throw CommandParseError(.badArguments, "name=\(w.dropFirst(5)) needs a chat relay address") }
+                relays.append(ChatRelayEntry(name: String(w.dropFirst(5)), address: String(address)))
+            }
+            command = relays.isEmpty ? .listChatRelays : .setChatRelays(relays: relays)
         default:
             guard let group = try parseGroupCommand(keyword, &s) else { throw CommandParseError(.unknownCommand, "unknown command \(keyword)") }
             command = .group(group)

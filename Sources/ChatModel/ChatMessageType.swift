@@ -21,6 +21,8 @@ public enum ChatMessageType: String, Sendable, Hashable, CaseIterable {
     case memberBlockedForAll, deletedMember, deletedMemberUser, leftMember, groupDeleted, memberAcceptedByOther
     // Group links and admission
     case groupLinkCreated, groupLink, groupLinkDeleted, memberAccepted, groupLinkConnecting
+    // Channels (``ChannelResponse``)
+    case userChatRelays
 }
 
 // Payloads that responses and events share: one struct each, with synthesized Codable, written
