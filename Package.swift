@@ -140,6 +140,7 @@ let package = Package(
             dependencies: [
                 "ChatModel",
                 "GroupProtocol",
+                "ChannelProtocol",
                 "SwiftplexBase",
                 "Agent",
                 "SwiftplexStorage",

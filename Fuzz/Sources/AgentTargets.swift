@@ -84,7 +84,10 @@ enum AgentEnvelopeTarget: FuzzTarget {
 /// Every link parser: full links (`simplex:/invitation`, `simplex:/contact`), short links
 /// (`https://…/i|a?c=…#id/key`) and the relay and queue addresses inside them; what parses must
 /// print to text that parses to the same value. Mode byte ≥ 0x80: the rest is short-link data
-/// opened with a fixed key (`ShortLink.open`), then sealed and opened again.
+/// opened with a fixed key (`ShortLink.open`), then sealed and opened again; mode byte 0x7F: the
+/// rest is a version 2 link-data body (`LinkDataCodec.decodeBody`: link, owners, relay links, user
+/// data), which must encode and decode to the same value, and is then sealed under a fixed root key
+/// and opened again (`LinkDataCodec.seal`/`open`); sealed v2 data that opens is checked the same way.
 enum LinksTarget: FuzzTarget {
     static let name = "links"
     static let summary = "Agent AgentLink/InvitationLink/ContactAddressLink/ShortLink parsing and ShortLink.open; RelayAddress, QueueURI"
@@ -92,7 +95,21 @@ enum LinksTarget: FuzzTarget {
     static let shortLink = ShortLink(kind: .invitation, relay: RelayAddress(fingerprint: FixedKeys.relayFingerprint, host: "relay.example"),
                                      linkId: [UInt8](repeating: 3, count: 24), key: [UInt8](repeating: 4, count: 32))
 
+    static let root = try! Ed25519.PrivateKey(secretBytes: [UInt8](repeating: 6, count: 32))
+    static let channelLink = ShortLink(kind: .channel, relay: shortLink.relay, linkId: [UInt8](repeating: 3, count: 24),
+                                       key: LinkDataCodec.linkKey(rootKey: root.publicKey, salt: LinkDataCodec.salt(root)))
+
     static func fuzz(_ data: [UInt8]) {
+        if data.first == 0x7F {
+            let rest = Array(data.dropFirst())
+            if let opened = try? LinkDataCodec.open(rest, short: channelLink) { roundTrip(opened.link, opened.data) }
+            if let decoded = try? LinkDataCodec.decodeBody(rest) {
+                let again = try? LinkDataCodec.decodeBody(LinkDataCodec.encodeBody(link: decoded.link, data: decoded.data))
+                fuzzCheck(again?.link == decoded.link && again?.data == decoded.data, "link data body does not round-trip")
+                roundTrip(decoded.link, decoded.data)
+            }
+            return
+        }
         if data.first.map({ $0 >= 0x80 }) == true {
             let rest = Array(data.dropFirst())
             if let opened = try? shortLink.open(rest) { _ = try? AgentLink(parsing: opened) }
@@ -123,6 +140,14 @@ enum LinksTarget: FuzzTarget {
         }
     }
 
+    /// Seals `link` and `data` under the fixed root key (when they fit) and opens them again.
+    static func roundTrip(_ link: String, _ data: ShortLinkData) {
+        guard let sealed = try? LinkDataCodec.seal(link: link, data: data, kind: .channel, root: root) else { return }
+        fuzzCheck(sealed.key == channelLink.key, "link data from the fixed root key does not seal under the link's key")
+        let reopened = try? LinkDataCodec.open(sealed.sealed, short: channelLink)
+        fuzzCheck(reopened?.link == link && reopened?.data == data, "sealed link data does not open to itself")
+    }
+
     static func seeds() throws -> [[UInt8]] {
         let v6 = FixedKeys.queue(host: "::1", port: 5224)
         let links: [String] = [
@@ -137,6 +162,12 @@ enum LinksTarget: FuzzTarget {
         ]
         var out = links.map { Array($0.utf8) }
         out.append([0x80] + (try ShortLink.seal(FixedKeys.invitation.description, kind: .invitation, key: shortLink.key)))
+        let relayLink = ShortLink(kind: .group, relay: v6.relay, linkId: [1, 2, 3], key: [UInt8](repeating: 5, count: 32))
+        let owner = LinkOwner.authorized(ownerId: [1, 2, 3, 4], key: root, senderId: FixedKeys.queue().senderId, by: root)
+        let linkData = ShortLinkData(direct: false, owners: [owner], relays: [relayLink],
+                                     userData: Array(#"{"groupProfile":{"displayName":"news","fullName":""}}"#.utf8))
+        out.append([0x7F] + (try LinkDataCodec.encodeBody(link: ContactAddressLink(queue: FixedKeys.queue()).description, data: linkData)))
+        out.append(Array(channelLink.description.utf8))
         return out
     }
 }

@@ -4,17 +4,21 @@ import SwiftplexBase
 
 /// Channels as a relay and a subscriber receive them: the typed channel events (`x.grp.relay.*`,
 /// `x.member`) as connection info from anyone holding a relay's address or link, and binary
-/// batches (`=`) of plain, signed and forwarded elements from an owner or a relay. Whatever decodes
-/// re-encodes to the same message; a batch re-encodes to the same bytes.
+/// batches (`=`) of plain, signed and forwarded elements from an owner or a relay, and (mode byte 2)
+/// a channel link's user data (`GroupShortLinkData`). Whatever decodes re-encodes to the same
+/// message; a batch re-encodes to the same bytes; link data reads back to the same value.
 enum ChannelMessageTarget: FuzzTarget {
     static let name = "channel-message"
-    static let summary = "ChannelProtocol ChannelMessage.decode (x.grp.relay.*, x.member) and ChannelBatch.decode (signed/forward elements), round trips"
+    static let summary = "ChannelProtocol ChannelMessage.decode (x.grp.relay.*, x.member), ChannelBatch.decode (signed/forward elements), GroupShortLinkData, round trips"
 
     static func fuzz(_ data: [UInt8]) {
         var r = ByteReader(data)
         let mode = r.byte()
         let bytes = r.rest()
-        if mode & 1 == 0 {
+        if mode == 2 {
+            guard let data = try? GroupShortLinkData(bytes: bytes) else { return }
+            fuzzCheck((try? GroupShortLinkData(bytes: data.bytes)) == data, "group short-link data does not read back to itself")
+        } else if mode & 1 == 0 {
             guard let envelope = try? GroupMessage.decodeEnvelope(bytes, asConnInfo: true),
                   let message = try? envelope.channelMessage() else { return }
             guard let again = try? GroupMessage.encode(message.envelope(msgId: envelope.msgId), asConnInfo: true) else { return }
@@ -44,6 +48,8 @@ enum ChannelMessageTarget: FuzzTarget {
         let chan = ForwardedElement(sender: .channel, brokerTs: 1_795_000_001, element: .plain(body: post))
         seeds.append([1] + (try ChannelBatch.encode([.element(signed)])))
         seeds.append([1] + (try ChannelBatch.encode([.forward(fwd), .forward(chan), .element(.plain(body: post))])))
+        let profile = ChannelProfiles.channelProfile(displayName: "news", channelLink: "https://relay.example/c#a2V5", publicGroupId: Array(repeating: 9, count: 32))
+        seeds.append([2] + GroupShortLinkData(groupProfile: profile, publicMemberCount: 3).bytes)
         return seeds
     }
 }

@@ -11,8 +11,9 @@ import SwiftplexStorage
 
 // MARK: - Contact addresses: creating them, contact requests sent and received
 extension Agent {
-    /// Creates a reusable contact address.
-    public func createAddress() async throws -> (address: Int64, link: ContactAddressLink) {
+    /// Creates a reusable contact address; with `groupLinkId`, a group link (the id goes into the
+    /// link's client data, so joiners know the requests go to a group).
+    public func createAddress(groupLinkId: String? = nil) async throws -> (address: Int64, link: ContactAddressLink) {
         let relay = try ownRelay
         let connection = try await relayConnection(relay)
         // A contact queue: anyone may send a request, nobody can secure it (audit 1).
@@ -21,18 +22,21 @@ extension Agent {
         let record = AddressRecord(rcv: OwnQueue(q, relay: relay, e2e: e2e))
         let id = try await store.queue.write { db in try AgentStore.save(db, record) }
         try await connection.subscribe(q)
-        return (id, ContactAddressLink(queue: QueueURI(relay: relay, senderId: q.senderId, recipientDhKey: e2e.publicKey)))
+        return (id, ContactAddressLink(queue: QueueURI(relay: relay, senderId: q.senderId, recipientDhKey: e2e.publicKey), groupLinkId: groupLinkId))
     }
 
     /// Sends a contact request to someone's address; the connection completes when they accept.
-    public func joinAddress(_ link: ContactAddressLink, info: [UInt8]) async throws -> Int64 {
+    /// The acceptor's confirmation is allowed at once with the same `info`; with `autoAllow` false
+    /// it is reported (`confirmation`) for the caller to `allow` — a group link joiner reads the
+    /// host's `x.grp.link.inv` first.
+    public func joinAddress(_ link: ContactAddressLink, info: [UInt8], autoAllow: Bool = true) async throws -> Int64 {
         let senderId = link.queue.senderId
         if try await store.queue.read({ db in try AgentStore.isOwnQueue(db, senderId: senderId) }) {
             throw AgentError(.ownLink, "this is your own contact address")
         }
         let peerRelay = link.queue.relay
         try await checkPeerRelay(peerRelay)
-        let (id, invitation) = try await newInvitation(autoAllowInfo: info)
+        let (id, invitation) = try await newInvitation(autoAllowInfo: autoAllow ? info : nil)
         let envelope = try Envelope.seal(AgentMessage.contactRequest(invitation: invitation, info: info).encoded(), kind: .confirmation,
                                          own: X25519.PrivateKey(), peer: link.queue.recipientDhKey)
         try await withDeadline(options.peerRelayTimeout, "sending a contact request through relay \(peerRelay.host):\(peerRelay.port)") {

@@ -153,6 +153,8 @@ public struct AgentError: CodedError {
         case linkNotFound
         /// A short link whose data does not decrypt or is not a link of its kind.
         case badLink
+        /// A short link's data over the relay's limit (or over a list's bound).
+        case linkDataTooLarge
         /// A peer's relay that the agent's options forbid (not in the allowed list, or at a
         /// private address); refused before any socket is opened.
         case relayRefused

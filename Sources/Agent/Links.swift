@@ -143,10 +143,19 @@ public struct InvitationLink: Sendable, Hashable, CustomStringConvertible {
 
 /// A reusable contact address: `simplex:/contact#/?v=1&smp=<queue URI>`. Anyone holding it can
 /// send a contact request; each request carries a fresh invitation from the requester.
+///
+/// A group link is a contact address owned by a group: as in SimpleX, its full form carries the
+/// client data `data={"type":"group","groupLinkId":"<base64url>"}` (percent-encoded), which tells
+/// the joiner the requests go to a group.
 public struct ContactAddressLink: Sendable, Hashable, CustomStringConvertible {
     public var queue: QueueURI
+    /// The group link's id (base64url, 1…64 characters) when this address is a group link.
+    public var groupLinkId: String?
 
-    public init(queue: QueueURI) { self.queue = queue }
+    public init(queue: QueueURI, groupLinkId: String? = nil) {
+        self.queue = queue
+        self.groupLinkId = groupLinkId
+    }
 
     public init(parsing text: String) throws {
         let (kind, params) = try InvitationLink.split(text)
@@ -154,9 +163,41 @@ public struct ContactAddressLink: Sendable, Hashable, CustomStringConvertible {
         guard let smp = params.first(where: { $0.0 == "smp" })?.1 else { throw LinkError(.parameters, "the address has no smp queue") }
         guard let decoded = PercentEncoding.decode(smp) else { throw LinkError(.queue, "the smp parameter is not valid percent-encoding") }
         do { queue = try QueueURI(parsing: decoded) } catch { throw LinkError(.queue, "the queue in the address is invalid: \(error)") }
+        if let data = params.first(where: { $0.0 == "data" })?.1 {
+            groupLinkId = try Self.groupLinkId(fromData: data)
+        }
     }
 
-    public var description: String { "simplex:/contact#/?v=1&smp=\(PercentEncoding.encode(queue.description))" }
+    /// The `data` parameter: `{"type":"group","groupLinkId":…}`; any other client data is refused.
+    static func groupLinkId(fromData raw: Substring) throws -> String {
+        guard raw.utf8.count <= 1024, let text = PercentEncoding.decode(raw) else {
+            throw LinkError(.parameters, "the data parameter is not valid percent-encoding")
+        }
+        guard let json = try? JSONValue.parse(text, maxDepth: 4, maxBytes: 1024), json["type"]?.stringValue == "group",
+              let id = json["groupLinkId"]?.stringValue else {
+            throw LinkError(.parameters, "the data parameter must be {\"type\":\"group\",\"groupLinkId\":…}")
+        }
+        guard Self.isGroupLinkId(id) else { throw LinkError(.parameters, "the groupLinkId must be 1-64 base64url characters") }
+        return id
+    }
+
+    /// 1…64 characters of base64url (with optional `=` padding).
+    public static func isGroupLinkId(_ s: String) -> Bool {
+        guard !s.isEmpty, s.utf8.count <= 64 else { return false }
+        return s.utf8.allSatisfy { b in
+            switch b {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "="): true
+            default: false
+            }
+        }
+    }
+
+    public var description: String {
+        var s = "simplex:/contact#/?v=1&smp=\(PercentEncoding.encode(queue.description))"
+        if let groupLinkId { s += "&data=" + PercentEncoding.encode("{\"type\":\"group\",\"groupLinkId\":\"\(groupLinkId)\"}") }
+        return s
+    }
 }
 
 /// Any link the agent understands.
@@ -195,6 +236,13 @@ public struct ShortLink: Sendable, Hashable, CustomStringConvertible {
     public enum Kind: String, Sendable {
         case invitation = "i"
         case contact = "a"
+        /// A chat relay's address: a contact address that only channel owners use (`x.grp.relay.inv`).
+        case relay = "r"
+        /// A group link (SimpleX `CCTGroup`, `/g#`).
+        case group = "g"
+        /// A channel link (SimpleX `CCTChannel`, `/c#`): the owner's contact address, with the
+        /// channel's profile, owners and relay links in its data (``ShortLinkData``).
+        case channel = "c"
     }
 
     public var kind: Kind
@@ -216,7 +264,7 @@ public struct ShortLink: Sendable, Hashable, CustomStringConvertible {
         guard let hash = rest.firstIndex(of: "#") else { throw LinkError(.parameters, "the short link has no #<link id>/<key>") }
         let beforeFragment = rest[..<hash]
         let fragment = rest[rest.index(after: hash)...]
-        guard let slash = beforeFragment.firstIndex(of: "/") else { throw LinkError(.kind, "the short link has no /i or /a path") }
+        guard let slash = beforeFragment.firstIndex(of: "/") else { throw LinkError(.kind, "the short link has no /i, /a, /g, /c or /r path") }
         let hostPort = beforeFragment[..<slash]
         var path = beforeFragment[beforeFragment.index(after: slash)...]
         var fingerprint: Substring?
@@ -225,7 +273,9 @@ public struct ShortLink: Sendable, Hashable, CustomStringConvertible {
             fingerprint = params.first(where: { $0.0 == "c" })?.1
             path = path[..<q]
         }
-        guard let kind = Kind(rawValue: String(path)) else { throw LinkError(.kind, "a short link's path is /i (invitation) or /a (address)") }
+        guard let kind = Kind(rawValue: String(path)) else {
+            throw LinkError(.kind, "a short link's path is /i (invitation), /a (address), /g (group), /c (channel) or /r (chat relay address)")
+        }
         guard let fingerprint else { throw LinkError(.parameters, "the short link has no relay fingerprint (?c=)") }
         let relay: RelayAddress
         do { relay = try RelayAddress(parsing: "smp://\(fingerprint)@\(hostPort)") } catch {
@@ -262,5 +312,5 @@ public struct ShortLink: Sendable, Hashable, CustomStringConvertible {
         return text
     }
 
-    private static func associatedData(_ kind: Kind) -> [UInt8] { Array("swiftplex short link \(kind.rawValue)".utf8) }
+    static func associatedData(_ kind: Kind) -> [UInt8] { Array("swiftplex short link \(kind.rawValue)".utf8) }
 }

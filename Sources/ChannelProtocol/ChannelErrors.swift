@@ -8,6 +8,9 @@ public struct ChannelError: CodedError {
     public enum Code: String, Sendable {
         /// The link is a chat relay's address (`/r#`): it serves channel owners, nobody connects to it.
         case relayAddress
+        /// A chat relay's address was expected (`/relays name=<name> <address>`), and this link is
+        /// another kind (a contact address, an invitation, a group or channel link).
+        case notRelayAddress
         /// The text is not a SimpleX link this module recognises.
         case invalidLink
         /// The actor's role does not allow the action.

@@ -93,6 +93,16 @@ public enum ChannelLinks {
         }
     }
 
+    /// Checks that `link` is a chat relay's address (a `/r` short link), as an owner registers it:
+    /// ``ChannelError/Code/invalidLink`` for text that is no SimpleX link, and
+    /// ``ChannelError/Code/notRelayAddress`` for a link of another kind.
+    public static func checkRelayAddress(_ link: String) throws(ChannelError) {
+        guard let l = SimplexLink.recognize(link) else { throw ChannelError(.invalidLink, "not a SimpleX link") }
+        guard l.type == .relay, l.isShort else {
+            throw ChannelError(.notRelayAddress, "this is a \(l.type.rawValue) link, not a chat relay address (…/r#…)")
+        }
+    }
+
     /// The link's kind, or ``ChannelError/Code/invalidLink``.
     public static func kind(of link: String) throws(ChannelError) -> SimplexLinkType {
         guard let l = SimplexLink.recognize(link) else { throw ChannelError(.invalidLink, "not a SimpleX link") }

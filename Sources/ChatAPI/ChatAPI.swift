@@ -199,6 +199,8 @@ public struct ChatAPI: Sendable {
             return try await c.react(contactId: contactId, itemId: itemId, add: add, reaction: reaction)
         case let .setUserRelays(userId, relays): return try await c.setRelays(userId: userId, relays: relays)
         case let .getUserRelays(userId): return try await c.getRelays(userId: userId)
+        case .listChatRelays: return try await c.listChatRelays()
+        case let .setChatRelays(relays): return try await c.setChatRelays(relays)
         default:
             if let r = try await dispatchGroup(command, idempotencyKey: idempotencyKey) { return r }
             throw ChatFailure(commandError: "this command is not supported by this engine yet")

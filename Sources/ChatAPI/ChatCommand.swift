@@ -58,6 +58,11 @@ public enum ChatCommand: Sendable, Equatable {
     case getUserRelays(userId: Int64)
     // Groups
     case group(GroupCommand)
+    // Channels
+    /// `/relays`: the active user's chat relays.
+    case listChatRelays
+    /// `/relays name=<name> <address> …`: replaces the active user's chat relays.
+    case setChatRelays(relays: [ChatRelayEntry])
 
     public enum DeleteMode: String, Sendable, Equatable {
         case broadcast, `internal`, internalMark

@@ -24,8 +24,21 @@ public enum GroupCommand: Sendable, Equatable {
     case listGroups(userId: Int64, contactId: Int64?, search: String?)
     /// `/_group_profile #<groupId> <json GroupProfile>`
     case updateProfile(groupId: Int64, profile: JSONValue)
+<<<<<<< HEAD
     /// `/_delete member item #<groupId> <id>[,<id>…]`
     case deleteMemberItems(groupId: Int64, itemIds: [Int64])
+=======
+    /// `/_create link #<groupId>[ <role>][ short=on|off]` (role `member` unless given; short link on unless off)
+    case createLink(groupId: Int64, role: GroupMemberRole, short: Bool)
+    /// `/_set link role #<groupId> <role>`
+    case setLinkRole(groupId: Int64, role: GroupMemberRole)
+    /// `/_delete link #<groupId>`
+    case deleteLink(groupId: Int64)
+    /// `/_get link #<groupId>`
+    case getLink(groupId: Int64)
+    /// `/_accept member #<groupId> <groupMemberId> <role>`
+    case acceptMember(groupId: Int64, groupMemberId: Int64, role: GroupMemberRole)
+>>>>>>> s7-channels2
 }
 
 extension CommandParser {
@@ -92,6 +105,46 @@ extension CommandParser {
     }
 }
 
+extension CommandParser {
+    /// The group link commands and `/_accept member` (`verb` is the command's keyword without
+    /// `/_`; the scanner is at `link` or `member`).
+    static func parseGroupLink(_ verb: String, _ s: inout Scanner) throws(CommandParseError) -> GroupCommand {
+        switch verb {
+        case "create":
+            try s.expect("link")
+            let g = try s.groupId()
+            var role = GroupMemberRole.member
+            var short = true
+            while let w = s.peekWord() {
+                if w.hasPrefix("short=") {
+                    _ = s.word()
+                    guard let v = Scanner.onOffValue(w.dropFirst("short=".count)) else { throw CommandParseError(.badArguments, "short must be on or off") }
+                    short = v
+                } else {
+                    role = try s.role()
+                }
+            }
+            return .createLink(groupId: g, role: role, short: short)
+        case "set":
+            try s.expect("link")
+            try s.expect("role")
+            let g = try s.groupId()
+            return .setLinkRole(groupId: g, role: try s.role())
+        case "delete":
+            try s.expect("link")
+            return .deleteLink(groupId: try s.groupId())
+        case "get":
+            try s.expect("link")
+            return .getLink(groupId: try s.groupId())
+        default:
+            try s.expect("member")
+            let g = try s.groupId()
+            let m = try s.id("groupMemberId")
+            return .acceptMember(groupId: g, groupMemberId: m, role: try s.role())
+        }
+    }
+}
+
 extension Scanner {
     /// `#<groupId>` (no support scope).
     mutating func groupId() throws(CommandParseError) -> Int64 {
@@ -128,7 +181,15 @@ extension ChatAPI {
             case let .listMembers(groupId): return try await c.listMembers(groupId: groupId)
             case let .listGroups(userId, contactId, search): return try await c.listGroups(userId: userId, contactId: contactId, search: search)
             case let .updateProfile(groupId, profile): return try await c.updateGroupProfile(groupId: groupId, profile: profile)
+<<<<<<< HEAD
             case let .deleteMemberItems(groupId, ids): return try await c.deleteMemberItems(groupId: groupId, itemIds: ids)
+=======
+            case let .createLink(groupId, role, short): return try await c.createGroupLink(groupId: groupId, role: role, short: short)
+            case let .setLinkRole(groupId, role): return try await c.setGroupLinkRole(groupId: groupId, role: role)
+            case let .deleteLink(groupId): return try await c.deleteGroupLink(groupId: groupId)
+            case let .getLink(groupId): return try await c.getGroupLink(groupId: groupId)
+            case let .acceptMember(groupId, memberId, role): return try await c.acceptMember(groupId: groupId, groupMemberId: memberId, role: role)
+>>>>>>> s7-channels2
             }
         case let .sendMessages(.group(groupId, nil), _, _, _, messages):
             return try await c.sendToGroup(groupId: groupId, messages: messages)

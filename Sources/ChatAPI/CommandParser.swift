@@ -16,8 +16,12 @@ public enum CommandParser {
         case "/users":
             command = .listUsers
         case "/_create":
-            try s.expect("user")
-            command = .createActiveUser(newUser: try s.jsonObject("NewUser"))
+            if s.peekWord() == "link" {
+                command = .group(try parseGroupLink("create", &s))
+            } else {
+                try s.expect("user")
+                command = .createActiveUser(newUser: try s.jsonObject("NewUser"))
+            }
         case "/_user":
             let id = try s.id("userId")
             command = .setActiveUser(userId: id, viewPassword: try s.optionalJSONString())
@@ -81,6 +85,8 @@ public enum CommandParser {
             if s.peekWord() == "incognito=on" { _ = s.word(); incognito = true }
             let link = s.rest()
             command = .connectActiveUser(incognito: incognito, link: link.isEmpty ? nil : link)
+        case "/_accept" where s.peekWord() == "member":
+            command = .group(try parseGroupLink("accept", &s))
         case "/_accept":
             var incognito = false
             if s.peekWord() == "incognito=on" { _ = s.word(); incognito = true }
@@ -102,6 +108,14 @@ public enum CommandParser {
             } else {
                 command = .setUserRelays(userId: id, relays: list.split(separator: ",").map { String($0).trimmingCharactersInSet() })
             }
+        case "/relays":
+            var relays: [ChatRelayEntry] = []
+            while let w = s.word() {
+                guard w.hasPrefix("name="), w.count > 5 else { throw CommandParseError(.badArguments, "expected name=<name> <address>, got \(w)") }
+                guard let address = s.word() else { throw CommandParseError(.badArguments, "name=\(w.dropFirst(5)) needs a chat relay address") }
+                relays.append(ChatRelayEntry(name: String(w.dropFirst(5)), address: String(address)))
+            }
+            command = relays.isEmpty ? .listChatRelays : .setChatRelays(relays: relays)
         default:
             guard let group = try parseGroupCommand(keyword, &s) else { throw CommandParseError(.unknownCommand, "unknown command \(keyword)") }
             command = .group(group)
@@ -127,11 +141,16 @@ public enum CommandParser {
                 throw CommandParseError(.badArguments, "delete mode must be broadcast, internal or internalMark")
             }
             return .deleteChatItems(chat: chat, itemIds: ids, mode: mode)
+<<<<<<< HEAD
         case "member":
             _ = s.word()
             try s.expect("item")
             let g = try s.groupId()
             return .group(.deleteMemberItems(groupId: g, itemIds: try s.idList("chatItemIds")))
+=======
+        case "link":
+            return .group(try parseGroupLink("delete", &s))
+>>>>>>> s7-channels2
         default:
             let chat = try s.chatRef()
             guard let kind = s.word() else { return .deleteChat(chat: chat, mode: .full(notify: true)) }
@@ -151,6 +170,7 @@ public enum CommandParser {
     }
 
     private static func parseSet(_ s: inout Scanner) throws(CommandParseError) -> ChatCommand {
+        if s.peekWord() == "link" { return .group(try parseGroupLink("set", &s)) }
         switch s.word() {
         case "prefs":
             guard case let .direct(id) = try s.chatRef() else { throw CommandParseError(.badArguments, "/_set prefs takes @<contactId>") }
@@ -214,6 +234,7 @@ public enum CommandParser {
     }
 
     private static func parseGet(_ s: inout Scanner) throws(CommandParseError) -> ChatCommand {
+        if s.peekWord() == "link" { return .group(try parseGroupLink("get", &s)) }
         switch s.word() {
         case "chats":
             let id = try s.id("userId")

@@ -12,16 +12,23 @@ extension ChatController {
     }
 
     /// Creates the user's contact address; with `short`, also a short link to it (its full link
-    /// stored encrypted on the address's relay).
+    /// stored encrypted on the address's relay). A chat relay user's address is its relay address:
+    /// always with a short link, of kind `/r` (docs/channels.md).
     public func createAddress(userId: Int64, short: Bool = false) async throws -> ChatResponse {
         let u = try await user(userId)
         try requireStarted()
         if try await address(userId: userId) != nil { throw ChatFailure.chat(.userContactLinkExists) }
         let (agentId, link) = try await agentCall { try await agent.createAddress() }
         var shortLink: String?
-        if short {
+        if short || u.chatRelay {
             do {
-                shortLink = try await agentCall { try await agent.shortLink(forAddress: agentId, link: link) }.description
+                if u.chatRelay {
+                    // SimpleX `RelayAddressLinkData {relayProfile}` as the link's user data.
+                    let data = ShortLinkData(direct: true, userData: try Self.relayAddressLinkData(u.profile))
+                    shortLink = try await agentCall { try await agent.createShortLink(forAddress: agentId, link: link, kind: .relay, data: data) }.link.description
+                } else {
+                    shortLink = try await agentCall { try await agent.shortLink(forAddress: agentId, link: link, kind: .contact) }.description
+                }
             } catch {
                 try? await agent.deleteAddress(agentId)
                 throw error
@@ -31,6 +38,13 @@ extension ChatController {
                                    settings: try Stored.text(AddressSettings(businessAddress: false)), shortLink: shortLink)
         try await dbWrite { db in try record.insert(db) }
         return .userContactLinkCreated(user: userModel(u), connLinkContact: CreatedConnLink(connFullLink: link.description, connShortLink: shortLink))
+    }
+
+    /// A relay address's link user data: `{"relayProfile": RelayProfile}` (SimpleX
+    /// `RelayAddressLinkData`), the relay user's name, full name, short description and image.
+    nonisolated static func relayAddressLinkData(_ profile: Profile) throws -> [UInt8] {
+        let relayProfile = RelayProfile(displayName: profile.displayName, fullName: profile.fullName, shortDescr: profile.shortDescr, image: profile.image)
+        return Array(JSONValue.object([("relayProfile", try JSONValueEncoder().encode(relayProfile))]).text.utf8)
     }
 
     public func showAddress(userId: Int64) async throws -> ChatResponse {

@@ -1,4 +1,5 @@
 import Agent
+import ChannelProtocol
 import ChatModel
 import Foundation
 import GRDB
@@ -120,12 +121,21 @@ extension ChatController {
                            connection: ModelOf.pendingConnection(row, link: link.description))
     }
 
+    /// Refuses a chat relay's address (`/r`): nobody connects to it, it serves channel owners
+    /// (`channelError` `relayAddress`, "This is a chat relay address, it cannot be used to connect.").
+    nonisolated static func checkConnectable(_ text: String) throws {
+        do { try ChannelLinks.checkConnectable(text) } catch { throw ChatFailure(error) }
+    }
+
     /// Parses a link; a short link (`https://…`) is resolved on its relay into the full link.
     func resolveLink(_ text: String) async throws -> (link: AgentLink, short: String?) {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         if trimmed.hasPrefix("https://") {
             let short: ShortLink
             do { short = try ShortLink(parsing: trimmed) } catch { throw ChatFailure.chat(.invalidConnReq) }
+            // Channel links (`/c`) are joined through their relays, which the engine does not do
+            // yet (docs/channels.md §8): never as the contact address they resolve to.
+            guard short.kind != .channel else { throw ChatFailure.chat(.invalidConnReq) }
             let full = try await agentCall { try await agent.resolve(short) }
             return (full, short.description)
         }
@@ -134,10 +144,12 @@ extension ChatController {
 
     public func connectPlan(userId: Int64, link text: String) async throws -> ChatResponse {
         let u = try await user(userId)
+        try Self.checkConnectable(text)
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         // A short link of this engine's own is known without asking its relay.
         let ownFull = try await dbRead { db -> String? in
             if let c = try ContactRecord.filter(ContactRecord.Columns.shortLink == trimmed).fetchOne(db), let invitation = c.invitation { return invitation }
+            if let g = try GroupLinkRecord.filter(GroupLinkRecord.Columns.shortLink == trimmed).fetchOne(db) { return g.link }
             return try AddressRecord.filter(AddressRecord.Columns.shortLink == trimmed).fetchOne(db)?.link
         }
         let (link, short): (AgentLink, String?)
@@ -148,6 +160,10 @@ extension ChatController {
             (link, short) = try await resolveLink(trimmed)
         }
         let full = link.description
+        if case let .contact(a) = link, a.groupLinkId != nil {
+            return .connectionPlan(user: userModel(u), connLink: CreatedConnLink(connFullLink: full, connShortLink: short),
+                                   connectionPlan: .groupLink(try await groupLinkPlan(userId: u.id, full: full)))
+        }
         let own = try await dbRead { db -> Bool in
             try !ContactRecord.filter(ContactRecord.Columns.invitation == full).isEmpty(db) || !AddressRecord.filter(AddressRecord.Columns.link == full).isEmpty(db)
         }
@@ -162,8 +178,12 @@ extension ChatController {
     /// `incognito` shows the peer a random profile made for this connection only.
     public func connect(userId: Int64?, link text: String, incognito: Bool = false) async throws -> ChatResponse {
         let u = if let userId { try await user(userId) } else { try await activeUser() }
+        try Self.checkConnectable(text)
         try requireStarted()
-        let (link, _) = try await resolveLink(text)
+        let (link, short) = try await resolveLink(text)
+        if case let .contact(address) = link, address.groupLinkId != nil {
+            return try await connectGroupLink(user: u, address: address, short: short, incognito: incognito)
+        }
         let custom = incognito ? Self.randomProfile() : nil
         let info = try profileInfo(custom ?? u.profile)
         switch link {

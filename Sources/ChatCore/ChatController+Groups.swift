@@ -22,6 +22,8 @@ struct GroupRuntime {
     var states: [Int64: GroupState] = [:]
     /// Member connections: agent connection → (group, member); loaded on first use.
     var connections: [Int64: GroupConnection]?
+    /// Join requests sent through group links and not answered yet (their agent connections); loaded on first use.
+    var linkJoins: Set<Int64>?
     /// Groups whose machine is in use (one input at a time per group), and who waits.
     var busy: Set<Int64> = []
     var waiters: [Int64: [CheckedContinuation<Void, Never>]] = [:]
@@ -284,6 +286,7 @@ extension ChatController {
             case let .createInvitation(m): try enqueue(.createInvitation(for: m))
             case let .joinConnection(m, req, info): try enqueue(.join(for: m, connRequest: req, info: info))
             case let .allowConnection(m, info): try enqueue(.allow(for: m, info: info))
+            case let .acceptLinkRequest(m, request, info): try enqueue(.acceptRequest(for: m, request: request, info: info))
             case let .deleteConnection(m): try enqueue(.delete(for: m))
             case .deleteAllConnections: try enqueue(.deleteAll)
             case let .saveMember(s), let .saveMembership(s): try saveMember(db, s, groupId: groupId, userId: userId, now: now)
@@ -367,6 +370,8 @@ extension ChatController {
         r.category = s.category.rawValue
         r.invitedBy = s.invitedBy?.text
         r.blocked = s.blocked
+        r.viaLink = s.viaLink
+        r.pendingConnected = s.pendingConnected
         r.contactId = s.contact ?? r.contactId
         r.updatedAt = now
         if let p = s.profile {
@@ -417,7 +422,15 @@ extension ChatController {
 
     /// Handles an agent event if it is of a member connection; returns false for others.
     func handleGroupAgentEvent(_ event: AgentEvent) async throws -> Bool {
-        guard let conn = event.connectionId, let ref = try await groupConnection(conn) else { return false }
+        guard let conn = event.connectionId else { return false }
+        guard let ref = try await groupConnection(conn) else {
+            // The host's answer on a join request sent through a group link (+GroupLinks).
+            if case let .confirmation(_, info) = event, let join = try await groupLinkJoin(conn) {
+                try await groupLinkJoinConfirmed(join, info: info)
+                return true
+            }
+            return false
+        }
         let input: GroupInput
         var mark: (conn: Int64, seq: UInt64)?
         var dedup: (author: String, msgId: String)?
@@ -644,8 +657,10 @@ extension ChatController {
         case let .memberAcceptedByOther(by, id):
             guard let b = m(by), let x = m(id) else { return nil }
             return .memberAcceptedByOther(MemberAcceptedByOther(user: user, groupInfo: info, acceptingMember: b, member: x))
+        case let .groupLinkConnecting(host):
+            return m(host).map { .groupLinkConnecting(UserJoinedGroup(user: user, groupInfo: info, hostMember: $0)) }
         case .sentGroupInvitation, .userAcceptedGroupSent, .leftMemberUser, .memberRole(nil, _, _, _), .memberBlockedForAll(nil, _, _),
-             .deletedMember(nil, _, _), .groupDeleted(nil), .groupUpdated(nil, _, _):
+             .deletedMember(nil, _, _), .groupDeleted(nil), .groupUpdated(nil, _, _), .memberAccepted:
             return nil // the user's own commands: answered by their responses
         }
     }
@@ -847,6 +862,31 @@ extension ChatController {
                 }
             }
             try await dbWrite(done)
+        case let .acceptRequest(member, request, info):
+            guard let userId = try await dbRead({ db in try GroupRecord.fetchOne(db, key: groupId)?.userId }) else {
+                try? await agent.rejectRequest(request)
+                try await dbWrite(done)
+                return
+            }
+            let body = try GroupMessage.encode(info, asConnInfo: true)
+            do {
+                try await trackingJoin { () async throws -> ((), Int64) in
+                    let conn = try await agent.acceptRequest(request, info: body)
+                    try await dbWrite { db in
+                        _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == member.text)
+                            .updateAll(db, GroupMemberRecord.Columns.agentConnId.set(to: conn))
+                        try done(db)
+                    }
+                    _ = try await groupConnection(conn)
+                    groupRuntime.connections?[conn] = GroupConnection(groupId: groupId, userId: userId, memberId: member)
+                    return ((), conn)
+                }
+            } catch let e as AgentError where e.code == .unknownConnection {
+                _ = e
+                // The request is gone (accepted before a restart, or expired): nothing to join.
+                logger.info("a group link request was gone before it was accepted", metadata: ["group": "\(groupId)"])
+                try await dbWrite(done)
+            }
         case let .delete(member):
             if let conn = try await memberConn(groupId, member) { try await deleteMemberConnection(conn) }
             try await dbWrite(done)
@@ -880,6 +920,7 @@ extension ChatController {
 
     /// A group deleted by the user goes from the store once its last messages are out.
     private func purgeIfDeleted(_ groupId: Int64) async {
+        await deleteGroupLinkIfGone(groupId)
         _ = try? await dbWrite { db in
             guard let g = try GroupRecord.fetchOne(db, key: groupId), g.deleted else { return }
             guard try GroupActionRecord.filter(GroupActionRecord.Columns.groupId == groupId).isEmpty(db) else { return }

@@ -44,6 +44,8 @@ public actor ChatController {
     public internal(set) var refusedContactRequests = 0
     /// Contact requests rejected unanswered after `contactRequestTTL` since the controller started.
     public internal(set) var expiredContactRequests = 0
+    /// Contact requests refused on a chat relay user's relay address since the controller started.
+    public internal(set) var refusedRelayAddressRequests = 0
 
     /// Joins (accepting a request, connecting through a link) whose connection is not yet a contact.
     var joinsInFlight = 0
@@ -193,11 +195,19 @@ public actor ChatController {
     }
 
     /// Creates a user from a NewUser object and makes it active. Display names are trimmed and
-    /// must be non-empty, must not start with `@` or `#`, and must be unique.
+    /// must be non-empty, must not start with `@` or `#`, and must be unique. `userChatRelay: true`
+    /// makes a chat relay user (its address is a relay address, docs/channels.md).
     public func createActiveUser(_ newUser: JSONValue) async throws -> ChatResponse {
         let given = newUser["profile"] ?? .object([("displayName", .string(""))])
         guard case .object = given else { throw ChatFailure.command("profile must be an object") }
         let name = try Self.checkedName(given["displayName"]?.stringValue ?? "")
+        let chatRelay: Bool
+        switch newUser["userChatRelay"] {
+        case nil, .null?: chatRelay = false
+        case let v?:
+            guard let b = v.boolValue else { throw ChatFailure.command("userChatRelay must be true or false") }
+            chatRelay = b
+        }
         var stored = given
         stored.set("displayName", .string(name))
         var profile = try Self.commandProfile(stored)
@@ -208,7 +218,7 @@ public actor ChatController {
                 throw ChatFailure.chat(.userExists(contactName: name))
             }
             try UserRecord.updateAll(db, UserRecord.Columns.active.set(to: false))
-            var record = UserRecord(displayName: name, profile: text, active: true, createdAt: Timestamp.now())
+            var record = UserRecord(displayName: name, profile: text, active: true, createdAt: Timestamp.now(), chatRelay: chatRelay)
             try record.insert(db)
             let id = record.id!
             record.localDisplayName = try LocalNames.reserve(db, userId: id, displayName: name)

@@ -10,6 +10,8 @@ struct UserRow: Sendable {
     var sendReceipts: Bool
     /// The user's own name among its local names (`bot`, or `bot_1` if it renamed itself to a contact's name).
     var localName: String?
+    /// A chat relay user.
+    var chatRelay: Bool
 
     init(_ r: UserRecord) {
         id = r.id ?? 0
@@ -18,6 +20,7 @@ struct UserRow: Sendable {
         relays = r.relays.split(separator: ",").map(String.init)
         sendReceipts = r.sendReceipts
         localName = r.localDisplayName
+        chatRelay = r.chatRelay
     }
 }
 
@@ -153,7 +156,7 @@ enum ModelOf {
     static func user(_ u: UserRow) -> User {
         User(userId: u.id, agentUserId: 1, userContactId: u.id, localDisplayName: u.localName ?? u.profile.displayName,
              profile: LocalProfile(profileId: u.id, profile: u.profile), fullPreferences: fullPreferences(u.profile),
-             activeUser: u.active, activeOrder: u.id, sendRcptsContacts: u.sendReceipts)
+             activeUser: u.active, activeOrder: u.id, sendRcptsContacts: u.sendReceipts, userChatRelay: u.chatRelay)
     }
 
     static func connection(_ c: ContactRow) -> Connection {

@@ -26,6 +26,8 @@ struct UserRecord: ChatRecord {
     var createdAt: String
     var sendReceipts: Bool = true
     var localDisplayName: String?
+    /// A chat relay user (`NewUser.userChatRelay`): its address is a relay address (`/r`).
+    var chatRelay: Bool = false
 
     enum Columns {
         static let id = Column("id")

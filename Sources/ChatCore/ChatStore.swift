@@ -120,6 +120,7 @@ final class ChatStore: Sendable {
             }
         }
         GroupStore.register(&m)
+        ChannelStore.register(&m)
         return m
     }
 }

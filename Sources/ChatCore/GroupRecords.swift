@@ -84,6 +84,7 @@ enum GroupStore {
         m.registerMigration("v4b: group item quotes") { db in
             try db.execute(sql: "ALTER TABLE group_item ADD COLUMN quote TEXT")
         }
+<<<<<<< HEAD
         m.registerMigration("v4-items: group item edits, deletions, reactions") { db in
             try db.execute(sql: """
                 ALTER TABLE group_item ADD COLUMN edited INTEGER NOT NULL DEFAULT 0;
@@ -125,6 +126,34 @@ enum GroupStore {
                     created_at TEXT NOT NULL,
                     UNIQUE (group_id, author_member_id, shared_msg_id)
                 );
+=======
+        m.registerMigration("v5-links: group links and admission") { db in
+            try db.execute(sql: """
+                CREATE TABLE group_link (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    group_id INTEGER NOT NULL UNIQUE REFERENCES chat_group(id) ON DELETE CASCADE,
+                    agent_address_id INTEGER NOT NULL UNIQUE,
+                    group_link_id TEXT NOT NULL,
+                    link TEXT NOT NULL,
+                    short_link TEXT,
+                    role TEXT NOT NULL,
+                    created_at TEXT NOT NULL
+                );
+                CREATE TABLE group_link_join (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    user_id INTEGER NOT NULL REFERENCES user(id) ON DELETE CASCADE,
+                    agent_conn_id INTEGER NOT NULL UNIQUE,
+                    link TEXT NOT NULL,
+                    short_link TEXT,
+                    x_contact_id TEXT NOT NULL,
+                    created_at TEXT NOT NULL
+                );
+                ALTER TABLE group_member ADD COLUMN via_link INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE group_member ADD COLUMN pending_connected INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE group_member ADD COLUMN x_contact_id TEXT;
+                ALTER TABLE chat_group ADD COLUMN via_link TEXT;
+                CREATE INDEX group_member_by_x_contact ON group_member(group_id, x_contact_id);
+>>>>>>> s7-channels2
                 """)
         }
     }
@@ -144,6 +173,8 @@ struct GroupRecord: ChatRecord {
     var createdAt: String
     var updatedAt: String
     var chatTs: String?
+    /// The group link (full) the user joined by, if it did.
+    var viaLink: String?
 
     enum Columns {
         static let id = Column("id")
@@ -171,9 +202,15 @@ struct GroupMemberRecord: ChatRecord {
     var localDisplayName: String?
     var createdAt: String
     var updatedAt: String
+    /// Host only: joined through the group link; its connection is up while it waits for review.
+    var viaLink: Bool = false
+    var pendingConnected: Bool = false
+    /// A link joiner's request id (`x.contact`'s `contactReqId`): a request sent again is not a new member.
+    var xContactId: String?
 
     enum Columns {
         static let id = Column("id")
+        static let xContactId = Column("x_contact_id")
         static let groupId = Column("group_id")
         static let memberId = Column("member_id")
         static let category = Column("category")
@@ -189,8 +226,53 @@ struct GroupMemberRecord: ChatRecord {
               let cat = GroupProtocol.GroupMemberCategory(rawValue: category) else { return nil }
         let p = Stored.json(profile).flatMap { try? MemberProfile(json: $0) }
         return GroupMemberState(memberId: mid, role: GroupProtocol.GroupMemberRole(name: role), status: st, category: cat, profile: p,
-                                invitedBy: invitedBy.flatMap(MemberId.init), blocked: blocked, contact: contactId)
+                                invitedBy: invitedBy.flatMap(MemberId.init), blocked: blocked, contact: contactId, viaLink: viaLink,
+                                pendingConnected: pendingConnected)
     }
+}
+
+/// `group_link`: a group's link — a contact address owned by the group, whose requests become
+/// members with `role`.
+struct GroupLinkRecord: ChatRecord {
+    static let databaseTableName = "group_link"
+    var id: Int64?
+    var groupId: Int64
+    var agentAddressId: Int64
+    var groupLinkId: String
+    var link: String
+    var shortLink: String?
+    var role: String
+    var createdAt: String
+
+    enum Columns {
+        static let groupId = Column("group_id")
+        static let agentAddressId = Column("agent_address_id")
+        static let link = Column("link")
+        static let shortLink = Column("short_link")
+    }
+
+    mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
+}
+
+/// `group_link_join`: a join request the user sent through someone's group link, until the host's
+/// `x.grp.link.inv` makes it a group (the row goes in the same transaction).
+struct GroupLinkJoinRecord: ChatRecord {
+    static let databaseTableName = "group_link_join"
+    var id: Int64?
+    var userId: Int64
+    var agentConnId: Int64
+    var link: String
+    var shortLink: String?
+    var xContactId: String
+    var createdAt: String
+
+    enum Columns {
+        static let agentConnId = Column("agent_conn_id")
+        static let link = Column("link")
+        static let userId = Column("user_id")
+    }
+
+    mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
 }
 
 /// `group_intro`: an introduction the user hosts.
@@ -326,6 +408,7 @@ enum GroupPendingAction: Sendable {
     case createInvitation(for: MemberId)
     case join(for: MemberId, connRequest: String, info: GroupEnvelope)
     case allow(for: MemberId, info: GroupEnvelope?)
+    case acceptRequest(for: MemberId, request: Int64, info: GroupEnvelope)
     case delete(for: MemberId)
     case deleteAll
 
@@ -336,6 +419,8 @@ enum GroupPendingAction: Sendable {
         case let .createInvitation(m): .object([("kind", "createInvitation"), ("member", .string(m.text))])
         case let .join(m, req, info): .object([("kind", "join"), ("member", .string(m.text)), ("connReq", .string(req)), ("msg", info.json)])
         case let .allow(m, info): .object([("kind", "allow"), ("member", .string(m.text)), ("msg", info?.json ?? .null)])
+        case let .acceptRequest(m, request, info):
+            .object([("kind", "acceptRequest"), ("member", .string(m.text)), ("request", .int(request)), ("msg", info.json)])
         case let .delete(m): .object([("kind", "delete"), ("member", .string(m.text))])
         case .deleteAll: .object([("kind", "deleteAll")])
         }
@@ -360,6 +445,9 @@ enum GroupPendingAction: Sendable {
         case "allow":
             guard let member else { return nil }
             self = .allow(for: member, info: env)
+        case "acceptRequest":
+            guard let member, let env, let request = json["request"]?.int64Value else { return nil }
+            self = .acceptRequest(for: member, request: request, info: env)
         case "delete":
             guard let member else { return nil }
             self = .delete(for: member)

@@ -72,15 +72,17 @@ public struct ChatStats: Sendable, Hashable, Codable {
 public enum ConnectionPlan: Sendable, Hashable, Codable {
     case invitationLink(InvitationLinkPlan)
     case contactAddress(ContactAddressPlan)
+    case groupLink(GroupLinkPlan)
     case error(ChatError)
 
-    public static let allTags = ["invitationLink", "contactAddress", "error"]
+    public static let allTags = ["invitationLink", "contactAddress", "groupLink", "error"]
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
         switch try c.tag() {
         case "invitationLink": self = .invitationLink(try c.decode(InvitationLinkPlan.self, forKey: "invitationLinkPlan"))
         case "contactAddress": self = .contactAddress(try c.decode(ContactAddressPlan.self, forKey: "contactAddressPlan"))
+        case "groupLink": self = .groupLink(try c.decode(GroupLinkPlan.self, forKey: "groupLinkPlan"))
         case "error": self = .error(try c.decode(ChatError.self, forKey: "chatError"))
         case let t: throw c.unknown(t, in: "ConnectionPlan")
         }
@@ -91,6 +93,7 @@ public enum ConnectionPlan: Sendable, Hashable, Codable {
         switch self {
         case let .invitationLink(p): try c.tag("invitationLink"); try c.encode(p, forKey: "invitationLinkPlan")
         case let .contactAddress(p): try c.tag("contactAddress"); try c.encode(p, forKey: "contactAddressPlan")
+        case let .groupLink(p): try c.tag("groupLink"); try c.encode(p, forKey: "groupLinkPlan")
         case let .error(e): try c.tag("error"); try c.encode(e, forKey: "chatError")
         }
     }
@@ -154,6 +157,44 @@ public enum ContactAddressPlan: Sendable, Hashable, Codable {
         case let .connectingProhibit(contact): try c.tag("connectingProhibit"); try c.encode(contact, forKey: "contact")
         case let .known(contact): try c.tag("known"); try c.encode(contact, forKey: "contact")
         case let .contactViaAddress(contact): try c.tag("contactViaAddress"); try c.encode(contact, forKey: "contact")
+        }
+    }
+}
+
+/// What joining a group link would do (`ConnectionPlan.groupLink`; the 7.0.2 `GroupLinkPlan`).
+/// The channel cases (`noRelays`, `updateRequired`) and the short link data of `ok` are not
+/// produced: Swiftplex group links carry no link data besides the full link.
+public enum GroupLinkPlan: Sendable, Hashable, Codable {
+    case ok
+    case ownLink(groupInfo: GroupInfo)
+    case connectingConfirmReconnect
+    case connectingProhibit(groupInfo: GroupInfo?)
+    case known(groupInfo: GroupInfo)
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: FieldKey.self)
+        switch try c.tag() {
+        case "ok": self = .ok
+        case "ownLink": self = .ownLink(groupInfo: try c.decode(GroupInfo.self, forKey: "groupInfo"))
+        case "connectingConfirmReconnect": self = .connectingConfirmReconnect
+        case "connectingProhibit": self = .connectingProhibit(groupInfo: try c.decodeIfPresent(GroupInfo.self, forKey: "groupInfo_"))
+        case "known": self = .known(groupInfo: try c.decode(GroupInfo.self, forKey: "groupInfo"))
+        case let t: throw c.unknown(t, in: "GroupLinkPlan")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: FieldKey.self)
+        switch self {
+        case .ok: try c.tag("ok")
+        case let .ownLink(g): try c.tag("ownLink"); try c.encode(g, forKey: "groupInfo")
+        case .connectingConfirmReconnect: try c.tag("connectingConfirmReconnect")
+        case let .connectingProhibit(g): try c.tag("connectingProhibit"); try c.encodeIfPresent(g, forKey: "groupInfo_")
+        case let .known(g):
+            try c.tag("known")
+            try c.encode(g, forKey: "groupInfo")
+            try c.encode(false, forKey: "groupUpdated")
+            try c.encode([String](), forKey: "linkOwners")
         }
     }
 }

@@ -81,12 +81,21 @@ public enum ChatErrorType: Sendable, Hashable, Codable {
     case groupMemberNotActive
     case groupMemberUserRemoved
     case groupInternal(message: String)
+    case groupMemberInitialRole(groupInfo: GroupInfo, initialRole: GroupMemberRole)
+    // Channels
+    /// A chat relay with this name or address is given twice (`/relays`).
+    case chatRelayExists
+    /// Swiftplex: a channel operation refused, with the channel layer's code (`relayAddress`: the
+    /// link is a chat relay's address and cannot be used to connect; `notRelayAddress`: `/relays`
+    /// was given a link that is not one; `invalidLink`, …) and its message.
+    case channelError(code: String, message: String)
 
     public static let allTags = ["noActiveUser", "userUnknown", "userExists", "cantDeleteActiveUser", "cantDeleteLastUser", "invalidDisplayName",
                                  "chatNotStarted", "chatNotStopped", "chatStoreChanged", "invalidConnReq", "unsupportedConnReq", "userContactLinkExists",
                                  "contactNotReady", "contactNotActive", "invalidChatItemUpdate", "invalidChatItemDelete", "commandError",
                                  "internalError", "exception", "groupUserRole", "groupNotJoined", "groupDuplicateMember",
-                                 "groupMemberNotActive", "groupMemberUserRemoved", "groupInternal"]
+                                 "groupMemberNotActive", "groupMemberUserRemoved", "groupInternal", "groupMemberInitialRole", "chatRelayExists",
+                                 "channelError"]
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
@@ -117,7 +126,12 @@ public enum ChatErrorType: Sendable, Hashable, Codable {
         case "groupDuplicateMember": self = .groupDuplicateMember(contactName: try c.decode(String.self, forKey: "contactName"))
         case "groupMemberNotActive": self = .groupMemberNotActive
         case "groupMemberUserRemoved": self = .groupMemberUserRemoved
+        case "groupMemberInitialRole":
+            self = .groupMemberInitialRole(groupInfo: try c.decode(GroupInfo.self, forKey: "groupInfo"),
+                                           initialRole: try c.decode(GroupMemberRole.self, forKey: "initialRole"))
         case "groupInternal": self = .groupInternal(message: try c.decode(String.self, forKey: "message"))
+        case "chatRelayExists": self = .chatRelayExists
+        case "channelError": self = .channelError(code: try c.decode(String.self, forKey: "code"), message: try c.decode(String.self, forKey: "message"))
         case let t: throw c.unknown(t, in: "ChatErrorType")
         }
     }
@@ -152,7 +166,13 @@ public enum ChatErrorType: Sendable, Hashable, Codable {
         case let .groupDuplicateMember(name): try c.tag("groupDuplicateMember"); try c.encode(name, forKey: "contactName")
         case .groupMemberNotActive: try c.tag("groupMemberNotActive")
         case .groupMemberUserRemoved: try c.tag("groupMemberUserRemoved")
+        case let .groupMemberInitialRole(g, role):
+            try c.tag("groupMemberInitialRole")
+            try c.encode(g, forKey: "groupInfo")
+            try c.encode(role, forKey: "initialRole")
         case let .groupInternal(m): try c.tag("groupInternal"); try c.encode(m, forKey: "message")
+        case .chatRelayExists: try c.tag("chatRelayExists")
+        case let .channelError(code, m): try c.tag("channelError"); try c.encode(code, forKey: "code"); try c.encode(m, forKey: "message")
         }
     }
 }
@@ -171,9 +191,13 @@ public enum StoreError: Sendable, Hashable, Codable {
     case dbError(resultCode: String, message: String)
     case groupNotFound(groupId: Int64)
     case groupMemberNotFound(groupMemberId: Int64)
+    case groupLinkNotFound(groupInfo: GroupInfo)
+    case duplicateGroupLink(groupInfo: GroupInfo)
+    case userChatRelayNotFound(chatRelayId: Int64)
 
     public static let allTags = ["duplicateName", "userNotFound", "contactNotFound", "duplicateContactLink", "userContactLinkNotFound",
-                                 "contactRequestNotFound", "chatItemNotFound", "invalidQuote", "dbError", "groupNotFound", "groupMemberNotFound"]
+                                 "contactRequestNotFound", "chatItemNotFound", "invalidQuote", "dbError", "groupNotFound", "groupMemberNotFound",
+                                 "groupLinkNotFound", "duplicateGroupLink", "userChatRelayNotFound"]
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
@@ -189,6 +213,9 @@ public enum StoreError: Sendable, Hashable, Codable {
         case "dbError": self = .dbError(resultCode: try c.decode(String.self, forKey: "resultCode"), message: try c.decode(String.self, forKey: "message"))
         case "groupNotFound": self = .groupNotFound(groupId: try c.decode(Int64.self, forKey: "groupId"))
         case "groupMemberNotFound": self = .groupMemberNotFound(groupMemberId: try c.decode(Int64.self, forKey: "groupMemberId"))
+        case "groupLinkNotFound": self = .groupLinkNotFound(groupInfo: try c.decode(GroupInfo.self, forKey: "groupInfo"))
+        case "duplicateGroupLink": self = .duplicateGroupLink(groupInfo: try c.decode(GroupInfo.self, forKey: "groupInfo"))
+        case "userChatRelayNotFound": self = .userChatRelayNotFound(chatRelayId: try c.decode(Int64.self, forKey: "chatRelayId"))
         case let t: throw c.unknown(t, in: "StoreError")
         }
     }
@@ -210,6 +237,9 @@ public enum StoreError: Sendable, Hashable, Codable {
             try c.encode(message, forKey: "message")
         case let .groupNotFound(id): try c.tag("groupNotFound"); try c.encode(id, forKey: "groupId")
         case let .groupMemberNotFound(id): try c.tag("groupMemberNotFound"); try c.encode(id, forKey: "groupMemberId")
+        case let .groupLinkNotFound(g): try c.tag("groupLinkNotFound"); try c.encode(g, forKey: "groupInfo")
+        case let .duplicateGroupLink(g): try c.tag("duplicateGroupLink"); try c.encode(g, forKey: "groupInfo")
+        case let .userChatRelayNotFound(id): try c.tag("userChatRelayNotFound"); try c.encode(id, forKey: "chatRelayId")
         }
     }
 }
@@ -219,7 +249,7 @@ public enum StoreError: Sendable, Hashable, Codable {
 public struct AgentErrorType: Sendable, Hashable, Codable {
     public enum Code: String, StringEnum, CaseIterable {
         case noRelay, unknownConnection, wrongState, badEnvelope, messageTooLarge, relay, store, ownLink, linkNotFound, badLink,
-             relayRefused, timeout, relayUnreachable
+             relayRefused, timeout, relayUnreachable, linkDataTooLarge
     }
 
     public var code: Code

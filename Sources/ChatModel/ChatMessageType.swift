@@ -19,6 +19,10 @@ public enum ChatMessageType: String, Sendable, Hashable, CaseIterable {
     case userDeletedMembers, leftMemberUser, groupDeletedUser, groupUpdated
     case receivedGroupInvitation, userJoinedGroup, joinedGroupMember, joinedGroupMemberConnecting, connectedToGroupMember, memberRole
     case memberBlockedForAll, deletedMember, deletedMemberUser, leftMember, groupDeleted, memberAcceptedByOther
+    // Group links and admission
+    case groupLinkCreated, groupLink, groupLinkDeleted, memberAccepted, groupLinkConnecting
+    // Channels (``ChannelResponse``)
+    case userChatRelays
 }
 
 // Payloads that responses and events share: one struct each, with synthesized Codable, written

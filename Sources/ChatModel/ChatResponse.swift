@@ -50,6 +50,8 @@ public enum ChatResponse: Sendable, Hashable, Codable {
     case chatCmdError(ChatError)
     // Groups
     case group(GroupResponse)
+    // Channels
+    case channel(ChannelResponse)
 
     public static func acceptingContactRequest(user: User, contact: Contact) -> ChatResponse { .acceptingContactRequest(UserContact(user: user, contact: contact)) }
     public static func contactPrefsUpdated(user: User, fromContact: Contact, toContact: Contact) -> ChatResponse {
@@ -80,6 +82,9 @@ public enum ChatResponse: Sendable, Hashable, Codable {
 
     /// The group responses' types (``GroupResponse``), read and written as well.
     public static let groupTypes = GroupResponse.types
+
+    /// The channel responses' types (``ChannelResponse``), read and written as well.
+    public static let channelTypes = ChannelResponse.types
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
@@ -129,6 +134,7 @@ public enum ChatResponse: Sendable, Hashable, Codable {
         case .chatItemReaction: self = .chatItemReaction(try ChatItemReactionChange(from: decoder))
         case .chatCmdError: self = .chatCmdError(try field("chatError"))
         case let t where GroupResponse.types.contains(t): self = .group(try GroupResponse(type: t, from: decoder))
+        case let t where ChannelResponse.types.contains(t): self = .channel(try ChannelResponse(type: t, from: decoder))
         case let t: throw c.unknown(t.rawValue, in: "ChatResponse")
         }
     }
@@ -196,6 +202,7 @@ public enum ChatResponse: Sendable, Hashable, Codable {
         case let .chatItemReaction(p): try p.encode(to: encoder)
         case let .chatCmdError(error): try c.encode(error, forKey: "chatError")
         case let .group(g): try g.encode(to: encoder)
+        case let .channel(p): try p.encode(to: encoder)
         }
     }
 
@@ -237,6 +244,7 @@ public enum ChatResponse: Sendable, Hashable, Codable {
         case .chatItemReaction: .chatItemReaction
         case .chatCmdError: .chatCmdError
         case let .group(g): g.type
+        case let .channel(p): p.type
         }
     }
 

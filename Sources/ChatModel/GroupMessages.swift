@@ -278,6 +278,18 @@ public struct MemberAcceptedByOther: Sendable, Hashable, Codable {
     }
 }
 
+/// `user`, `groupInfo` and `groupLink` (`groupLinkCreated`, `groupLink`).
+public struct UserGroupLink: Sendable, Hashable, Codable {
+    public var user: User
+    public var groupInfo: GroupInfo
+    public var groupLink: GroupLink
+    public init(user: User, groupInfo: GroupInfo, groupLink: GroupLink) {
+        self.user = user
+        self.groupInfo = groupInfo
+        self.groupLink = groupLink
+    }
+}
+
 /// The group responses (``ChatResponse/group(_:)``).
 public enum GroupResponse: Sendable, Hashable, Codable {
     case groupCreated(UserGroup)
@@ -291,10 +303,14 @@ public enum GroupResponse: Sendable, Hashable, Codable {
     case leftMemberUser(UserGroup)
     case groupDeletedUser(GroupDeletedUser)
     case groupUpdated(GroupUpdated)
+    case groupLinkCreated(UserGroupLink)
+    case groupLink(UserGroupLink)
+    case groupLinkDeleted(UserGroup)
+    case memberAccepted(UserGroupMember)
 
     public static let types: [ChatMessageType] = [
         .groupCreated, .sentGroupInvitation, .userAcceptedGroupSent, .groupMembers, .groupsList, .membersRoleUser, .membersBlockedForAllUser,
-        .userDeletedMembers, .leftMemberUser, .groupDeletedUser, .groupUpdated,
+        .userDeletedMembers, .leftMemberUser, .groupDeletedUser, .groupUpdated, .groupLinkCreated, .groupLink, .groupLinkDeleted, .memberAccepted,
     ]
 
     public var type: ChatMessageType {
@@ -310,12 +326,20 @@ public enum GroupResponse: Sendable, Hashable, Codable {
         case .leftMemberUser: .leftMemberUser
         case .groupDeletedUser: .groupDeletedUser
         case .groupUpdated: .groupUpdated
+        case .groupLinkCreated: .groupLinkCreated
+        case .groupLink: .groupLink
+        case .groupLinkDeleted: .groupLinkDeleted
+        case .memberAccepted: .memberAccepted
         }
     }
 
     /// Reads the payload of the message whose `type` is `type` (the caller read the tag).
     init(type: ChatMessageType, from decoder: any Decoder) throws {
         switch type {
+        case .groupLinkCreated: self = .groupLinkCreated(try UserGroupLink(from: decoder))
+        case .groupLink: self = .groupLink(try UserGroupLink(from: decoder))
+        case .groupLinkDeleted: self = .groupLinkDeleted(try UserGroup(from: decoder))
+        case .memberAccepted: self = .memberAccepted(try UserGroupMember(from: decoder))
         case .groupCreated: self = .groupCreated(try UserGroup(from: decoder))
         case .sentGroupInvitation: self = .sentGroupInvitation(try SentGroupInvitation(from: decoder))
         case .userAcceptedGroupSent: self = .userAcceptedGroupSent(try UserAcceptedGroupSent(from: decoder))
@@ -339,7 +363,9 @@ public enum GroupResponse: Sendable, Hashable, Codable {
     /// Writes the payload (the caller wrote the tag).
     public func encode(to encoder: any Encoder) throws {
         switch self {
-        case let .groupCreated(p), let .leftMemberUser(p): try p.encode(to: encoder)
+        case let .groupCreated(p), let .leftMemberUser(p), let .groupLinkDeleted(p): try p.encode(to: encoder)
+        case let .groupLinkCreated(p), let .groupLink(p): try p.encode(to: encoder)
+        case let .memberAccepted(p): try p.encode(to: encoder)
         case let .sentGroupInvitation(p): try p.encode(to: encoder)
         case let .userAcceptedGroupSent(p): try p.encode(to: encoder)
         case let .groupMembers(p): try p.encode(to: encoder)
@@ -368,10 +394,13 @@ public enum GroupChatEvent: Sendable, Hashable, Codable {
     case groupDeleted(UserGroupMember)
     case groupUpdated(GroupUpdated)
     case memberAcceptedByOther(MemberAcceptedByOther)
+    /// `groupLinkConnecting {groupInfo, hostMember}`: the same fields as `userJoinedGroup`.
+    case groupLinkConnecting(UserJoinedGroup)
 
     public static let types: [ChatMessageType] = [
         .receivedGroupInvitation, .userJoinedGroup, .joinedGroupMember, .joinedGroupMemberConnecting, .connectedToGroupMember, .memberRole,
         .memberBlockedForAll, .deletedMember, .deletedMemberUser, .leftMember, .groupDeleted, .groupUpdated, .memberAcceptedByOther,
+        .groupLinkConnecting,
     ]
 
     public var type: ChatMessageType {
@@ -389,6 +418,7 @@ public enum GroupChatEvent: Sendable, Hashable, Codable {
         case .groupDeleted: .groupDeleted
         case .groupUpdated: .groupUpdated
         case .memberAcceptedByOther: .memberAcceptedByOther
+        case .groupLinkConnecting: .groupLinkConnecting
         }
     }
 
@@ -407,6 +437,7 @@ public enum GroupChatEvent: Sendable, Hashable, Codable {
         case .groupDeleted: self = .groupDeleted(try UserGroupMember(from: decoder))
         case .groupUpdated: self = .groupUpdated(try GroupUpdated(from: decoder))
         case .memberAcceptedByOther: self = .memberAcceptedByOther(try MemberAcceptedByOther(from: decoder))
+        case .groupLinkConnecting: self = .groupLinkConnecting(try UserJoinedGroup(from: decoder))
         default: throw ModelDecodingError(.unknownTag, type: "GroupChatEvent", value: type.rawValue, path: decoder.codingPath)
         }
     }
@@ -419,7 +450,7 @@ public enum GroupChatEvent: Sendable, Hashable, Codable {
     public func encode(to encoder: any Encoder) throws {
         switch self {
         case let .receivedGroupInvitation(p): try p.encode(to: encoder)
-        case let .userJoinedGroup(p): try p.encode(to: encoder)
+        case let .userJoinedGroup(p), let .groupLinkConnecting(p): try p.encode(to: encoder)
         case let .joinedGroupMember(p), let .connectedToGroupMember(p), let .leftMember(p), let .groupDeleted(p): try p.encode(to: encoder)
         case let .joinedGroupMemberConnecting(p): try p.encode(to: encoder)
         case let .memberRole(p): try p.encode(to: encoder)

@@ -391,7 +391,7 @@ public struct GroupRelay: Sendable, Hashable, Codable {
 
 public enum RelayStatus: String, StringEnum { case new, invited, accepted, acknowledgedRoster, active, inactive, rejected }
 
-/// A chat relay the user has configured.
+/// A chat relay the user has configured (`/relays`); `relayProfile` is a ``RelayProfile``.
 public struct UserChatRelay: Sendable, Hashable, Codable {
     public var chatRelayId: Int64
     public var address: String

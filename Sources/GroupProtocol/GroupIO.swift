@@ -18,9 +18,15 @@ public struct GroupMemberState: Sendable, Hashable {
     public var blocked: Bool
     /// The direct contact involved: the one we invited (invitee), or who invited us (host).
     public var contact: ContactRef?
+    /// Host only: the invitee came through the group link (it gets `x.grp.link.mem` once connected).
+    public var viaLink: Bool
+    /// Host only: a link joiner's connection is up while it waits for review (`pending_review`),
+    /// so that admitting it introduces it at once.
+    public var pendingConnected: Bool
 
     public init(memberId: MemberId, role: GroupMemberRole, status: GroupMemberStatus, category: GroupMemberCategory,
-                profile: MemberProfile? = nil, invitedBy: MemberId? = nil, blocked: Bool = false, contact: ContactRef? = nil) {
+                profile: MemberProfile? = nil, invitedBy: MemberId? = nil, blocked: Bool = false, contact: ContactRef? = nil,
+                viaLink: Bool = false, pendingConnected: Bool = false) {
         self.memberId = memberId
         self.role = role
         self.status = status
@@ -29,7 +35,12 @@ public struct GroupMemberState: Sendable, Hashable {
         self.invitedBy = invitedBy
         self.blocked = blocked
         self.contact = contact
+        self.viaLink = viaLink
+        self.pendingConnected = pendingConnected
     }
+
+    /// Waiting for admission (knocking): `pending_approval` or `pending_review`.
+    public var isPending: Bool { status == .pendingApproval || status == .pendingReview }
 
     /// The member's connection to us is up (messages go to it directly).
     public var isConnected: Bool { status == .connected || status == .complete || status == .creator }
@@ -108,6 +119,12 @@ public enum GroupInput: Sendable, Hashable {
     case updateProfile(GroupProfile)
     /// Content the user sends (`x.msg.new`, `x.msg.update`, `x.msg.del`, `x.msg.react`, …).
     case sendContent(event: String, params: JSONValue)
+    /// A join request through the group link (host): admit the requester as a new member with
+    /// the link's role — `pending_review` when `review` (the profile's `memberAdmission.review`)
+    /// — answering the agent's contact request `request` with `x.grp.link.inv`.
+    case linkRequest(memberId: MemberId, role: GroupMemberRole, profile: MemberProfile, request: Int64, review: Bool)
+    /// `/_accept member #g <member> <role>`: admit a member waiting for review.
+    case acceptMember(MemberId, role: GroupMemberRole)
 
     // From peers.
     /// A message on the member connection of `from` (never the handshake's connection info),
@@ -136,6 +153,9 @@ public enum GroupEffect: Sendable, Hashable {
     case joinConnection(for: MemberId, connRequest: String, info: GroupEnvelope)
     /// Accept the member's confirmation, answering with `info` (nil: the engine's usual `x.ok`).
     case allowConnection(for: MemberId, info: GroupEnvelope?)
+    /// Accept the agent's contact request `request` (a group link join) for this member, with
+    /// `info` (`x.grp.link.inv`) as the connection info.
+    case acceptLinkRequest(for: MemberId, request: Int64, info: GroupEnvelope)
     /// Delete the member's connection (and its relay queues).
     case deleteConnection(for: MemberId)
     /// Delete every member connection of the group (the user left, was removed, or it was deleted).
@@ -195,4 +215,8 @@ public enum GroupEvent: Sendable, Hashable {
     case groupUpdated(by: MemberId?, from: GroupProfile, to: GroupProfile)
     /// `memberAcceptedByOther` (knocking).
     case memberAcceptedByOther(by: MemberId, member: MemberId)
+    /// `groupLinkConnecting {hostMember}` (the joiner got the host's `x.grp.link.inv`).
+    case groupLinkConnecting(host: MemberId)
+    /// The user admitted a member waiting for review (`memberAccepted`, the command's response).
+    case memberAccepted(MemberId)
 }

@@ -70,6 +70,37 @@ public struct GroupState: Sendable {
         ])
     }
 
+    /// A group joined through its link, as the joiner first knows it from the host's
+    /// `x.grp.link.inv` (connection info on the join connection): the user `accepted` — or
+    /// `pending_review` when the host accepted it for review or the profile asks every joiner to be
+    /// reviewed (SimpleX `acceptanceToStatus`) — the host `accepted` until the connection is up.
+    /// The connection is allowed with the user's profile (`x.info`), and `groupLinkConnecting` reported.
+    public static func joinedViaLink(_ invitation: GroupLinkInvitation, ownProfile: MemberProfile,
+                                     dedup: ForwardDedup = ForwardDedup()) throws(GroupError) -> (GroupState, [GroupEffect]) {
+        let from = invitation.fromMember, me = invitation.invitedMember
+        try GroupPermissions.authorize(actor: from.memberRole, action: .invite(as: me.memberRole))
+        guard from.memberId != me.memberId else { throw GroupError(.duplicateMember, "x.grp.link.inv: host and joiner have the same member id") }
+        guard !invitation.groupProfile.isPublicGroup else { throw GroupError(.invalidState, "x.grp.link.inv: a channel is not joined this way") }
+        let status: GroupMemberStatus = switch invitation.accepted {
+        case .pendingApproval?: .pendingApproval
+        case .pendingReview?: .pendingReview
+        case .accepted?, nil: invitation.groupProfile.reviewsAllMembers ? .pendingReview : .accepted
+        }
+        let name = invitation.fromMemberName.isEmpty ? String(from.memberId.text.prefix(7)) : invitation.fromMemberName
+        let host = GroupMemberState(memberId: from.memberId, role: from.memberRole, status: .accepted, category: .host,
+                                    profile: MemberProfile(displayName: name))
+        let state = GroupState(
+            membership: GroupMemberState(memberId: me.memberId, role: me.memberRole, status: status, category: .user,
+                                         profile: ownProfile, invitedBy: from.memberId),
+            profile: invitation.groupProfile, members: [host], dedup: dedup
+        )
+        let allow = GroupEnvelope(msgId: nil, event: "x.info", params: .object([("profile", ownProfile.json)]))
+        return (state, [
+            .saveMembership(state.membership), .saveMember(host), .saveProfile(invitation.groupProfile),
+            .allowConnection(for: host.memberId, info: allow), .emit(.groupLinkConnecting(host: host.memberId)),
+        ])
+    }
+
     public func member(_ id: MemberId) -> GroupMemberState? { members[id] }
 
     /// The member who brought the user in.
@@ -101,6 +132,9 @@ extension GroupState {
     private var isHost: Bool { membership.role >= .admin }
 
     private var userActive: Bool { membership.status.isCurrent }
+
+    /// In the group or waiting for admission: member connections may still be made.
+    private var userJoining: Bool { membership.status.isCurrent || membership.isPending }
 
     private func requireActive() throws(GroupError) {
         guard userActive else { throw GroupError(.notJoined, "the user is not in the group (\(membership.status.rawValue))") }
@@ -168,6 +202,8 @@ extension GroupState {
         case .deleteGroup: try deleteGroup(&run)
         case let .updateProfile(p): try updateProfile(p, &run)
         case let .sendContent(event, params): try sendContent(event, params, &run)
+        case let .linkRequest(id, role, profile, request, review): try linkRequest(id, role, profile, request, review, &run)
+        case let .acceptMember(id, role): try acceptMember(id, role, &run)
         case let .received(from, env, brokerTs): try received(from, env, brokerTs, &run)
         case let .invitationCreated(id, connRequest): try invitationCreated(id, connRequest, &run)
         case let .confirmation(from, info): try confirmation(from, info, &run)
@@ -186,6 +222,56 @@ extension GroupState {
         }
         save(GroupMemberState(memberId: id, role: role, status: .invited, category: .invitee, profile: profile, invitedBy: membership.memberId, contact: contact), &run)
         run.effects.append(.createInvitation(for: id))
+    }
+
+    /// SimpleX `acceptGroupJoinRequestAsync`: the joiner becomes a member (invitee, via the link)
+    /// with the link's role, `pending_review` when every joiner is reviewed; the host answers with
+    /// `x.grp.link.inv` as connection info.
+    private mutating func linkRequest(_ id: MemberId, _ role: GroupMemberRole, _ joiner: MemberProfile, _ request: Int64, _ review: Bool,
+                                      _ run: inout Run) throws(GroupError) {
+        try requireActive()
+        try GroupPermissions.authorize(actor: membership.role, action: .invite(as: role))
+        guard id != membership.memberId, members[id] == nil else { throw GroupError(.duplicateMember, "member id \(id) is in the group already") }
+        let m = GroupMemberState(memberId: id, role: role, status: review ? .pendingReview : .accepted, category: .invitee, profile: joiner,
+                                 invitedBy: membership.memberId, viaLink: true)
+        save(m, &run)
+        let invitation = GroupLinkInvitation(
+            fromMember: MemberIdRole(membership.memberId, membership.role), fromMemberName: ownProfile.displayName,
+            invitedMember: MemberIdRole(id, role), groupProfile: profile, accepted: .accepted,
+            groupSize: members.values.filter { $0.status.isCurrent }.count + 1)
+        run.effects.append(.acceptLinkRequest(for: id, request: request, info: run.envelope(.linkInvitation(invitation))))
+    }
+
+    /// SimpleX `APIAcceptMember`: a member waiting for review is admitted with `role` — told with
+    /// `x.grp.link.acpt` (as are the moderators it was introduced to), then, once its connection is
+    /// up, announced and introduced to everyone else (`introduceToRemaining`).
+    private mutating func acceptMember(_ id: MemberId, _ role: GroupMemberRole, _ run: inout Run) throws(GroupError) {
+        try requireActive()
+        var m = try requireMember(id, "accepting")
+        guard m.isPending else { throw GroupError(.invalidState, "member \(id) is not waiting for review (\(m.status.rawValue))") }
+        try GroupPermissions.authorize(actor: membership.role, action: .admit(as: role))
+        let accept = run.envelope(.linkAccept(acceptance: .accepted, role: role, memberId: id))
+        for mod in moderators(excluding: id) where introductions[Introduction.Key(re: mod, to: id)] != nil {
+            run.effects.append(.send(accept, to: mod))
+        }
+        m.role = role
+        if m.pendingConnected {
+            run.effects.append(.send(accept, to: id))
+            m.status = .connected
+            m.pendingConnected = false
+            save(m, &run)
+            introduce(m, to: members.values.filter { $0.isConnected && $0.memberId != id && introductions[Introduction.Key(re: $0.memberId, to: id)] == nil }, &run)
+        } else {
+            // Not connected yet: admitted now; told and introduced to everyone when the connection is up.
+            m.status = .accepted
+            save(m, &run)
+        }
+        run.effects.append(.emit(.memberAccepted(id)))
+    }
+
+    /// Connected moderators and above (who review joiners), sorted.
+    private func moderators(excluding: MemberId) -> [MemberId] {
+        members.values.filter { $0.isConnected && $0.role >= .moderator && $0.memberId != excluding }.map(\.memberId).sorted()
     }
 
     private mutating func join(_ run: inout Run) throws(GroupError) {
@@ -324,7 +410,7 @@ extension GroupState {
     }
 
     private mutating func confirmation(_ id: MemberId, _ info: GroupEnvelope, _ run: inout Run) throws(GroupError) {
-        try requireActive()
+        guard userJoining else { throw GroupError(.notJoined, "the user is not in the group (\(membership.status.rawValue))") }
         var m = try requireMember(id, "confirmation")
         guard !m.status.isRemoved else { throw GroupError(.memberNotCurrent, "member \(id) is \(m.status.rawValue)") }
         let message: GroupMessage?
@@ -350,7 +436,7 @@ extension GroupState {
 
     private mutating func connected(_ id: MemberId, _ run: inout Run) throws(GroupError) {
         var m = try requireMember(id, "connected")
-        guard !m.status.isRemoved, userActive else {
+        guard !m.status.isRemoved, userJoining else {
             throw GroupError(.memberNotCurrent, "member \(id) is \(m.status.rawValue), user is \(membership.status.rawValue)")
         }
         switch m.category {
@@ -358,11 +444,32 @@ extension GroupState {
             guard m.status == .accepted else { throw GroupError(.invalidState, "host connected before the user joined") }
             m.status = .connected
             save(m, &run)
-            membership.status = .connected
+            // A joiner waiting for review stays pending until the host's `x.grp.link.acpt`.
+            if !membership.isPending { membership.status = .connected }
             saveMembership(&run)
             run.effects.append(.emit(.userJoinedGroup(host: id)))
         case .invitee:
-            guard m.status == .accepted else { throw GroupError(.invalidState, "invitee \(id) connected in status \(m.status.rawValue)") }
+            guard m.status == .accepted || (m.isPending && m.viaLink && !m.pendingConnected) else {
+                throw GroupError(.invalidState, "invitee \(id) connected in status \(m.status.rawValue)")
+            }
+            // SimpleX `sendXGrpLinkMem`: a link joiner learns the host's profile.
+            if m.viaLink { run.effects.append(.send(run.envelope(.linkMember(profile: ownProfile)), to: id)) }
+            if m.isPending {
+                // SimpleX `introduceToModerators`: the joiner hears it waits for review, and
+                // meets the moderators only (they see it announced with its support scope).
+                m.pendingConnected = true
+                save(m, &run)
+                run.effects.append(.emit(.joinedGroupMember(id)))
+                if m.status == .pendingReview {
+                    run.effects.append(.send(run.envelope(.linkAccept(acceptance: .pendingReview, role: m.role, memberId: id)), to: id))
+                    introduce(m, to: moderators(excluding: id).compactMap { members[$0] }, scope: .member(id), &run)
+                }
+                return
+            }
+            if m.viaLink && profile.reviewsAllMembers {
+                // Admitted before its connection was up: it still waits for the word.
+                run.effects.append(.send(run.envelope(.linkAccept(acceptance: .accepted, role: m.role, memberId: id)), to: id))
+            }
             m.status = .connected
             save(m, &run)
             run.effects.append(.emit(.joinedGroupMember(id)))
@@ -386,14 +493,20 @@ extension GroupState {
     /// The host's part when an invitee connects (SimpleX `introduceToAll`): announce it to every
     /// connected member, introduce every connected member to it, then history.
     private mutating func introduceToAll(_ newMember: GroupMemberState, _ run: inout Run) {
-        let others = members.values.filter { $0.isConnected && $0.memberId != newMember.memberId }.sorted { $0.memberId < $1.memberId }
-        let announce = run.envelope(.memberNew(newMember.info, scope: nil))
+        introduce(newMember, to: members.values.filter { $0.isConnected && $0.memberId != newMember.memberId }, &run)
+    }
+
+    /// Announces `newMember` to `recipients` (`x.grp.mem.new`, with `scope` for a member still
+    /// under review) and introduces each of them to it, then sends the history.
+    private mutating func introduce(_ newMember: GroupMemberState, to recipients: [GroupMemberState], scope: MessageScope? = nil, _ run: inout Run) {
+        let others = recipients.sorted { $0.memberId < $1.memberId }
+        let announce = run.envelope(.memberNew(newMember.info, scope: scope))
         for m in others { run.effects.append(.send(announce, to: m.memberId)) }
         for m in others {
             run.effects.append(.send(run.envelope(.memberIntro(m.info, restrictions: m.blocked ? .blocked : nil)), to: newMember.memberId))
             setIntro(Introduction.Key(re: m.memberId, to: newMember.memberId), .sent, &run)
         }
-        run.effects.append(.sendHistory(to: newMember.memberId))
+        if scope == nil { run.effects.append(.sendHistory(to: newMember.memberId)) }
     }
 
     // MARK: Received messages
@@ -509,6 +622,7 @@ extension GroupState {
             try GroupPermissions.authorize(actor: a.role, action: .admit(as: role))
             if id == membership.memberId {
                 guard acceptance == .accepted else { return }
+                guard membership.isPending else { return }
                 membership.role = role
                 membership.status = .connected
                 saveMembership(&run)
@@ -563,7 +677,7 @@ extension GroupState {
             guard info.memberId != membership.memberId else { throw GroupError(.invalidState, "x.grp.mem.fwd about the user") }
             var m = members[info.memberId] ?? GroupMemberState(memberId: info.memberId, role: info.memberRole, status: .announced,
                                                                category: .post, profile: info.profile, invitedBy: a.memberId)
-            guard m.status == .announced || m.status == .unknown else {
+            guard m.status == .announced || m.status == .unknown || m.status == .pendingReview else {
                 throw GroupError(.invalidState, "x.grp.mem.fwd: member \(info.memberId) is \(m.status.rawValue)")
             }
             m.status = .introInvited

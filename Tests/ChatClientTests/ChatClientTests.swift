@@ -419,6 +419,9 @@ import Testing
         try await typed.waitFor(line: "to send a message write @name text; /help lists the commands")
         typed.send("/c simplex:/invitation#/?v=1")
         _ = try await typed.waitFor("a bad link refused") { $0.hasPrefix("cannot connect:") }
+        // A chat relay's address is refused before anything is tried (no relay is even configured).
+        typed.send("/c https://relay.example/r#bGluaw/a2V5")
+        try await typed.waitFor(line: "cannot connect: This is a chat relay address, it cannot be used to connect.")
         // SIGTERM stops the engine cleanly.
         typed.signal(SIGTERM)
         #expect(await typed.waitForExit() == 0)

@@ -15,12 +15,16 @@ import Testing
         #"{"type":"groupUserRole","groupInfo":\#(GroupShapeTests.group),"requiredRole":"admin"}"#,
         #"{"type":"groupNotJoined","groupInfo":\#(GroupShapeTests.group)}"#, #"{"type":"groupDuplicateMember","contactName":"ann"}"#,
         #"{"type":"groupMemberNotActive"}"#, #"{"type":"groupMemberUserRemoved"}"#, #"{"type":"groupInternal","message":"m"}"#,
+        #"{"type":"groupMemberInitialRole","groupInfo":\#(GroupShapeTests.group),"initialRole":"member"}"#,
+        #"{"type":"chatRelayExists"}"#, #"{"type":"channelError","code":"relayAddress","message":"m"}"#,
     ]
     static let storeErrors: [String] = [
         #"{"type":"duplicateName"}"#, #"{"type":"userNotFound","userId":2}"#, #"{"type":"contactNotFound","contactId":3}"#,
         #"{"type":"duplicateContactLink"}"#, #"{"type":"userContactLinkNotFound"}"#, #"{"type":"contactRequestNotFound","contactRequestId":4}"#,
         #"{"type":"chatItemNotFound","itemId":5}"#, #"{"type":"invalidQuote"}"#, #"{"type":"dbError","resultCode":"SQLITE_FULL","message":"m"}"#,
         #"{"type":"groupNotFound","groupId":6}"#, #"{"type":"groupMemberNotFound","groupMemberId":7}"#,
+        #"{"type":"groupLinkNotFound","groupInfo":\#(GroupShapeTests.group)}"#, #"{"type":"duplicateGroupLink","groupInfo":\#(GroupShapeTests.group)}"#,
+        #"{"type":"userChatRelayNotFound","chatRelayId":8}"#,
     ]
 
     func tag(_ json: String) throws -> String {

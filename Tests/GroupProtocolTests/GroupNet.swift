@@ -196,6 +196,8 @@ struct GroupNet {
             let key = Self.pair(name, inv.creator)
             guard !deleted.contains(key) else { return }
             enqueue(inv.creator, .confirmation(from: me, info: info))
+        case .acceptLinkRequest:
+            outside.append((name, effect)) // group links are driven by the engine tests (GroupLinkTests)
         case let .allowConnection(forMember, _):
             guard let other = names[forMember] else {
                 outside.append((name, effect))

@@ -26,6 +26,7 @@ public struct BotAPIDoc: Sendable {
         var records: [String: Fields] = [:]
         var section = 0
         var record: String?
+        var pending: String?
         for line in text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
             if line.hasPrefix("## ") {
                 section = Int(line.dropFirst(3).prefix { $0.isNumber }) ?? 0
@@ -34,6 +35,17 @@ public struct BotAPIDoc: Sendable {
             }
             if section == 8, line.hasPrefix("### ") {
                 record = String(line.dropFirst(4)).trimmingCharacters(in: .whitespaces)
+                continue
+            }
+            // §9's types are read too when they are records (their first line says "Record.").
+            if section == 9, line.hasPrefix("### ") {
+                pending = String(line.dropFirst(4)).trimmingCharacters(in: .whitespaces)
+                record = nil
+                continue
+            }
+            if section == 9, let name = pending, line.hasPrefix("Record.") {
+                record = name
+                pending = nil
                 continue
             }
             guard line.hasPrefix("| `") else { continue }
@@ -48,7 +60,7 @@ public struct BotAPIDoc: Sendable {
                     }
                 }
                 messages[name] = fields
-            } else if section == 8, let record {
+            } else if section == 8 || section == 9, let record {
                 if cols[3] == "yes" { records[record, default: Fields()].required.insert(name) } else { records[record, default: Fields()].optional.insert(name) }
             }
         }
