@@ -259,10 +259,9 @@ public final class GroupModerator: Plugin {
     }
 
     /// Joined after the bot, less than `seconds` ago. Members who were there before the bot are
-    /// not new; a member without a join time is taken as new.
+    /// not new, nor is a member without a readable join time (no punishment on a guess).
     func isNew(_ member: GroupMemberInfo, within seconds: Int) -> Bool {
-        guard member.joinedAfterBot else { return false }
-        guard let since = member.createdAt else { return true }
+        guard member.joinedAfterBot, let since = member.createdAt else { return false }
         return Date().timeIntervalSince(since) < Double(seconds)
     }
 

@@ -71,6 +71,18 @@ import Testing
         }
     }
 
+    /// The join time comes from the engine's record of the member (`createdAt`, as the Chat API
+    /// writes it; a member without a readable one is never new): Bob joined seconds ago, so he is
+    /// new and his link goes.
+    @Test func aNewcomersLinkIsRemoved() async throws {
+        try await Self.withGroup(Self.moderator(#"{"new_member_seconds": 3600, "new_members_no_links": true, "notice": "{name}: {reason}"}"#)) { g in
+            try await g.bob.send("no link here", toGroup: g.inBob)
+            try await g.bob.send("my shop: https://example.org/cheap", toGroup: g.inBob)
+            #expect(try await g.alice.nextGroupMessage(in: g.inAlice, from: "bob").text == "no link here")
+            #expect(try await g.bob.nextGroupMessage(in: g.inBob, from: Self.bot).text == "bob: links are not allowed for new members")
+        }
+    }
+
     @Test func theLastStrikeRemovesTheMember() async throws {
         try await Self.withGroup(Self.moderator(#"{"blocked_words": ["scam"], "remove_after": 2}"#)) { g in
             try await g.bob.send("a scam", toGroup: g.inBob)
