@@ -24,6 +24,8 @@ public enum GroupCommand: Sendable, Equatable {
     case listGroups(userId: Int64, contactId: Int64?, search: String?)
     /// `/_group_profile #<groupId> <json GroupProfile>`
     case updateProfile(groupId: Int64, profile: JSONValue)
+    /// `/_delete member item #<groupId> <id>[,<id>…]`
+    case deleteMemberItems(groupId: Int64, itemIds: [Int64])
 }
 
 extension CommandParser {
@@ -126,6 +128,7 @@ extension ChatAPI {
             case let .listMembers(groupId): return try await c.listMembers(groupId: groupId)
             case let .listGroups(userId, contactId, search): return try await c.listGroups(userId: userId, contactId: contactId, search: search)
             case let .updateProfile(groupId, profile): return try await c.updateGroupProfile(groupId: groupId, profile: profile)
+            case let .deleteMemberItems(groupId, ids): return try await c.deleteMemberItems(groupId: groupId, itemIds: ids)
             }
         case let .sendMessages(.group(groupId, nil), _, _, _, messages):
             return try await c.sendToGroup(groupId: groupId, messages: messages)
@@ -137,6 +140,12 @@ extension ChatAPI {
             }
             return try await c.getGroupChat(groupId: groupId, page: page)
         case let .readChat(.group(groupId, nil)): return try await c.readGroupChat(groupId: groupId)
+        case let .updateChatItem(.group(groupId, nil), itemId, _, message):
+            return try await c.updateGroupItem(groupId: groupId, itemId: itemId, message: message)
+        case let .deleteChatItems(.group(groupId, nil), itemIds, mode):
+            return try await c.deleteGroupItems(groupId: groupId, itemIds: itemIds, broadcast: mode == .broadcast, markOnly: mode == .internalMark)
+        case let .reaction(.group(groupId, nil), itemId, add, reaction):
+            return try await c.reactGroupItem(groupId: groupId, itemId: itemId, add: add, reaction: reaction)
         case let .deleteChat(.group(groupId, nil), mode):
             guard mode != .messages else { throw ChatFailure(commandError: "deleting a group's messages only is not supported yet") }
             return try await c.deleteGroup(groupId: groupId)

@@ -318,7 +318,7 @@ extension ChatController {
             try await anchor(a)
             records = try await dbRead { db in try mine.filter(id < a).order(id.desc).limit(n).fetchAll(db) }.reversed()
         }
-        return .apiChat(user: userModel(u), chat: AChat(chatInfo: .group(groupInfo: view.info), chatItems: records.map { groupItemModel($0, view: view) },
+        return .apiChat(user: userModel(u), chat: AChat(chatInfo: .group(groupInfo: view.info), chatItems: try await groupItemModels(records, view: view),
                                                         chatStats: try await groupChatStats(groupId)))
     }
 

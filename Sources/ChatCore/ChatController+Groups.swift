@@ -41,6 +41,10 @@ struct GroupOutcome: Sendable {
     var events: [GroupProtocol.GroupEvent] = []
     /// Items stored from received content (ids), and content refused (why).
     var receivedItems: [Int64] = []
+    /// Items changed by received `x.msg.update`, `x.msg.del`, `x.msg.react` (``applyItemEvent``).
+    var updatedItems: [Int64] = []
+    var deletedItems: [GroupItemChange] = []
+    var reactions: [GroupReactionChange] = []
     var refusedContent: [String] = []
     /// Malformed quotes of applied messages (kept without their quote), for the log.
     var droppedQuotes: [String] = []
@@ -245,7 +249,7 @@ extension ChatController {
                     return out
                 }
             }
-            try Self.applyEffects(db, effects, groupId: groupId, userId: userId, now: now, into: &out)
+            try Self.applyEffects(db, effects, groupId: groupId, userId: userId, now: now, limits: self.limits, into: &out)
             _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("pending_join").set(to: pendingJoin), Column("updated_at").set(to: now))
             try extra?(db)
             return out
@@ -263,7 +267,7 @@ extension ChatController {
 
     /// Writes the effects of one input (inside its transaction).
     nonisolated static func applyEffects(_ db: Database, _ effects: [GroupEffect], groupId: Int64, userId: Int64, now: String,
-                                         into out: inout GroupOutcome) throws {
+                                         limits: ChatLimits, into out: inout GroupOutcome) throws {
         func enqueue(_ a: GroupPendingAction) throws {
             var r = GroupActionRecord(groupId: groupId, action: a.json.description)
             try r.insert(db)
@@ -293,11 +297,11 @@ extension ChatController {
                 } else {
                     _ = try GroupIntroRecord.deleteOne(db, key: ["group_id": groupId, "re_member": key.re.text, "to_member": key.to.text])
                 }
-            case .sendHistory:
-                break // group history for new members is not implemented yet
+            case let .sendHistory(to):
+                for env in try historyForwards(db, groupId: groupId) { try enqueue(.send(env, to: to)) }
             case let .applyContent(env, author, forwardedBy, blocked):
                 guard env.event == "x.msg.new" else {
-                    out.refusedContent.append("\(env.event) in groups is not supported yet")
+                    try applyItemEvent(db, env, author: author, blocked: blocked, groupId: groupId, userId: userId, now: now, limits: limits, into: &out)
                     continue
                 }
                 let content: MsgContent
@@ -332,6 +336,11 @@ extension ChatController {
                 out.receivedItems.append(item.id!)
                 _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("chat_ts").set(to: now))
             case let .emit(e):
+                switch e {
+                case let .deletedMember(by, member, true): try moderateAllOf(db, groupId: groupId, member: member, by: by, now: now)
+                case let .deletedMemberUser(by, true): try moderateAllOf(db, groupId: groupId, member: nil, by: by, now: now)
+                default: break
+                }
                 out.events.append(e)
             }
         }
@@ -513,7 +522,7 @@ extension ChatController {
                                 updatedAt: now, chatTs: now)
             try g.insert(db)
             var out = GroupOutcome()
-            try Self.applyEffects(db, effects, groupId: g.id!, userId: userId, now: now, into: &out)
+            try Self.applyEffects(db, effects, groupId: g.id!, userId: userId, now: now, limits: self.limits, into: &out)
             return (g.id!, out)
         }
         groupRuntime.states[groupId] = state
@@ -530,7 +539,8 @@ extension ChatController {
         for why in outcome.droppedQuotes {
             logger.info("a malformed quote was dropped", metadata: ["group": "\(groupId)", "error": "\(why)"])
         }
-        guard !outcome.events.isEmpty || !outcome.receivedItems.isEmpty else { return }
+        guard !outcome.events.isEmpty || !outcome.receivedItems.isEmpty || !outcome.updatedItems.isEmpty || !outcome.deletedItems.isEmpty
+            || !outcome.reactions.isEmpty else { return }
         let u = try await user(userId)
         let user = userModel(u)
         guard let view = try await dbRead({ db in try Self.readGroupView(db, groupId) }) else { return }
@@ -545,8 +555,30 @@ extension ChatController {
         if !outcome.receivedItems.isEmpty {
             let ids = outcome.receivedItems
             let records = try await dbRead { db in try GroupItemRecord.filter(ids.contains(GroupItemRecord.Columns.id)).order(GroupItemRecord.Columns.id).fetchAll(db) }
-            let items = records.map { AChatItem(chatInfo: .group(groupInfo: info), chatItem: groupItemModel($0, view: view)) }
+            let items = try await groupItemModels(records, view: view).map { AChatItem(chatInfo: .group(groupInfo: info), chatItem: $0) }
             sink.yield(.newChatItems(user: user, chatItems: items))
+        }
+        for id in outcome.updatedItems {
+            guard let r = try await dbRead({ db in try GroupItemRecord.fetchOne(db, key: id) }) else { continue }
+            sink.yield(.chatItemUpdated(user: user, chatItem: AChatItem(chatInfo: .group(groupInfo: info), chatItem: try await groupItemModels([r], view: view)[0])))
+        }
+        if !outcome.deletedItems.isEmpty {
+            var deletions: [ChatItemDeletion] = []
+            for d in outcome.deletedItems {
+                let before = try await groupItemModels([d.before], view: view)[0]
+                var after: ChatItem?
+                if let a = d.after { after = try await groupItemModels([a], view: view)[0] }
+                deletions.append(ChatItemDeletion(deletedChatItem: AChatItem(chatInfo: .group(groupInfo: info), chatItem: before),
+                                                  toChatItem: after.map { AChatItem(chatInfo: .group(groupInfo: info), chatItem: $0) }))
+            }
+            sink.yield(.chatItemsDeleted(user: user, chatItemDeletions: deletions, byUser: false, timed: false))
+        }
+        for r in outcome.reactions {
+            guard let rec = try await dbRead({ db in try GroupItemRecord.fetchOne(db, key: r.itemId) }),
+                  let by = view.members.first(where: { $0.id == r.byRowId }) else { continue }
+            let item = try await groupItemModels([rec], view: view)[0]
+            sink.yield(.chatItemReaction(user: user, added: r.add, reaction: ACIReaction(
+                chatInfo: .group(groupInfo: info), chatReaction: CIReaction(chatDir: .groupRcv(groupMember: view.member(by)), chatItem: item, sentAt: .now(), reaction: r.reaction))))
         }
     }
 
@@ -598,13 +630,32 @@ extension ChatController {
     }
 
     /// A group item as the API shows it.
-    func groupItemModel(_ r: GroupItemRecord, view: GroupView) -> ChatItem {
+    func groupItemModel(_ r: GroupItemRecord, view: GroupView, reactions: [CIReactionCount] = []) -> ChatItem {
         let content = Stored.decode(MsgContent.self, r.content) ?? .text("")
         let created = Stored.timestamp(r.createdAt)
         let sent = r.memberRowId == nil
         let author = r.memberRowId.flatMap { id in view.members.first { $0.id == id } }.map(view.member)
-        let meta = CIMeta(itemId: r.id ?? 0, itemTs: created, itemText: content.text, itemStatus: r.status.ciStatus, itemSharedMsgId: r.sharedMsgId,
-                          itemEdited: false, deletable: true, editable: sent, forwardedByMember: r.forwardedByRowId, createdAt: created, updatedAt: created)
+        // Deleted by its author: `…Deleted`; by a moderator: `…Moderated`; a blocked member's: `rcvBlocked`
+        // (the content stays stored, and is not shown).
+        let shown: CIContent = switch (r.deleted, sent) {
+        case (.deleted?, true): .sndDeleted(deleteMode: .broadcast)
+        case (.deleted?, false): .rcvDeleted(deleteMode: .broadcast)
+        case (.moderated?, true): .sndModerated
+        case (.moderated?, false): .rcvModerated
+        case (nil, true): .sndMsgContent(content)
+        case (nil, false): r.blocked ? .rcvBlocked : .rcvMsgContent(content)
+        }
+        let hidden = r.deleted != nil || (r.blocked && !sent)
+        // SimpleX's texts of these contents.
+        let hiddenText: String? = switch (r.deleted, hidden) {
+        case (.deleted?, _): "deleted"
+        case (.moderated?, _): "moderated"
+        case (nil, true): "blocked by admin"
+        case (nil, false): nil
+        }
+        let meta = CIMeta(itemId: r.id ?? 0, itemTs: created, itemText: hiddenText ?? content.text, itemStatus: r.status.ciStatus, itemSharedMsgId: r.sharedMsgId,
+                          itemEdited: r.edited, deletable: r.deleted == nil, editable: sent && r.deleted == nil, forwardedByMember: r.forwardedByRowId,
+                          createdAt: created, updatedAt: r.updatedAt.map(Stored.timestamp) ?? created)
         let dir: CIDirection = sent ? .groupSnd : author.map { .groupRcv(groupMember: $0) } ?? .groupSnd
         let quote = Stored.decode(GroupItemQuote.self, r.quote).map { q -> CIQuote in
             // The quoted message's direction is known when this side has it: its own, or a member's.
@@ -612,7 +663,7 @@ extension ChatController {
                 : q.authorRowId.map { id in view.members.first { $0.id == id }.map { .groupRcv(groupMember: view.member($0)) } } ?? .groupSnd
             return CIQuote(chatDir: quotedDir, itemId: q.itemId, sharedMsgId: q.sharedMsgId, sentAt: q.sentAt, content: q.content)
         }
-        return ChatItem(chatDir: dir, meta: meta, content: sent ? .sndMsgContent(content) : .rcvMsgContent(content), quotedItem: quote)
+        return ChatItem(chatDir: dir, meta: meta, content: shown, quotedItem: hidden ? nil : quote, reactions: reactions)
     }
 
     // MARK: - Performing actions

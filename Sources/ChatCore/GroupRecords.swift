@@ -84,6 +84,23 @@ enum GroupStore {
         m.registerMigration("v4b: group item quotes") { db in
             try db.execute(sql: "ALTER TABLE group_item ADD COLUMN quote TEXT")
         }
+        m.registerMigration("v4-items: group item edits, deletions, reactions") { db in
+            try db.execute(sql: """
+                ALTER TABLE group_item ADD COLUMN edited INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE group_item ADD COLUMN deleted TEXT;
+                ALTER TABLE group_item ADD COLUMN deleted_by_row_id INTEGER;
+                ALTER TABLE group_item ADD COLUMN updated_at TEXT;
+                CREATE INDEX group_item_by_msg ON group_item(group_id, shared_msg_id);
+                CREATE TABLE group_reaction (
+                    item_id INTEGER NOT NULL REFERENCES group_item(id) ON DELETE CASCADE,
+                    by_member TEXT NOT NULL,
+                    sent INTEGER NOT NULL,
+                    reaction TEXT NOT NULL,
+                    created_at TEXT NOT NULL,
+                    PRIMARY KEY (item_id, by_member, reaction)
+                );
+                """)
+        }
     }
 }
 
@@ -189,15 +206,48 @@ struct GroupItemRecord: ChatRecord {
     var createdAt: String
     /// The quoted message (``GroupItemQuote`` as JSON), when the item quotes one.
     var quote: String?
+    /// Changed by its author (`x.msg.update`).
+    var edited: Bool = false
+    /// nil, or how it was deleted for everyone: ``GroupItemDeletion``.
+    var deleted: GroupItemDeletion?
+    /// Who moderated it (a member's row; nil with `moderated`: the user).
+    var deletedByRowId: Int64?
+    var updatedAt: String?
 
     enum Columns {
         static let id = Column("id")
         static let groupId = Column("group_id")
         static let status = Column("status")
         static let sharedMsgId = Column("shared_msg_id")
+        static let memberRowId = Column("member_row_id")
+        static let deleted = Column("deleted")
+        static let blocked = Column("blocked")
     }
 
     mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
+}
+
+/// How a group item was deleted for everyone: by its author (`x.msg.del`), or by a moderator
+/// (`x.msg.del` with the author's `memberId`, or a removal with `messages=on`).
+enum GroupItemDeletion: String, Codable, Sendable, DatabaseValueConvertible {
+    case deleted, moderated
+}
+
+/// `group_reaction`: a reaction on a group item — by a member (its member id) or by the user (`sent`).
+struct GroupReactionRecord: ChatRecord, PersistableRecord {
+    static let databaseTableName = "group_reaction"
+    var itemId: Int64
+    var byMember: String
+    var sent: Bool
+    var reaction: String
+    var createdAt: String
+
+    enum Columns {
+        static let itemId = Column("item_id")
+        static let byMember = Column("by_member")
+        static let sent = Column("sent")
+        static let reaction = Column("reaction")
+    }
 }
 
 /// What a group item's `quote` column holds: the quoted message as the quote carried it (shared id,

@@ -215,6 +215,74 @@ async def groups(work):
         await asyncio.gather(*tasks)
 
 
+async def group_items(work):
+    """Edits, deletions, moderation and reactions in a group through the library's ChatApi calls:
+    `api_update_chat_item`, `api_chat_item_reaction`, `api_delete_member_chat_item` and
+    `api_delete_chat_items` with a group chat, each checked by the event the other member gets."""
+    def db(name):
+        return SqliteDb(file_prefix=os.path.join(work, name))
+
+    ann, ben = (Client(profile=Profile(display_name=n), db=db(n + "-items")) for n in ("ann", "ben"))
+    tags = ("receivedGroupInvitation", "userJoinedGroup", "joinedGroupMember", "contactConnected", "chatItemUpdated",
+            "chatItemsDeleted", "chatItemReaction", "newChatItems")
+    events = {c: Events(c, *tags) for c in (ann, ben)}
+    ben.on_event("receivedGroupInvitation")(lambda e: ben.api.api_join_group(e["groupInfo"]["groupId"]))
+
+    def text_item(text):
+        def predicate(e):
+            items = e.get("chatItems") or []
+            return bool(items) and items[0]["chatItem"]["content"].get("msgContent", {}).get("text") == text
+        return predicate
+
+    async with ann, ben:
+        tasks = [await serve(c) for c in (ann, ben)]
+        link = await ann.api.api_create_link(1)
+        await ben.connect_to(link, timeout=60)
+        contact = (await events[ann].wait(of_type("contactConnected"), "ann is connected to ben"))["contact"]["contactId"]
+        gid = (await ann.api.api_new_group(1, {"displayName": "items", "fullName": ""}))["groupId"]
+        await ann.api.api_add_member(gid, contact, "member")
+        bgid = (await events[ben].wait(of_type("userJoinedGroup"), "ben joined the items group"))["groupInfo"]["groupId"]
+        await events[ann].wait(of_type("joinedGroupMember"), "ann sees ben join")
+
+        sent = await ann.api.api_send_text_message({"chatType": "group", "chatId": gid}, "draft")
+        ann_item = sent[0]["chatItem"]["meta"]["itemId"]
+        got = await events[ben].wait(of_type("newChatItems", t=text_item("draft")), "ben gets ann's draft")
+        ben_item = got["chatItems"][0]["chatItem"]["meta"]["itemId"]
+
+        edited = await ann.api.api_update_chat_item("group", gid, ann_item, {"type": "text", "text": "final"})
+        check(edited["content"]["msgContent"]["text"] == "final" and edited["meta"]["itemEdited"], "api_update_chat_item edits a group message")
+        event = await events[ben].wait(of_type("chatItemUpdated"), "ben gets chatItemUpdated")
+        check(event["chatItem"]["chatItem"]["content"]["msgContent"]["text"] == "final", "the member sees the edit")
+
+        reaction = await ben.api.api_chat_item_reaction("group", bgid, ben_item, True, {"type": "emoji", "emoji": "👍"})
+        check(reaction["chatReaction"]["reaction"]["emoji"] == "👍", "api_chat_item_reaction reacts in a group")
+        event = await events[ann].wait(of_type("chatItemReaction"), "ann gets chatItemReaction")
+        counts = event["reaction"]["chatReaction"]["chatItem"]["reactions"]
+        check(event["added"] and counts[0]["totalReacted"] == 1 and member_name(event["reaction"]["chatReaction"]["chatDir"]["groupMember"]) == "ben",
+              "the author sees ben's reaction")
+
+        await ben.api.api_send_text_message({"chatType": "group", "chatId": bgid}, "spam")
+        spam = await events[ann].wait(of_type("newChatItems", t=text_item("spam")), "ann gets ben's spam")
+        deletions = await ann.api.api_delete_member_chat_item(gid, [spam["chatItems"][0]["chatItem"]["meta"]["itemId"]])
+        check(deletions[0]["toChatItem"]["chatItem"]["content"]["type"] == "rcvModerated", "api_delete_member_chat_item moderates the message")
+        event = await events[ben].wait(of_type("chatItemsDeleted"), "ben gets chatItemsDeleted")
+        check(event["chatItemDeletions"][0]["toChatItem"]["chatItem"]["content"]["type"] == "sndModerated", "the author sees it moderated")
+
+        deletions = await ann.api.api_delete_chat_items("group", gid, [ann_item], "broadcast")
+        check(deletions[0]["toChatItem"]["chatItem"]["content"]["type"] == "sndDeleted", "api_delete_chat_items deletes for everyone")
+        event = await events[ben].wait(of_type("chatItemsDeleted", d=lambda e: e["chatItemDeletions"][0]["toChatItem"]["chatItem"]["content"]["type"] == "rcvDeleted"),
+                                       "ben gets the deletion")
+        check(event["chatItemDeletions"][0]["deletedChatItem"]["chatItem"]["meta"]["itemId"] == ben_item, "the member's copy is deleted")
+        for c in (ann, ben):
+            c.stop()
+        await asyncio.gather(*tasks)
+
+
+async def scenarios(work):
+    await groups(work)
+    await group_items(work)
+
+
 def main():
     work = tempfile.mkdtemp(prefix="swiftplex-python-groups-")
     relay = subprocess.Popen([os.path.join(BIN, "swiftplex-relay"), "--data-dir", os.path.join(work, "relay"),
@@ -223,7 +291,7 @@ def main():
     check(address.startswith("smp://"), f"relay printed its address {address}")
     os.environ["SWIFTPLEX_SERVERS"] = address
     try:
-        asyncio.run(groups(work))
+        asyncio.run(scenarios(work))
     finally:
         relay.terminate()
         relay.wait(timeout=15)

@@ -1,0 +1,388 @@
+import ChatModel
+import Foundation
+import GRDB
+import GroupProtocol
+import SwiftplexBase
+
+// Group items beyond plain sends: edits (`x.msg.update`), deletions by the author and by
+// moderators (`x.msg.del`, with the author's `memberId` when moderating), reactions
+// (`x.msg.react`), the history a host sends a new member, and `messages=on` removals. The user's
+// commands go through the group's machine like sends (``commitGroupInput``: the message to every
+// member and the item's change in one transaction); received ones are applied inside the
+// transaction of the message that carries them (``applyItemEvent``), after the machine has checked
+// the sender (roles, moderation rights, expected forwarder).
+
+/// An item changed by a received message, for the events reported after the commit.
+struct GroupItemChange: Sendable {
+    var before: GroupItemRecord
+    var after: GroupItemRecord?
+}
+
+/// A reaction added or removed by a member, for the `chatItemReaction` event.
+struct GroupReactionChange: Sendable {
+    var itemId: Int64
+    var byRowId: Int64
+    var reaction: MsgReaction
+    var add: Bool
+}
+
+extension ChatController {
+    // MARK: - Models
+
+    /// A group item as the API shows it, with its reaction counts.
+    func groupItemModels(_ records: [GroupItemRecord], view: GroupView) async throws -> [ChatItem] {
+        let ids = records.compactMap(\.id)
+        let counts = try await dbRead { db in try Self.groupReactionCounts(db, itemIds: ids) }
+        return records.map { groupItemModel($0, view: view, reactions: counts[$0.id ?? 0] ?? []) }
+    }
+
+    nonisolated static func groupReactionCounts(_ db: Database, itemIds: [Int64]) throws -> [Int64: [CIReactionCount]] {
+        guard !itemIds.isEmpty else { return [:] }
+        let rows = try GroupReactionRecord.filter(itemIds.contains(GroupReactionRecord.Columns.itemId))
+            .select(GroupReactionRecord.Columns.itemId, GroupReactionRecord.Columns.reaction,
+                    sum(GroupReactionRecord.Columns.sent).forKey("mine"), count(GroupReactionRecord.Columns.reaction).forKey("total"))
+            .group(GroupReactionRecord.Columns.itemId, GroupReactionRecord.Columns.reaction)
+            .order(GroupReactionRecord.Columns.itemId, min(Column("created_at")))
+            .asRequest(of: Row.self).fetchAll(db)
+        var out: [Int64: [CIReactionCount]] = [:]
+        for row in rows {
+            guard let reaction = Stored.decode(MsgReaction.self, row["reaction"]) else { continue }
+            out[row["item_id"], default: []].append(CIReactionCount(reaction: reaction, userReacted: (row["mine"] as Int? ?? 0) > 0, totalReacted: row["total"]))
+        }
+        return out
+    }
+
+    /// One item of a group, or `chatItemNotFound`.
+    func groupItem(_ itemId: Int64, groupId: Int64) async throws -> GroupItemRecord {
+        guard let item = try await dbRead({ db in try GroupItemRecord.fetchOne(db, key: itemId) }), item.groupId == groupId else {
+            throw ChatFailure.store(.chatItemNotFound(itemId: itemId))
+        }
+        return item
+    }
+
+    private func groupAChatItem(_ record: GroupItemRecord, view: GroupView) async throws -> AChatItem {
+        AChatItem(chatInfo: .group(groupInfo: view.info), chatItem: try await groupItemModels([record], view: view)[0])
+    }
+
+    /// Whether the group's `reactions` preference is on (SimpleX's default for a group: on).
+    nonisolated static func reactionsAllowed(profile: String) -> Bool {
+        Stored.json(profile)?["groupPreferences"]?["reactions"]?["enable"]?.stringValue != "off"
+    }
+
+    // MARK: - Commands
+
+    /// `/_update item #<groupId> <itemId> json <UpdatedMessage>`: the user's own message, changed for
+    /// every member (`x.msg.update`; `chatItemUpdated`, `chatItemNotChanged` when it is the same).
+    public func updateGroupItem(groupId: Int64, itemId: Int64, message: JSONValue) async throws -> ChatResponse {
+        let (u, view) = try await groupAndUser(groupId)
+        let item = try await groupItem(itemId, groupId: groupId)
+        guard item.memberRowId == nil, item.deleted == nil, let msgId = item.sharedMsgId else { throw ChatFailure.chat(.invalidChatItemUpdate) }
+        guard let json = message["msgContent"], case .object = json, (try? PeerInput.content(json)) != nil else {
+            throw ChatFailure.command("UpdatedMessage needs a msgContent object with a type")
+        }
+        try requireGroupPermission(view, .sendContent)
+        if Stored.json(item.content) == json {
+            return .chatItemNotChanged(user: userModel(u), chatItem: try await groupAChatItem(item, view: view))
+        }
+        try requireStarted()
+        let (text, now) = (json.description, Timestamp.now())
+        try await runGroupCommand(view, userId: u.id, .sendContent(event: "x.msg.update", params: .object([("msgId", .string(msgId)), ("content", json)])),
+                                  extra: { db in
+                                      _ = try GroupItemRecord.filter(key: itemId).updateAll(db, Column("content").set(to: text), Column("edited").set(to: true),
+                                                                                            Column("updated_at").set(to: now))
+                                  })
+        let after = try await groupView(groupId)
+        return .chatItemUpdated(user: userModel(u), chatItem: try await groupAChatItem(try await groupItem(itemId, groupId: groupId), view: after))
+    }
+
+    /// `/_delete item #<groupId> <ids> broadcast|internal|internalMark`: `broadcast` deletes the
+    /// user's own messages for every member (`x.msg.del`); `internal` removes items here only;
+    /// `internalMark` marks them deleted here only (`chatItemsDeleted`, `byUser`). Every item is
+    /// checked before anything is sent.
+    public func deleteGroupItems(groupId: Int64, itemIds: [Int64], broadcast: Bool, markOnly: Bool) async throws -> ChatResponse {
+        let (u, view) = try await groupAndUser(groupId)
+        guard !itemIds.isEmpty else { throw ChatFailure.command("no items to delete") }
+        var items: [GroupItemRecord] = []
+        for id in itemIds { items.append(try await groupItem(id, groupId: groupId)) }
+        if broadcast {
+            for item in items where item.memberRowId != nil || item.deleted != nil || item.sharedMsgId == nil {
+                throw ChatFailure.chat(.invalidChatItemDelete)
+            }
+            guard view.membership?.state?.status.isCurrent == true else { throw ChatFailure.chat(.groupNotJoined(groupInfo: view.info)) }
+            try requireStarted()
+        }
+        var deletions: [ChatItemDeletion] = []
+        for item in items {
+            let id = item.id ?? 0
+            let current = try await groupView(groupId)
+            let before = try await groupAChatItem(item, view: current)
+            if broadcast, let msgId = item.sharedMsgId {
+                let now = Timestamp.now()
+                try await runGroupCommand(current, userId: u.id, .sendContent(event: "x.msg.del", params: .object([("msgId", .string(msgId))])),
+                                          extra: { db in
+                                              _ = try GroupItemRecord.filter(key: id).updateAll(db, Column("deleted").set(to: GroupItemDeletion.deleted),
+                                                                                                Column("updated_at").set(to: now))
+                                          })
+                deletions.append(ChatItemDeletion(deletedChatItem: before, toChatItem: try await groupAChatItem(try await groupItem(id, groupId: groupId), view: current)))
+            } else if markOnly {
+                var after = item
+                after.deleted = after.deleted ?? .deleted
+                after.updatedAt = Timestamp.now()
+                let marked = after
+                try await dbWrite { db in try marked.update(db) }
+                deletions.append(ChatItemDeletion(deletedChatItem: before, toChatItem: try await groupAChatItem(marked, view: current)))
+            } else {
+                _ = try await dbWrite { db in try GroupItemRecord.deleteOne(db, key: id) }
+                deletions.append(ChatItemDeletion(deletedChatItem: before))
+            }
+        }
+        return .chatItemsDeleted(user: userModel(u), chatItemDeletions: deletions, byUser: true, timed: false)
+    }
+
+    /// `/_delete member item #<groupId> <ids>`: a moderator deletes members' messages for everyone
+    /// (`x.msg.del` with the author's `memberId`; moderator and at least the author's role, as
+    /// SimpleX's `groupMessageDelete`). Every item and the permission on each are checked before
+    /// anything is sent.
+    public func deleteMemberItems(groupId: Int64, itemIds: [Int64]) async throws -> ChatResponse {
+        let (u, view) = try await groupAndUser(groupId)
+        guard !itemIds.isEmpty else { throw ChatFailure.command("no items to delete") }
+        var targets: [(GroupItemRecord, GroupMemberRecord)] = []
+        for id in itemIds {
+            let item = try await groupItem(id, groupId: groupId)
+            guard let row = item.memberRowId, let author = view.members.first(where: { $0.id == row }), item.deleted == nil, item.sharedMsgId != nil else {
+                throw ChatFailure.chat(.invalidChatItemDelete)
+            }
+            try requireGroupPermission(view, .deleteMessage, target: GroupProtocol.GroupMemberRole(name: author.role))
+            targets.append((item, author))
+        }
+        try requireStarted()
+        var deletions: [ChatItemDeletion] = []
+        for (item, author) in targets {
+            let id = item.id ?? 0
+            let current = try await groupView(groupId)
+            let before = try await groupAChatItem(item, view: current)
+            let now = Timestamp.now()
+            let params: JSONValue = .object([("msgId", .string(item.sharedMsgId ?? "")), ("memberId", .string(author.memberId))])
+            try await runGroupCommand(current, userId: u.id, .sendContent(event: "x.msg.del", params: params), extra: { db in
+                _ = try GroupItemRecord.filter(key: id).updateAll(db, Column("deleted").set(to: GroupItemDeletion.moderated),
+                                                                  Column("deleted_by_row_id").set(to: nil as Int64?), Column("updated_at").set(to: now))
+            })
+            deletions.append(ChatItemDeletion(deletedChatItem: before, toChatItem: try await groupAChatItem(try await groupItem(id, groupId: groupId), view: current)))
+        }
+        return .chatItemsDeleted(user: userModel(u), chatItemDeletions: deletions, byUser: true, timed: false)
+    }
+
+    /// `/_reaction #<groupId> <itemId> on|off <MsgReaction>` (`x.msg.react` with the item's shared
+    /// id and its author's `memberId`; `chatItemReaction`). The same emoji set and caps as in
+    /// direct chats; the group's `reactions` preference must be on.
+    public func reactGroupItem(groupId: Int64, itemId: Int64, add: Bool, reaction json: JSONValue) async throws -> ChatResponse {
+        let (u, view) = try await groupAndUser(groupId)
+        let item = try await groupItem(itemId, groupId: groupId)
+        guard let reaction = Reactions.canonical(json) else {
+            throw ChatFailure.command("a reaction is {\"type\":\"emoji\",\"emoji\":…} with one of \(Reactions.allowedEmoji.sorted().joined(separator: " "))")
+        }
+        guard item.deleted == nil, !(item.blocked && item.memberRowId != nil), let msgId = item.sharedMsgId else { throw ChatFailure.chat(.invalidChatItemUpdate) }
+        guard Self.reactionsAllowed(profile: view.group.profile) else { throw ChatFailure.command("reactions are off in this group") }
+        guard let me = view.membership, me.state?.status.isCurrent == true else { throw ChatFailure.chat(.groupNotJoined(groupInfo: view.info)) }
+        let author = item.memberRowId.flatMap { row in view.members.first { $0.id == row } } ?? me
+        let key = Reactions.json(reaction).description
+        let (myId, limits) = (me.memberId, self.limits)
+        let has = try await dbRead { db in
+            try !GroupReactionRecord.filter(GroupReactionRecord.Columns.itemId == itemId && GroupReactionRecord.Columns.byMember == myId &&
+                                            GroupReactionRecord.Columns.reaction == key).isEmpty(db)
+        }
+        if add, !has, try await dbRead({ db in
+            let onItem = GroupReactionRecord.filter(GroupReactionRecord.Columns.itemId == itemId)
+            return try onItem.filter(GroupReactionRecord.Columns.byMember == myId).fetchCount(db) >= limits.maxReactionsPerMember
+                || onItem.fetchCount(db) >= limits.maxReactionsPerItem
+        }) {
+            throw ChatFailure.command("too many reactions on this item (at most \(limits.maxReactionsPerMember) of yours, \(limits.maxReactionsPerItem) in all)")
+        }
+        try requireStarted()
+        if has != add {
+            let now = Timestamp.now()
+            let params: JSONValue = .object([("msgId", .string(msgId)), ("memberId", .string(author.memberId)), ("reaction", Reactions.json(reaction)),
+                                             ("add", .bool(add))])
+            try await runGroupCommand(view, userId: u.id, .sendContent(event: "x.msg.react", params: params), extra: { db in
+                if add {
+                    try GroupReactionRecord(itemId: itemId, byMember: myId, sent: true, reaction: key, createdAt: now).insert(db, onConflict: .ignore)
+                } else {
+                    _ = try GroupReactionRecord.deleteOne(db, key: ["item_id": itemId, "by_member": myId, "reaction": key])
+                }
+            })
+        }
+        let after = try await groupView(groupId)
+        let model = try await groupItemModels([try await groupItem(itemId, groupId: groupId)], view: after)[0]
+        return .chatItemReaction(user: userModel(u), added: add, reaction: ACIReaction(
+            chatInfo: .group(groupInfo: after.info), chatReaction: CIReaction(chatDir: .groupSnd, chatItem: model, sentAt: .now(), reaction: reaction)))
+    }
+
+    // MARK: - Received (inside the message's transaction)
+
+    /// Applies a member's `x.msg.update`, `x.msg.del` or `x.msg.react` (as SimpleX's
+    /// `groupMessageUpdate`, `groupMessageDelete`, `groupMsgReaction`). The machine has checked
+    /// the sender already (a moderation's role included); this finds the item — by the author's
+    /// member row and the shared id, so that nobody reaches another member's message by its id —
+    /// and refuses what does not fit (not the author's, deleted, unknown, over the reaction cap).
+    nonisolated static func applyItemEvent(_ db: Database, _ env: GroupEnvelope, author: MemberId, blocked: Bool, groupId: Int64, userId: Int64,
+                                           now: String, limits: ChatLimits, into out: inout GroupOutcome) throws {
+        let rows = GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId)
+        guard let authorRow = try rows.filter(GroupMemberRecord.Columns.memberId == author.text).fetchOne(db)?.id else {
+            out.refusedContent.append("\(env.event) from an unknown member")
+            return
+        }
+        guard let msgId = env.params["msgId"]?.stringValue, !msgId.isEmpty, msgId.utf8.count <= 256 else {
+            out.refusedContent.append("\(env.event) without a msgId")
+            return
+        }
+        let membership = try rows.filter(GroupMemberRecord.Columns.category == GroupProtocol.GroupMemberCategory.user.rawValue).fetchOne(db)
+        /// The item with this shared id by `member` (nil: the user's own).
+        func item(by member: Int64?) throws -> GroupItemRecord? {
+            try GroupItemRecord.filter(GroupItemRecord.Columns.groupId == groupId && GroupItemRecord.Columns.sharedMsgId == msgId &&
+                                       GroupItemRecord.Columns.memberRowId == member).order(GroupItemRecord.Columns.id).fetchOne(db)
+        }
+        /// The row of the member a `memberId` param names (nil: the user), or false when unknown.
+        func rowOf(_ text: String) throws -> (known: Bool, row: Int64?) {
+            if text == membership?.memberId { return (true, nil) }
+            guard let r = try rows.filter(GroupMemberRecord.Columns.memberId == text).fetchOne(db) else { return (false, nil) }
+            return (true, r.id)
+        }
+        switch env.event {
+        case "x.msg.update":
+            guard let json = env.params["content"], (try? PeerInput.content(json)) != nil else {
+                out.refusedContent.append("x.msg.update without a valid content")
+                return
+            }
+            if var found = try item(by: authorRow) {
+                guard found.deleted == nil else {
+                    out.refusedContent.append("x.msg.update of a deleted message")
+                    return
+                }
+                guard Stored.json(found.content) != json else { return }
+                found.content = json.description
+                found.edited = true
+                found.updatedAt = now
+                try found.update(db)
+                out.updatedItems.append(found.id!)
+            } else {
+                // As SimpleX: an update of a message this side does not have makes it, edited.
+                var made = GroupItemRecord(userId: userId, groupId: groupId, memberRowId: authorRow, content: json.description, sharedMsgId: msgId,
+                                           status: .rcvNew, blocked: blocked, createdAt: now, edited: true)
+                try made.insert(db)
+                out.updatedItems.append(made.id!)
+                _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("chat_ts").set(to: now))
+            }
+        case "x.msg.del":
+            let named = env.params["memberId"]?.stringValue
+            if named == nil || named == author.text {
+                guard let found = try item(by: authorRow) else {
+                    out.refusedContent.append("x.msg.del of a message this side does not have")
+                    return
+                }
+                try markDeleted(db, found, .deleted, by: nil, now: now, into: &out)
+            } else if let named {
+                // Moderation: the machine checked that the sender may delete this author's messages.
+                let (known, row) = try rowOf(named)
+                guard known, let found = try item(by: row) else {
+                    out.refusedContent.append("x.msg.del (moderation) of a message this side does not have")
+                    return
+                }
+                try markDeleted(db, found, .moderated, by: authorRow, now: now, into: &out)
+            }
+        case "x.msg.react":
+            guard let g = try GroupRecord.fetchOne(db, key: groupId), reactionsAllowed(profile: g.profile) else {
+                out.refusedContent.append("x.msg.react: reactions are off in this group")
+                return
+            }
+            guard let raw = env.params["reaction"], let add = env.params["add"]?.boolValue, let reaction = Reactions.canonical(raw) else {
+                out.refusedContent.append("x.msg.react: a reaction outside the allowed set, or no add")
+                return
+            }
+            var found: GroupItemRecord?
+            if let named = env.params["memberId"]?.stringValue {
+                let (known, row) = try rowOf(named)
+                if known { found = try item(by: row) }
+            } else {
+                found = try GroupItemRecord.filter(GroupItemRecord.Columns.groupId == groupId && GroupItemRecord.Columns.sharedMsgId == msgId)
+                    .order(GroupItemRecord.Columns.id).fetchOne(db)
+            }
+            guard let found, let itemId = found.id, found.deleted == nil else {
+                out.refusedContent.append("x.msg.react on a message this side does not have")
+                return
+            }
+            let key = Reactions.json(reaction).description
+            let onItem = GroupReactionRecord.filter(GroupReactionRecord.Columns.itemId == itemId)
+            let mine = onItem.filter(GroupReactionRecord.Columns.byMember == author.text)
+            let has = try !mine.filter(GroupReactionRecord.Columns.reaction == key).isEmpty(db)
+            guard has != add else { return }
+            if add {
+                guard try mine.fetchCount(db) < limits.maxReactionsPerMember, try onItem.fetchCount(db) < limits.maxReactionsPerItem else {
+                    out.refusedContent.append("x.msg.react over the cap")
+                    return
+                }
+                try GroupReactionRecord(itemId: itemId, byMember: author.text, sent: false, reaction: key, createdAt: now).insert(db)
+            } else {
+                _ = try GroupReactionRecord.deleteOne(db, key: ["item_id": itemId, "by_member": author.text, "reaction": key])
+            }
+            out.reactions.append(GroupReactionChange(itemId: itemId, byRowId: authorRow, reaction: reaction, add: add))
+        default:
+            out.refusedContent.append("\(env.event) in groups is not supported yet")
+        }
+    }
+
+    private nonisolated static func markDeleted(_ db: Database, _ item: GroupItemRecord, _ how: GroupItemDeletion, by: Int64?, now: String,
+                                                into out: inout GroupOutcome) throws {
+        guard item.deleted == nil else { return }
+        var after = item
+        after.deleted = how
+        after.deletedByRowId = by
+        after.updatedAt = now
+        try after.update(db)
+        out.deletedItems.append(GroupItemChange(before: item, after: after))
+    }
+
+    /// A removal with `messages=on`: the removed member's messages (nil: the user's own) are
+    /// marked moderated by the remover (nil: the user), as SimpleX marks them.
+    nonisolated static func moderateAllOf(_ db: Database, groupId: Int64, member: MemberId?, by: MemberId?, now: String) throws {
+        let rows = GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId)
+        let authorRow = try member.flatMap { m in try rows.filter(GroupMemberRecord.Columns.memberId == m.text).fetchOne(db)?.id }
+        if member != nil, authorRow == nil { return }
+        let byRow = try by.flatMap { m in try rows.filter(GroupMemberRecord.Columns.memberId == m.text).fetchOne(db)?.id }
+        _ = try GroupItemRecord.filter(GroupItemRecord.Columns.groupId == groupId && GroupItemRecord.Columns.memberRowId == authorRow &&
+                                       GroupItemRecord.Columns.deleted == nil)
+            .updateAll(db, Column("deleted").set(to: GroupItemDeletion.moderated), Column("deleted_by_row_id").set(to: byRow), Column("updated_at").set(to: now))
+    }
+
+    // MARK: - History for a new member
+
+    /// The last messages of the group, for a member who just joined (SimpleX `sendHistory`: up to
+    /// 100 items with text, none of a blocked member or deleted, each as `x.grp.msg.forward` with
+    /// its author, the author's name shortened to 16 characters, its time and its shared id), when
+    /// the group's `history` preference is on. Each is its own message here (SimpleX batches them;
+    /// a receiver takes either). Quotes are not carried.
+    nonisolated static func historyForwards(_ db: Database, groupId: Int64, limit: Int = 100) throws -> [GroupEnvelope] {
+        guard let g = try GroupRecord.fetchOne(db, key: groupId),
+              Stored.json(g.profile)?["groupPreferences"]?["history"]?["enable"]?.stringValue != "off" else { return [] }
+        let members = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId).fetchAll(db)
+        let byRow = Dictionary(members.compactMap { m in m.id.map { ($0, m) } }, uniquingKeysWith: { a, _ in a })
+        guard let me = members.first(where: { $0.category == GroupProtocol.GroupMemberCategory.user.rawValue }) else { return [] }
+        let items = try GroupItemRecord.filter(GroupItemRecord.Columns.groupId == groupId && GroupItemRecord.Columns.deleted == nil &&
+                                               GroupItemRecord.Columns.blocked == false)
+            .order(GroupItemRecord.Columns.id.desc).limit(limit).fetchAll(db).reversed()
+        var out: [GroupEnvelope] = []
+        for item in items {
+            guard let msgId = item.sharedMsgId, let content = Stored.json(item.content),
+                  let mc = Stored.decode(MsgContent.self, item.content), !mc.text.isEmpty else { continue }
+            guard let author = item.memberRowId.map({ byRow[$0] }) ?? me, !author.blocked, let authorId = MemberId(author.memberId) else { continue }
+            let name = Stored.profile(author.profile)?.displayName ?? author.localDisplayName ?? ""
+            let short = name.count <= 16 ? name : String(name.prefix(16)) + "…"
+            let inner = GroupEnvelope(msgId: msgId, event: "x.msg.new", params: .object([("content", content)]))
+            let env = GroupMessage.forward(GroupForward(memberId: authorId, memberName: short, msgTs: item.createdAt, msg: inner))
+                .envelope(msgId: ChatMessage.newMessageId())
+            // One too large to forward (content near the limit) is left out rather than failing the send.
+            guard (try? GroupMessage.encode(env)) != nil else { continue }
+            out.append(env)
+        }
+        return out
+    }
+}
