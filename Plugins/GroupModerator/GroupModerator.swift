@@ -219,6 +219,9 @@ public final class GroupModerator: Plugin {
 
     func moderate(_ message: Message) throws {
         guard let group = message.group, let member = message.member, let rules = rules(for: group) else { return }
+        // The group's history, sent to the bot when it joins, is not judged: those messages were
+        // written before the bot was there (and would all count at once against the rate).
+        if let sent = message.sentAt, let joined = group.userJoinedAt, sent < joined { return }
         // Moderators and above are not moderated; a message from an unknown role is.
         if member.role >= .moderator { return }
         guard let violation = check(message, member: member, rules: rules, key: "\(group.groupId):\(member.memberId)") else { return }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// One event as the Chat API emits it (`{"type": "...", ...}`), with typed views of the common
 /// ones. Views read only the fields they need, so a newer engine adding fields breaks nothing.
 public struct ChatEvent: Sendable {
@@ -87,6 +89,8 @@ public struct Message: Sendable {
     public let text: String
     /// The whole `msgContent`.
     public let content: JSONValue
+    /// The item's time (`meta.itemTs`): when it was sent, as far as the receiving side knows.
+    public let sentAt: Date?
 
     init?(item: JSONValue) {
         guard item["chatItem"]?["content"]?["type"]?.stringValue == "rcvMsgContent",
@@ -96,6 +100,7 @@ public struct Message: Sendable {
         contentType = content["type"]?.stringValue ?? "unknown"
         text = content["text"]?.stringValue ?? ""
         itemId = item["chatItem"]?["meta"]?["itemId"]?.int64Value ?? 0
+        sentAt = item["chatItem"]?["meta"]?["itemTs"]?.stringValue.flatMap(GroupMemberInfo.parseTimestamp)
         hasLink = contentType == "link" || item["chatItem"]?["meta"]?["hasLink"]?.boolValue == true || Message.containsLink(text)
         switch info["type"]?.stringValue {
         case "direct":

@@ -22,6 +22,9 @@ public struct GroupRef: Sendable, Hashable {
     public let localDisplayName: String
     /// The bot's own role in the group (`membership.memberRole`), when the event carries it.
     public let userRole: GroupRole?
+    /// When the bot's membership was recorded (`membership.createdAt`: the invitation, or the
+    /// group's creation), when the event carries it.
+    public let userJoinedAt: Date?
 
     public init?(json: JSONValue) {
         guard let id = json["groupId"]?.int64Value else { return nil }
@@ -29,6 +32,7 @@ public struct GroupRef: Sendable, Hashable {
         localDisplayName = json["localDisplayName"]?.stringValue ?? ""
         displayName = json["groupProfile"]?["displayName"]?.stringValue ?? localDisplayName
         userRole = json["membership"]?["memberRole"]?.stringValue.map { GroupRole(name: $0) }
+        userJoinedAt = json["membership"]?["createdAt"]?.stringValue.flatMap(GroupMemberInfo.parseTimestamp)
     }
 }
 

@@ -62,6 +62,33 @@ import Testing
         }
     }
 
+    /// Bob writes before the bot is in the group; the bot, joining, gets the group's history, and
+    /// judges none of it: his first strike is for what he writes after (another rule, so the
+    /// notices tell which message each is about).
+    ///
+    /// Disabled: the engine gives a forwarded item the time it was received as `itemTs` (SimpleX
+    /// gives the forward's `msgTs`, the original time), so the plugin cannot tell the history from
+    /// new messages and this test fails — the history's "scam" gets strike 1.
+    @Test(.disabled("needs the engine to keep a forwarded message's msgTs as the item's itemTs, as SimpleX does"))
+    func historyFromBeforeTheBotJoinedIsNotJudged() async throws {
+        try await PluginTestBench.withBench(plugins: Self.moderator(#"{"blocked_words": ["scam"], "blocked_patterns": ["fraud"]}"#), botName: Self.bot) { bench in
+            let alice = try await bench.connect("alice")
+            let bob = try await bench.person("bob")
+            let (bobInAlice, _) = try await alice.connect(with: bob)
+            let g = try await alice.createGroup("team")
+            try await alice.invite(contactId: bobInAlice, to: g)
+            let inBob = try await bob.joinNextInvitation()
+            try await bob.send("an old scam", toGroup: inBob)
+            #expect(try await alice.nextGroupMessage(in: g, from: "bob").text == "an old scam")
+            try await alice.invite(contactId: try #require(alice.botContactId), to: g, role: "admin")
+            _ = try await bob.nextEvent("connectedToGroupMember") { $0["member"]?["memberProfile"]?["displayName"]?.stringValue == Self.bot }
+            try await bob.send("fraud alert", toGroup: inBob)
+            #expect(try await bob.nextGroupMessage(in: inBob, from: Self.bot).text == "bob: your message was removed (blocked content). Strike 1 of 3.")
+            try await bob.send("more fraud", toGroup: inBob)
+            #expect(try await bob.nextGroupMessage(in: inBob, from: Self.bot).text == "bob: your message was removed (blocked content). Strike 2 of 3.")
+        }
+    }
+
     @Test func theRateLimitRemovesTheMessageBeyondIt() async throws {
         try await Self.withGroup(Self.moderator(#"{"rate_limit": {"messages": 2, "seconds": 600}}"#)) { g in
             for text in ["one", "two", "three"] { try await g.bob.send(text, toGroup: g.inBob) }

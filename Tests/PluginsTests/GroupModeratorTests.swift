@@ -14,9 +14,10 @@ import Testing
     }
 
     static func bob(_ text: String, itemId: Int64 = 200, role: String = "member", category: String = "post", joinedAt: String = GroupModeratorTests.justNow,
-                    contentType: String = "text", userRole: String = "admin") -> String {
+                    contentType: String = "text", userRole: String = "admin", botJoinedAt: String = ChatFixtures.ts) -> String {
         ChatFixtures.groupMessage(groupId: 2, memberName: "bob", memberContactId: nil, text: text, itemId: itemId, groupMemberId: 50,
-                                  memberId: "Ym9i", role: role, category: category, joinedAt: joinedAt, contentType: contentType, userRole: userRole)
+                                  memberId: "Ym9i", role: role, category: category, joinedAt: joinedAt, contentType: contentType, userRole: userRole,
+                                  userJoinedAt: botJoinedAt)
     }
 
     @Test func descriptor() throws {
@@ -90,6 +91,18 @@ import Testing
         #expect(p.handle(Self.bob("spam", itemId: 602, userRole: "member")) == nil)
         #expect(chat.actions.isEmpty && chat.sent.isEmpty)
         #expect(chat.host.logs.contains { $0.message.contains("needs moderator") })
+        p.stop()
+    }
+
+    /// Messages sent before the bot joined (the history a new member gets) are not judged.
+    @Test func historyFromBeforeTheBotJoinedIsLeftAlone() throws {
+        let chat = ScriptedChat()
+        let p = try startOrRecord(try plugin("group-moderator"), chat.host, #"{"groups":[{"blocked_words":["spam"],"rate_limit":{"messages":1,"seconds":60}}]}"#)
+        // The item's time (2026-01-01) is before the bot's membership (now).
+        for i in 0..<3 { #expect(p.handle(Self.bob("old spam", itemId: 800 + Int64(i), botJoinedAt: Self.justNow)) == nil) }
+        #expect(p.handle(Self.bob("new spam", itemId: 810)) == nil)
+        #expect(chat.actions == ["/_delete member item #2 810"])
+        #expect(chat.sent == ["#2 bob: your message was removed (blocked word). Strike 1 of 3."])
         p.stop()
     }
 

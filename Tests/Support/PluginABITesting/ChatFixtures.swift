@@ -59,20 +59,21 @@ public enum ChatFixtures {
     }
 
     /// A `GroupInfo`; the bot's own membership has `userRole`.
-    public static func groupInfo(_ groupId: Int64, name: String = "team", userRole: String = "admin") -> [String: Any] {
+    public static func groupInfo(_ groupId: Int64, name: String = "team", userRole: String = "admin", userJoinedAt: String = ts) -> [String: Any] {
         ["groupId": groupId, "localDisplayName": name, "groupProfile": ["displayName": name, "fullName": ""],
-         "membership": member(1, groupId: groupId, name: "bot", memberId: "Ym90", role: userRole, category: "user")]
+         "membership": member(1, groupId: groupId, name: "bot", memberId: "Ym90", role: userRole, category: "user", createdAt: userJoinedAt)]
     }
 
     /// `newChatItems` with one message from a member of a group.
     public static func groupMessage(groupId: Int64, memberName: String, memberContactId: Int64?, text: String, itemId: Int64 = 200,
                                     groupMemberId: Int64 = 50, memberId: String = "bWVt", role: String = "member", category: String = "post",
-                                    joinedAt: String = ts, contentType: String = "text", userRole: String = "admin") -> String {
+                                    joinedAt: String = ts, contentType: String = "text", userRole: String = "admin",
+                                    userJoinedAt: String = ts) -> String {
         let sender = member(groupMemberId, groupId: groupId, name: memberName, memberId: memberId, role: role, category: category,
                             contactId: memberContactId, createdAt: joinedAt)
         var content: [String: Any] = ["type": contentType, "text": text]
         if contentType == "image" { content["image"] = "data:image/png;base64,AA==" }
-        let chatItem: [String: Any] = ["chatInfo": ["type": "group", "groupInfo": groupInfo(groupId, userRole: userRole)],
+        let chatItem: [String: Any] = ["chatInfo": ["type": "group", "groupInfo": groupInfo(groupId, userRole: userRole, userJoinedAt: userJoinedAt)],
                                        "chatItem": item(itemId, dir: ["type": "groupRcv", "groupMember": sender], content: content)]
         return json(["type": "newChatItems", "user": user(), "chatItems": [chatItem]])
     }
