@@ -1,4 +1,5 @@
 import Foundation
+import PluginHost
 import SwiftplexBase
 import SwiftplexPluginTesting
 import Testing
@@ -19,10 +20,11 @@ import Testing
 
     static let bot = "test-bot"
 
-    static func moderator(_ rules: String, extra: [PluginTestBench.Plugin] = []) -> [PluginTestBench.Plugin] {
+    static func moderator(_ rules: String, extra: [PluginTestBench.Plugin] = [], isolation: PluginSpec.Isolation = .inProcess) -> [PluginTestBench.Plugin] {
         [
             .init(name: "accept", path: PluginTestBench.product("libauto-accept.so"), config: "{}"),
-            .init(name: "moderator", path: PluginTestBench.product("libgroup-moderator.so"), config: #"{"groups": [\#(rules)]}"#),
+            .init(name: "moderator", path: PluginTestBench.product("libgroup-moderator.so"), config: #"{"groups": [\#(rules)]}"#,
+                  isolation: isolation),
         ] + extra
     }
 
@@ -86,6 +88,20 @@ import Testing
             #expect(try await bob.nextGroupMessage(in: inBob, from: Self.bot).text == "bob: your message was removed (blocked content). Strike 1 of 3.")
             try await bob.send("more fraud", toGroup: inBob)
             #expect(try await bob.nextGroupMessage(in: inBob, from: Self.bot).text == "bob: your message was removed (blocked content). Strike 2 of 3.")
+        }
+    }
+
+    /// The same plugin in its own process (`isolation: process`): group events and the group
+    /// commands go through the runner's frames.
+    @Test func anIsolatedModeratorWorksTheSame() async throws {
+        try await Self.withGroup(Self.moderator(#"{"welcome": "hi {name}", "blocked_words": ["scam"]}"#, isolation: .process)) { g in
+            #expect(try await g.bob.nextGroupMessage(in: g.inBob, from: Self.bot).text == "hi bob")
+            let spam = try await g.bob.send("a scam", toGroup: g.inBob)
+            #expect(try await g.bob.nextGroupMessage(in: g.inBob, from: Self.bot).text == "bob: your message was removed (blocked word). Strike 1 of 3.")
+            _ = try await g.bob.nextEvent("chatItemsDeleted") { e in
+                e["chatItemDeletions"]?.arrayValue?.contains { $0["deletedChatItem"]?["chatItem"]?["meta"]?["itemId"]?.int64Value == spam } == true
+            }
+            #expect(g.bench.host.plugins.statuses().first { $0.name == "moderator" }?.isolation == .process)
         }
     }
 
