@@ -145,8 +145,20 @@ let package = Package(
                 "Agent",
                 "SwiftplexStorage",
                 "SwiftplexCrypto",
+                "SwiftplexBackup",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        // Backups: the one archive format of `swiftplex backup` / `restore` and the Chat API's
+        // `/_db export` / `/_db import` (SQLite's online backup API, a manifest, zip).
+        .target(
+            name: "SwiftplexBackup",
+            dependencies: [
+                "SwiftplexBase",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ZIPFoundation", package: "ZIPFoundation"),
             ]
         ),
 
@@ -220,7 +232,7 @@ let package = Package(
         .target(
             name: "BotHost",
             dependencies: [
-                "Agent", "ChatAPI", "ChatCore", "ChatModel", "ChatServer", "PluginHost", "QRCode", "RelayServer", "RelayProtocol", "SwiftplexBase", "SwiftplexStorage",
+                "Agent", "ChatAPI", "ChatCore", "ChatModel", "ChatServer", "PluginHost", "QRCode", "RelayServer", "RelayProtocol", "SwiftplexBackup", "SwiftplexBase", "SwiftplexStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -357,7 +369,8 @@ let package = Package(
         .testTarget(
             name: "BotHostTests",
             dependencies: [
-                "BotHost", "ChatAPI", "ChatCore", "ChatModel", "ChatServer", "ChatTestSupport", "PluginHost", "RelayServer", "SwiftplexBase", "SwiftplexPluginTesting", "TestSupport",
+                "BotHost", "ChatAPI", "ChatCore", "ChatModel", "ChatServer", "ChatTestSupport", "PluginHost", "RelayServer", "SwiftplexBackup", "SwiftplexBase", "SwiftplexPluginTesting", "TestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "ZIPFoundation", package: "ZIPFoundation"),
                 .product(name: "Logging", package: "swift-log"),

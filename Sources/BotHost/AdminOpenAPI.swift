@@ -191,6 +191,7 @@ enum AdminOpenAPI {
                 ("Plugins", object(["plugins": array(plugin)], order: ["plugins"])),
                 ("ReloadResults", object(["results": array(result)], order: ["results"])),
                 ("Address", object(["link": string, "qrSvg": string], order: ["link", "qrSvg"])),
+                ("GroupMembers", object(["groupInfo": schema(.ref("Object")), "members": array(schema(.ref("Object")))], order: ["groupInfo", "members"])),
             ])),
             ("responses", .object([("Error", .object([("description", .string("A typed error")),
                                                      ("content", .object([("application/json", .object([("schema", schema(.ref("Error")))]))]))]))])),

@@ -218,6 +218,35 @@ struct AdminServer: Service {
                 let id = try context.parameters.require("requestId", as: Int64.self)
                 return Self.commandResult(await host.api.respond("/_reject \(id)"))
             },
+            AdminRoute(.get, "/api/groups", "The bot's groups (GroupInfo), paged", query: page,
+                       answers: [.init(status: "200", description: "OK", schema: .page("groups"))]) { request, _ in
+                let page = try Page(request)
+                switch await host.api.respond("/_groups \(host.userId)") {
+                case let .success(.group(.groupsList(list))):
+                    return JSONResponse.make(page.json(list.groups.map { ChatAPI.encodeValue($0) }, key: "groups"))
+                case let other: return Self.commandResult(other)
+                }
+            },
+            AdminRoute(.get, "/api/groups/{groupId}/members", "A group's members with their roles and states",
+                       answers: [.init(status: "200", description: "OK", schema: .ref("GroupMembers")), chatError]) { _, context in
+                let id = try context.parameters.require("groupId", as: Int64.self)
+                switch await host.api.respond("/_members #\(id)") {
+                case let .success(.group(.groupMembers(members))):
+                    return JSONResponse.make(.object([("groupInfo", ChatAPI.encodeValue(members.group.groupInfo)),
+                                                      ("members", .array(members.group.members.map { ChatAPI.encodeValue($0) }))]))
+                case let other: return Self.commandResult(other)
+                }
+            },
+            AdminRoute(.post, "/api/groups/{groupId}/messages", "Send a text message to a group",
+                       body: .textMessage, answers: [chatResponse, chatError]) { request, context in
+                let id = try context.parameters.require("groupId", as: Int64.self)
+                let body = try await Self.jsonBody(request, limit: maxBody)
+                guard case let .string(text)? = body["text"], !text.isEmpty else {
+                    throw AdminError(.badRequest, "badRequest", "the body must be {\"text\": \"a non-empty message\"}")
+                }
+                let messages: JSONValue = .array([.object([("msgContent", .object([("type", .string("text")), ("text", .string(text))]))])])
+                return Self.commandResult(await host.api.respond("/_send #\(id) json \(messages.description)"))
+            },
             AdminRoute(.get, "/api/address", "The bot's contact address link",
                        answers: [.init(status: "200", description: "OK", schema: .ref("Address")),
                                  .init(status: "404", description: "The bot has no address", schema: .ref("Error"))]) { _, _ in

@@ -169,11 +169,12 @@ public final class BotHost: Service, Sendable {
         relayService = relay.map { EmbeddedRelayService(relay: $0) }
         let flag = NIOLockedValueBox(Operations())
         operations = flag
+        let metrics = HostMetrics(registry: options.metricsRegistry ?? PrometheusCollectorRegistry())
+        self.metrics = metrics
         engineService = EngineService(controller: controller, api: api, logger: logger,
-                                      running: { r in flag.withLockedValue { $0.engineRunning = r } })
+                                      running: { r in flag.withLockedValue { $0.engineRunning = r }; metrics.changes.bump() })
         events = EventHub(source: api.encodedEvents)
         pluginEvents = events.subscribe()
-        metrics = HostMetrics(registry: options.metricsRegistry ?? PrometheusCollectorRegistry())
     }
 
     /// The host's services, in start order (the group stops them in reverse).
@@ -373,13 +374,23 @@ public final class BotHost: Service, Sendable {
     /// `/readyz`: the engine runs, none of the bot's own relays it was connected to is down, and —
     /// when the bot has an address, whose queue the agent subscribes at start — at least one of
     /// them is connected. Peers' relays (dialled to send, dropped when idle) do not count.
-    func readiness() -> (ready: Bool, json: JSONValue) {
+    public func readiness() -> (ready: Bool, json: JSONValue) {
         let running = engineRunning
         let relays = relayConnections
         let ready = Self.isReady(engineRunning: running, hasAddress: address != nil, ownRelays: relays)
         return (ready, .object([("ready", .bool(ready)), ("engineRunning", .bool(running)),
                                 ("relaysConnected", .int(Int64(relays.connected.count))),
                                 ("relaysDown", .array(relays.lost.sorted().map(JSONValue.string)))]))
+    }
+
+    /// Returns once the host is ready (``readiness()``): at once if it is, else at the relay
+    /// connection or engine start that makes it so. For the `ready` line of `swiftplex run`.
+    public func waitUntilReady() async {
+        while !Task.isCancelled {
+            let seen = metrics.changes.generation
+            if readiness().ready { return }
+            await metrics.changes.wait(after: seen)
+        }
     }
 
     static func isReady(engineRunning: Bool, hasAddress: Bool, ownRelays: HostMetrics.RelayState) -> Bool {

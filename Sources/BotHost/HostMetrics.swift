@@ -108,6 +108,7 @@ final class HostMetrics: Sendable {
                 return r.connected.count
             }
             relaysConnected.set(Int64(count))
+            changes.bump()
         case let .hostDisconnected(_, host):
             let count = relays.withLockedValue { r -> Int in
                 if r.connected.remove(host) != nil { r.lost.insert(host) }
@@ -115,12 +116,15 @@ final class HostMetrics: Sendable {
             }
             relaysConnected.set(Int64(count))
             relayDisconnects.increment()
+            changes.bump()
         default:
             break
         }
     }
 
     var relayState: RelayState { relays.withLockedValue { $0 } }
+    /// Bumped whenever a relay connects or goes (and by the host when the engine starts or stops).
+    let changes = StateChanges()
 
     func countAuthFailure() { authFailures.increment() }
     func countAdminRequest() { adminRequests.increment() }
@@ -235,5 +239,39 @@ final class HostMetrics: Sendable {
             if let soft = fields.first.flatMap({ Int($0) }) { figures.maxFDs = soft }
         }
         return figures
+    }
+}
+
+/// A counter of state changes that tasks can wait on: ``wait(after:)`` returns once the counter
+/// has moved past what the waiter saw, so a change between a check and the wait is never missed.
+final class StateChanges: Sendable {
+    private struct State {
+        var generation = 0
+        var waiters: [(Int, CheckedContinuation<Void, Never>)] = []
+    }
+    private let state = NIOLockedValueBox(State())
+
+    var generation: Int { state.withLockedValue { $0.generation } }
+
+    func bump() {
+        let ready = state.withLockedValue { s -> [CheckedContinuation<Void, Never>] in
+            s.generation += 1
+            let woken = s.waiters.map(\.1)
+            s.waiters = []
+            return woken
+        }
+        for c in ready { c.resume() }
+    }
+
+    /// Returns once the generation is past `seen` (at once if it already is).
+    func wait(after seen: Int) async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now = state.withLockedValue { s -> Bool in
+                if s.generation > seen { return true }
+                s.waiters.append((seen, c))
+                return false
+            }
+            if now { c.resume() }
+        }
     }
 }

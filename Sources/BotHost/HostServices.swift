@@ -72,11 +72,6 @@ struct EventHubService: Service {
     }
 }
 
-/// The version the admin API reports.
-public enum SwiftplexVersion {
-    public static let current = "0.1.0-dev"
-}
-
 /// A one-time signal many tasks can wait for (the host's shutdown having finished).
 final class Completion: Sendable {
     private struct State {

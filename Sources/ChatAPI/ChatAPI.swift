@@ -66,6 +66,9 @@ public struct ChatAPI: Sendable {
         } catch {
             return .failure(ChatFailure(commandError: error.message))
         }
+        // After `/_db import` or `/_db delete` only `/_stop` still answers (a client's shutdown
+        // sends it before closing the store).
+        if controller.storeChanged, command != .stopChat { return .failure(ChatFailure(ChatError.error(.chatStoreChanged))) }
         do {
             return .success(try await dispatch(command, idempotencyKey: idempotencyKey))
         } catch let f as ChatFailure {
@@ -172,6 +175,9 @@ public struct ChatAPI: Sendable {
             }
         case .startChat: return try await c.start()
         case .stopChat: return await c.stop()
+        case let .exportArchive(config): return try await c.exportArchive(try ArchiveConfig(config))
+        case let .importArchive(config): return try await c.importArchive(try ArchiveConfig(config))
+        case .deleteStorage: return try await c.deleteStorage()
         case let .createAddress(userId, short): return try await c.createAddress(userId: userId, short: short)
         case let .showAddress(userId): return try await c.showAddress(userId: userId)
         case let .deleteAddress(userId): return try await c.deleteAddress(userId: userId)

@@ -18,6 +18,13 @@ public enum ChatCommand: Sendable, Equatable {
     // Lifecycle
     case startChat
     case stopChat
+    // Database archives (the chat must be stopped)
+    /// `/_db export <json ArchiveConfig>`
+    case exportArchive(config: JSONValue)
+    /// `/_db import <json ArchiveConfig>`
+    case importArchive(config: JSONValue)
+    /// `/_db delete`
+    case deleteStorage
     // Address
     /// `short`: also a short link (`/_address <userId> short=on`, a Swiftplex extension).
     case createAddress(userId: Int64, short: Bool = false)

@@ -33,6 +33,13 @@ public enum CommandParser {
             command = .startChat
         case "/_stop":
             command = .stopChat
+        case "/_db":
+            switch s.word() {
+            case "export": command = .exportArchive(config: try s.jsonObject("ArchiveConfig"))
+            case "import": command = .importArchive(config: try s.jsonObject("ArchiveConfig"))
+            case "delete": command = .deleteStorage
+            case let w: throw CommandParseError(.badArguments, "/_db takes export <json>, import <json> or delete, not \(w.map { "'\($0)'" } ?? "nothing")")
+            }
         case "/_address":
             let id = try s.id("userId")
             var short = false

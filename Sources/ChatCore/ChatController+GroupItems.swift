@@ -283,8 +283,24 @@ extension ChatController {
             } else if let named {
                 // Moderation: the machine checked that the sender may delete this author's messages.
                 let (known, row) = try rowOf(named)
-                guard known, let found = try item(by: row) else {
-                    out.refusedContent.append("x.msg.del (moderation) of a message this side does not have")
+                guard known else {
+                    out.refusedContent.append("x.msg.del (moderation) of an unknown member's message")
+                    return
+                }
+                guard let found = try item(by: row) else {
+                    // As SimpleX (`createCIModeration`): kept, and applied when the message comes
+                    // (a moderation can overtake a message the host forwards). The user's own
+                    // messages are all here already.
+                    guard row != nil else { return }
+                    try db.execute(sql: """
+                        INSERT OR IGNORE INTO group_pending_moderation (group_id, author_member_id, shared_msg_id, moderator_row_id, created_at)
+                        VALUES (?, ?, ?, ?, ?)
+                        """, arguments: [groupId, named, msgId, authorRow, now])
+                    // Bounded: the oldest go beyond the last `pendingModerationsKept` of the group.
+                    try db.execute(sql: """
+                        DELETE FROM group_pending_moderation WHERE group_id = ? AND id <= (
+                            SELECT id FROM group_pending_moderation WHERE group_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)
+                        """, arguments: [groupId, groupId, pendingModerationsKept])
                     return
                 }
                 try markDeleted(db, found, .moderated, by: authorRow, now: now, into: &out)
@@ -328,6 +344,24 @@ extension ChatController {
         default:
             out.refusedContent.append("\(env.event) in groups is not supported yet")
         }
+    }
+
+    /// Moderations of messages not received yet, kept per group (the newest).
+    nonisolated static let pendingModerationsKept = 1_000
+
+    /// A moderation that came before the message (`group_pending_moderation`): taken (deleted), and
+    /// the moderator's row returned, when the moderator may still delete this author's messages.
+    nonisolated static func takePendingModeration(_ db: Database, groupId: Int64, author: MemberId, msgId: String?) throws -> Int64? {
+        guard let msgId, let row = try Row.fetchOne(db, sql: """
+            SELECT id, moderator_row_id FROM group_pending_moderation WHERE group_id = ? AND author_member_id = ? AND shared_msg_id = ?
+            """, arguments: [groupId, author.text, msgId]) else { return nil }
+        try db.execute(sql: "DELETE FROM group_pending_moderation WHERE id = ?", arguments: [row["id"] as Int64])
+        let members = GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId)
+        guard let moderator = try members.filter(GroupMemberRecord.Columns.id == (row["moderator_row_id"] as Int64)).fetchOne(db),
+              let authorRole = try members.filter(GroupMemberRecord.Columns.memberId == author.text).fetchOne(db)?.role,
+              GroupProtocol.GroupPermissions.check(actor: GroupProtocol.GroupMemberRole(name: moderator.role), action: .deleteMessage,
+                                                   target: GroupProtocol.GroupMemberRole(name: authorRole)) == nil else { return nil }
+        return moderator.id
     }
 
     private nonisolated static func markDeleted(_ db: Database, _ item: GroupItemRecord, _ how: GroupItemDeletion, by: Int64?, now: String,
@@ -384,5 +418,100 @@ extension ChatController {
             out.append(env)
         }
         return out
+    }
+}
+
+// MARK: - Delivery statuses in small groups
+
+extension ChatController {
+    /// SimpleX `smallGroupsRcptsMemLimit`: receipts are sent in groups of at most this many current members.
+    nonisolated static let smallGroupReceiptsLimit = 20
+
+    /// Whether a received message earns the author a delivery receipt (SimpleX: a new `x.msg.new`
+    /// received directly, in a group of at most 20 current members, when the user sends receipts).
+    func groupReceiptWanted(_ ref: GroupConnection, _ env: GroupEnvelope, _ outcome: GroupOutcome) async throws -> Bool {
+        guard env.event == "x.msg.new", !outcome.duplicate, !outcome.receivedItems.isEmpty,
+              let state = groupRuntime.states[ref.groupId] else { return false }
+        let current = state.members.values.filter { $0.status.isCurrent }.count + 1
+        guard current <= Self.smallGroupReceiptsLimit else { return false }
+        return try await user(ref.userId).sendReceipts
+    }
+
+    /// Records that the user's item `msgId` went to `member` as agent message `seq` on `conn`
+    /// (`sndNew`, or `sndSent` when the relay's `sent` came first), and updates the item's status.
+    /// `with` runs in the same transaction (the action's deletion).
+    func trackGroupSend(groupId: Int64, member: MemberId, conn: Int64, seq: UInt64, msgId: String,
+                        with also: @escaping @Sendable (Database) throws -> Void) async throws {
+        let key = "\(conn):\(seq)"
+        let early = groupRuntime.sentEarly.remove(key) != nil
+        let changed = try await dbWrite { db -> Int64? in
+            try also(db)
+            guard let itemId = try GroupItemRecord.filter(GroupItemRecord.Columns.groupId == groupId && GroupItemRecord.Columns.sharedMsgId == msgId &&
+                                                          GroupItemRecord.Columns.memberRowId == nil).fetchOne(db)?.id,
+                  let row = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == member.text)
+                  .fetchOne(db)?.id else { return nil }
+            try GroupSndStatusRecord(itemId: itemId, memberRowId: row, agentConnId: conn, seq: Int64(seq), status: early ? .sndSent : .sndNew)
+                .insert(db, onConflict: .ignore)
+            return try Self.refreshGroupItemStatus(db, itemId: itemId) ? itemId : nil
+        }
+        if let changed { try await reportGroupItemStatuses(groupId, itemIds: [changed]) }
+        // A `sent` that came while this was being recorded.
+        if !early, groupRuntime.sentEarly.remove(key) != nil {
+            try await groupDelivery(conn, seqs: [seq], to: .sndSent, groupId: groupId)
+        }
+    }
+
+    /// A member connection's `sent` (the relay has it) or `delivered` (the member's receipt) for
+    /// agent messages `seqs`: their per-member statuses move on, and the items whose overall status
+    /// changed are reported (`chatItemsStatusesUpdated`).
+    func groupDelivery(_ conn: Int64, seqs: [UInt64], to status: ItemStatus, groupId: Int64) async throws {
+        let from: [ItemStatus] = status == .sndSent ? [.sndNew] : [.sndNew, .sndSent]
+        let (changed, missing) = try await dbWrite { db -> ([Int64], [UInt64]) in
+            var items: [Int64] = []
+            var missing: [UInt64] = []
+            for seq in seqs {
+                let rows = GroupSndStatusRecord.filter(GroupSndStatusRecord.Columns.agentConnId == conn && GroupSndStatusRecord.Columns.seq == Int64(seq))
+                guard let r = try rows.fetchOne(db) else {
+                    missing.append(seq)
+                    continue
+                }
+                guard from.contains(r.status) else { continue }
+                _ = try rows.updateAll(db, GroupSndStatusRecord.Columns.status.set(to: status))
+                if !items.contains(r.itemId) { items.append(r.itemId) }
+            }
+            return (try items.filter { try Self.refreshGroupItemStatus(db, itemId: $0) }, missing)
+        }
+        // Only while an item send is being made on this connection can its `sent` come first.
+        if status == .sndSent, groupRuntime.itemSendsInFlight[conn] != nil {
+            for seq in missing { groupRuntime.sentEarly.insert("\(conn):\(seq)") }
+        }
+        if !changed.isEmpty { try await reportGroupItemStatuses(groupId, itemIds: changed) }
+    }
+
+    /// The item's overall status from its members' (SimpleX `membersGroupItemStatus`): received
+    /// by all (`sndRcvd` complete), by some (partial), else sent to all / some, else `sndNew`.
+    /// Whether it changed.
+    nonisolated static func refreshGroupItemStatus(_ db: Database, itemId: Int64) throws -> Bool {
+        let statuses = try GroupSndStatusRecord.filter(GroupSndStatusRecord.Columns.itemId == itemId).fetchAll(db).map(\.status)
+        guard !statuses.isEmpty, let item = try GroupItemRecord.fetchOne(db, key: itemId) else { return false }
+        let rcvd = statuses.filter { $0 == .sndRcvd }.count
+        let sent = statuses.filter { $0 == .sndSent || $0 == .sndRcvd }.count
+        let overall: ItemStatus = rcvd == statuses.count ? .sndRcvd : rcvd > 0 ? .sndRcvdPartial
+            : sent == statuses.count ? .sndSent : sent > 0 ? .sndSentPartial : .sndNew
+        guard overall != item.status else { return false }
+        _ = try GroupItemRecord.filter(key: itemId).updateAll(db, GroupItemRecord.Columns.status.set(to: overall))
+        return true
+    }
+
+    func reportGroupItemStatuses(_ groupId: Int64, itemIds: [Int64]) async throws {
+        guard let view = try await dbRead({ db in try Self.readGroupView(db, groupId) }) else { return }
+        let records = try await dbRead { db in
+            try GroupItemRecord.filter(itemIds.contains(GroupItemRecord.Columns.id)).order(GroupItemRecord.Columns.id).fetchAll(db)
+        }
+        guard !records.isEmpty else { return }
+        let u = try await user(view.group.userId)
+        let info = view.info
+        let items = try await groupItemModels(records, view: view).map { AChatItem(chatInfo: .group(groupInfo: info), chatItem: $0) }
+        sink.yield(.chatItemsStatusesUpdated(user: userModel(u), chatItems: items))
     }
 }

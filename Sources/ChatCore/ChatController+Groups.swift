@@ -28,6 +28,10 @@ struct GroupRuntime {
     /// Groups whose actions are being performed, and those with actions added meanwhile.
     var draining: Set<Int64> = []
     var redrain: Set<Int64> = []
+    /// Item sends being made, per member connection, and `sent` events that came for such a
+    /// connection before the send was recorded (`conn:seq`), for ``trackGroupSend``.
+    var itemSendsInFlight: [Int64: Int] = [:]
+    var sentEarly: Set<String> = []
 }
 
 struct GroupConnection: Sendable {
@@ -332,6 +336,12 @@ extension ChatController {
                 var item = GroupItemRecord(userId: userId, groupId: groupId, memberRowId: authorRow, forwardedByRowId: forwarderRow,
                                            content: env.params["content"]!.description, sharedMsgId: env.msgId, status: .rcvNew, blocked: blocked,
                                            createdAt: now, quote: quoteText)
+                // A moderation that came first applies now (SimpleX `applyModeration`).
+                if let moderator = try takePendingModeration(db, groupId: groupId, author: author, msgId: env.msgId) {
+                    item.deleted = .moderated
+                    item.deletedByRowId = moderator
+                    item.updatedAt = now
+                }
                 try item.insert(db)
                 out.receivedItems.append(item.id!)
                 _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("chat_ts").set(to: now))
@@ -437,13 +447,21 @@ extension ChatController {
                 await agent.messageProcessed(conn, seq: seq)
                 return true
             }
-        case .sent, .delivered, .undeliverable, .rejected:
-            return true // delivery states of group items are not tracked yet
+        case let .sent(_, seq):
+            try await groupDelivery(conn, seqs: [seq], to: .sndSent, groupId: ref.groupId)
+            return true
+        case let .delivered(_, seqs):
+            try await groupDelivery(conn, seqs: seqs, to: .sndRcvd, groupId: ref.groupId)
+            return true
+        case .undeliverable, .rejected:
+            return true
         default:
             return false
         }
+        var wantsReceipt = false
         do {
-            _ = try await commitGroupInput(ref.groupId, userId: ref.userId, input, dedup: dedup, mark: mark)
+            let outcome = try await commitGroupInput(ref.groupId, userId: ref.userId, input, dedup: dedup, mark: mark)
+            if case let .received(_, env, _) = input { wantsReceipt = try await groupReceiptWanted(ref, env, outcome) }
         } catch let e as DatabaseError {
             throw e // nothing committed: the event is handled again (`handleStoring`)
         } catch {
@@ -459,7 +477,10 @@ extension ChatController {
             }
             if let mark { try await dbWrite { db in try GroupInputRecord(agentConnId: mark.conn, seq: Int64(mark.seq)).insert(db, onConflict: .ignore) } }
         }
-        if let mark { await agent.messageProcessed(mark.conn, seq: mark.seq) }
+        if let mark {
+            await agent.messageProcessed(mark.conn, seq: mark.seq)
+            if wantsReceipt { await agent.acknowledgeDelivery(mark.conn, seq: mark.seq) }
+        }
         return true
     }
 
@@ -653,8 +674,18 @@ extension ChatController {
         case (nil, true): "blocked by admin"
         case (nil, false): nil
         }
+        let deletedTs = r.updatedAt.map(Stored.timestamp)
+        let itemDeleted: CIDeleted? = switch (r.deleted, hidden) {
+        case (.deleted?, _): .deleted(deletedTs: deletedTs, chatType: "group")
+        case (.moderated?, _):
+            // By a member, or (no row) by the user.
+            .moderated(deletedTs: deletedTs, byGroupMember: r.deletedByRowId.flatMap { id in view.members.first { $0.id == id } }.map(view.member)
+                ?? view.info.membership)
+        case (nil, true): .blockedByAdmin(deletedTs: nil)
+        case (nil, false): nil
+        }
         let meta = CIMeta(itemId: r.id ?? 0, itemTs: created, itemText: hiddenText ?? content.text, itemStatus: r.status.ciStatus, itemSharedMsgId: r.sharedMsgId,
-                          itemEdited: r.edited, deletable: r.deleted == nil, editable: sent && r.deleted == nil, forwardedByMember: r.forwardedByRowId,
+                          itemDeleted: itemDeleted, itemEdited: r.edited, deletable: r.deleted == nil, editable: sent && r.deleted == nil, forwardedByMember: r.forwardedByRowId,
                           createdAt: created, updatedAt: r.updatedAt.map(Stored.timestamp) ?? created)
         let dir: CIDirection = sent ? .groupSnd : author.map { .groupRcv(groupMember: $0) } ?? .groupSnd
         let quote = Stored.decode(GroupItemQuote.self, r.quote).map { q -> CIQuote in
@@ -743,7 +774,21 @@ extension ChatController {
         switch action {
         case let .send(env, to):
             if let conn = try await memberConn(groupId, to) {
-                try await sendKeyedIgnoringGone(conn, env, key: "grp-action:\(actionId)")
+                // The user's own messages are tracked per member (delivery statuses).
+                let tracked = env.event == "x.msg.new" ? env.msgId : nil
+                if tracked != nil { groupRuntime.itemSendsInFlight[conn, default: 0] += 1 }
+                defer {
+                    if tracked != nil {
+                        groupRuntime.itemSendsInFlight[conn, default: 1] -= 1
+                        if groupRuntime.itemSendsInFlight[conn] == 0 { groupRuntime.itemSendsInFlight[conn] = nil }
+                    }
+                }
+                let seq = try await sendKeyedIgnoringGone(conn, env, key: "grp-action:\(actionId)")
+                if let seq, let tracked {
+                    // Recorded in the action's own transaction: no extra write per member.
+                    try await trackGroupSend(groupId: groupId, member: to, conn: conn, seq: seq, msgId: tracked, with: done)
+                    return
+                }
             }
             try await dbWrite(done)
         case let .sendToContact(env, contact):
@@ -814,12 +859,14 @@ extension ChatController {
         }
     }
 
-    private func sendKeyedIgnoringGone(_ conn: Int64, _ env: GroupEnvelope, key: String) async throws {
+    @discardableResult
+    private func sendKeyedIgnoringGone(_ conn: Int64, _ env: GroupEnvelope, key: String) async throws -> UInt64? {
         let body = try GroupMessage.encode(env)
         do {
-            _ = try await agent.sendKeyed(conn, body, idempotencyKey: key)
+            return try await agent.sendKeyed(conn, body, idempotencyKey: key).seq
         } catch let e as AgentError where e.code == .wrongState || e.code == .unknownConnection {
             logger.info("a group message was not sent: the connection is not up", metadata: ["connection": "\(conn)", "event": "\(env.event)"])
+            return nil
         }
     }
 

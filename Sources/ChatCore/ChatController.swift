@@ -26,6 +26,10 @@ public actor ChatController {
     let store: ChatStore
     let agent: Agent
     private let defaultRelays: [RelayAddress]
+    /// `<prefix>_chat.db` and `<prefix>_agent.db` (`/_db export`, `/_db import`).
+    let databasePrefix: String
+    /// Set when the databases were replaced or deleted (``storeChanged``).
+    nonisolated let storeChange = StoreChange()
     let logger: Logger
     private(set) var started = false
     /// `<agent connection>:<seq>` of messages whose `sent` event came before their item was stored.
@@ -51,6 +55,10 @@ public actor ChatController {
     var background: [Int: Task<Void, Never>] = [:]
     var nextBackground = 0
     var closing = false
+    /// Set while `run()` runs: yielding to it ends the run (``stopRunning()``).
+    var runStop: AsyncStream<Void>.Continuation?
+    /// Callers of ``stopRunning()`` waiting for `run()` to end.
+    var runEnded: [CheckedContinuation<Void, Never>] = []
     /// Contact requests being accepted automatically (so that one is never joined twice at once).
     var autoAccepting: Set<Int64> = []
     /// Groups: machines in memory, member connections, per-group order (``GroupRuntime``).
@@ -75,6 +83,7 @@ public actor ChatController {
                 throw MigrationPending(dbFile: file, migrations: pending)
             }
         }
+        databasePrefix = prefix
         store = try ChatStore(path: URL(fileURLWithPath: prefix + "_chat.db"))
         agent = try Agent(databasePath: URL(fileURLWithPath: prefix + "_agent.db"), relays: defaultRelays, logger: logger, options: agentOptions)
         self.defaultRelays = defaultRelays
@@ -85,9 +94,19 @@ public actor ChatController {
 
     /// Runs the agent and turns its events into chat events, until cancelled.
     public func run() async throws {
+        let (stopRequests, stop) = AsyncStream<Void>.makeStream()
+        runStop = stop
+        defer {
+            runStop = nil
+            let waiting = runEnded
+            runEnded = []
+            for w in waiting { w.resume() }
+        }
         inBackground { await self.resumeConnectionDeletions() }
         inBackground { await self.resumeGroupActions() }
         try await withThrowingTaskGroup(of: Void.self) { group in
+            // `stopRunning()` (before the databases are replaced) ends the run as a cancel would.
+            group.addTask { for await _ in stopRequests { return } }
             group.addTask { try await self.sweepContactRequests() }
 
             group.addTask { try await self.agent.run() }
@@ -98,6 +117,17 @@ public actor ChatController {
             }
             try await group.next()
             group.cancelAll()
+        }
+    }
+
+    /// Ends a `run()` under way and waits until it has (the agent's loops no longer touch the
+    /// databases); returns at once when none runs.
+    func stopRunning() async {
+        guard let stop = runStop else { return }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            runEnded.append(c)
+            stop.yield()
+            stop.finish()
         }
     }
 

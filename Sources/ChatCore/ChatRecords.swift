@@ -120,12 +120,16 @@ struct ContactRecord: ChatRecord {
 /// An item's stored status (a CIStatus without its details).
 enum ItemStatus: String, Codable, Sendable, DatabaseValueConvertible {
     case sndNew, sndSent, sndRcvd, sndErrorAuth, rcvNew, rcvRead
+    /// A group item sent to (received by) some of its members only.
+    case sndSentPartial, sndRcvdPartial
 
     var ciStatus: CIStatus {
         switch self {
         case .sndNew: .sndNew
         case .sndSent: .sndSent(sndProgress: .complete)
         case .sndRcvd: .sndRcvd(msgRcptStatus: .ok, sndProgress: .complete)
+        case .sndSentPartial: .sndSent(sndProgress: .partial)
+        case .sndRcvdPartial: .sndRcvd(msgRcptStatus: .ok, sndProgress: .partial)
         case .sndErrorAuth: .sndErrorAuth
         case .rcvNew: .rcvNew
         case .rcvRead: .rcvRead

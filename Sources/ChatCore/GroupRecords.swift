@@ -101,6 +101,32 @@ enum GroupStore {
                 );
                 """)
         }
+        m.registerMigration("v4-items-b: group delivery statuses") { db in
+            try db.execute(sql: """
+                CREATE TABLE group_snd_status (
+                    item_id INTEGER NOT NULL REFERENCES group_item(id) ON DELETE CASCADE,
+                    member_row_id INTEGER NOT NULL,
+                    agent_conn_id INTEGER NOT NULL,
+                    seq INTEGER NOT NULL,
+                    status TEXT NOT NULL,
+                    PRIMARY KEY (item_id, member_row_id)
+                );
+                CREATE INDEX group_snd_status_by_msg ON group_snd_status(agent_conn_id, seq);
+                """)
+        }
+        m.registerMigration("v4-items-c: pending moderations") { db in
+            try db.execute(sql: """
+                CREATE TABLE group_pending_moderation (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    group_id INTEGER NOT NULL REFERENCES chat_group(id) ON DELETE CASCADE,
+                    author_member_id TEXT NOT NULL,
+                    shared_msg_id TEXT NOT NULL,
+                    moderator_row_id INTEGER NOT NULL,
+                    created_at TEXT NOT NULL,
+                    UNIQUE (group_id, author_member_id, shared_msg_id)
+                );
+                """)
+        }
     }
 }
 
@@ -247,6 +273,24 @@ struct GroupReactionRecord: ChatRecord, PersistableRecord {
         static let byMember = Column("by_member")
         static let sent = Column("sent")
         static let reaction = Column("reaction")
+    }
+}
+
+/// `group_snd_status`: the delivery of one of the user's group items to one member (the agent
+/// message it went as), SimpleX's `group_snd_item_statuses`.
+struct GroupSndStatusRecord: ChatRecord, PersistableRecord {
+    static let databaseTableName = "group_snd_status"
+    var itemId: Int64
+    var memberRowId: Int64
+    var agentConnId: Int64
+    var seq: Int64
+    var status: ItemStatus
+
+    enum Columns {
+        static let itemId = Column("item_id")
+        static let agentConnId = Column("agent_conn_id")
+        static let seq = Column("seq")
+        static let status = Column("status")
     }
 }
 

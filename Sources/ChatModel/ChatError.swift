@@ -61,6 +61,9 @@ public enum ChatErrorType: Sendable, Hashable, Codable {
     case invalidDisplayName(displayName: String, validName: String)
     case chatNotStarted
     case chatNotStopped
+    /// The databases were replaced or deleted (`/_db import`, `/_db delete`): every later command
+    /// is refused until the store is opened again (`chat_close_store`, `chat_migrate_init`).
+    case chatStoreChanged
     case invalidConnReq
     case unsupportedConnReq
     case userContactLinkExists
@@ -80,7 +83,7 @@ public enum ChatErrorType: Sendable, Hashable, Codable {
     case groupInternal(message: String)
 
     public static let allTags = ["noActiveUser", "userUnknown", "userExists", "cantDeleteActiveUser", "cantDeleteLastUser", "invalidDisplayName",
-                                 "chatNotStarted", "chatNotStopped", "invalidConnReq", "unsupportedConnReq", "userContactLinkExists",
+                                 "chatNotStarted", "chatNotStopped", "chatStoreChanged", "invalidConnReq", "unsupportedConnReq", "userContactLinkExists",
                                  "contactNotReady", "contactNotActive", "invalidChatItemUpdate", "invalidChatItemDelete", "commandError",
                                  "internalError", "exception", "groupUserRole", "groupNotJoined", "groupDuplicateMember",
                                  "groupMemberNotActive", "groupMemberUserRemoved", "groupInternal"]
@@ -97,6 +100,7 @@ public enum ChatErrorType: Sendable, Hashable, Codable {
             self = .invalidDisplayName(displayName: try c.decode(String.self, forKey: "displayName"), validName: try c.decode(String.self, forKey: "validName"))
         case "chatNotStarted": self = .chatNotStarted
         case "chatNotStopped": self = .chatNotStopped
+        case "chatStoreChanged": self = .chatStoreChanged
         case "invalidConnReq": self = .invalidConnReq
         case "unsupportedConnReq": self = .unsupportedConnReq
         case "userContactLinkExists": self = .userContactLinkExists
@@ -132,6 +136,7 @@ public enum ChatErrorType: Sendable, Hashable, Codable {
             try c.encode(valid, forKey: "validName")
         case .chatNotStarted: try c.tag("chatNotStarted")
         case .chatNotStopped: try c.tag("chatNotStopped")
+        case .chatStoreChanged: try c.tag("chatStoreChanged")
         case .invalidConnReq: try c.tag("invalidConnReq")
         case .unsupportedConnReq: try c.tag("unsupportedConnReq")
         case .userContactLinkExists: try c.tag("userContactLinkExists")

@@ -62,6 +62,8 @@ public struct CIMeta: Sendable, Hashable, Codable {
     public var itemStatus: CIStatus
     public var sentViaProxy: Bool?
     public var itemSharedMsgId: String?
+    /// Why the item shows deleted (group items: by its author, by a moderator, a blocked member's).
+    public var itemDeleted: CIDeleted?
     public var itemEdited: Bool
     public var itemLive: Bool?
     public var userMention: Bool
@@ -74,14 +76,16 @@ public struct CIMeta: Sendable, Hashable, Codable {
     public var updatedAt: ChatTimestamp
 
     public init(itemId: Int64, itemTs: ChatTimestamp, itemText: String, itemStatus: CIStatus, sentViaProxy: Bool? = nil, itemSharedMsgId: String? = nil,
-                itemEdited: Bool = false, itemLive: Bool? = nil, userMention: Bool = false, hasLink: Bool = false, deletable: Bool, editable: Bool,
-                forwardedByMember: Int64? = nil, showGroupAsSender: Bool = false, createdAt: ChatTimestamp, updatedAt: ChatTimestamp) {
+                itemDeleted: CIDeleted? = nil, itemEdited: Bool = false, itemLive: Bool? = nil, userMention: Bool = false, hasLink: Bool = false,
+                deletable: Bool, editable: Bool, forwardedByMember: Int64? = nil, showGroupAsSender: Bool = false, createdAt: ChatTimestamp,
+                updatedAt: ChatTimestamp) {
         self.itemId = itemId
         self.itemTs = itemTs
         self.itemText = itemText
         self.itemStatus = itemStatus
         self.sentViaProxy = sentViaProxy
         self.itemSharedMsgId = itemSharedMsgId
+        self.itemDeleted = itemDeleted
         self.itemEdited = itemEdited
         self.itemLive = itemLive
         self.userMention = userMention
@@ -92,6 +96,50 @@ public struct CIMeta: Sendable, Hashable, Codable {
         self.showGroupAsSender = showGroupAsSender
         self.createdAt = createdAt
         self.updatedAt = updatedAt
+    }
+}
+
+/// Why an item shows deleted (`meta.itemDeleted`): by its author (`deleted`, with the chat's
+/// type), hidden by the user (`blocked`), a member blocked by an admin (`blockedByAdmin`), or
+/// deleted by a moderator (`moderated`, with the moderator).
+public enum CIDeleted: Sendable, Hashable, Codable {
+    case deleted(deletedTs: ChatTimestamp?, chatType: String)
+    case blocked(deletedTs: ChatTimestamp?)
+    case blockedByAdmin(deletedTs: ChatTimestamp?)
+    case moderated(deletedTs: ChatTimestamp?, byGroupMember: GroupMember)
+
+    public static let allTags = ["deleted", "blocked", "blockedByAdmin", "moderated"]
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: FieldKey.self)
+        let ts = try c.decodeIfPresent(ChatTimestamp.self, forKey: "deletedTs")
+        switch try c.tag() {
+        case "deleted": self = .deleted(deletedTs: ts, chatType: try c.decode(String.self, forKey: "chatType"))
+        case "blocked": self = .blocked(deletedTs: ts)
+        case "blockedByAdmin": self = .blockedByAdmin(deletedTs: ts)
+        case "moderated": self = .moderated(deletedTs: ts, byGroupMember: try c.decode(GroupMember.self, forKey: "byGroupMember"))
+        case let t: throw c.unknown(t, in: "CIDeleted")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: FieldKey.self)
+        switch self {
+        case let .deleted(ts, chatType):
+            try c.tag("deleted")
+            try c.encodeIfPresent(ts, forKey: "deletedTs")
+            try c.encode(chatType, forKey: "chatType")
+        case let .blocked(ts):
+            try c.tag("blocked")
+            try c.encodeIfPresent(ts, forKey: "deletedTs")
+        case let .blockedByAdmin(ts):
+            try c.tag("blockedByAdmin")
+            try c.encodeIfPresent(ts, forKey: "deletedTs")
+        case let .moderated(ts, member):
+            try c.tag("moderated")
+            try c.encodeIfPresent(ts, forKey: "deletedTs")
+            try c.encode(member, forKey: "byGroupMember")
+        }
     }
 }
 

@@ -8,6 +8,7 @@ public enum ChatMessageType: String, Sendable, Hashable, CaseIterable {
     case invitation, connectionPlan, sentConfirmation, sentInvitation, contactRequestRejected
     case contactsList, contactPrefsUpdated, contactDeleted, contactConnectionDeleted, chatCleared, apiChats, apiChat
     case chatItemNotChanged, chatCmdError
+    case archiveExported, archiveImported
     // Both responses and events
     case acceptingContactRequest, newChatItems, chatItemUpdated, chatItemsDeleted, chatItemReaction
     // Events

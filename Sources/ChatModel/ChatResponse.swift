@@ -17,6 +17,9 @@ public enum ChatResponse: Sendable, Hashable, Codable {
     case chatStarted
     case chatRunning
     case chatStopped
+    // Database archives (`/_db export`, `/_db import`)
+    case archiveExported(archiveErrors: [ArchiveError])
+    case archiveImported(archiveErrors: [ArchiveError])
     // Address
     case userContactLinkCreated(user: User, connLinkContact: CreatedConnLink)
     case userContactLink(user: User, contactLink: UserContactLink)
@@ -66,7 +69,7 @@ public enum ChatResponse: Sendable, Hashable, Codable {
     /// The message types this enum reads and writes.
     public static let types: [ChatMessageType] = [
         .activeUser, .usersList, .userProfileNoChange, .userProfileUpdated, .cmdOk, .userRelays, .chatStarted, .chatRunning, .chatStopped,
-        .userContactLinkCreated, .userContactLink, .userContactLinkUpdated, .userContactLinkDeleted, .invitation, .connectionPlan,
+        .archiveExported, .archiveImported, .userContactLinkCreated, .userContactLink, .userContactLinkUpdated, .userContactLinkDeleted, .invitation, .connectionPlan,
         .sentConfirmation, .sentInvitation, .acceptingContactRequest, .contactRequestRejected, .contactsList, .contactPrefsUpdated,
         .contactDeleted, .contactConnectionDeleted, .chatCleared, .apiChats, .apiChat, .newChatItems, .chatItemUpdated,
         .chatItemNotChanged, .chatItemsDeleted, .chatItemReaction, .chatCmdError,
@@ -94,6 +97,8 @@ public enum ChatResponse: Sendable, Hashable, Codable {
         case .chatStarted: self = .chatStarted
         case .chatRunning: self = .chatRunning
         case .chatStopped: self = .chatStopped
+        case .archiveExported: self = .archiveExported(archiveErrors: try field("archiveErrors"))
+        case .archiveImported: self = .archiveImported(archiveErrors: try field("archiveErrors"))
         case .userContactLinkCreated: self = .userContactLinkCreated(user: try user(), connLinkContact: try field("connLinkContact"))
         case .userContactLink: self = .userContactLink(user: try user(), contactLink: try field("contactLink"))
         case .userContactLinkUpdated: self = .userContactLinkUpdated(user: try user(), contactLink: try field("contactLink"))
@@ -145,6 +150,7 @@ public enum ChatResponse: Sendable, Hashable, Codable {
             try c.encode(user, forKey: "user")
             try c.encode(relays, forKey: "relays")
         case .chatStarted, .chatRunning, .chatStopped: break
+        case let .archiveExported(errors), let .archiveImported(errors): try c.encode(errors, forKey: "archiveErrors")
         case let .userContactLinkCreated(user, link):
             try c.encode(user, forKey: "user")
             try c.encode(link, forKey: "connLinkContact")
@@ -205,6 +211,8 @@ public enum ChatResponse: Sendable, Hashable, Codable {
         case .chatStarted: .chatStarted
         case .chatRunning: .chatRunning
         case .chatStopped: .chatStopped
+        case .archiveExported: .archiveExported
+        case .archiveImported: .archiveImported
         case .userContactLinkCreated: .userContactLinkCreated
         case .userContactLink: .userContactLink
         case .userContactLinkUpdated: .userContactLinkUpdated
@@ -234,4 +242,28 @@ public enum ChatResponse: Sendable, Hashable, Codable {
 
     /// The `type` this response is written with.
     public var tag: String { type.rawValue }
+}
+
+/// What an export or an import left out or could not do (SimpleX's `ArchiveError`): `import`
+/// (`importError`) or `fileError` (`file`, `fileError`).
+public enum ArchiveError: Sendable, Hashable, Codable {
+    case `import`(importError: String)
+    case fileError(file: String, fileError: String)
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: FieldKey.self)
+        switch try c.tag() {
+        case "import": self = .import(importError: try c.decode(String.self, forKey: "importError"))
+        case "fileError": self = .fileError(file: try c.decode(String.self, forKey: "file"), fileError: try c.decode(String.self, forKey: "fileError"))
+        case let t: throw c.unknown(t, in: "ArchiveError")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: FieldKey.self)
+        switch self {
+        case let .import(e): try c.tag("import"); try c.encode(e, forKey: "importError")
+        case let .fileError(file, e): try c.tag("fileError"); try c.encode(file, forKey: "file"); try c.encode(e, forKey: "fileError")
+        }
+    }
 }

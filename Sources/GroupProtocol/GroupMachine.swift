@@ -639,6 +639,18 @@ extension GroupState {
             profile = p
             run.effects.append(.saveProfile(p))
             run.effects.append(.emit(.groupUpdated(by: a.memberId, from: old, to: p)))
+        case let .preferences(prefs):
+            // SimpleX `xGrpPrefs`: the owner's, the profile's `groupPreferences` replaced.
+            try GroupPermissions.authorize(actor: a.role, action: .updateProfile)
+            var json = profile.json
+            json.set("groupPreferences", prefs)
+            let p: GroupProfile
+            do { p = try GroupProfile(json: json) } catch { throw GroupError(.malformedMessage, error.message) }
+            guard p != profile else { return }
+            let old = profile
+            profile = p
+            run.effects.append(.saveProfile(p))
+            run.effects.append(.emit(.groupUpdated(by: a.memberId, from: old, to: p)))
         }
     }
 }

@@ -158,6 +158,8 @@ public enum GroupMessage: Sendable, Hashable {
     case delete
     /// `x.grp.info {groupProfile}`.
     case info(GroupProfile)
+    /// `x.grp.prefs {groupPreferences}` — the owner changes the group's preferences only (kept whole).
+    case preferences(JSONValue)
     /// `x.grp.msg.forward {memberId?, memberName?, msgTs, msg}`.
     case forward(GroupForward)
 
@@ -180,6 +182,7 @@ public enum GroupMessage: Sendable, Hashable {
         case leave = "x.grp.leave"
         case delete = "x.grp.del"
         case info = "x.grp.info"
+        case preferences = "x.grp.prefs"
         case forward = "x.grp.msg.forward"
     }
 
@@ -203,6 +206,7 @@ public enum GroupMessage: Sendable, Hashable {
         case .leave: .leave
         case .delete: .delete
         case .info: .info
+        case .preferences: .preferences
         case .forward: .forward
         }
     }
@@ -249,6 +253,7 @@ public enum GroupMessage: Sendable, Hashable {
             if messages { w.set("messages", .bool(true)) }
         case .leave, .delete: break
         case let .info(profile): w.set("groupProfile", profile.json)
+        case let .preferences(prefs): w.set("groupPreferences", prefs)
         case let .forward(fwd): return fwd.json
         }
         return w.json
@@ -296,6 +301,7 @@ public enum GroupMessage: Sendable, Hashable {
         case .leave: return .leave
         case .delete: return .delete
         case .info: return .info(try r.groupProfile("groupProfile"))
+        case .preferences: return .preferences(try r.object("groupPreferences").value)
         case .forward: return .forward(try GroupForward(reading: r))
         }
     }

@@ -108,6 +108,12 @@ struct RunCommand: AsyncParsableCommand {
                 if options.webSocketAPI != nil {
                     g.addTask { let a = await host.webSocketAddress(); print("WebSocket API: ws://\(a)"); fflush(nil) }
                 }
+                // Once, when /readyz would first answer 200 (engine running, relays connected).
+                g.addTask {
+                    await host.waitUntilReady()
+                    guard !Task.isCancelled else { return }
+                    print("ready: \(host.readiness().json["relaysConnected"]?.intValue ?? 0) relay(s) connected"); fflush(nil)
+                }
             }
         }
         defer { announcements.cancel() }

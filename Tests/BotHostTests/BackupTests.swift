@@ -2,6 +2,8 @@
 import ChatAPI
 import ChatTestSupport
 import Foundation
+import GRDB
+import SwiftplexBackup
 import SwiftplexBase
 import SwiftplexPluginTesting
 import RelayServer
@@ -85,6 +87,31 @@ import ZIPFoundation
                 await again.shutdown()
                 await runningAgain.value
             }
+        }
+    }
+
+    /// `/_db export` (an engine's two databases, another prefix) restores into a host as its
+    /// `bot_chat.db` and `bot_agent.db`; `/_db import` of a host's backup takes its two databases.
+    @Test func engineExportsAndHostBackupsAreOneFormat() async throws {
+        try await withLiveRelay { dir, relay in
+            let exported = dir.appendingPathComponent("person-export.zip")
+            try await withEngine(dir, "person", relays: [relay.address]) { person, _ in
+                await startUser(person, "person")
+                #expect(await person.execute("/_db export {\"archivePath\": \"\(exported.path)\"}")["chatError"]?["errorType"]?["type"]?.stringValue == "chatNotStopped")
+                #expect(await person.execute("/_stop")["type"]?.stringValue == "chatStopped")
+                let r = await person.execute("/_db export {\"archivePath\": \"\(exported.path)\"}")
+                #expect(r["type"]?.stringValue == "archiveExported" && r["archiveErrors"]?.arrayCount == 0, "\(r)")
+            }
+            let target = dir.appendingPathComponent("host-data")
+            let manifest = try HostBackup.restore(from: exported, dataDirectory: target, configFile: nil, replace: false)
+            #expect(manifest.databases.count == 2 && manifest.files.isEmpty)
+            let restoredChat = target.appendingPathComponent("bot_chat.db")
+            #expect(FileManager.default.fileExists(atPath: target.appendingPathComponent("bot_agent.db").path))
+            let queue = try DatabaseQueue(path: restoredChat.path)
+            let names = try await queue.read { try String.fetchAll($0, sql: "SELECT display_name FROM user") }
+            try queue.close()
+            #expect(names == ["person"])
+            #expect(try mode(restoredChat) == 0o600)
         }
     }
 

@@ -84,6 +84,18 @@ extension GroupTests {
                         let notMine = await ben.execute("/_update item #\(bg) \(benItem) \(edit)")
                         #expect(notMine["chatError"]?["errorType"]?["type"]?.stringValue == "invalidChatItemUpdate", "\(notMine)")
                         #expect(await ben.execute("/_update item #\(bg) 99999 \(edit)")["chatError"]?["storeError"]?["type"]?.stringValue == "chatItemNotFound")
+                        // A forged x.msg.update from ben naming cara's message (reaching anna's engine): cara's item
+                        // stays; the update is ben's own (an unknown message of his, made edited, as SimpleX does).
+                        let caraMsgId = try #require(sent["chatItems"]?.arrayFirst?["chatItem"]?["meta"]?["itemSharedMsgId"]?.stringValue)
+                        let benConnInAnna = try await anna.controller.dbRead { db in
+                            try Int64.fetchOne(db, sql: "SELECT agent_conn_id FROM group_member WHERE group_id = ? AND local_display_name = 'ben'", arguments: [g]) ?? 0
+                        }
+                        let forgedEdit = #"{"v":"1","msgId":"Zm9yZ2VkMg","event":"x.msg.update","params":{"msgId":"\#(caraMsgId)","content":{"type":"text","text":"forged"}}}"#
+                        try await anna.controller.handle(.message(connection: benConnInAnna, seq: 2_000_001, body: Array(forgedEdit.utf8), integrity: .ok))
+                        let madeByBen = try await annaIn.next("chatItemUpdated")
+                        #expect(madeByBen["chatItem"]?["chatItem"]?["chatDir"]?["groupMember"]?["memberProfile"]?["displayName"]?.stringValue == "ben", "\(madeByBen)")
+                        #expect(madeByBen["chatItem"]?["chatItem"]?["meta"]?["itemId"]?.intValue != annaItem)
+                        #expect(await count(anna, group: g, "hello!") == 1)
 
                         // Reactions: ben adds one, cara and anna see it; a reaction outside the set is refused.
                         let react = await ben.execute(#"/_reaction #\#(bg) \#(benItem) on {"type": "emoji", "emoji": "👍"}"#)
@@ -115,6 +127,17 @@ extension GroupTests {
                         let annasOwn = try #require(itemId(annaSent))
                         let annaInCara = try #require(itemId(try await received(caraIn, "from the owner", from: "anna")))
                         let annaInBen = try #require(itemId(try await received(benIn, "from the owner", from: "anna")))
+                        // Delivery statuses (a group of three: receipts are on): received by both members is sndRcvd, complete.
+                        #expect(annaSent["chatItems"]?.arrayFirst?["chatItem"]?["meta"]?["itemStatus"]?["type"]?.stringValue == "sndNew")
+                        let delivered = try await annaIn.next("chatItemsStatusesUpdated", where: { e in
+                            let meta = e["chatItems"]?.arrayFirst?["chatItem"]?["meta"]
+                            return meta?["itemId"]?.intValue == annasOwn && meta?["itemStatus"]?["type"]?.stringValue == "sndRcvd"
+                                && meta?["itemStatus"]?["sndProgress"]?.stringValue == "complete"
+                        })
+                        expectItemShape(delivered, "chatItemsStatusesUpdated")
+                        let annasChat = await anna.execute("/_get chat #\(g) count=200")
+                        let stored = annasChat["chat"]?["chatItems"]?.arrayValue?.first { $0["meta"]?["itemId"]?.intValue == annasOwn }
+                        #expect(stored?["meta"]?["itemStatus"]?["type"]?.stringValue == "sndRcvd", "\(String(describing: stored))")
                         let refused = await cara.execute("/_delete member item #\(cg) \(annaInCara)")
                         #expect(refused["chatError"]?["errorType"]?["type"]?.stringValue == "groupUserRole", "\(refused)")
                         // A moderator may not delete the owner's message either.
@@ -155,10 +178,27 @@ extension GroupTests {
                         #expect(atAnna["byUser"]?.boolValue == false)
                         #expect(atAnna["chatItemDeletions"]?.arrayFirst?["toChatItem"]?["chatItem"]?["content"]?["type"]?.stringValue == "rcvModerated")
                         #expect(atAnna["chatItemDeletions"]?.arrayFirst?["deletedChatItem"]?["chatItem"]?["meta"]?["itemId"]?.intValue == annaItem)
+                        let annasDeleted = atAnna["chatItemDeletions"]?.arrayFirst?["toChatItem"]?["chatItem"]?["meta"]?["itemDeleted"]
+                        #expect(annasDeleted?["type"]?.stringValue == "moderated", "\(atAnna)")
+                        #expect(annasDeleted?["byGroupMember"]?["memberProfile"]?["displayName"]?.stringValue == "ben")
+                        #expect(mine?["toChatItem"]?["chatItem"]?["meta"]?["itemDeleted"]?["byGroupMember"]?["memberProfile"]?["displayName"]?.stringValue == "ben",
+                                "moderated by the user: the membership")
                         let atCara = try await caraIn.next("chatItemsDeleted")
                         #expect(atCara["chatItemDeletions"]?.arrayFirst?["toChatItem"]?["chatItem"]?["content"]?["type"]?.stringValue == "sndModerated", "\(atCara)")
                         #expect(await contentType(cara, group: cg, item: caraItem) == "sndModerated")
                         #expect(await contentType(anna, group: g, item: annaItem) == "rcvModerated")
+                        // A moderation that overtakes the message it names is kept, and applied when the message comes.
+                        let caraMemberId = try #require(await anna.execute("/_members #\(g)")["group"]?["members"]?.arrayValue?
+                            .first { $0["memberProfile"]?["displayName"]?.stringValue == "cara" }?["memberId"]?.stringValue)
+                        let early = #"{"v":"1","msgId":"cGVuZDE","event":"x.msg.del","params":{"msgId":"bGF0ZXI","memberId":"\#(caraMemberId)"}}"#
+                        try await anna.controller.handle(.message(connection: benConnInAnna, seq: 2_000_002, body: Array(early.utf8), integrity: .ok))
+                        let overtaken = #"{"v":"1","msgId":"bGF0ZXI","event":"x.msg.new","params":{"content":{"type":"text","text":"overtaken"}}}"#
+                        try await anna.controller.handle(.message(connection: caraConn, seq: 2_000_003, body: Array(overtaken.utf8), integrity: .ok))
+                        let late = try await annaIn.next("newChatItems", where: {
+                            $0["chatItems"]?.arrayFirst?["chatItem"]?["chatDir"]?["groupMember"]?["memberProfile"]?["displayName"]?.stringValue == "cara"
+                        })
+                        #expect(late["chatItems"]?.arrayFirst?["chatItem"]?["content"]?["type"]?.stringValue == "rcvModerated", "\(late)")
+                        #expect(!annaIn.contains("chatError"))
 
                         // The author deletes its own message for everyone.
                         let gone = await ben.execute("/_delete item #\(bg) \(benOwn) broadcast")
@@ -175,6 +215,25 @@ extension GroupTests {
                         let local = await anna.execute("/_delete item #\(g) \(benInAnnaItem) internal")
                         #expect(local["type"]?.stringValue == "chatItemsDeleted" && local["chatItemDeletions"]?.arrayFirst?["toChatItem"] == nil, "\(local)")
                         #expect(await contentType(anna, group: g, item: benInAnnaItem) == nil)
+
+                        // x.grp.prefs: only the owner's is applied (groupUpdated); with reactions off, reacting is refused.
+                        let (hostConn, benConn) = try await cara.controller.dbRead { db -> (Int64, Int64) in
+                            let host = try Int64.fetchOne(db, sql: "SELECT agent_conn_id FROM group_member WHERE group_id = ? AND category = 'host'", arguments: [cg])
+                            let other = try Int64.fetchOne(db, sql: "SELECT agent_conn_id FROM group_member WHERE group_id = ? AND local_display_name = 'ben'", arguments: [cg])
+                            return (host ?? 0, other ?? 0)
+                        }
+                        let prefsOff = #"{"v":"1","msgId":"cHJlZnMx","event":"x.grp.prefs","params":{"groupPreferences":{"reactions":{"enable":"off"}}}}"#
+                        try await cara.controller.handle(.message(connection: benConn, seq: 3_000_000, body: Array(prefsOff.utf8), integrity: .ok))
+                        let notOwner = try await caraIn.next("chatError")
+                        #expect(notOwner["chatError"]?["errorType"]?["message"]?.stringValue?.contains("owner") == true, "\(notOwner)")
+                        #expect(!caraIn.contains("groupUpdated"))
+                        try await cara.controller.handle(.message(connection: hostConn, seq: 3_000_000, body: Array(prefsOff.utf8), integrity: .ok))
+                        let prefs = try await caraIn.next("groupUpdated")
+                        expectShape(prefs, "groupUpdated")
+                        #expect(prefs["toGroup"]?["fullGroupPreferences"]?["reactions"]?["enable"]?.stringValue == "off", "\(prefs)")
+                        #expect(prefs["member_"]?["memberProfile"]?["displayName"]?.stringValue == "anna")
+                        let off2 = await cara.execute(#"/_reaction #\#(cg) \#(annaInCara) on {"type": "emoji", "emoji": "👍"}"#)
+                        #expect(off2["chatError"]?["errorType"]?["type"]?.stringValue == "commandError", "\(off2)")
                     }
                 }
             }
@@ -232,6 +291,7 @@ extension GroupTests {
                             })
                             expectItemShape(event, "newChatItems")
                             #expect(event["chatItems"]?.arrayFirst?["chatItem"]?["content"]?["type"]?.stringValue == "rcvBlocked", "\(event)")
+                            #expect(event["chatItems"]?.arrayFirst?["chatItem"]?["meta"]?["itemDeleted"]?["type"]?.stringValue == "blockedByAdmin")
                         }
 
                         // Removed with messages=on: ben's messages are moderated at anna and cara.

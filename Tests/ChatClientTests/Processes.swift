@@ -63,8 +63,10 @@ final class RelayProcess: Sendable {
         self.address = address
     }
 
-    static func start(dataDirectory: URL) async throws -> RelayProcess {
-        let p = try LineProcess(Binaries.url("swiftplex-relay"), ["--data-dir", dataDirectory.path, "--listen", "127.0.0.1:0", "--log-level", "warning"])
+    /// Starts a relay on `dataDirectory`, on an ephemeral port unless `listen` names one (a
+    /// restart after ``kill9()`` listens where the first run did: its clients know that address).
+    static func start(dataDirectory: URL, listen: String = "127.0.0.1:0") async throws -> RelayProcess {
+        let p = try LineProcess(Binaries.url("swiftplex-relay"), ["--data-dir", dataDirectory.path, "--listen", listen, "--log-level", "warning"])
         let (_, line) = try await p.waitFor("the relay's address") { _ in true }
         guard (try? RelayAddress(parsing: line)) != nil else { throw TestFailure("relay printed \(line)") }
         return RelayProcess(process: p, address: line)
@@ -73,6 +75,13 @@ final class RelayProcess: Sendable {
     func stop() async {
         process.signal(SIGTERM)
         _ = await process.waitForExit()
+    }
+
+    /// SIGKILL, then the same relay (data directory, host and port) started again.
+    func restartAfterKill9(dataDirectory: URL) async throws -> RelayProcess {
+        await process.kill9()
+        let parsed = try RelayAddress(parsing: address)
+        return try await Self.start(dataDirectory: dataDirectory, listen: "\(parsed.host):\(parsed.port)")
     }
 }
 

@@ -57,6 +57,11 @@ final class WireLog {
                 try await withEngine(dir, "b", relays: [relay.address]) { b, bIn in
                     try await withEngine(dir, "c", relays: [relay.address]) { c, cIn in
                         try await drive(w, a, aIn, b, bIn, c, cIn)
+                        // The database archives, once stopped: export, import (then chatStoreChanged).
+                        let archive = dir.appendingPathComponent("a-export.zip").path
+                        await w.run(a, "/_db export {\"archivePath\": \"\(archive)\"}")
+                        await w.run(a, "/_db import {\"archivePath\": \"\(archive)\"}")
+                        await w.run(a, "/users")
                         w.drain(aIn)
                         w.drain(bIn)
                         w.drain(cIn)

@@ -31,6 +31,7 @@ let simplexFixtures: [(event: String, params: String)] = [
     ("x.grp.info", #"{"groupProfile":{"displayName":"team2","fullName":"","image":"data:image/png;base64,iVBOR","groupPreferences":{"reactions":{"enable":"on"}}}}"#),
     ("x.grp.msg.forward", #"{"memberId":"GRobHB0eHyAhIiMk","memberName":"carol","msgTs":"2026-11-23T17:43:42.123456Z","msg":{"v":"1-18","msgId":"YWJjZGVmZ2hpamts","event":"x.msg.new","params":{"content":{"type":"text","text":"hi"}}}}"#),
     ("x.grp.msg.forward", #"{"memberId":"GRobHB0eHyAhIiMk","memberName":"carol","msgTs":"2026-11-23T17:43:42Z","msg":{"msgId":"YWJjZGVmZ2hpamts","event":"x.grp.leave","params":{}}}"#),
+    ("x.grp.prefs", #"{"groupPreferences":{"history":{"enable":"off"},"reactions":{"enable":"on"},"fullDelete":{"enable":"on"}}}"#),
 ]
 
 @Suite struct GroupMessageTests {

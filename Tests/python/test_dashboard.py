@@ -12,6 +12,7 @@ Run by `make python-test` with SIMPLEX_LIBS_DIR set to the build directory. Prin
 `python-dashboard: N passed, 0 failed` and exits non-zero on the first failure.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -132,6 +133,31 @@ plugins:
         driver.find_element(By.ID, "run").click()
         wait.until(lambda d: "activeUser" in d.find_element(By.ID, "command-output").text)
         check("Dashboard Bot" in driver.find_element(By.ID, "command-output").text, "a Chat API command is answered in the page")
+
+        # Groups: made from the command box; the person joins; the card lists the group and its member.
+        check(any("no groups yet" in li.text for li in driver.find_elements(By.CSS_SELECTOR, "#groups li")), "no groups at first")
+        bot_user = json.loads(driver.find_element(By.ID, "command-output").text)["user"]["userId"]
+
+        def run_command(cmd, expect):
+            box = driver.find_element(By.ID, "command")
+            box.clear()
+            box.send_keys(cmd)
+            driver.find_element(By.ID, "run").click()
+            wait.until(lambda d: f'"type": "{expect}"' in d.find_element(By.ID, "command-output").text)
+            return json.loads(driver.find_element(By.ID, "command-output").text)
+
+        person_at_bot = run_command(f"/_contacts {bot_user}", "contactsList")["contacts"][0]["contactId"]
+        group_id = run_command('/_group %d {"displayName":"ops","fullName":""}' % bot_user, "groupCreated")["groupInfo"]["groupId"]
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f"#groups li[data-group='{group_id}']"))
+        check("ops" in driver.find_element(By.CSS_SELECTOR, f"#groups li[data-group='{group_id}']").text, "the new group is listed")
+        run_command(f"/_add #{group_id} {person_at_bot} member", "sentGroupInvitation")
+        invitation = p.event("receivedGroupInvitation")
+        joined = p.command("/_join #%d" % invitation["groupInfo"]["groupId"])
+        check(joined.get("type") == "userAcceptedGroupSent", f"the person joins the group ({joined.get('type')})")
+        wait.until(lambda d: any("connected" in li.text or "complete" in li.text for li in
+                                 d.find_elements(By.CSS_SELECTOR, f"#groups li[data-group='{group_id}'] li[data-member]")))
+        member = driver.find_element(By.CSS_SELECTOR, f"#groups li[data-group='{group_id}'] li[data-member]").text
+        check("dashperson" in member and "member" in member, f"the group's member is shown with its role and state, live ({member})")
 
         os.makedirs(ARTIFACTS, exist_ok=True)
         shot = os.path.join(ARTIFACTS, "dashboard.png")

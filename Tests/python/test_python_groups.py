@@ -8,6 +8,8 @@ the group, and the Bot's `on_message(chat_type="group")` handler answers in the 
 `msg.reply`. Then `api_list_members`, `api_set_members_role`, `api_block_members_for_all`,
 `api_update_group_profile`, `api_remove_members`, `api_leave_group`, `api_list_groups`,
 `api_get_chat` and `api_delete_chat` on the group, each checked by the events the others get.
+Then, with two more clients, `api_update_chat_item`, `api_chat_item_reaction`,
+`api_delete_member_chat_item` and `api_delete_chat_items` on a group (`group_items`).
 
 Not covered: `api_create_group_link` and the other group-link calls (group links are not built in
 Swiftplex yet; they answer "not supported by this engine yet").

@@ -20,7 +20,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import urllib.error
 import urllib.request
 
@@ -239,10 +238,9 @@ admin:
     status, body = http("GET", f"{base}/api/openapi.json", token)
     check(status == 200 and "/api/status" in body["paths"], "the OpenAPI document is served")
 
-    # Ready once the engine runs with its relay connected; then Prometheus metrics, with the token only.
-    deadline = time.monotonic() + TIMEOUT
-    while http("GET", f"{base}/readyz")[0] != 200 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    # Ready once the engine runs with its relay connected (the host says so on stdout); then
+    # Prometheus metrics, with the token only.
+    out.wait_for(r"^ready: 1 relay\(s\) connected$", "the host prints that it is ready")
     status, body = http("GET", f"{base}/readyz")
     check(status == 200 and body["relaysConnected"] == 1, "/readyz: ready, one relay connected (no token)")
     check(http("GET", f"{base}/metrics")[0] == 401, "/metrics needs the token")

@@ -56,7 +56,7 @@ async function signIn() {
   $("login-panel").hidden = true;
   $("main").hidden = false;
   $("logout").hidden = false;
-  await Promise.all([refreshPlugins(), refreshRequests(), refreshContacts(), refreshAddress()].map(guard));
+  await Promise.all([refreshPlugins(), refreshRequests(), refreshContacts(), refreshGroups(), refreshAddress()].map(guard));
   openEvents();
   refreshTimer = setInterval(() => { guard(refreshStatus()); guard(refreshPlugins()); }, 5000);
 }
@@ -129,6 +129,21 @@ async function refreshContacts() {
   if (total > contacts.length) $("contacts").append(el("li", { class: "muted" }, (total - contacts.length) + " more"));
 }
 
+// Each group with its members (name, role, state), from the admin API.
+async function refreshGroups() {
+  const { groups, total } = await api("GET", "/api/groups?limit=100");
+  const items = await Promise.all(groups.map(async (g) => {
+    const { members } = await api("GET", "/api/groups/" + g.groupId + "/members");
+    return el("li", { "data-group": g.groupId },
+      el("span", { class: "name" }, g.groupProfile.displayName),
+      el("span", { class: "muted" }, "#" + g.groupId + " · you: " + g.membership.memberRole + " · " + members.length + " member(s)"),
+      el("ul", { class: "members" }, ...members.map((m) => el("li", { "data-member": m.groupMemberId },
+        m.localDisplayName + " (" + m.memberRole + ", " + m.memberStatus + ")"))));
+  }));
+  $("groups").replaceChildren(...(items.length ? items : [el("li", { class: "muted" }, "no groups yet")]));
+  if (total > groups.length) $("groups").append(el("li", { class: "muted" }, (total - groups.length) + " more"));
+}
+
 async function refreshAddress() {
   let address;
   try { address = await api("GET", "/api/address"); } catch (e) {
@@ -149,10 +164,15 @@ function logLine(type, text) {
 
 // What an event says, without message texts: its type, and whom it is about.
 function summary(e) {
-  const who = (e.contact && e.contact.localDisplayName) || (e.contactRequest && e.contactRequest.localDisplayName) || "";
+  const who = (e.contact && e.contact.localDisplayName) || (e.contactRequest && e.contactRequest.localDisplayName)
+    || (e.groupInfo && e.groupInfo.groupProfile && "#" + e.groupInfo.groupProfile.displayName) || "";
   const items = Array.isArray(e.chatItems) ? e.chatItems.length + " item(s)" : "";
   return [who, items, e.transportHost || ""].filter(Boolean).join(" · ");
 }
+
+// Events after which the groups card is read again.
+const GROUP_EVENTS = ["groupCreated", "userJoinedGroup", "joinedGroupMember", "connectedToGroupMember", "memberRole",
+  "memberBlockedForAll", "deletedMember", "deletedMemberUser", "leftMember", "groupDeleted", "groupUpdated", "receivedGroupInvitation"];
 
 function openEvents() {
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
@@ -170,6 +190,7 @@ function openEvents() {
     if (["receivedContactRequest", "contactRequestRejected", "acceptingContactRequest"].includes(e.type)) guard(refreshRequests());
     if (["contactConnected", "contactDeletedByContact", "contactUpdated", "acceptingContactRequest"].includes(e.type)) guard(refreshContacts());
     if (e.type === "hostConnected" || e.type === "hostDisconnected") guard(refreshStatus());
+    if (GROUP_EVENTS.includes(e.type)) guard(refreshGroups());
   };
 }
 
@@ -187,7 +208,8 @@ document.addEventListener("DOMContentLoaded", () => {
     const out = $("command-output");
     out.textContent = "…";
     try { out.textContent = JSON.stringify(await api("POST", "/api/command", { cmd: $("command").value }), null, 2); }
-    catch (e) { out.textContent = e.message; if (e instanceof Unauthorized) showLogin("The token was refused."); }
+    catch (e) { out.textContent = e.message; if (e instanceof Unauthorized) showLogin("The token was refused."); return; }
+    guard(refreshGroups());  // a command may have made or changed a group (responses are not events)
   });
   if (token()) signIn(); else showLogin();
 });
