@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "auto-accept", type: .dynamic, targets: ["AutoAccept"]),
         .library(name: "auto-reply", type: .dynamic, targets: ["AutoReply"]),
         .library(name: "broadcast", type: .dynamic, targets: ["Broadcast"]),
+        .library(name: "group-moderator", type: .dynamic, targets: ["GroupModerator"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -277,6 +278,7 @@ let package = Package(
         .target(name: "AutoAccept", dependencies: ["SwiftplexPluginKit"], path: "Plugins/AutoAccept"),
         .target(name: "AutoReply", dependencies: ["SwiftplexPluginKit"], path: "Plugins/AutoReply"),
         .target(name: "Broadcast", dependencies: ["SwiftplexPluginKit"], path: "Plugins/Broadcast"),
+        .target(name: "GroupModerator", dependencies: ["SwiftplexPluginKit"], path: "Plugins/GroupModerator"),
 
         // The bot host's typed YAML configuration (libyaml only; no engine dependency).
         .target(name: "HostConfig", dependencies: ["CLibYAML", "SwiftplexBase"]),

@@ -33,7 +33,7 @@ public final class AutoReply: Plugin {
         "echo": .boolean("Reply to every message no rule matches with the same text", default: false),
         "rules": .array(of: .object([
             "keyword": .string("Matches a message containing this word (case-insensitive)"),
-            "regex": .string("Matches a message this regular expression finds a match in"),
+            "regex": .regex("Matches a message this regular expression finds a match in"),
             "reply": .string("The reply"),
         ], required: ["reply"]), "Checked in order; the first match replies", default: []),
         "help": .boolean("Answer /help with the list of rules", default: true),

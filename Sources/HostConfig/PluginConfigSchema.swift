@@ -35,7 +35,8 @@ public struct PluginSchemaError: Error, Sendable, Hashable, CustomStringConverti
 /// Supported: `type` (string, integer, number, boolean, array, object), `properties`,
 /// `required`, `additionalProperties` (boolean or a schema; **false when absent**, unlike JSON
 /// Schema, so a misspelt key is reported), `items`, `enum`, `default`, `minimum`, `maximum`,
-/// `minLength`, `maxLength`, `pattern`, `minItems`, `maxItems`, and the annotations
+/// `minLength`, `maxLength`, `pattern`, `format` (`"regex"` is checked: the value must be a valid
+/// regular expression; other formats are annotations), `minItems`, `maxItems`, and the annotations
 /// `description`, `title`, `examples`, `$schema`, `$id`, `$comment`. Any other keyword is refused.
 public struct PluginConfigSchema: Sendable {
     let root: SchemaNode
@@ -109,6 +110,8 @@ final class SchemaNode: Sendable {
     let minLength: Int?
     let maxLength: Int?
     let pattern: String?
+    /// `regex`: the value must compile as a regular expression (other formats are not checked).
+    let format: String?
     let minItems: Int?
     let maxItems: Int?
     let items: SchemaNode?
@@ -119,7 +122,7 @@ final class SchemaNode: Sendable {
     static let annotations: Set<String> = ["description", "title", "examples", "$schema", "$id", "$comment"]
     static let keywordTypes: [String: Set<Kind>] = [
         "minimum": [.integer, .number], "maximum": [.integer, .number],
-        "minLength": [.string], "maxLength": [.string], "pattern": [.string],
+        "minLength": [.string], "maxLength": [.string], "pattern": [.string], "format": [.string],
         "items": [.array], "minItems": [.array], "maxItems": [.array],
         "properties": [.object], "required": [.object], "additionalProperties": [.object],
     ]
@@ -179,6 +182,11 @@ final class SchemaNode: Sendable {
             pattern = s
         } else {
             pattern = nil
+        }
+        switch json["format"] {
+        case nil: format = nil
+        case let .string(f)?: format = f
+        default: throw PluginSchemaError(.badKeyword, at: location + "/format", "format must be a string")
         }
         if let i = json["items"] {
             items = try SchemaNode(i, at: location + "/items")

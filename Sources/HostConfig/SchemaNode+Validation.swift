@@ -104,7 +104,7 @@ extension SchemaNode {
         return "\(path)[\(JSONWriter.quote(key))]"
     }
 
-    /// The first constraint (enum, range, length, pattern, item count) that `value` breaks,
+    /// The first constraint (enum, range, length, pattern, regex format, item count) that `value` breaks,
     /// phrased as "must …"; its type is already right.
     func constraintProblem(_ value: JSONValue) -> String? {
         if let allowed = enumValues, !allowed.contains(value) {
@@ -121,6 +121,9 @@ extension SchemaNode {
             if let pattern, let re = try? NSRegularExpression(pattern: pattern),
                re.firstMatch(in: s, range: NSRange(s.startIndex..., in: s)) == nil {
                 return "must match the pattern \(pattern)"
+            }
+            if format == "regex", (try? NSRegularExpression(pattern: s)) == nil {
+                return "must be a valid regular expression"
             }
         case let .array(items):
             if let lo = minItems, items.count < lo { return "must have at least \(lo) item\(lo == 1 ? "" : "s")" }

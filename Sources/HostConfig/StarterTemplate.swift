@@ -91,5 +91,22 @@ extension HostConfiguration {
           #     admins: ["1:alice"]
           #     notice: "This bot only forwards announcements."
 
+          # group-moderator keeps the groups the bot is in (docs/plugins.md has every key). Its config:
+          #   accept_invitations: true  join every group the bot is invited to
+          #   groups: per-group rules, the first entry whose match fits the group's name applies:
+          #     - match: "*"            group display-name pattern
+          #       welcome: "Welcome to {group}, {name}!"
+          #       blocked_words: [scam]  blocked_patterns: ['(?i)free\\s+crypto']
+          #       new_member_seconds: 3600   new_members_no_links: true   new_members_no_media: true
+          #       rate_limit: {messages: 5, seconds: 10}
+          #       block_after: 0  remove_after: 3   strikes before blocking / removing (0 = never)
+          # The bot must be a moderator in the group to delete and block, an admin to remove.
+          # - name: moderator
+          #   path: group-moderator
+          #   config:
+          #     groups:
+          #       - welcome: "Welcome to {group}, {name}!"
+          #         blocked_words: [scam]
+
         """
 }

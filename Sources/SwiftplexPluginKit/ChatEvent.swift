@@ -1,3 +1,5 @@
+import Foundation
+
 /// One event as the Chat API emits it (`{"type": "...", ...}`), with typed views of the common
 /// ones. Views read only the fields they need, so a newer engine adding fields breaks nothing.
 public struct ChatEvent: Sendable {
@@ -34,6 +36,10 @@ public struct ChatEvent: Sendable {
         guard type == "contactConnected", let c = json["contact"] else { return nil }
         return Contact(json: c)
     }
+
+    /// The group event (`receivedGroupInvitation`, `connectedToGroupMember`, `deletedMember`, …;
+    /// ``GroupEvent/types``), typed; nil for other events.
+    public var groupEvent: GroupEvent? { GroupEvent(type: type, json: json) }
 }
 
 /// Where a message was sent: a direct chat with a contact or a group.
@@ -73,12 +79,18 @@ public struct Message: Sendable {
     public let displayName: String
     /// The sender's name unique in the bot's database (for direct chats; the member's name in groups).
     public let localDisplayName: String
+    /// The group of a group message (its id, names and the bot's role in it).
+    public let group: GroupRef?
+    /// The sender of a group message: member id, names, role, when it joined.
+    public let member: GroupMemberInfo?
     /// `msgContent.type`: `text`, `link`, `image`, `file`, ….
     public let contentType: String
     /// `msgContent.text` (a caption for media).
     public let text: String
     /// The whole `msgContent`.
     public let content: JSONValue
+    /// The item's time (`meta.itemTs`): when it was sent, as far as the receiving side knows.
+    public let sentAt: Date?
 
     init?(item: JSONValue) {
         guard item["chatItem"]?["content"]?["type"]?.stringValue == "rcvMsgContent",
@@ -88,6 +100,8 @@ public struct Message: Sendable {
         contentType = content["type"]?.stringValue ?? "unknown"
         text = content["text"]?.stringValue ?? ""
         itemId = item["chatItem"]?["meta"]?["itemId"]?.int64Value ?? 0
+        sentAt = item["chatItem"]?["meta"]?["itemTs"]?.stringValue.flatMap(GroupMemberInfo.parseTimestamp)
+        hasLink = contentType == "link" || item["chatItem"]?["meta"]?["hasLink"]?.boolValue == true || Message.containsLink(text)
         switch info["type"]?.stringValue {
         case "direct":
             guard let contact = info["contact"].flatMap(Contact.init(json:)) else { return nil }
@@ -96,18 +110,26 @@ public struct Message: Sendable {
             groupId = nil
             displayName = contact.displayName
             localDisplayName = contact.localDisplayName
+            group = nil
+            member = nil
         case "group":
-            guard let gid = info["groupInfo"]?["groupId"]?.int64Value else { return nil }
-            let member = item["chatItem"]?["chatDir"]?["groupMember"]
+            guard let group = info["groupInfo"].flatMap(GroupRef.init(json:)) else { return nil }
+            let sender = item["chatItem"]?["chatDir"]?["groupMember"]
             chatType = .group
-            groupId = gid
-            contactId = member?["memberContactId"]?.int64Value
-            localDisplayName = member?["localDisplayName"]?.stringValue ?? ""
-            displayName = member?["memberProfile"]?["displayName"]?.stringValue ?? localDisplayName
+            groupId = group.groupId
+            self.group = group
+            member = sender.flatMap(GroupMemberInfo.init(json:))
+            contactId = sender?["memberContactId"]?.int64Value
+            localDisplayName = sender?["localDisplayName"]?.stringValue ?? ""
+            displayName = sender?["memberProfile"]?["displayName"]?.stringValue ?? localDisplayName
         default:
             return nil
         }
     }
+
+    /// Whether the message contains a link: a `link` message, or text with a URL (as SimpleX's
+    /// `hasLink`, which the Chat API sets on the item).
+    public let hasLink: Bool
 
     /// The chat reference commands take: `@<contactId>` or `#<groupId>`.
     public var chatRef: String {
@@ -115,6 +137,14 @@ public struct Message: Sendable {
         case .direct: "@\(contactId ?? 0)"
         case .group: "#\(groupId ?? 0)"
         }
+    }
+}
+
+extension Message {
+    /// A URL-looking run in `text`: `scheme://`, `www.`, or a `simplex:` link.
+    static func containsLink(_ text: String) -> Bool {
+        let lower = text.lowercased()
+        return lower.contains("://") || lower.contains("www.") || lower.contains("simplex:/")
     }
 }
 

@@ -1,7 +1,7 @@
 /// The JSON Schema of a plugin's `config:`, built from a small DSL so the schema the descriptor
 /// exports and the config type the plugin decodes sit side by side. It covers the subset the host
 /// validates: type, properties, required, additionalProperties, items, enum, minimum, maximum,
-/// default, description.
+/// format (regex), default, description.
 ///
 ///     static let configSchema: JSONSchema? = .object([
 ///         "welcome": .string("Sent to each new contact"),
@@ -22,6 +22,12 @@ public struct JSONSchema: Sendable, Hashable {
 
     public static func string(_ description: String? = nil, default value: String? = nil, enum cases: [String]? = nil) -> JSONSchema {
         make("string", description, value.map { .string($0) }, cases.map { ["enum": .array($0.map { .string($0) })] } ?? [:])
+    }
+
+    /// A string that must be a valid regular expression (`"format": "regex"`): the host reports a
+    /// bad one at its place in the YAML (`bot.yaml:12:9`) before the plugin starts.
+    public static func regex(_ description: String? = nil) -> JSONSchema {
+        make("string", description, nil, ["format": "regex"])
     }
 
     public static func integer(_ description: String? = nil, minimum: Int64? = nil, maximum: Int64? = nil, default value: Int64? = nil) -> JSONSchema {

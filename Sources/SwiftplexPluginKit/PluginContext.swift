@@ -110,10 +110,48 @@ public final class PluginContext: @unchecked Sendable {
         return try command("/_send \(chatRef) json \(JSONValue.array([.sorted(composed)]).text)", expecting: "newChatItems")
     }
 
-    /// Answers a message in its chat (the contact's direct chat, or the group).
+    /// Answers a message in its chat: the contact's direct chat, or the group. In a group the
+    /// answer quotes the message (as SimpleX's `msg.reply`), so everyone sees what it answers;
+    /// `quote` overrides that either way.
     @discardableResult
-    public func reply(to message: Message, text: String) throws(PluginError) -> ChatEvent {
-        try send(chatRef: message.chatRef, content: .sorted(["type": "text", "text": .string(text)]))
+    public func reply(to message: Message, text: String, quote: Bool? = nil) throws(PluginError) -> ChatEvent {
+        let quoted = quote ?? (message.chatType == .group)
+        return try send(chatRef: message.chatRef, content: .sorted(["type": "text", "text": .string(text)]),
+                        quotedItemId: quoted ? message.itemId : nil)
+    }
+
+    // MARK: Groups
+
+    /// Joins a group the bot was invited to (`/_join #<groupId>`; see ``GroupEvent/invitation(_:)``).
+    @discardableResult
+    public func join(groupId: Int64) throws(PluginError) -> ChatEvent {
+        try command("/_join #\(groupId)", expecting: "userAcceptedGroupSent")
+    }
+
+    /// Deletes a member's message for every member (`/_delete member item`; the bot must be a
+    /// moderator, and at least the author's role).
+    @discardableResult
+    public func deleteForAll(_ message: Message) throws(PluginError) -> ChatEvent {
+        guard let groupId = message.groupId else { throw PluginError(.plugin, "deleteForAll: not a group message") }
+        return try command("/_delete member item #\(groupId) \(message.itemId)", expecting: "chatItemsDeleted")
+    }
+
+    /// Blocks (or unblocks) a member for every member (`/_block`; moderator).
+    @discardableResult
+    public func block(groupId: Int64, groupMemberId: Int64, blocked: Bool = true) throws(PluginError) -> ChatEvent {
+        try command("/_block #\(groupId) \(groupMemberId) blocked=\(blocked ? "on" : "off")", expecting: "membersBlockedForAllUser")
+    }
+
+    /// Removes a member from the group (`/_remove`; admin), optionally deleting its messages.
+    @discardableResult
+    public func remove(groupId: Int64, groupMemberId: Int64, withMessages: Bool = false) throws(PluginError) -> ChatEvent {
+        try command("/_remove #\(groupId) \(groupMemberId)\(withMessages ? " messages=on" : "")", expecting: "userDeletedMembers")
+    }
+
+    /// The group's members as the bot knows them (`/_members`), the bot itself not included.
+    public func members(groupId: Int64) throws(PluginError) -> [GroupMemberInfo] {
+        let r = try command("/_members #\(groupId)", expecting: "groupMembers")
+        return (r.json["group"]?["members"]?.arrayValue ?? []).compactMap(GroupMemberInfo.init(json:))
     }
 
     /// The bot's contacts (`/_contacts <userId>`).

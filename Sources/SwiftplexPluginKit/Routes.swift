@@ -69,6 +69,17 @@ public struct Routes<P: Plugin> {
         eventRoutes.append(EventRoute(type: type, handler: handler))
     }
 
+    /// Runs `handler` for every group event (``GroupEvent/types``: invitations, members joining,
+    /// connecting, leaving, removed, roles, blocks, …), typed.
+    public mutating func onGroupEvent(handler: @escaping (P, GroupEvent) throws -> Void) {
+        for type in GroupEvent.types {
+            eventRoutes.append(EventRoute(type: type) { plugin, event in
+                guard let group = event.groupEvent else { throw PluginError(.event, "\(event.type) without its group or member") }
+                try handler(plugin, group)
+            })
+        }
+    }
+
     /// The event types these handlers need, in order of first registration; `["*"]` if any handler takes all.
     var events: [String] {
         var out: [String] = []

@@ -115,6 +115,15 @@ public final class PluginTestBench: Sendable {
         return contact
     }
 
+    /// A new person with an engine of their own who is not connected to the bot (connect people
+    /// with ``ScriptedContact/connect(with:timeout:)``, for example to put them in a group with the bot).
+    public func person(_ name: String) async throws -> ScriptedContact {
+        guard let relay = host.relayAddress else { throw HarnessError("the bot has no relay") }
+        let contact = try await ScriptedContact.start(name: name, directory: contactDirectory(name), relay: relay, logger: logger)
+        contacts.withLockedValue { $0.append(contact) }
+        return contact
+    }
+
     /// Sends a contact request to the bot and returns without waiting for acceptance (for
     /// plugins that may reject it).
     public func request(_ name: String) async throws -> ScriptedContact {
@@ -148,7 +157,7 @@ public final class ScriptedContact: Sendable {
     private let inbox: EventInbox
     private let engine: Task<Void, Never>
     /// The bot as this person's contact, once connected.
-    private let botContactId = NIOLockedValueBox<Int?>(nil)
+    private let botContact = NIOLockedValueBox<Int?>(nil)
     private let stopped = NIOLockedValueBox(false)
 
     /// A person with their own engine in `directory`, using `relay` (for bots running elsewhere,
@@ -181,12 +190,12 @@ public final class ScriptedContact: Sendable {
     public func connect(to address: String, timeout: Duration = .seconds(20)) async throws {
         try await request(address)
         let connected = try await inbox.next("contactConnected", timeout: timeout)
-        botContactId.withLockedValue { $0 = connected["contact"]?["contactId"]?.intValue }
+        botContact.withLockedValue { $0 = connected["contact"]?["contactId"]?.intValue }
     }
 
     /// Sends a text message to the bot.
     public func send(_ text: String) async throws {
-        guard let id = botContactId.withLockedValue({ $0 }) else { throw HarnessError("\(name) is not connected to the bot") }
+        guard let id = botContact.withLockedValue({ $0 }) else { throw HarnessError("\(name) is not connected to the bot") }
         let message: JSONValue = .array([.object([("msgContent", .object([("type", .string("text")), ("text", .string(text))])), ("mentions", .object([]))])])
         try await expect("/_send @\(id) json \(message.description)", "newChatItems")
     }
@@ -204,6 +213,94 @@ public final class ScriptedContact: Sendable {
     /// Waits for the next event of `type` (e.g. `contactDeletedByContact`, `contactRequestRejected`).
     public func nextEvent(_ type: String, timeout: Duration = .seconds(20)) async throws -> JSONValue {
         try await inbox.next(type, timeout: timeout)
+    }
+
+    /// Waits for the next event of `type` that `predicate` accepts (others stay for later waits).
+    public func nextEvent(_ type: String, timeout: Duration = .seconds(20), where predicate: @escaping @Sendable (JSONValue) -> Bool) async throws -> JSONValue {
+        try await inbox.next(type, timeout: timeout, where: predicate)
+    }
+
+    /// The bot's contact id in this person's database, once connected.
+    public var botContactId: Int64? { botContact.withLockedValue { $0 }.map(Int64.init) }
+
+    // MARK: Groups
+
+    /// A message in a group, as this person received it.
+    public struct GroupMessage: Sendable {
+        public let text: String
+        /// The item's id in this person's database.
+        public let itemId: Int64
+        /// The sender's display name.
+        public let sender: String
+        /// The text of the message it quotes (a reply), if any.
+        public let quotedText: String?
+    }
+
+    /// Connects this person and `other` directly (a one-time invitation); returns this person's
+    /// contact id of `other` and `other`'s contact id of this person.
+    public func connect(with other: ScriptedContact, timeout: Duration = .seconds(20)) async throws -> (other: Int64, me: Int64) {
+        let created = try await expect("/_connect 1", "invitation")
+        guard let link = created["connLinkInvitation"]?["connFullLink"]?.stringValue else { throw HarnessError("\(name): no invitation link") }
+        try await other.expect("/_connect 1 \(link)", "sentConfirmation", "sentInvitation")
+        let mine = try await inbox.next("contactConnected", timeout: timeout)
+        let theirs = try await other.inbox.next("contactConnected", timeout: timeout)
+        guard let a = mine["contact"]?["contactId"]?.int64Value, let b = theirs["contact"]?["contactId"]?.int64Value else {
+            throw HarnessError("\(name): contactConnected without a contact id")
+        }
+        return (a, b)
+    }
+
+    /// Creates a group with this person as its owner; returns its id.
+    public func createGroup(_ displayName: String) async throws -> Int64 {
+        let profile: JSONValue = .object([("displayName", .string(displayName)), ("fullName", .string(""))])
+        let r = try await expect("/_group 1 \(profile.description)", "groupCreated")
+        guard let id = r["groupInfo"]?["groupId"]?.int64Value else { throw HarnessError("\(name): groupCreated without a group id") }
+        return id
+    }
+
+    /// Invites a contact (`contactId` in this person's database) into a group with `role`.
+    public func invite(contactId: Int64, to groupId: Int64, role: String = "member") async throws {
+        try await expect("/_add #\(groupId) \(contactId) \(role)", "sentGroupInvitation")
+    }
+
+    /// Waits for a group invitation, joins, and waits until joined; returns the group's id here.
+    public func joinNextInvitation(timeout: Duration = .seconds(20)) async throws -> Int64 {
+        let invitation = try await inbox.next("receivedGroupInvitation", timeout: timeout)
+        guard let id = invitation["groupInfo"]?["groupId"]?.int64Value else { throw HarnessError("\(name): invitation without a group id") }
+        try await expect("/_join #\(id)", "userAcceptedGroupSent")
+        _ = try await inbox.next("userJoinedGroup", timeout: timeout) { $0["groupInfo"]?["groupId"]?.int64Value == id }
+        return id
+    }
+
+    /// Sends a text to a group; returns the sent item's id.
+    @discardableResult
+    public func send(_ text: String, toGroup groupId: Int64) async throws -> Int64 {
+        let message: JSONValue = .array([.object([("msgContent", .object([("type", .string("text")), ("text", .string(text))])), ("mentions", .object([]))])])
+        let r = try await expect("/_send #\(groupId) json \(message.description)", "newChatItems")
+        guard let id = r["chatItems"]?.items?.first?["chatItem"]?["meta"]?["itemId"]?.int64Value else { throw HarnessError("\(name): no sent item") }
+        return id
+    }
+
+    /// The next message another member posts in the group (from `sender`, by display name, if given).
+    public func nextGroupMessage(in groupId: Int64, from sender: String? = nil, timeout: Duration = .seconds(20)) async throws -> GroupMessage {
+        let event = try await inbox.next("newChatItems", timeout: timeout) { e in
+            e["chatItems"]?.items?.contains { ScriptedContact.groupMessage($0, groupId: groupId, sender: sender) != nil } == true
+        }
+        guard let m = (event["chatItems"]?.items ?? []).lazy.compactMap({ ScriptedContact.groupMessage($0, groupId: groupId, sender: sender) }).first else {
+            throw HarnessError("\(name): no group message")
+        }
+        return m
+    }
+
+    static func groupMessage(_ item: JSONValue, groupId: Int64, sender: String?) -> GroupMessage? {
+        guard item["chatInfo"]?["groupInfo"]?["groupId"]?.int64Value == groupId,
+              item["chatItem"]?["chatDir"]?["type"]?.stringValue == "groupRcv",
+              let text = item["chatItem"]?["content"]?["msgContent"]?["text"]?.stringValue,
+              let id = item["chatItem"]?["meta"]?["itemId"]?.int64Value else { return nil }
+        let from = item["chatItem"]?["chatDir"]?["groupMember"]?["memberProfile"]?["displayName"]?.stringValue ?? ""
+        if let sender, from != sender { return nil }
+        return GroupMessage(text: text, itemId: id, sender: from,
+                            quotedText: item["chatItem"]?["quotedItem"]?["content"]?["text"]?.stringValue)
     }
 
     /// True if no message from the bot arrives within `duration`.

@@ -187,6 +187,19 @@ import Testing
         #expect(e.problems.count == 1 && e.problems[0].message.contains("mode"))
     }
 
+    @Test func regexFormatStringsMustCompileAndAreReportedAtTheirPosition() throws {
+        let schema = try PluginConfigSchema(json: #"{"type":"object","properties":{"patterns":{"type":"array","items":{"type":"string","format":"regex"}},"site":{"type":"string","format":"uri"}}}"#)
+        #expect(try schema.validate(try tree("patterns: ['^a+$', '(?i)b[0-9]']\nsite: not checked\n"), file: "t.yaml").get()
+            == #"{"patterns":["^a+$","(?i)b[0-9]"],"site":"not checked"}"#)
+        guard case let .failure(e) = schema.validate(try tree("patterns:\n  - ok\n  - '(unclosed'\n"), file: "t.yaml") else {
+            Issue.record("accepted"); return
+        }
+        #expect(e.problems.count == 1 && e.problems[0].line == 3 && e.problems[0].column == 5, "\(e.problems)")
+        #expect(e.problems.first?.message.contains("patterns[1]") == true && e.problems.first?.message.contains("must be a valid regular expression") == true)
+        #expect(throws: PluginSchemaError.self) { try PluginConfigSchema(json: #"{"type":"object","properties":{"a":{"type":"string","format":1}}}"#) }
+        #expect(throws: PluginSchemaError.self) { try PluginConfigSchema(json: #"{"type":"object","properties":{"a":{"type":"integer","format":"regex"}}}"#) }
+    }
+
     @Test func malformedSchemasAreTypedErrors() {
         #expect(throws: PluginSchemaError.self) { try PluginConfigSchema(json: "{not json") }
         #expect(throws: PluginSchemaError.self) { try PluginConfigSchema(json: #"{"type":"object","properties":{"a":{"type":"date"}}}"#) }

@@ -18,6 +18,9 @@ import Testing
         #expect(p.handle(ChatFixtures.groupMessage(groupId: 2, memberName: "bo", memberContactId: nil, text: "in group")) == nil)
         #expect(p.handle(ChatFixtures.sentMessage(to: 5, text: "own")) == nil)
         #expect(chat.sent == ["@5 hello there", "#2 in group"])
+        // In a group the answer quotes the message (as SimpleX's msg.reply); in a direct chat not.
+        let sends = chat.host.commands.filter { $0.hasPrefix("/_send") }
+        #expect(sends.count == 2 && !sends[0].contains("quotedItemId") && sends[1].contains(#""quotedItemId":200"#), "\(sends)")
         p.stop()
     }
 

@@ -20,7 +20,8 @@ func plugin(_ name: String) throws -> PluginLibrary {
 
 /// A host that plays the Chat API for a bot with user id 1: answers `/user`, `/_send` (with the
 /// sent item), `/_contacts` (from `contacts`), the address commands, `/_accept` (a new contact
-/// id per request, from `nextContactId`), `/_reject` and `/_delete`.
+/// id per request, from `nextContactId`), `/_reject`, `/_delete` (a contact, or `member item`), and
+/// the group commands `/_join`, `/_block`, `/_remove`.
 final class ScriptedChat: @unchecked Sendable {
     // @unchecked: mutable fields are only changed by the test between plugin calls.
     var contacts: [(Int64, String)] = []
@@ -44,7 +45,16 @@ final class ScriptedChat: @unchecked Sendable {
             nextContactId += 1
             return ChatFixtures.acceptingContactRequest(contactId: nextContactId, name: "someone")
         case "/_reject": return ChatFixtures.contactRequestRejected(Int64(words.last ?? "") ?? 0, name: "someone")
+        case "/_delete" where words.count > 1 && words[1] == "member":
+            return ChatFixtures.json(["type": "chatItemsDeleted", "user": ChatFixtures.user(), "chatItemDeletions": [Any](), "byUser": true, "timed": false])
         case "/_delete": return ChatFixtures.contactDeleted(Int64(words[1].dropFirst()) ?? 0)
+        case "/_join": return ChatFixtures.groupResponse("userAcceptedGroupSent", groupId: Int64(words[1].dropFirst()) ?? 0)
+        case "/_block":
+            return ChatFixtures.groupResponse("membersBlockedForAllUser", groupId: Int64(words[1].dropFirst()) ?? 0,
+                                              ["members": [Any](), "blocked": true, "msgSigned": false])
+        case "/_remove":
+            return ChatFixtures.groupResponse("userDeletedMembers", groupId: Int64(words[1].dropFirst()) ?? 0,
+                                              ["members": [Any](), "withMessages": false, "msgSigned": false])
         case "/_send":
             guard let (ref, content) = ChatFixtures.parseSend(command) else { return ChatFixtures.chatCmdError("badSend") }
             let id = Int64(ref.dropFirst()) ?? 0

@@ -70,6 +70,38 @@ import Testing
         #expect(y.stderr.hasPrefix("\(broken.path):"), "\(y.stderr)")
     }
 
+    /// The shipped group-moderator example checks clean; a bad pattern, a misspelt key and a
+    /// rate limit without its window are reported at their lines and columns.
+    @Test func groupModeratorConfigsAreCheckedWithPositions() async throws {
+        let repo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let shipped = try await CLIProcess.run(["check-config", repo.appendingPathComponent("config/group-moderator.yaml").path])
+        #expect(shipped.status == 0, "\(shipped.stderr)")
+        #expect(shipped.stdout.contains("OK (2 plugins, 2 loaded and checked)"), "\(shipped.stdout)")
+
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("groups.yaml")
+        try """
+            bot:
+              display_name: Moderator
+            plugins:
+              - name: moderator
+                path: group-moderator
+                config:
+                  groups:
+                    - blocked_patterns: ['ok', '(unclosed']
+                      rate_limit: {messages: 3}
+                      remove_afer: 2
+            """.write(to: file, atomically: true, encoding: .utf8)
+        let r = try await CLIProcess.run(["check-config", file.path])
+        #expect(r.status != 0)
+        let lines = r.stderr.split(separator: "\n").map(String.init)
+        #expect(lines.count == 3, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("\(file.path):8:36:") && $0.contains("valid regular expression") }, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("\(file.path):9:") && $0.contains("seconds") }, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("\(file.path):10:11:") && $0.contains("did you mean \"remove_after\"") }, "\(lines)")
+    }
+
     static func config(dataDir: URL, echo: Bool) -> String {
         let reply = echo ? "echo: true" : "rules:\n          - keyword: ping\n            reply: pong"
         return """

@@ -85,8 +85,8 @@ class ProcessOutput:
         return found[0]
 
 
-def start_bot(env, log_path):
-    bot = subprocess.Popen([sys.executable, os.path.join(ROOT, "examples/python-bot/squaring_bot.py")], env=env,
+def start_bot(env, log_path, script="squaring_bot.py"):
+    bot = subprocess.Popen([sys.executable, os.path.join(ROOT, "examples/python-bot", script)], env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return bot, ProcessOutput(bot.stdout, log_path)
 

@@ -4,7 +4,7 @@ import Foundation
 /// §6–8), for feeding plugins in tests. Only the fields a plugin may read are filled in, with
 /// plausible values for the rest of the required ones.
 public enum ChatFixtures {
-    static let ts = "2026-01-01T00:00:00.000000Z"
+    public static let ts = "2026-01-01T00:00:00.000000Z"
 
     public static func json(_ object: [String: Any]) -> String {
         String(decoding: try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
@@ -47,17 +47,53 @@ public enum ChatFixtures {
         return json(["type": "newChatItems", "user": user(userId), "chatItems": [chatItem]])
     }
 
+    /// A `GroupMember` of group `groupId`.
+    public static func member(_ groupMemberId: Int64 = 50, groupId: Int64, name: String, memberId: String = "bWVt", role: String = "member",
+                              category: String = "post", contactId: Int64? = nil, createdAt: String = ts, blocked: Bool = false) -> [String: Any] {
+        var member: [String: Any] = ["groupMemberId": groupMemberId, "groupId": groupId, "indexInGroup": 1, "memberId": memberId,
+                                     "memberRole": role, "memberCategory": category, "memberStatus": "connected", "blockedByAdmin": blocked,
+                                     "localDisplayName": name, "memberProfile": profile(id: 3000 + groupMemberId, name: name),
+                                     "createdAt": createdAt, "updatedAt": createdAt]
+        if let contactId { member["memberContactId"] = contactId }
+        return member
+    }
+
+    /// A `GroupInfo`; the bot's own membership has `userRole`.
+    public static func groupInfo(_ groupId: Int64, name: String = "team", userRole: String = "admin", userJoinedAt: String = ts) -> [String: Any] {
+        ["groupId": groupId, "localDisplayName": name, "groupProfile": ["displayName": name, "fullName": ""],
+         "membership": member(1, groupId: groupId, name: "bot", memberId: "Ym90", role: userRole, category: "user", createdAt: userJoinedAt)]
+    }
+
     /// `newChatItems` with one message from a member of a group.
-    public static func groupMessage(groupId: Int64, memberName: String, memberContactId: Int64?, text: String, itemId: Int64 = 200) -> String {
-        var member: [String: Any] = ["groupMemberId": 50, "groupId": groupId, "indexInGroup": 1, "memberId": "bWVt",
-                                     "memberRole": "member", "memberCategory": "inviteeMember", "memberStatus": "connected",
-                                     "localDisplayName": memberName, "memberProfile": profile(id: 3000, name: memberName)]
-        if let memberContactId { member["memberContactId"] = memberContactId }
-        let chatItem: [String: Any] = ["chatInfo": ["type": "group", "groupInfo": ["groupId": groupId, "localDisplayName": "team",
-                                                                                  "groupProfile": ["displayName": "team", "fullName": ""]]],
-                                       "chatItem": item(itemId, dir: ["type": "groupRcv", "groupMember": member],
-                                                        content: ["type": "text", "text": text])]
+    public static func groupMessage(groupId: Int64, memberName: String, memberContactId: Int64?, text: String, itemId: Int64 = 200,
+                                    groupMemberId: Int64 = 50, memberId: String = "bWVt", role: String = "member", category: String = "post",
+                                    joinedAt: String = ts, contentType: String = "text", userRole: String = "admin",
+                                    userJoinedAt: String = ts) -> String {
+        let sender = member(groupMemberId, groupId: groupId, name: memberName, memberId: memberId, role: role, category: category,
+                            contactId: memberContactId, createdAt: joinedAt)
+        var content: [String: Any] = ["type": contentType, "text": text]
+        if contentType == "image" { content["image"] = "data:image/png;base64,AA==" }
+        let chatItem: [String: Any] = ["chatInfo": ["type": "group", "groupInfo": groupInfo(groupId, userRole: userRole, userJoinedAt: userJoinedAt)],
+                                       "chatItem": item(itemId, dir: ["type": "groupRcv", "groupMember": sender], content: content)]
         return json(["type": "newChatItems", "user": user(), "chatItems": [chatItem]])
+    }
+
+    /// A group event: `type` with `groupInfo` and the given members and fields.
+    public static func groupEvent(_ type: String, groupId: Int64, _ fields: [String: Any]) -> String {
+        var event: [String: Any] = ["type": type, "user": user(), "groupInfo": groupInfo(groupId)]
+        for (k, v) in fields { event[k] = v }
+        return json(event)
+    }
+
+    /// `receivedGroupInvitation` from contact `contactId`.
+    public static func groupInvitation(groupId: Int64, from contactId: Int64, role: String = "admin") -> String {
+        groupEvent("receivedGroupInvitation", groupId: groupId,
+                   ["contact": contact(contactId, name: "inviter"), "fromMemberRole": "owner", "memberRole": role])
+    }
+
+    /// A response `type` with `user` and `groupInfo` (`userAcceptedGroupSent`, `membersBlockedForAllUser`, …).
+    public static func groupResponse(_ type: String, groupId: Int64, _ fields: [String: Any] = [:]) -> String {
+        groupEvent(type, groupId: groupId, fields)
     }
 
     /// `newChatItems` with an item the bot sent (plugins must ignore it).

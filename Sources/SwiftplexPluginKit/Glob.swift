@@ -1,14 +1,15 @@
-/// A display-name pattern: `*` matches any run of characters, `?` one character; case-insensitive.
-struct Glob: Sendable {
-    let pattern: String
+/// A name pattern: `*` matches any run of characters, `?` one character; case-insensitive
+/// (`auto-accept`'s display-name rules, `group-moderator`'s group names).
+public struct Glob: Sendable, Hashable {
+    public let pattern: String
     private let chars: [Character]
 
-    init(_ pattern: String) {
+    public init(_ pattern: String) {
         self.pattern = pattern
         chars = Array(pattern.lowercased())
     }
 
-    func matches(_ name: String) -> Bool {
+    public func matches(_ name: String) -> Bool {
         let s = Array(name.lowercased())
         var p = 0, i = 0
         var star = -1, mark = 0
