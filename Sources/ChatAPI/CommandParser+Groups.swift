@@ -24,10 +24,8 @@ public enum GroupCommand: Sendable, Equatable {
     case listGroups(userId: Int64, contactId: Int64?, search: String?)
     /// `/_group_profile #<groupId> <json GroupProfile>`
     case updateProfile(groupId: Int64, profile: JSONValue)
-<<<<<<< HEAD
     /// `/_delete member item #<groupId> <id>[,<id>…]`
     case deleteMemberItems(groupId: Int64, itemIds: [Int64])
-=======
     /// `/_create link #<groupId>[ <role>][ short=on|off]` (role `member` unless given; short link on unless off)
     case createLink(groupId: Int64, role: GroupMemberRole, short: Bool)
     /// `/_set link role #<groupId> <role>`
@@ -38,7 +36,6 @@ public enum GroupCommand: Sendable, Equatable {
     case getLink(groupId: Int64)
     /// `/_accept member #<groupId> <groupMemberId> <role>`
     case acceptMember(groupId: Int64, groupMemberId: Int64, role: GroupMemberRole)
->>>>>>> s7-channels2
 }
 
 extension CommandParser {
@@ -181,15 +178,12 @@ extension ChatAPI {
             case let .listMembers(groupId): return try await c.listMembers(groupId: groupId)
             case let .listGroups(userId, contactId, search): return try await c.listGroups(userId: userId, contactId: contactId, search: search)
             case let .updateProfile(groupId, profile): return try await c.updateGroupProfile(groupId: groupId, profile: profile)
-<<<<<<< HEAD
             case let .deleteMemberItems(groupId, ids): return try await c.deleteMemberItems(groupId: groupId, itemIds: ids)
-=======
             case let .createLink(groupId, role, short): return try await c.createGroupLink(groupId: groupId, role: role, short: short)
             case let .setLinkRole(groupId, role): return try await c.setGroupLinkRole(groupId: groupId, role: role)
             case let .deleteLink(groupId): return try await c.deleteGroupLink(groupId: groupId)
             case let .getLink(groupId): return try await c.getGroupLink(groupId: groupId)
             case let .acceptMember(groupId, memberId, role): return try await c.acceptMember(groupId: groupId, groupMemberId: memberId, role: role)
->>>>>>> s7-channels2
             }
         case let .sendMessages(.group(groupId, nil), _, _, _, messages):
             return try await c.sendToGroup(groupId: groupId, messages: messages)

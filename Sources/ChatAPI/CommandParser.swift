@@ -141,16 +141,13 @@ public enum CommandParser {
                 throw CommandParseError(.badArguments, "delete mode must be broadcast, internal or internalMark")
             }
             return .deleteChatItems(chat: chat, itemIds: ids, mode: mode)
-<<<<<<< HEAD
         case "member":
             _ = s.word()
             try s.expect("item")
             let g = try s.groupId()
             return .group(.deleteMemberItems(groupId: g, itemIds: try s.idList("chatItemIds")))
-=======
         case "link":
             return .group(try parseGroupLink("delete", &s))
->>>>>>> s7-channels2
         default:
             let chat = try s.chatRef()
             guard let kind = s.word() else { return .deleteChat(chat: chat, mode: .full(notify: true)) }

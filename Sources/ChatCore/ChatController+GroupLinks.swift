@@ -291,7 +291,7 @@ extension ChatController {
                                 viaLink: join.link)
             try g.insert(db)
             var out = GroupOutcome()
-            try Self.applyEffects(db, effects, groupId: g.id!, userId: userId, now: now, into: &out)
+            try Self.applyEffects(db, effects, groupId: g.id!, userId: userId, now: now, limits: self.limits, into: &out)
             _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == g.id! && GroupMemberRecord.Columns.memberId == host.text)
                 .updateAll(db, GroupMemberRecord.Columns.agentConnId.set(to: conn))
             return (g.id!, out)

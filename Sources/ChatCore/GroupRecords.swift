@@ -84,7 +84,6 @@ enum GroupStore {
         m.registerMigration("v4b: group item quotes") { db in
             try db.execute(sql: "ALTER TABLE group_item ADD COLUMN quote TEXT")
         }
-<<<<<<< HEAD
         m.registerMigration("v4-items: group item edits, deletions, reactions") { db in
             try db.execute(sql: """
                 ALTER TABLE group_item ADD COLUMN edited INTEGER NOT NULL DEFAULT 0;
@@ -126,7 +125,8 @@ enum GroupStore {
                     created_at TEXT NOT NULL,
                     UNIQUE (group_id, author_member_id, shared_msg_id)
                 );
-=======
+                """)
+        }
         m.registerMigration("v5-links: group links and admission") { db in
             try db.execute(sql: """
                 CREATE TABLE group_link (
@@ -153,7 +153,6 @@ enum GroupStore {
                 ALTER TABLE group_member ADD COLUMN x_contact_id TEXT;
                 ALTER TABLE chat_group ADD COLUMN via_link TEXT;
                 CREATE INDEX group_member_by_x_contact ON group_member(group_id, x_contact_id);
->>>>>>> s7-channels2
                 """)
         }
     }
