@@ -411,7 +411,7 @@ extension ChatController {
             let name = Stored.profile(author.profile)?.displayName ?? author.localDisplayName ?? ""
             let short = name.count <= 16 ? name : String(name.prefix(16)) + "…"
             let inner = GroupEnvelope(msgId: msgId, event: "x.msg.new", params: .object([("content", content)]))
-            let env = GroupMessage.forward(GroupForward(memberId: authorId, memberName: short, msgTs: item.createdAt, msg: inner))
+            let env = GroupMessage.forward(GroupForward(memberId: authorId, memberName: short, msgTs: item.itemTs ?? item.createdAt, msg: inner))
                 .envelope(msgId: ChatMessage.newMessageId())
             // One too large to forward (content near the limit) is left out rather than failing the send.
             guard (try? GroupMessage.encode(env)) != nil else { continue }

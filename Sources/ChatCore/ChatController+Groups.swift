@@ -306,7 +306,7 @@ extension ChatController {
                 }
             case let .sendHistory(to):
                 for env in try historyForwards(db, groupId: groupId) { try enqueue(.send(env, to: to)) }
-            case let .applyContent(env, author, forwardedBy, blocked):
+            case let .applyContent(env, author, forwardedBy, blocked, msgTs):
                 guard env.event == "x.msg.new" else {
                     try applyItemEvent(db, env, author: author, blocked: blocked, groupId: groupId, userId: userId, now: now, limits: limits, into: &out)
                     continue
@@ -338,7 +338,7 @@ extension ChatController {
                 }
                 var item = GroupItemRecord(userId: userId, groupId: groupId, memberRowId: authorRow, forwardedByRowId: forwarderRow,
                                            content: env.params["content"]!.description, sharedMsgId: env.msgId, status: .rcvNew, blocked: blocked,
-                                           createdAt: now, quote: quoteText)
+                                           createdAt: now, quote: quoteText, itemTs: itemTime(msgTs: msgTs, now: now))
                 // A moderation that came first applies now (SimpleX `applyModeration`).
                 if let moderator = try takePendingModeration(db, groupId: groupId, author: author, msgId: env.msgId) {
                     item.deleted = .moderated
@@ -357,6 +357,15 @@ extension ChatController {
                 out.events.append(e)
             }
         }
+    }
+
+    /// The time of a received group item (SimpleX `itemTs`): a forwarded message's `msgTs` — when
+    /// the forwarder received it, so a late joiner's history keeps its original times — clamped to
+    /// the receive time `now` (a forged far-future `msgTs` cannot place an item ahead of the chat);
+    /// nil (the receive time) for a message received directly, or a `msgTs` not in the `…Z` form.
+    nonisolated static func itemTime(msgTs: String?, now: String) -> String? {
+        guard let msgTs, let sent = ChatTimestamp(parsing: msgTs), let received = ChatTimestamp(parsing: now) else { return nil }
+        return sent < received ? sent.description : nil
     }
 
     /// Stores a member as the machine has it. Its profile passes ``PeerInput`` (a malformed one
@@ -699,7 +708,7 @@ extension ChatController {
         case (nil, true): .blockedByAdmin(deletedTs: nil)
         case (nil, false): nil
         }
-        let meta = CIMeta(itemId: r.id ?? 0, itemTs: created, itemText: hiddenText ?? content.text, itemStatus: r.status.ciStatus, itemSharedMsgId: r.sharedMsgId,
+        let meta = CIMeta(itemId: r.id ?? 0, itemTs: r.itemTs.map(Stored.timestamp) ?? created, itemText: hiddenText ?? content.text, itemStatus: r.status.ciStatus, itemSharedMsgId: r.sharedMsgId,
                           itemDeleted: itemDeleted, itemEdited: r.edited, deletable: r.deleted == nil, editable: sent && r.deleted == nil, forwardedByMember: r.forwardedByRowId,
                           createdAt: created, updatedAt: r.updatedAt.map(Stored.timestamp) ?? created)
         let dir: CIDirection = sent ? .groupSnd : author.map { .groupRcv(groupMember: $0) } ?? .groupSnd

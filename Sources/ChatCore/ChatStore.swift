@@ -121,6 +121,7 @@ final class ChatStore: Sendable {
         }
         GroupStore.register(&m)
         ChannelStore.register(&m)
+        GroupStore.registerItemTimes(&m)
         return m
     }
 }

@@ -156,6 +156,13 @@ enum GroupStore {
                 """)
         }
     }
+
+    /// Registered after every other migration of the chat database (``ChatStore/migrator``).
+    static func registerItemTimes(_ m: inout DatabaseMigrator) {
+        m.registerMigration("v6-history: group item times") { db in
+            try db.execute(sql: "ALTER TABLE group_item ADD COLUMN item_ts TEXT")
+        }
+    }
 }
 
 /// `chat_group`: one group of a user. `deleted` groups are hidden and purged once their last
@@ -320,6 +327,9 @@ struct GroupItemRecord: ChatRecord {
     /// Who moderated it (a member's row; nil with `moderated`: the user).
     var deletedByRowId: Int64?
     var updatedAt: String?
+    /// The item's time when it is not `createdAt`: a forwarded message's `msgTs` (clamped to the
+    /// receive time); nil for the user's own items and messages received directly.
+    var itemTs: String?
 
     enum Columns {
         static let id = Column("id")

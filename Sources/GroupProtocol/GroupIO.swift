@@ -172,8 +172,9 @@ public enum GroupEffect: Sendable, Hashable {
     case sendHistory(to: MemberId)
     /// Apply received content (`x.msg.*`, `x.info`, `x.file.cancel`) from `author` as a chat item:
     /// it passed the sender checks; `blocked` marks the author as blocked by a moderator (SimpleX
-    /// stores such items as `blocked by admin`).
-    case applyContent(GroupEnvelope, author: MemberId, forwardedBy: MemberId?, blocked: Bool)
+    /// stores such items as `blocked by admin`). `msgTs` is the forward's `msgTs` (when the forwarder
+    /// received it from the author — the item's time, SimpleX `itemTs`), nil when received directly.
+    case applyContent(GroupEnvelope, author: MemberId, forwardedBy: MemberId?, blocked: Bool, msgTs: String?)
     /// Report an API event.
     case emit(GroupEvent)
 }

@@ -610,7 +610,8 @@ extension GroupState {
                 throw GroupError(.memberNotCurrent, "\(env.event) from member \(a.memberId), who is \(a.status.rawValue)")
             }
             try checkContent(actor: a, event: env.event, params: env.params)
-            run.effects.append(.applyContent(env, author: a.memberId, forwardedBy: forwardedBy, blocked: a.blocked))
+            run.effects.append(.applyContent(env, author: a.memberId, forwardedBy: forwardedBy, blocked: a.blocked,
+                                             msgTs: forwardedBy == nil ? nil : brokerTs))
             return
         }
         let direct = forwardedBy == nil

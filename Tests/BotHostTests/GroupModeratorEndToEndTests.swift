@@ -66,13 +66,9 @@ import Testing
 
     /// Bob writes before the bot is in the group; the bot, joining, gets the group's history, and
     /// judges none of it: his first strike is for what he writes after (another rule, so the
-    /// notices tell which message each is about).
-    ///
-    /// Disabled: the engine gives a forwarded item the time it was received as `itemTs` (SimpleX
-    /// gives the forward's `msgTs`, the original time), so the plugin cannot tell the history from
-    /// new messages and this test fails — the history's "scam" gets strike 1.
-    @Test(.disabled("needs the engine to keep a forwarded message's msgTs as the item's itemTs, as SimpleX does"))
-    func historyFromBeforeTheBotJoinedIsNotJudged() async throws {
+    /// notices tell which message each is about). The history's items keep the forward's `msgTs`
+    /// as their `itemTs` (the plugin's `sentAt`), before the bot's membership was made.
+    @Test func historyFromBeforeTheBotJoinedIsNotJudged() async throws {
         try await PluginTestBench.withBench(plugins: Self.moderator(#"{"blocked_words": ["scam"], "blocked_patterns": ["fraud"]}"#), botName: Self.bot) { bench in
             let alice = try await bench.connect("alice")
             let bob = try await bench.person("bob")

@@ -1,3 +1,4 @@
+import ChatModel
 import ChatTestSupport
 import Foundation
 import SwiftplexBase
@@ -312,5 +313,75 @@ extension GroupTests {
                 }
             }
         }
+    }
+
+    /// A late joiner's history keeps the messages' original times (SimpleX: a forward's `msgTs` is
+    /// the item's `itemTs`): earlier than its joining, while `createdAt` is when it received them;
+    /// a message it then receives directly has its receive time as both.
+    @Test func aLateJoinersHistoryKeepsItsOriginalTimes() async throws {
+        func times(_ item: JSONValue?) throws -> (itemTs: ChatTimestamp, createdAt: ChatTimestamp) {
+            let meta = item?["meta"]
+            return (try #require(meta?["itemTs"]?.stringValue.flatMap(ChatTimestamp.init(parsing:)), "\(String(describing: item))"),
+                    try #require(meta?["createdAt"]?.stringValue.flatMap(ChatTimestamp.init(parsing:)), "\(String(describing: item))"))
+        }
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "anna", relays: [relay.address]) { anna, annaIn in
+                try await withEngine(dir, "ben", relays: [relay.address]) { ben, benIn in
+                    try await withEngine(dir, "cara", relays: [relay.address]) { cara, caraIn in
+                        await startUser(anna, "anna")
+                        await startUser(ben, "ben")
+                        await startUser(cara, "cara")
+                        let (benInAnna, _) = try await connect(anna, annaIn, "anna", ben, benIn, "ben")
+                        let (caraInAnna, _) = try await connect(anna, annaIn, "anna", cara, caraIn, "cara")
+                        let g = try await createGroup(anna, "club")
+                        let bg = try await addAndJoin(anna, group: g, contact: benInAnna, ben, benIn)
+                        _ = try await annaIn.next("joinedGroupMember")
+                        let annaSent = try times(await send(anna, group: g, "old from anna")["chatItems"]?.arrayFirst?["chatItem"])
+                        let benSent = try times(await send(ben, group: bg, "old from ben")["chatItems"]?.arrayFirst?["chatItem"])
+                        let atAnna = try times(try await received(annaIn, "old from ben", from: "ben")["chatItems"]?.arrayFirst?["chatItem"])
+                        #expect(atAnna.itemTs == atAnna.createdAt, "a message received directly has its receive time")
+                        #expect(benSent.itemTs <= atAnna.createdAt)
+
+                        let cg = try await addAndJoin(anna, group: g, contact: caraInAnna, cara, caraIn)
+                        let joined = try #require(await cara.execute("/_groups 1")["groups"]?.arrayValue?
+                            .compactMap { $0["groupInfo"] ?? $0 }.first { $0["groupId"]?.intValue == cg }?["membership"]?["createdAt"]?.stringValue
+                            .flatMap(ChatTimestamp.init(parsing:)))
+                        let fromAnna = try times(try await received(caraIn, "old from anna", from: "anna")["chatItems"]?.arrayFirst?["chatItem"])
+                        let fromBen = try times(try await received(caraIn, "old from ben", from: "ben")["chatItems"]?.arrayFirst?["chatItem"])
+                        // The host's own message: its time at the host; ben's: when the host received it
+                        // (the forward's msgTs, to the millisecond as the host stored it).
+                        #expect(fromAnna.itemTs == annaSent.itemTs)
+                        #expect(fromBen.itemTs == atAnna.createdAt)
+                        for history in [fromAnna, fromBen] {
+                            #expect(history.itemTs < joined, "history is from before cara joined")
+                            #expect(history.createdAt >= joined, "createdAt is when cara received it")
+                        }
+                        // The chat as read back says the same.
+                        let chat = await cara.execute("/_get chat #\(cg) count=50")
+                        let stored = (chat["chat"]?["chatItems"]?.arrayValue ?? []).first { $0["content"]?["msgContent"]?["text"]?.stringValue == "old from ben" }
+                        #expect(try times(stored).itemTs == fromBen.itemTs, "\(chat)")
+
+                        _ = try await caraIn.next("connectedToGroupMember")
+                        _ = try await benIn.next("connectedToGroupMember")
+                        _ = await send(ben, group: bg, "new from ben")
+                        let fresh = try times(try await received(caraIn, "new from ben", from: "ben")["chatItems"]?.arrayFirst?["chatItem"])
+                        #expect(fresh.itemTs == fresh.createdAt)
+                        #expect(fresh.itemTs > joined)
+                    }
+                }
+            }
+        }
+    }
+
+    /// A forward's `msgTs` is the item's time only when it is before the receive time: a forged
+    /// far-future one (or one in another form) leaves the receive time.
+    @Test func aForwardsTimeIsClampedToTheReceiveTime() {
+        let now = "2026-11-24T01:00:00.500Z"
+        #expect(ChatController.itemTime(msgTs: "2026-11-23T23:59:59Z", now: now) == "2026-11-23T23:59:59.000Z")
+        #expect(ChatController.itemTime(msgTs: "2026-11-24T01:00:00.250Z", now: now) == "2026-11-24T01:00:00.250Z")
+        #expect(ChatController.itemTime(msgTs: "2999-01-01T00:00:00Z", now: now) == nil)
+        #expect(ChatController.itemTime(msgTs: now, now: now) == nil)
+        #expect(ChatController.itemTime(msgTs: "2026-11-23T10:00:00+01:00", now: now) == nil)
+        #expect(ChatController.itemTime(msgTs: nil, now: now) == nil)
     }
 }

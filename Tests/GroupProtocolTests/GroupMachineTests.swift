@@ -69,7 +69,7 @@ import Testing
         for name in ["alice", "bob", "carol"] { net.say(name, "from \(name)") }
         for name in ["alice", "bob", "carol"] {
             #expect(net.texts(at: name).sorted() == ["alice", "bob", "carol"].filter { $0 != name }.map { "from \($0)" })
-            #expect(net.applied[name]!.allSatisfy { $0.forwardedBy == nil })
+            #expect(net.applied[name]!.allSatisfy { $0.forwardedBy == nil && $0.msgTs == nil })
         }
     }
 
@@ -95,6 +95,8 @@ import Testing
         #expect(net.texts(at: "bob") == ["early from carol"])
         #expect(net.applied["bob"]!.first?.forwardedBy == alice)
         #expect(net.applied["bob"]!.first?.author == carol)
+        // A forward carries when the forwarder received the message: the item's time.
+        #expect(net.applied["bob"]!.first?.msgTs == GroupNet.brokerTs)
         #expect(net.texts(at: "carol") == ["early from bob"])
         #expect(net.applied["carol"]!.first?.forwardedBy == alice)
         #expect(net.texts(at: "alice").sorted() == ["early from bob", "early from carol"])

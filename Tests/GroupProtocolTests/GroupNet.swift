@@ -40,7 +40,7 @@ struct GroupNet {
 
     // What happened.
     var events: [String: [GroupEvent]] = [:]
-    var applied: [String: [(envelope: GroupEnvelope, author: MemberId, forwardedBy: MemberId?, blocked: Bool)]] = [:]
+    var applied: [String: [(envelope: GroupEnvelope, author: MemberId, forwardedBy: MemberId?, blocked: Bool, msgTs: String?)]] = [:]
     var errors: [String: [(input: GroupInput, error: GroupError)]] = [:]
     var sent: [(from: String, to: String, event: String)] = []
     var history: [String: [MemberId]] = [:]
@@ -225,8 +225,8 @@ struct GroupNet {
                 up.remove(key)
                 pendingSends[key] = nil
             }
-        case let .applyContent(env, author, forwardedBy, blocked):
-            applied[name, default: []].append((env, author, forwardedBy, blocked))
+        case let .applyContent(env, author, forwardedBy, blocked, msgTs):
+            applied[name, default: []].append((env, author, forwardedBy, blocked, msgTs))
         case let .emit(event):
             events[name, default: []].append(event)
         case let .sendHistory(to):
