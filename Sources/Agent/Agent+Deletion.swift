@@ -30,8 +30,12 @@ extension Agent {
                 try? await relayConnection(relay).delete(q)
             }
         }
-        try await store.queue.write { db in try AgentStore.delete(db, id: id) }
-        forgetRecord(id)
+        // Under the connection's lock: a message being received for it commits before the row
+        // goes, or finds it gone and is dropped (no half-done receive, no foreign-key failure).
+        try await withConnectionLock(id) {
+            try await store.queue.write { db in try AgentStore.delete(db, id: id) }
+            forgetRecord(id)
+        }
     }
 
     /// Deletes an address: its queue on the relay, its pending requests. Connections made through it stay.

@@ -66,12 +66,20 @@ extension Agent {
                 r.lastRelayMessageId = Data(messageId)
                 let record = r
                 // The new state and any answer are committed together before the relay is told.
-                try await store.queue.write { db in
+                // A connection deleted since it was read (its row is gone) takes nothing: the
+                // message is acknowledged and dropped, as for a queue that no longer exists.
+                let stillThere = try await store.queue.write { db -> Bool in
                     try AgentStore.save(db, record)
+                    guard db.changesCount > 0 else { return false }  // the UPDATE found no row
                     if let reply { try AgentStore.enqueue(db, connectionId: record.id, envelope: reply, messageSeq: nil) }
                     for case let .message(_, seq, body, integrity) in events where integrity != .duplicate {
                         try AgentStore.keepInInbox(db, connectionId: record.id, seq: seq, body: body)
                     }
+                    return true
+                }
+                guard stillThere else {
+                    logger.debug("message for a connection deleted meanwhile dropped", metadata: ["connection": "\(id)"])
+                    return nil
                 }
                 committed(record)
                 return (record, events, reply)
