@@ -182,6 +182,17 @@ enum LinkDataCodec {
     /// (an owner's key: readers accept it when the owner is listed and verifies).
     static func seal(link: String, data: ShortLinkData, kind: ShortLink.Kind, rootKey: Ed25519.PublicKey, salt: [UInt8],
                      signer: Ed25519.PrivateKey) throws -> (key: [UInt8], sealed: [UInt8]) {
+        // Nothing is written that a reader would refuse: the owners must validate (as `open`
+        // checks them), and the signer must be the root key or one of them.
+        if !data.owners.isEmpty {
+            guard case let .contact(address)? = try? AgentLink(parsing: link) else {
+                throw AgentError(.badLink, "a short link with owners is a contact address's")
+            }
+            try LinkOwner.validate(data.owners, rootKey: rootKey, senderId: address.queue.senderId)
+        }
+        guard signer.publicKey.bytes == rootKey.bytes || data.owners.contains(where: { $0.key.bytes == signer.publicKey.bytes }) else {
+            throw AgentError(.badLink, "link data must be signed by its root key or by a listed owner")
+        }
         let body = try encodeBody(link: link, data: data)
         let key = linkKey(rootKey: rootKey, salt: salt)
         let plain = rootKey.bytes + salt + signer.signature(for: signed(body, kind: kind)) + body

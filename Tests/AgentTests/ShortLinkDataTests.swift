@@ -56,6 +56,14 @@ import Testing
         // Someone with the link (so its key) but another root key: encrypts fine, does not verify.
         let forged = try forge(link: full, senderId: senderId, kind: .channel, key: key)
         #expect(throws: AgentError(.badLink, "")) { try LinkDataCodec.open(forged, short: short) }
+        // Nothing a reader would refuse is written: owners authorised by another key, or a
+        // signer that is neither the root key nor a listed owner (found by the links fuzz target).
+        #expect(throws: AgentError(.badLink, "")) {
+            try LinkDataCodec.seal(link: full, data: channelData(name: "news", root: Ed25519.PrivateKey(), senderId: senderId), kind: .channel, root: root)
+        }
+        #expect(throws: AgentError(.badLink, "")) {
+            try LinkDataCodec.seal(link: full, data: data, kind: .channel, rootKey: root.publicKey, salt: LinkDataCodec.salt(root), signer: Ed25519.PrivateKey())
+        }
         var tampered = sealed
         tampered[tampered.count - 1] ^= 1
         #expect(throws: AgentError(.badLink, "")) { try LinkDataCodec.open(tampered, short: short) }
