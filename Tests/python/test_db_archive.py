@@ -16,12 +16,15 @@ import asyncio
 import json
 import os
 import stat
-import subprocess
+import sys
 import tempfile
 
 from simplex_chat import Client, Profile, SqliteDb
 from simplex_chat.api import ChatApi
 from simplex_chat.core import ChatAPIError
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_python_bot import serve, start_relay, stop  # noqa: E402  (shared helpers)
 
 BIN = os.environ["SIMPLEX_LIBS_DIR"]
 passed = 0
@@ -33,12 +36,6 @@ def check(condition, what):
         raise AssertionError(what)
     passed += 1
 
-
-async def serve(client):
-    task = asyncio.create_task(client.serve_forever())
-    while not client._serving and not task.done():
-        await asyncio.sleep(0)
-    return task
 
 
 async def chat_error(api, cmd):
@@ -132,16 +129,12 @@ async def archive(work):
 
 def main():
     work = tempfile.mkdtemp(prefix="swiftplex-python-archive-")
-    relay = subprocess.Popen([os.path.join(BIN, "swiftplex-relay"), "--data-dir", os.path.join(work, "relay"),
-                              "--listen", "127.0.0.1:0", "--log-level", "warning"], stdout=subprocess.PIPE, text=True)
-    address = relay.stdout.readline().strip()
-    check(address.startswith("smp://"), f"relay printed its address {address}")
+    relay, address = start_relay(os.path.join(work, "relay"))
     os.environ["SWIFTPLEX_SERVERS"] = address
     try:
         asyncio.run(archive(work))
     finally:
-        relay.terminate()
-        relay.wait(timeout=15)
+        stop(relay)
     print(f"python db archive: {passed} passed, 0 failed", flush=True)
 
 

@@ -20,10 +20,13 @@ Prints `python groups: N passed, 0 failed`; exits non-zero on the first failure.
 
 import asyncio
 import os
-import subprocess
+import sys
 import tempfile
 
 from simplex_chat import Bot, Client, Profile, SqliteDb
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_python_bot import serve, start_relay, stop  # noqa: E402  (shared helpers)
 
 BIN = os.environ["SIMPLEX_LIBS_DIR"]
 passed = 0
@@ -75,12 +78,6 @@ def of_type(tag, **fields):
 def member_name(member):
     return member["memberProfile"]["displayName"]
 
-
-async def serve(client):
-    task = asyncio.create_task(client.serve_forever())
-    while not client._serving and not task.done():
-        await asyncio.sleep(0)
-    return task
 
 
 async def groups(work):
@@ -330,16 +327,12 @@ async def scenarios(work):
 
 def main():
     work = tempfile.mkdtemp(prefix="swiftplex-python-groups-")
-    relay = subprocess.Popen([os.path.join(BIN, "swiftplex-relay"), "--data-dir", os.path.join(work, "relay"),
-                              "--listen", "127.0.0.1:0", "--log-level", "warning"], stdout=subprocess.PIPE, text=True)
-    address = relay.stdout.readline().strip()
-    check(address.startswith("smp://"), f"relay printed its address {address}")
+    relay, address = start_relay(os.path.join(work, "relay"))
     os.environ["SWIFTPLEX_SERVERS"] = address
     try:
         asyncio.run(scenarios(work))
     finally:
-        relay.terminate()
-        relay.wait(timeout=15)
+        stop(relay)
     print(f"python groups: {passed} passed, 0 failed", flush=True)
 
 
