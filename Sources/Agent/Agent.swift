@@ -167,7 +167,7 @@ public actor Agent {
             eventSink.yield(.message(connection: m.connectionId, seq: m.seq, body: m.body, integrity: .ok))
         }
         let relaysInUse = try await store.queue.read { db in
-            Set(try AgentStore.allConnections(db).map(\.rcv.relay) + AgentStore.allAddresses(db).map(\.rcv.relay))
+            try AgentStore.relaysInUse(db)
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { [newConnections] in
@@ -192,8 +192,8 @@ public actor Agent {
             await retryOutbox()
             // Answers to our contact requests that were accepted but not yet allowed when the
             // process stopped (allowing runs outside the receive loop).
-            if let waiting = try? await store.queue.read({ db in try AgentStore.allConnections(db) }) {
-                for r in waiting where r.status == .confirmed {
+            if let waiting = try? await store.queue.read({ db in try AgentStore.connections(db, status: .confirmed) }) {
+                for r in waiting {
                     if let info = r.autoAllowInfo { startAutoAllow(r.id, info: [UInt8](info)) }
                 }
             }
@@ -222,7 +222,7 @@ public actor Agent {
 
     func hostsOwnQueues(_ relay: RelayAddress) async -> Bool {
         guard let hosts = try? await store.queue.read({ db in
-            Set(try AgentStore.allConnections(db).map(\.rcv.relay) + AgentStore.allAddresses(db).map(\.rcv.relay))
+            try AgentStore.relaysInUse(db)
         }) else { return true }
         return hosts.contains(relay.description)
     }
@@ -241,6 +241,15 @@ public actor Agent {
         }
     }
 
+    /// Every receiving queue (connections, then addresses) of the agent database at
+    /// `databasePath`, read without running an agent: for tools that check or measure what an
+    /// agent subscribes (`swiftplex-bench contacts`). The queues hold private keys.
+    public static func receivingQueues(databasePath: URL) throws -> [RecipientQueue] {
+        let store = try AgentStore(path: databasePath)
+        defer { try? store.queue.close() }
+        return try store.queue.read { db in try AgentStore.receivingQueues(db).map { try $0.queue.recipientQueue } }
+    }
+
     /// Connects (if needed) and subscribes every receiving queue on `relay`, pipelined (see
     /// `RelayConnection.subscribe(_:window:)`), then reports the result as one
     /// ``AgentEvent/subscriptions(relay:active:removed:)``. A queue the relay refuses (`AUTH`: it
@@ -249,20 +258,14 @@ public actor Agent {
     func resubscribe(_ relay: RelayAddress) async throws {
         let connection = try await relayConnection(relay)
         let here = relay.description
-        let (records, addresses) = try await store.queue.read { db in (try AgentStore.allConnections(db), try AgentStore.allAddresses(db)) }
+        let stored = try await store.queue.read { db in try AgentStore.receivingQueues(db) }
         var owners: [Int64?] = []  // the connection behind each queue; nil for an address
         var queues: [RecipientQueue] = []
-        for r in records where r.rcv.relay == here {
-            var q = try r.rcv.recipientQueue
+        for (owner, own) in stored where own.relay == here {
+            var q = try own.recipientQueue
             q.relay = relay
             queues.append(q)
-            owners.append(r.id)
-        }
-        for a in addresses where a.rcv.relay == here {
-            var q = try a.rcv.recipientQueue
-            q.relay = relay
-            queues.append(q)
-            owners.append(nil)
+            owners.append(owner)
         }
         let errors = await connection.subscribe(queues)
         var active: [Int64] = []
