@@ -65,7 +65,9 @@ bots:
 
     person, person_port = support.start_chat(os.path.join(work, "person"), relay_address, "botsperson")
     p = support.Session(f"ws://127.0.0.1:{person_port}/")
-    person_user = p.command("/user")["user"]["userId"]
+    me = p.command("/user")
+    check("user" in me, f"the person has a user ({me})")
+    person_user = me["user"]["userId"]
 
     driver = browser()
     support.started.append(type("Quit", (), {"kill": lambda self: driver.quit()})())
