@@ -88,6 +88,14 @@ import Testing
         await bob.stop()
     }
 
+    /// The shipped example of two bots checks clean, every plugin loaded and its config checked.
+    @Test func theShippedSeveralBotsExampleChecksClean() async throws {
+        let repo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let shipped = try await CLIProcess.run(["check-config", repo.appendingPathComponent("config/several-bots.yaml").path])
+        #expect(shipped.status == 0, "\(shipped.stderr)")
+        #expect(shipped.stdout.contains("OK (2 bots, 4 plugins, 4 loaded and checked)"), "\(shipped.stdout)")
+    }
+
     @Test func checkConfigNamesDuplicateBotsAndSharedFilesWithPositions() async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -113,12 +113,16 @@ async function refreshStatus() {
     ["Refused admin calls", s.authFailures],
   ];
   if (s.bots && s.bots.length > 1) {
+    // Several bots: each engine's own relay connections, and every bot's plugins.
     rows.splice(1, 0, ["Bots", s.bots.map((b) => b.name + (b.engineRunning ? "" : " (stopped)")).join(", ")]);
+    rows.find((r) => r[0] === "Relays connected")[1] = s.bots.map((b) => b.name + ": " + b.relaysConnected).join(", ")
+      + " of " + s.relays.length + (s.embeddedRelay ? " (embedded)" : "");
+    rows.find((r) => r[0] === "Plugins")[1] = s.bots.reduce((n, b) => n + b.plugins, 0);
   }
   $("status").replaceChildren(...rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", { "data-key": k }, v)]));
   const ok = s.engineRunning && ready.ready;
   $("status-line").replaceChildren(el("span", { class: "pill " + (ok ? "ok" : "bad"), id: "ready-pill" }, ok ? "ready" : "not ready"),
-    " ", s.relaysConnected + " relay(s) connected · up " + s.uptimeSeconds + " s");
+    " ", (s.bots && s.bots.length > 1 ? s.bots.length + " bots · " : "") + ready.relaysConnected + " relay(s) connected · up " + s.uptimeSeconds + " s");
 }
 
 async function refreshPlugins() {
