@@ -95,6 +95,8 @@ async function chooseBot(name) {
   bot = name;
   for (const e of document.querySelectorAll(".bot-name")) e.textContent = "· " + bot;
   if (events) { events.onclose = null; events.close(); events = null; }
+  // Not live again until the chosen bot's stream is open.
+  $("events-state").textContent = "connecting"; $("events-state").className = "pill";
   $("events").replaceChildren();
   await Promise.all([refreshRequests(), refreshContacts(), refreshGroups(), refreshAddress()].map(guard));
   openEvents();
