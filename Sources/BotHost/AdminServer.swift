@@ -191,13 +191,18 @@ struct AdminServer: Service {
                        query: bot, answers: [.init(status: "200", description: "OK", schema: .ref("ReloadResults")), noBot]) { request, context in
                 let bots = request.uri.queryParameters["bot"] == nil ? host.bots : [try Self.bot(request, of: host)]
                 var results: [JSONValue] = []
-                for b in bots { results += try await reload(b, only: nil, context: context) }
+                // Every bot's list is read before any is applied: a configuration that cannot be
+                // read changes no bot.
+                var lists: [(HostedBot, [PluginSpec])] = []
+                for b in bots { lists.append((b, try await pluginList(b))) }
+                for (b, specs) in lists { results += try await reload(b, specs: specs, only: nil, context: context) }
                 return JSONResponse.make(.object([("results", .array(results))]))
             },
             AdminRoute(.post, "/api/plugins/{name}/reload", "Reload one plugin instance of a bot; the others keep what they run",
                        query: bot, answers: [.init(status: "200", description: "OK", schema: .ref("ReloadResults")),
                                              .init(status: "404", description: "No such instance or bot", schema: .ref("Error"))]) { request, context in
-                let results = try await reload(try Self.bot(request, of: host), only: context.parameters.require("name"), context: context)
+                let b = try Self.bot(request, of: host)
+                let results = try await reload(b, specs: try await pluginList(b), only: context.parameters.require("name"), context: context)
                 return JSONResponse.make(.object([("results", .array(results))]))
             },
             AdminRoute(.get, "/api/contacts", "A bot's contacts, paged", query: page,
@@ -309,15 +314,19 @@ struct AdminServer: Service {
         ]
     }
 
-    /// Reloads a bot's plugins (all, or the instance `only`) from ``AdminOptions/pluginSource``;
-    /// the outcomes, one per instance.
-    private func reload(_ bot: HostedBot, only name: String?, context: AdminRequestContext) async throws -> [JSONValue] {
-        let specs: [PluginSpec]
+    /// A bot's plugin list from ``AdminOptions/pluginSource`` (the config file read again), or
+    /// the list it runs.
+    private func pluginList(_ bot: HostedBot) async throws -> [PluginSpec] {
         do {
-            specs = try await options.pluginSource?(bot.name) ?? bot.appliedPlugins
+            return try await options.pluginSource?(bot.name) ?? bot.appliedPlugins
         } catch {
             throw AdminError(.unprocessableContent, "configError", "the configuration cannot be read; the running plugins are unchanged:\n\(error)")
         }
+    }
+
+    /// Applies `specs` to a bot's plugins (all, or only the instance `name`); the outcomes, one
+    /// per instance.
+    private func reload(_ bot: HostedBot, specs: [PluginSpec], only name: String?, context: AdminRequestContext) async throws -> [JSONValue] {
         var chosen = specs
         if let name {
             guard specs.contains(where: { $0.name == name }) || bot.appliedPlugins.contains(where: { $0.name == name }) else {
