@@ -241,15 +241,50 @@ public actor Agent {
         }
     }
 
-    /// Connects (if needed) and subscribes every receiving queue on `relay`.
+    /// Connects (if needed) and subscribes every receiving queue on `relay`, pipelined (see
+    /// `RelayConnection.subscribe(_:window:)`), then reports the result as one
+    /// ``AgentEvent/subscriptions(relay:active:removed:)``. A queue the relay refuses (`AUTH`: it
+    /// was deleted there) is reported removed and does not hold up the others; losing the
+    /// connection meanwhile throws, and the caller dials again.
     func resubscribe(_ relay: RelayAddress) async throws {
         let connection = try await relayConnection(relay)
+        let here = relay.description
         let (records, addresses) = try await store.queue.read { db in (try AgentStore.allConnections(db), try AgentStore.allAddresses(db)) }
-        let queues = try (records.map(\.rcv) + addresses.map(\.rcv)).filter { $0.relay == relay.description }.map { try $0.recipientQueue }
-        for var q in queues {
+        var owners: [Int64?] = []  // the connection behind each queue; nil for an address
+        var queues: [RecipientQueue] = []
+        for r in records where r.rcv.relay == here {
+            var q = try r.rcv.recipientQueue
             q.relay = relay
-            try await connection.subscribe(q)
+            queues.append(q)
+            owners.append(r.id)
         }
+        for a in addresses where a.rcv.relay == here {
+            var q = try a.rcv.recipientQueue
+            q.relay = relay
+            queues.append(q)
+            owners.append(nil)
+        }
+        let errors = await connection.subscribe(queues)
+        var active: [Int64] = []
+        var removed: [SubscriptionFailure] = []
+        for (owner, error) in zip(owners, errors) {
+            switch error?.code {
+            case nil:
+                if let owner { active.append(owner) }
+            case .relay(let code):
+                if let owner {
+                    removed.append(SubscriptionFailure(connection: owner, error: code.rawValue))
+                } else {
+                    logger.warning("the relay refused to subscribe an address queue", metadata: ["relay": "\(relay.host):\(relay.port)", "error": "\(code.rawValue)"])
+                }
+            default:
+                throw AgentError(.relay, "subscribing at \(relay.host):\(relay.port) failed: \(error!.message)")
+            }
+        }
+        if !removed.isEmpty {
+            logger.warning("the relay refused to subscribe some queues", metadata: ["relay": "\(relay.host):\(relay.port)", "count": "\(removed.count)"])
+        }
+        eventSink.yield(.subscriptions(relay: relay, active: active, removed: removed))
     }
 
     // MARK: - Relay connections

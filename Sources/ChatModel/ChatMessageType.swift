@@ -13,7 +13,7 @@ public enum ChatMessageType: String, Sendable, Hashable, CaseIterable {
     case acceptingContactRequest, newChatItems, chatItemUpdated, chatItemsDeleted, chatItemReaction
     // Events
     case contactConnected, contactUpdated, contactDeletedByContact, receivedContactRequest, chatItemsStatusesUpdated
-    case hostConnected, hostDisconnected, chatError
+    case hostConnected, hostDisconnected, subscriptionStatus, chatError
     // Groups (``GroupResponse``, ``GroupChatEvent``; `groupUpdated` is both)
     case groupCreated, sentGroupInvitation, userAcceptedGroupSent, groupMembers, groupsList, membersRoleUser, membersBlockedForAllUser
     case userDeletedMembers, leftMemberUser, groupDeletedUser, groupUpdated

@@ -85,6 +85,10 @@ enum EventText {
             return ["connected to relay \(Sanitize.line(event["transportHost"]?.stringValue ?? "?"))"]
         case "hostDisconnected":
             return ["lost the connection to relay \(Sanitize.line(event["transportHost"]?.stringValue ?? "?")); reconnecting"]
+        case "subscriptionStatus" where event["subscriptionStatus"]?["type"]?.stringValue == "removed":
+            let count = event["connections"]?.arrayValue?.count ?? 0
+            let error = Sanitize.line(event["subscriptionStatus"]?["subError"]?.stringValue ?? "?")
+            return ["relay \(Sanitize.line(event["server"]?.stringValue ?? "?")) no longer has the queues of \(count) connection(s) (\(error)): messages on them cannot arrive"]
         case "chatError":
             return ["error: \(errorWords(event))"]
         default:

@@ -29,11 +29,8 @@ import Testing
     }
 
     @Test func twoClientsConnectByInvitationAndTalkBothWays() async throws {
-        let dir = tempDir()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let relay = try await RelayProcess.start(dataDirectory: dir.appendingPathComponent("relay"))
-        let alice = try await ChatProcess.start("alice", dataDirectory: dir.appendingPathComponent("alice"), relay: relay)
-        let bob = try await ChatProcess.start("bob", dataDirectory: dir.appendingPathComponent("bob"), relay: relay)
+        let scene = try await ClientScene.start("alice", "bob")
+        let (alice, bob) = (scene.clients[0], scene.clients[1])
 
         let link = try await connectByInvitation(alice, bob)
         // The link is followed by its QR code, which encodes exactly the link.
@@ -69,18 +66,12 @@ import Testing
             #expect((a[.posixPermissions] as? Int) == 0o600, "\(file)")
         }
 
-        try await alice.quit()
-        try await bob.quit()
-        await relay.stop()
+        try await scene.finish()
     }
 
     @Test func threeClientsMakeAGroupTalkChangeARoleLeaveAndDeleteIt() async throws {
-        let dir = tempDir()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let relay = try await RelayProcess.start(dataDirectory: dir.appendingPathComponent("relay"))
-        let alice = try await ChatProcess.start("alice", dataDirectory: dir.appendingPathComponent("alice"), relay: relay)
-        let bob = try await ChatProcess.start("bob", dataDirectory: dir.appendingPathComponent("bob"), relay: relay)
-        let carol = try await ChatProcess.start("carol", dataDirectory: dir.appendingPathComponent("carol"), relay: relay)
+        let scene = try await ClientScene.start("alice", "bob", "carol")
+        let (alice, bob, carol) = (scene.clients[0], scene.clients[1], scene.clients[2])
         _ = try await connectByInvitation(alice, bob)
         _ = try await connectByInvitation(alice, carol)
 
@@ -140,18 +131,12 @@ import Testing
         alice.send("/_delete #1 full")
         try await bob.waitFor(line: "#team: alice deleted the group")
 
-        try await alice.quit()
-        try await bob.quit()
-        try await carol.quit()
-        await relay.stop()
+        try await scene.finish()
     }
 
     @Test func aClientJoinsAGroupByItsLink() async throws {
-        let dir = tempDir()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let relay = try await RelayProcess.start(dataDirectory: dir.appendingPathComponent("relay"))
-        let alice = try await ChatProcess.start("alice", dataDirectory: dir.appendingPathComponent("alice"), relay: relay)
-        let dave = try await ChatProcess.start("dave", dataDirectory: dir.appendingPathComponent("dave"), relay: relay)
+        let scene = try await ClientScene.start("alice", "dave")
+        let (alice, dave) = (scene.clients[0], scene.clients[1])
 
         alice.send("/g club")
         try await alice.waitFor(line: "group #club created; /a club <name> invites a contact")
@@ -175,18 +160,12 @@ import Testing
         dave.send("#club hi all")
         try await alice.waitFor(line: "#club dave> hi all")
 
-        try await alice.quit()
-        try await dave.quit()
-        await relay.stop()
+        try await scene.finish()
     }
 
     @Test func twoClientsConnectByAddressWithManualAcceptAndReject() async throws {
-        let dir = tempDir()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let relay = try await RelayProcess.start(dataDirectory: dir.appendingPathComponent("relay"))
-        let alice = try await ChatProcess.start("alice", dataDirectory: dir.appendingPathComponent("alice"), relay: relay)
-        let bob = try await ChatProcess.start("bob", dataDirectory: dir.appendingPathComponent("bob"), relay: relay)
-        let carol = try await ChatProcess.start("carol", dataDirectory: dir.appendingPathComponent("carol"), relay: relay)
+        let scene = try await ClientScene.start("alice", "bob", "carol")
+        let (alice, bob, carol) = (scene.clients[0], scene.clients[1], scene.clients[2])
 
         alice.send("/ad")
         let (i, address) = try await alice.process.waitFor("the address") { $0.hasPrefix("simplex:/contact#/?v=") }
@@ -228,10 +207,7 @@ import Testing
         #expect(!carol.lines.contains("alice connected"))
         #expect(alice.lines[before...].filter { !$0.hasPrefix("connected to relay") } == ["bob"])
 
-        try await alice.quit()
-        try await bob.quit()
-        try await carol.quit()
-        await relay.stop()
+        try await scene.finish()
     }
 
     /// The texts a client's database holds for messages it received, in order.
