@@ -231,6 +231,7 @@ extension ChatController {
             _ = try ContactRecord.deleteOne(db, key: contactId)
             try LocalNames.release(db, userId: userId, name: Self.contactOwnName(db, localName, userId: userId))
         }
+        await memberContactDeleted(c)
         if c.status == .pending {
             return .contactConnectionDeleted(user: userModel(u), connection: ModelOf.pendingConnection(c, link: c.invitation))
         }

@@ -368,7 +368,7 @@ extension GroupState {
     /// and at least the author's role, `groupMessageDelete`).
     private func checkContent(actor: GroupMemberState, event: String, params: JSONValue) throws(GroupError) {
         switch event {
-        case "x.msg.new", "x.msg.update":
+        case "x.msg.new", "x.msg.update", "x.grp.direct.inv":
             try GroupPermissions.authorize(actor: actor.role, action: .sendContent)
         case "x.msg.del":
             guard let text = params["memberId"]?.stringValue else { return }

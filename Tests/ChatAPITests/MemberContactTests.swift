@@ -1,0 +1,175 @@
+import Agent
+import ChatTestSupport
+import Foundation
+import GroupProtocol
+import SwiftplexBase
+import TestSupport
+import Testing
+@testable import ChatAPI
+@testable import ChatCore
+
+/// Member contacts end to end: a direct chat between two group members who are not contacts,
+/// negotiated over their member connection (`x.grp.direct.inv`). Engines on a live relay (TLS on
+/// loopback, SQLite files), driven by the bot API's command strings, waiting for the events they expect.
+@Suite(.timeLimit(.minutes(4))) struct MemberContactTests: LiveRelaySuite {
+    let g = GroupTests()
+
+    func errorType(_ r: JSONValue) -> String? { r["chatError"]?["errorType"]?["type"]?.stringValue ?? r["chatError"]?["storeError"]?["type"]?.stringValue }
+    func errorMessage(_ r: JSONValue) -> String? { r["chatError"]?["errorType"]?["message"]?.stringValue }
+
+    func member(_ api: ChatAPI, group: Int, _ name: String) async -> JSONValue? {
+        let members = await api.execute("/_members #\(group)")
+        guard case let .array(list)? = members["group"]?["members"] else { return nil }
+        return list.first { $0["memberProfile"]?["displayName"]?.stringValue == name }
+    }
+
+    func directText(_ event: JSONValue) -> String? { ChatTestSupport.text(event["chatItems"]?.arrayFirst) }
+
+    /// A group of anna (owner) with ben and cara, invited and joined, ben and cara connected to each other.
+    func clubOfThree(_ anna: ChatAPI, _ annaIn: ChatInbox, _ ben: ChatAPI, _ benIn: ChatInbox, _ cara: ChatAPI, _ caraIn: ChatInbox)
+        async throws -> (anna: Int, ben: Int, cara: Int) {
+        let (benInAnna, _) = try await g.connect(anna, annaIn, "anna", ben, benIn, "ben")
+        let (caraInAnna, _) = try await g.connect(anna, annaIn, "anna", cara, caraIn, "cara")
+        let gid = try await g.createGroup(anna, "club")
+        let bg = try await g.addAndJoin(anna, group: gid, contact: benInAnna, ben, benIn)
+        let cg = try await g.addAndJoin(anna, group: gid, contact: caraInAnna, cara, caraIn)
+        _ = try await benIn.next("connectedToGroupMember", where: { $0["member"]?["memberProfile"]?["displayName"]?.stringValue == "cara" })
+        _ = try await caraIn.next("connectedToGroupMember", where: { $0["member"]?["memberProfile"]?["displayName"]?.stringValue == "ben" })
+        return (gid, bg, cg)
+    }
+
+    @Test func twoMembersOpenADirectChatThroughTheirGroup() async throws {
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "anna", relays: [relay.address]) { anna, annaIn in
+                try await withEngine(dir, "ben", relays: [relay.address]) { ben, benIn in
+                    try await withEngine(dir, "cara", relays: [relay.address]) { cara, caraIn in
+                        for (api, name) in [(anna, "anna"), (ben, "ben"), (cara, "cara")] { await startUser(api, name) }
+                        let (_, bg, cg) = try await clubOfThree(anna, annaIn, ben, benIn, cara, caraIn)
+                        let caraRow = try #require(await member(ben, group: bg, "cara")?["groupMemberId"]?.intValue)
+
+                        // Typed errors first: unknown member, a member that is a contact already (the host).
+                        #expect(errorType(await ben.execute("/_create member contact #\(bg) 999")) == "groupMemberNotFound")
+                        let annaRow = try #require(await member(ben, group: bg, "anna")?["groupMemberId"]?.intValue)
+                        let hostContact = await ben.execute("/_create member contact #\(bg) \(annaRow)")
+                        #expect(errorType(hostContact) == "commandError" && errorMessage(hostContact) == "member contact already exists", "\(hostContact)")
+
+                        // Ben makes a contact for cara: an invitation, linked to the member both ways.
+                        let created = await ben.execute("/_create member contact #\(bg) \(caraRow)")
+                        g.expectShape(created, "newMemberContact")
+                        let ct = try #require(created["contact"]?["contactId"]?.intValue, "\(created)")
+                        #expect(created["contact"]?["contactGroupMemberId"]?.intValue == caraRow)
+                        #expect(created["contact"]?["contactGrpInvSent"] == .bool(false))
+                        #expect(created["contact"]?["localDisplayName"]?.stringValue == "cara")
+                        #expect(created["member"]?["memberContactId"]?.intValue == ct)
+                        #expect(await member(ben, group: bg, "cara")?["memberContactId"]?.intValue == ct)
+                        let again = await ben.execute("/_create member contact #\(bg) \(caraRow)")
+                        #expect(errorMessage(again) == "member contact already exists", "\(again)")
+
+                        // The invitation with a message, sent once.
+                        let sent = await ben.execute("/_invite member contact @\(ct) text hello cara, just us")
+                        g.expectShape(sent, "newMemberContactSentInv")
+                        #expect(sent["contact"]?["contactGrpInvSent"] == .bool(true))
+                        let ownItem = try await benIn.next("newChatItems", where: { directText($0) == "hello cara, just us" })
+                        #expect(ownItem["chatItems"]?.arrayFirst?["chatInfo"]?["type"]?.stringValue == "direct")
+                        #expect(ownItem["chatItems"]?.arrayFirst?["chatItem"]?["chatDir"]?["type"]?.stringValue == "directSnd")
+                        let twice = await ben.execute("/_invite member contact @\(ct) text again")
+                        #expect(errorMessage(twice) == "x.grp.direct.inv already sent", "\(twice)")
+                        #expect(errorType(await ben.execute("/_invite member contact @999")) == "contactNotFound")
+
+                        // Cara gets the invitation as a contact made from it, with the message.
+                        let inv = try await caraIn.next("newMemberContactReceivedInv")
+                        g.expectShape(inv, "newMemberContactReceivedInv")
+                        let ctInCara = try #require(inv["contact"]?["contactId"]?.intValue)
+                        #expect(inv["member"]?["memberProfile"]?["displayName"]?.stringValue == "ben")
+                        #expect(inv["member"]?["memberContactId"]?.intValue == ctInCara)
+                        #expect(inv["contact"]?["contactGroupMemberId"]?.intValue == inv["member"]?["groupMemberId"]?.intValue)
+                        #expect(inv["contact"]?["groupDirectInv"]?["groupDirectInvStartedConnection"] == .bool(false))
+                        #expect(inv["contact"]?["groupDirectInv"]?["fromGroupId_"]?.intValue == cg)
+                        #expect(inv["contact"]?["activeConn"]?["connStatus"]?["type"]?.stringValue == "prepared")
+                        let theirItem = try await caraIn.next("newChatItems", where: { directText($0) == "hello cara, just us" })
+                        #expect(theirItem["chatItems"]?.arrayFirst?["chatItem"]?["chatDir"]?["type"]?.stringValue == "directRcv")
+                        #expect(theirItem["chatItems"]?.arrayFirst?["chatInfo"]?["contact"]?["contactId"]?.intValue == ctInCara)
+
+                        // She accepts: the contacts connect, and talk directly.
+                        let accepted = await cara.execute("/_accept member contact @\(ctInCara)")
+                        #expect(accepted["type"]?.stringValue == "memberContactAccepted", "\(accepted)")
+                        #expect(accepted["contact"]?["groupDirectInv"]?["groupDirectInvStartedConnection"] == .bool(true))
+                        #expect(errorType(await cara.execute("/_accept member contact @\(ctInCara)")) == "commandError")
+                        let caraConnected = try await caraIn.next("contactConnected")
+                        #expect(caraConnected["contact"]?["contactId"]?.intValue == ctInCara)
+                        #expect(caraConnected["contact"]?["localDisplayName"]?.stringValue == "ben")
+                        let benConnected = try await benIn.next("contactConnected")
+                        #expect(benConnected["contact"]?["contactId"]?.intValue == ct)
+                        #expect(benConnected["contact"]?["localDisplayName"]?.stringValue == "cara")
+                        _ = await cara.execute(#"/_send @\#(ctInCara) json [{"msgContent": {"type": "text", "text": "hi ben"}}]"#)
+                        let reply = try await benIn.next("newChatItems", where: { directText($0) == "hi ben" })
+                        #expect(reply["chatItems"]?.arrayFirst?["chatInfo"]?["contact"]?["contactId"]?.intValue == ct)
+                        // Both list each other as contacts, still linked to the member.
+                        let contacts = await cara.execute("/_contacts 1")
+                        guard case let .array(list)? = contacts["contacts"] else { throw TestFailure("\(contacts)") }
+                        #expect(list.contains { $0["contactId"]?.intValue == ctInCara && $0["contactGroupMemberId"] != nil })
+
+                        // Deleted, the member has no contact any more: a new one can be made.
+                        #expect(await ben.execute("/_delete @\(ct) full notify=off")["type"]?.stringValue == "contactDeleted")
+                        #expect(await member(ben, group: bg, "cara")?["memberContactId"] == nil)
+                        #expect(await ben.execute("/_create member contact #\(bg) \(caraRow)")["type"]?.stringValue == "newMemberContact")
+                    }
+                }
+            }
+        }
+    }
+
+    /// The group's `directMessages` preference gates both ends; with auto-accept on, the member's
+    /// side joins at once.
+    @Test func directMessagesOffRefusesBothEndsAndAutoAcceptJoinsAtOnce() async throws {
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "anna", relays: [relay.address]) { anna, annaIn in
+                try await withEngine(dir, "ben", relays: [relay.address]) { ben, benIn in
+                    try await withEngine(dir, "cara", relays: [relay.address]) { cara, caraIn in
+                        for (api, name) in [(anna, "anna"), (ben, "ben"), (cara, "cara")] { await startUser(api, name) }
+                        let (gid, bg, cg) = try await clubOfThree(anna, annaIn, ben, benIn, cara, caraIn)
+                        let caraRow = try #require(await member(ben, group: bg, "cara")?["groupMemberId"]?.intValue)
+
+                        // The owner turns direct messages off; both members learn it.
+                        let off = await anna.execute(#"/_group_profile #\#(gid) {"displayName": "club", "groupPreferences": {"directMessages": {"enable": "off"}}}"#)
+                        #expect(off["type"]?.stringValue == "groupUpdated", "\(off)")
+                        _ = try await benIn.next("groupUpdated")
+                        _ = try await caraIn.next("groupUpdated")
+                        let refused = await ben.execute("/_create member contact #\(bg) \(caraRow)")
+                        #expect(errorType(refused) == "commandError" && errorMessage(refused) == "direct messages not allowed", "\(refused)")
+
+                        // A forged invitation on ben's member connection is not applied by cara: the
+                        // group message after it arrives, and no contact was made.
+                        let inviteLink = try #require(await ben.execute("/_connect 1")["connLinkInvitation"]?["connFullLink"]?.stringValue)
+                        let conn = try #require(try await ben.controller.dbRead { db in
+                            try Int64.fetchOne(db, sql: "SELECT agent_conn_id FROM group_member WHERE id = ?", arguments: [caraRow])
+                        })
+                        let forged = GroupEnvelope(msgId: ChatMessage.newMessageId(), event: "x.grp.direct.inv", params: .object([("connReq", .string(inviteLink))]))
+                        _ = try await ben.controller.agent.send(conn, try GroupMessage.encode(forged))
+                        _ = await g.send(ben, group: bg, "after the forged one")
+                        try await g.received(caraIn, "after the forged one", from: "ben")
+                        #expect(!caraIn.contains("newMemberContactReceivedInv"))
+                        #expect(await member(cara, group: cg, "ben")?["memberContactId"] == nil)
+
+                        // On again, for members and above; cara accepts member contacts automatically.
+                        let on = await anna.execute(#"/_group_profile #\#(gid) {"displayName": "club", "groupPreferences": {"directMessages": {"enable": "on", "role": "member"}}}"#)
+                        #expect(on["type"]?.stringValue == "groupUpdated", "\(on)")
+                        _ = try await benIn.next("groupUpdated")
+                        _ = try await caraIn.next("groupUpdated")
+                        #expect(await cara.execute("/_set accept member contacts 1 on")["type"]?.stringValue == "cmdOk")
+                        #expect(await cara.execute("/user")["user"]?["autoAcceptMemberContacts"] == .bool(true))
+                        let created = await ben.execute("/_create member contact #\(bg) \(caraRow)")
+                        let ct = try #require(created["contact"]?["contactId"]?.intValue, "\(created)")
+                        #expect(await ben.execute("/_invite member contact @\(ct)")["type"]?.stringValue == "newMemberContactSentInv")
+                        let inv = try await caraIn.next("newMemberContactReceivedInv")
+                        #expect(inv["contact"]?["groupDirectInv"]?["groupDirectInvStartedConnection"] == .bool(true))
+                        let ctInCara = try #require(inv["contact"]?["contactId"]?.intValue)
+                        #expect(try await caraIn.next("contactConnected")["contact"]?["contactId"]?.intValue == ctInCara)
+                        #expect(try await benIn.next("contactConnected")["contact"]?["contactId"]?.intValue == ct)
+                        #expect(errorType(await cara.execute("/_accept member contact @\(ctInCara)")) == "commandError")
+                    }
+                }
+            }
+        }
+    }
+}
