@@ -11,7 +11,9 @@ the group, and the Bot's `on_message(chat_type="group")` handler answers in the 
 A fourth Client (dan) joins by the group's link: `api_create_group_link`, `api_get_group_link_str`,
 `api_connect_plan` and `api_connect_active_user` with the link, `api_set_group_link_member_role`,
 `api_delete_group_link`. With `memberAdmission.review = "all"` a fifth (eve) waits for review until
-`api_accept_member` admits her.
+`api_accept_member` admits her. Ben opens a direct chat with cat, a fellow member, with
+`api_create_member_contact` and `api_send_member_contact_invitation` (cat accepts automatically:
+`api_set_auto_accept_member_contacts`).
 Then, with two more clients, `api_update_chat_item`, `api_chat_item_reaction`,
 `api_delete_member_chat_item` and `api_delete_chat_items` on a group (`group_items`).
 
