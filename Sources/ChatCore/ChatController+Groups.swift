@@ -675,6 +675,8 @@ extension ChatController {
             return .memberAcceptedByOther(MemberAcceptedByOther(user: user, groupInfo: info, acceptingMember: b, member: x))
         case let .groupLinkConnecting(host):
             return m(host).map { .groupLinkConnecting(UserJoinedGroup(user: user, groupInfo: info, hostMember: $0)) }
+        case let .memberUpdated(id, from, _):
+            return m(id).map { .groupMemberUpdated(GroupMemberUpdated(user: user, groupInfo: info, fromMember: Self.memberBefore($0, profile: from), toMember: $0)) }
         case .sentGroupInvitation, .userAcceptedGroupSent, .leftMemberUser, .memberRole(nil, _, _, _), .memberBlockedForAll(nil, _, _),
              .deletedMember(nil, _, _), .groupDeleted(nil), .groupUpdated(nil, _, _), .memberAccepted:
             return nil // the user's own commands: answered by their responses

@@ -23,6 +23,8 @@ public enum ChatMessageType: String, Sendable, Hashable, CaseIterable {
     case groupLinkCreated, groupLink, groupLinkDeleted, memberAccepted, groupLinkConnecting
     // Member contacts
     case newMemberContact, newMemberContactSentInv, memberContactAccepted, newMemberContactReceivedInv
+    // Member profiles
+    case groupMemberUpdated
     // Channels (``ChannelResponse``)
     case userChatRelays
 }

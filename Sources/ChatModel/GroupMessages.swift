@@ -40,6 +40,20 @@ public struct MemberContact: Sendable, Hashable, Codable {
     }
 }
 
+/// `groupMemberUpdated`: a member's profile changed (its `x.info`).
+public struct GroupMemberUpdated: Sendable, Hashable, Codable {
+    public var user: User
+    public var groupInfo: GroupInfo
+    public var fromMember: GroupMember
+    public var toMember: GroupMember
+    public init(user: User, groupInfo: GroupInfo, fromMember: GroupMember, toMember: GroupMember) {
+        self.user = user
+        self.groupInfo = groupInfo
+        self.fromMember = fromMember
+        self.toMember = toMember
+    }
+}
+
 /// `sentGroupInvitation`.
 public struct SentGroupInvitation: Sendable, Hashable, Codable {
     public var user: User
@@ -426,11 +440,12 @@ public enum GroupChatEvent: Sendable, Hashable, Codable {
     case groupLinkConnecting(UserJoinedGroup)
     /// A member invited the user to a direct chat (`x.grp.direct.inv`); `contact` is made from it.
     case newMemberContactReceivedInv(MemberContact)
+    case groupMemberUpdated(GroupMemberUpdated)
 
     public static let types: [ChatMessageType] = [
         .receivedGroupInvitation, .userJoinedGroup, .joinedGroupMember, .joinedGroupMemberConnecting, .connectedToGroupMember, .memberRole,
         .memberBlockedForAll, .deletedMember, .deletedMemberUser, .leftMember, .groupDeleted, .groupUpdated, .memberAcceptedByOther,
-        .groupLinkConnecting, .newMemberContactReceivedInv,
+        .groupLinkConnecting, .newMemberContactReceivedInv, .groupMemberUpdated,
     ]
 
     public var type: ChatMessageType {
@@ -450,6 +465,7 @@ public enum GroupChatEvent: Sendable, Hashable, Codable {
         case .memberAcceptedByOther: .memberAcceptedByOther
         case .groupLinkConnecting: .groupLinkConnecting
         case .newMemberContactReceivedInv: .newMemberContactReceivedInv
+        case .groupMemberUpdated: .groupMemberUpdated
         }
     }
 
@@ -470,6 +486,7 @@ public enum GroupChatEvent: Sendable, Hashable, Codable {
         case .memberAcceptedByOther: self = .memberAcceptedByOther(try MemberAcceptedByOther(from: decoder))
         case .groupLinkConnecting: self = .groupLinkConnecting(try UserJoinedGroup(from: decoder))
         case .newMemberContactReceivedInv: self = .newMemberContactReceivedInv(try MemberContact(from: decoder))
+        case .groupMemberUpdated: self = .groupMemberUpdated(try GroupMemberUpdated(from: decoder))
         default: throw ModelDecodingError(.unknownTag, type: "GroupChatEvent", value: type.rawValue, path: decoder.codingPath)
         }
     }
@@ -492,6 +509,7 @@ public enum GroupChatEvent: Sendable, Hashable, Codable {
         case let .groupUpdated(p): try p.encode(to: encoder)
         case let .memberAcceptedByOther(p): try p.encode(to: encoder)
         case let .newMemberContactReceivedInv(p): try p.encode(to: encoder)
+        case let .groupMemberUpdated(p): try p.encode(to: encoder)
         }
     }
 }

@@ -172,4 +172,41 @@ import Testing
             }
         }
     }
+
+    /// A member's new profile reaches the group (`x.info` on the member connections, SimpleX
+    /// `xInfoMember`): the others get `groupMemberUpdated` and the member goes by its new name.
+    @Test func aMembersProfileChangeReachesTheGroup() async throws {
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "anna", relays: [relay.address]) { anna, annaIn in
+                try await withEngine(dir, "ben", relays: [relay.address]) { ben, benIn in
+                    try await withEngine(dir, "cara", relays: [relay.address]) { cara, caraIn in
+                        for (api, name) in [(anna, "anna"), (ben, "ben"), (cara, "cara")] { await startUser(api, name) }
+                        let (gid, bg, cg) = try await clubOfThree(anna, annaIn, ben, benIn, cara, caraIn)
+                        let updated = await ben.execute(#"/_profile 1 {"displayName": "benjamin", "fullName": "Ben B"}"#)
+                        #expect(updated["type"]?.stringValue == "userProfileUpdated", "\(updated)")
+                        for (inbox, who) in [(annaIn, "anna"), (caraIn, "cara")] {
+                            let e = try await inbox.next("groupMemberUpdated")
+                            g.expectShape(e, "groupMemberUpdated")
+                            #expect(e["fromMember"]?["memberProfile"]?["displayName"]?.stringValue == "ben", "\(who): \(e)")
+                            #expect(e["toMember"]?["memberProfile"]?["displayName"]?.stringValue == "benjamin", "\(who)")
+                            #expect(e["toMember"]?["memberProfile"]?["fullName"]?.stringValue == "Ben B", "\(who)")
+                        }
+                        #expect(await member(cara, group: cg, "benjamin")?["localDisplayName"]?.stringValue == "benjamin")
+                        #expect(await member(anna, group: gid, "benjamin") != nil)
+                        // The same profile again changes nothing; a malformed one is refused and not applied.
+                        #expect(await ben.execute(#"/_profile 1 {"displayName": "benjamin", "fullName": "Ben B"}"#)["type"]?.stringValue == "userProfileNoChange")
+                        let caraRow = try #require(await member(ben, group: bg, "cara")?["groupMemberId"]?.intValue)
+                        let conn = try #require(try await ben.controller.dbRead { db in
+                            try Int64.fetchOne(db, sql: "SELECT agent_conn_id FROM group_member WHERE id = ?", arguments: [caraRow])
+                        })
+                        let bad = GroupEnvelope(msgId: ChatMessage.newMessageId(), event: "x.info", params: .object([("profile", .object([("fullName", "no name")]))]))
+                        _ = try await ben.controller.agent.send(conn, try GroupMessage.encode(bad))
+                        let refusal = try await caraIn.next("chatError")
+                        #expect(refusal["chatError"]?["errorType"]?["type"]?.stringValue == "groupInternal", "\(refusal)")
+                        #expect(await member(cara, group: cg, "benjamin")?["memberProfile"]?["fullName"]?.stringValue == "Ben B")
+                    }
+                }
+            }
+        }
+    }
 }
