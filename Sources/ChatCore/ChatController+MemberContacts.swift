@@ -16,7 +16,9 @@ import SwiftplexBase
 // (`contactConnected`). Contact and member are linked both ways (`contactGroupMemberId`,
 // `memberContactId`). The group's `directMessages` preference (with its role) gates both ends.
 
-/// Where member contacts keep their state: columns of `contact` and `user` (migration `v7-member-contacts`).
+/// Where member contacts keep their state: columns of `contact` and `user` (migration
+/// `v7-member-contacts`, which also adds incognito joins' columns: `group_link_join.incognito_profile`,
+/// `chat_group.incognito`).
 enum MemberContactStore {
     static func register(_ m: inout DatabaseMigrator) {
         m.registerMigration("v7-member-contacts: member contacts") { db in
@@ -25,6 +27,8 @@ enum MemberContactStore {
                 ALTER TABLE contact ADD COLUMN grp_inv_sent INTEGER NOT NULL DEFAULT 0;
                 ALTER TABLE contact ADD COLUMN direct_inv TEXT;
                 ALTER TABLE user ADD COLUMN auto_accept_member_contacts INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE group_link_join ADD COLUMN incognito_profile TEXT;
+                ALTER TABLE chat_group ADD COLUMN incognito INTEGER NOT NULL DEFAULT 0;
                 """)
         }
     }
@@ -69,6 +73,7 @@ extension ChatController {
         let memberRow = groupMemberId
         let profile = member.profile
         let localName = member.localDisplayName
+        let incognito = try await incognitoProfile(groupId: groupId, view: view)
         let contactId: Int64
         do {
             contactId = try await dbWrite { db -> Int64 in
@@ -77,8 +82,8 @@ extension ChatController {
                     throw ChatFailure(commandError: "member contact already exists")
                 }
                 var c = ContactRecord(userId: userId, agentConnId: conn, profile: profile, status: .pending, viaAddress: false, accepted: false,
-                                      invitation: link.description, createdAt: now, updatedAt: now, localDisplayName: localName,
-                                      groupMemberRowId: memberRow)
+                                      invitation: link.description, createdAt: now, updatedAt: now, incognitoProfile: incognito,
+                                      localDisplayName: localName, groupMemberRowId: memberRow)
                 try c.insert(db)
                 m.contactId = c.id
                 try m.update(db, columns: [GroupMemberRecord.Columns.contactId])
@@ -192,6 +197,13 @@ extension ChatController {
         if let groupId = groupId ?? nil { groupRuntime.states[groupId] = nil }
     }
 
+    /// The membership's profile (stored JSON) when the user joined the group incognito: what its
+    /// member contacts are shown too (SimpleX: "reuse membership incognito profile").
+    func incognitoProfile(groupId: Int64, view: GroupView) async throws -> String? {
+        let incognito = try await dbRead { db in try Bool.fetchOne(db, sql: "SELECT incognito FROM chat_group WHERE id = ?", arguments: [groupId]) }
+        return incognito == true ? view.membership?.profile : nil
+    }
+
     /// The group and the member contact as the API shows them, read after a change.
     private func memberContactViews(groupId: Int64, contactId: Int64, user u: UserRow) async throws -> (GroupView, Contact) {
         let view = try await groupView(groupId)
@@ -235,12 +247,15 @@ extension ChatController {
             return
         }
         let auto = try UserRecord.fetchOne(db, key: userId)?.autoAcceptMemberContacts ?? false
+        // In a group joined incognito, the contact is shown the same random profile.
+        let incognito = try Bool.fetchOne(db, sql: "SELECT incognito FROM chat_group WHERE id = ?", arguments: [groupId]) == true
+            ? view.membership?.profile : nil
         let inv = GroupDirectInvitation(groupDirectInvLink: connReq, fromGroupId_: groupId, fromGroupMemberId_: memberRow,
                                         fromGroupMemberConnId_: member.agentConnId, groupDirectInvStartedConnection: auto)
         // No agent connection until the invitation is joined: a placeholder no agent event names
         // (negative, made unique as minus the row id once the row has one).
         var c = ContactRecord(userId: userId, agentConnId: -Int64.random(in: 1_000_000_000...Int64.max), profile: member.profile, status: .pending,
-                              viaAddress: false, accepted: false, invitation: nil, createdAt: now, updatedAt: now, chatTs: now,
+                              viaAddress: false, accepted: false, invitation: nil, createdAt: now, updatedAt: now, incognitoProfile: incognito, chatTs: now,
                               localDisplayName: member.localDisplayName, groupMemberRowId: memberRow, directInv: try Stored.text(inv))
         try c.insert(db)
         let contactId = c.id!

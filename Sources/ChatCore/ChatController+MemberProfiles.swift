@@ -15,7 +15,8 @@ extension ChatController {
     func sendProfileToGroups(userId: Int64, profile: Profile) async {
         guard let json = try? JSONValueEncoder().encode(profile), let p = try? MemberProfile(json: json) else { return }
         let groups = (try? await dbRead { db in
-            try Int64.fetchAll(db, sql: "SELECT id FROM chat_group WHERE user_id = ? AND deleted = 0 ORDER BY id", arguments: [userId])
+            // Not to groups joined incognito: they know the user by its random profile only.
+            try Int64.fetchAll(db, sql: "SELECT id FROM chat_group WHERE user_id = ? AND deleted = 0 AND incognito = 0 ORDER BY id", arguments: [userId])
         }) ?? []
         for groupId in groups where !closing {
             do {

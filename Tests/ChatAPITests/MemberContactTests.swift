@@ -209,4 +209,56 @@ import Testing
             }
         }
     }
+
+    /// Joining by a group link incognito (`/_connect 1 incognito=on <link>`): a random profile for
+    /// that group only — the members see it, the user's profile changes do not reach the group, and
+    /// a member contact made there is shown the same random profile.
+    @Test func anIncognitoJoinShowsTheGroupARandomProfileOnly() async throws {
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "anna", relays: [relay.address]) { anna, annaIn in
+                try await withEngine(dir, "ben", relays: [relay.address]) { ben, benIn in
+                    try await withEngine(dir, "cara", relays: [relay.address]) { cara, caraIn in
+                        for (api, name) in [(anna, "anna"), (ben, "ben"), (cara, "cara")] { await startUser(api, name) }
+                        let gid = try await g.createGroup(anna, "club")
+                        let link = try #require(await anna.execute("/_create link #\(gid) member")["groupLink"]?["connLinkContact"]?["connShortLink"]?.stringValue)
+                        _ = await ben.execute("/_connect 1 \(link)")
+                        let bg = try #require(try await benIn.next("userJoinedGroup")["groupInfo"]?["groupId"]?.intValue)
+
+                        let sent = await cara.execute("/_connect 1 incognito=on \(link)")
+                        #expect(sent["type"]?.stringValue == "sentInvitation", "\(sent)")
+                        let alias = try #require(sent["customUserProfile"]?["displayName"]?.stringValue)
+                        #expect(alias != "cara")
+                        let joined = try await caraIn.next("userJoinedGroup")
+                        #expect(joined["groupInfo"]?["membership"]?["memberProfile"]?["displayName"]?.stringValue == alias)
+                        let cg = try #require(joined["groupInfo"]?["groupId"]?.intValue)
+                        let hostSees = try await annaIn.next("joinedGroupMember", where: { $0["member"]?["memberProfile"]?["displayName"]?.stringValue != "ben" })
+                        #expect(hostSees["member"]?["memberProfile"]?["displayName"]?.stringValue == alias, "\(hostSees)")
+                        let benSees = try await benIn.next("connectedToGroupMember")
+                        #expect(benSees["member"]?["memberProfile"]?["displayName"]?.stringValue == alias, "\(benSees)")
+                        _ = try await caraIn.next("connectedToGroupMember")
+                        _ = await g.send(cara, group: cg, "hi from nobody")
+                        try await g.received(benIn, "hi from nobody", from: alias)
+
+                        // Cara's own profile change stays out of this group.
+                        #expect(await cara.execute(#"/_profile 1 {"displayName": "cara", "fullName": "Cara C"}"#)["type"]?.stringValue == "userProfileUpdated")
+                        _ = await g.send(cara, group: cg, "still nobody")
+                        try await g.received(benIn, "still nobody", from: alias)
+                        #expect(!benIn.contains("groupMemberUpdated") && !annaIn.contains("groupMemberUpdated"))
+
+                        // A member contact made in the group shows the same random profile.
+                        #expect(await cara.execute("/_set accept member contacts 1 on")["type"]?.stringValue == "cmdOk")
+                        let caraRow = try #require(await member(ben, group: bg, alias)?["groupMemberId"]?.intValue)
+                        let ct = try #require(await ben.execute("/_create member contact #\(bg) \(caraRow)")["contact"]?["contactId"]?.intValue)
+                        _ = await ben.execute("/_invite member contact @\(ct)")
+                        let caraConnected = try await caraIn.next("contactConnected")
+                        #expect(caraConnected["userCustomProfile"]?["displayName"]?.stringValue == alias, "\(caraConnected)")
+                        let benConnected = try await benIn.next("contactConnected")
+                        #expect(benConnected["contact"]?["profile"]?["displayName"]?.stringValue == alias, "\(benConnected)")
+                        #expect(benConnected["contact"]?["profile"]?["fullName"]?.stringValue != "Cara C")
+                    }
+                }
+            }
+        }
+    }
 }
+
