@@ -260,5 +260,46 @@ import Testing
             }
         }
     }
+
+    /// Across restarts: the invitation waits on the relay while the member's engine is closed,
+    /// is made a contact when it opens, and an acceptance followed at once by a close still connects
+    /// after the next start (the join is a durable group action).
+    @Test func anInvitationAndItsAcceptanceSurviveRestarts() async throws {
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "anna", relays: [relay.address]) { anna, annaIn in
+                try await withEngine(dir, "ben", relays: [relay.address]) { ben, benIn in
+                    let (bg, caraRow): (Int, Int) = try await withEngine(dir, "cara", relays: [relay.address]) { cara, caraIn in
+                        for (api, name) in [(anna, "anna"), (ben, "ben"), (cara, "cara")] { await startUser(api, name) }
+                        let (_, bg, _) = try await clubOfThree(anna, annaIn, ben, benIn, cara, caraIn)
+                        return (bg, try #require(await member(ben, group: bg, "cara")?["groupMemberId"]?.intValue))
+                    }
+                    // Cara is offline: the invitation waits for her.
+                    let ct = try #require(await ben.execute("/_create member contact #\(bg) \(caraRow)")["contact"]?["contactId"]?.intValue)
+                    #expect(await ben.execute("/_invite member contact @\(ct) text while you were away")["type"]?.stringValue == "newMemberContactSentInv")
+                    let ctInCara: Int = try await withEngine(dir, "cara", relays: [relay.address]) { cara, caraIn in
+                        _ = await cara.execute("/_start")
+                        let inv = try await caraIn.next("newMemberContactReceivedInv", timeout: .seconds(30))
+                        let id = try #require(inv["contact"]?["contactId"]?.intValue)
+                        _ = try await caraIn.next("newChatItems", where: { directText($0) == "while you were away" })
+                        #expect(await cara.execute("/_accept member contact @\(id)")["type"]?.stringValue == "memberContactAccepted")
+                        return id
+                    }
+                    // Closed right after accepting: connected once she is back.
+                    try await withEngine(dir, "cara", relays: [relay.address]) { cara, caraIn in
+                        _ = await cara.execute("/_start")
+                        if !benIn.contains("contactConnected") {
+                            let connected = try await caraIn.next("contactConnected", timeout: .seconds(30))
+                            #expect(connected["contact"]?["contactId"]?.intValue == ctInCara)
+                        }
+                        #expect(try await benIn.next("contactConnected", timeout: .seconds(30))["contact"]?["contactId"]?.intValue == ct)
+                        _ = await ben.execute(#"/_send @\#(ct) json [{"msgContent": {"type": "text", "text": "welcome back"}}]"#)
+                        let got = try await caraIn.next("newChatItems", where: { directText($0) == "welcome back" }, timeout: .seconds(30))
+                        #expect(got["chatItems"]?.arrayFirst?["chatInfo"]?["contact"]?["contactId"]?.intValue == ctInCara)
+                        #expect(await cara.execute("/_contacts 1")["contacts"]?.arrayCount == 2) // anna and ben
+                    }
+                }
+            }
+        }
+    }
 }
 
