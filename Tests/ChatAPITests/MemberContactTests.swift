@@ -90,6 +90,14 @@ import Testing
                         #expect(theirItem["chatItems"]?.arrayFirst?["chatItem"]?["chatDir"]?["type"]?.stringValue == "directRcv")
                         #expect(theirItem["chatItems"]?.arrayFirst?["chatInfo"]?["contact"]?["contactId"]?.intValue == ctInCara)
 
+                        // Before she accepts, the contact is a direct chat with the invitation's message in it.
+                        let chats = await cara.execute("/_get chats 1 pcc=on count=20")
+                        guard case let .array(list)? = chats["chats"] else { throw TestFailure("\(chats)") }
+                        let direct = list.first { $0["chatInfo"]?["contact"]?["contactId"]?.intValue == ctInCara }
+                        #expect(direct?["chatInfo"]?["type"]?.stringValue == "direct", "\(chats)")
+                        #expect(direct?["chatItems"]?.arrayFirst?["content"]?["msgContent"]?["text"]?.stringValue == "hello cara, just us")
+                        #expect(!list.contains { $0["chatInfo"]?["type"]?.stringValue == "contactConnection" })
+
                         // She accepts: the contacts connect, and talk directly.
                         let accepted = await cara.execute("/_accept member contact @\(ctInCara)")
                         #expect(accepted["type"]?.stringValue == "memberContactAccepted", "\(accepted)")
