@@ -120,7 +120,10 @@ import Testing
                         // Deleted, the member has no contact any more: a new one can be made.
                         #expect(await ben.execute("/_delete @\(ct) full notify=off")["type"]?.stringValue == "contactDeleted")
                         #expect(await member(ben, group: bg, "cara")?["memberContactId"] == nil)
-                        #expect(await ben.execute("/_create member contact #\(bg) \(caraRow)")["type"]?.stringValue == "newMemberContact")
+                        let second = try #require(await ben.execute("/_create member contact #\(bg) \(caraRow)")["contact"]?["contactId"]?.intValue)
+                        // Not connected yet, it is still a contact: deleting it answers contactDeleted.
+                        #expect(await ben.execute("/_delete @\(second) full notify=off")["type"]?.stringValue == "contactDeleted")
+                        #expect(await member(ben, group: bg, "cara")?["memberContactId"] == nil)
                     }
                 }
             }
