@@ -313,11 +313,17 @@ extension ChatController {
         }
         let info = try profileInfo(ownProfile(for: c, user: u))
         try await trackingJoin { () async throws -> ((), Int64) in
-            let conn = try await agentCall { try await agent.join(link, info: info) }
-            try await dbWrite { db in
-                _ = try ContactRecord.filter(key: contactId).updateAll(db, ContactRecord.Columns.agentConnId.set(to: conn))
-                try done(db)
-            }
+            // Joined and recorded in a task of its own, which `close()` does not cancel (it waits
+            // for it): once the join has taken the invitation's queue, a join made again at the
+            // next start would fail. (A crash in between still leaves that window.)
+            let conn = try await Task {
+                let conn = try await self.agentCall { try await self.agent.join(link, info: info) }
+                try await self.dbWrite { db in
+                    _ = try ContactRecord.filter(key: contactId).updateAll(db, ContactRecord.Columns.agentConnId.set(to: conn))
+                    try done(db)
+                }
+                return conn
+            }.value
             return ((), conn)
         }
     }

@@ -298,11 +298,14 @@ import Testing
                     // Closed right after accepting: connected once she is back.
                     try await withEngine(dir, "cara", relays: [relay.address]) { cara, caraIn in
                         _ = await cara.execute("/_start")
-                        if !benIn.contains("contactConnected") {
+                        do {
                             let connected = try await caraIn.next("contactConnected", timeout: .seconds(30))
                             #expect(connected["contact"]?["contactId"]?.intValue == ctInCara)
+                            #expect(try await benIn.next("contactConnected", timeout: .seconds(30))["contact"]?["contactId"]?.intValue == ct)
+                        } catch {
+                            Issue.record("cara: \(caraIn.events.pending.map(\.description)); ben: \(benIn.events.pending.map(\.description))")
+                            throw error
                         }
-                        #expect(try await benIn.next("contactConnected", timeout: .seconds(30))["contact"]?["contactId"]?.intValue == ct)
                         _ = await ben.execute(#"/_send @\#(ct) json [{"msgContent": {"type": "text", "text": "welcome back"}}]"#)
                         let got = try await caraIn.next("newChatItems", where: { directText($0) == "welcome back" }, timeout: .seconds(30))
                         #expect(got["chatItems"]?.arrayFirst?["chatInfo"]?["contact"]?["contactId"]?.intValue == ctInCara)
