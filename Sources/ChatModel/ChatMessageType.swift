@@ -21,6 +21,10 @@ public enum ChatMessageType: String, Sendable, Hashable, CaseIterable {
     case memberBlockedForAll, deletedMember, deletedMemberUser, leftMember, groupDeleted, memberAcceptedByOther
     // Group links and admission
     case groupLinkCreated, groupLink, groupLinkDeleted, memberAccepted, groupLinkConnecting
+    // Member contacts
+    case newMemberContact, newMemberContactSentInv, memberContactAccepted, newMemberContactReceivedInv
+    // Member profiles
+    case groupMemberUpdated
     // Channels (``ChannelResponse``)
     case userChatRelays
 }

@@ -120,6 +120,27 @@ import Testing
         alice.send("/_member role #1 \(carolId) admin")
         try await bob.waitFor(line: "#team: alice changed the role of carol from member to admin")
 
+        // Member contacts and profiles as lines: bob opens a direct chat with carol through the
+        // group, she accepts; then bob's new profile reaches the group.
+        from = bob.lines.count
+        bob.send("/_members #1")
+        let (_, bobsJSON) = try await bob.process.waitFor(from: from, "bob's members' JSON") { $0.hasPrefix("{") }
+        let bobsMembers = ((try JSONSerialization.jsonObject(with: Data(bobsJSON.utf8)) as? [String: Any])?["group"] as? [String: Any])?["members"] as? [[String: Any]]
+        let carolInBob = try #require(bobsMembers?.first { ($0["localDisplayName"] as? String) == "carol" }?["groupMemberId"] as? Int)
+        from = bob.lines.count
+        bob.send("/_create member contact #1 \(carolInBob)")
+        let (_, created) = try await bob.process.waitFor(from: from, "the member contact") { $0.contains("newMemberContact") }
+        let contactId = try #require(((try JSONSerialization.jsonObject(with: Data(created.utf8)) as? [String: Any])?["contact"] as? [String: Any])?["contactId"] as? Int)
+        bob.send("/_invite member contact @\(contactId) text hi carol")
+        let (_, invited) = try await carol.process.waitFor("the invitation") { $0.hasPrefix("#team: bob invites you to a direct chat (/_accept member contact @") }
+        let accept = try #require(invited.split(separator: "(").last.map { $0.replacingOccurrences(of: " to accept)", with: "") })
+        try await carol.waitFor(line: "@bob: hi carol")
+        carol.send(accept)
+        try await carol.waitFor(line: "bob connected")
+        try await bob.waitFor(line: "carol connected")
+        bob.send(#"/_profile 1 {"displayName": "bob", "fullName": "Bob B"}"#)
+        try await carol.waitFor(line: "#team: bob updated the profile")
+
         carol.send("/l team")
         try await carol.waitFor(line: "you left #team")
         try await alice.waitFor(line: "#team: carol left the group")
