@@ -57,6 +57,9 @@ struct GroupOutcome: Sendable {
     /// The store had this message already (a copy after a restart): nothing was applied.
     var duplicate = false
     var actions = 0
+    /// The user's own items sent (`x.msg.new`, by shared msg id) and their recipients, whose
+    /// delivery statuses are made in the same transaction (``expectGroupSends``).
+    var itemSends: [(msgId: String, to: MemberId)] = []
 }
 
 /// Role names between the protocol and the model (an unknown role shows as `observer`, the least
@@ -258,6 +261,7 @@ extension ChatController {
             try Self.applyEffects(db, effects, groupId: groupId, userId: userId, now: now, limits: self.limits, into: &out)
             _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("pending_join").set(to: pendingJoin), Column("updated_at").set(to: now))
             try extra?(db)
+            try Self.expectGroupSends(db, groupId: groupId, out.itemSends)
             return out
         }
         if outcome.duplicate { return outcome }
@@ -281,7 +285,9 @@ extension ChatController {
         }
         for effect in effects {
             switch effect {
-            case let .send(env, to): try enqueue(.send(env, to: to))
+            case let .send(env, to):
+                try enqueue(.send(env, to: to))
+                if env.event == "x.msg.new", let msgId = env.msgId { out.itemSends.append((msgId, to)) }
             case let .sendToContact(env, contact): try enqueue(.sendToContact(env, contact: contact))
             case let .createInvitation(m): try enqueue(.createInvitation(for: m))
             case let .joinConnection(m, req, info): try enqueue(.join(for: m, connRequest: req, info: info))
@@ -797,9 +803,9 @@ extension ChatController {
         }
         switch action {
         case let .send(env, to):
+            // The user's own messages are tracked per member (delivery statuses).
+            let tracked = env.event == "x.msg.new" ? env.msgId : nil
             if let conn = try await memberConn(groupId, to) {
-                // The user's own messages are tracked per member (delivery statuses).
-                let tracked = env.event == "x.msg.new" ? env.msgId : nil
                 if tracked != nil { groupRuntime.itemSendsInFlight[conn, default: 0] += 1 }
                 defer {
                     if tracked != nil {
@@ -813,6 +819,12 @@ extension ChatController {
                     try await trackGroupSend(groupId: groupId, member: to, conn: conn, seq: seq, msgId: tracked, with: done)
                     return
                 }
+            }
+            if let tracked {
+                // Not sent: the member's connection is gone (it left or was removed meanwhile), so
+                // it is no recipient of the item any more.
+                try await untrackGroupSend(groupId: groupId, member: to, msgId: tracked, with: done)
+                return
             }
             try await dbWrite(done)
         case let .sendToContact(env, contact):
