@@ -149,7 +149,9 @@ extension ChatController {
         guard let g = try GroupRecord.fetchOne(db, key: groupId), !g.deleted else { return nil }
         let members = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId).order(GroupMemberRecord.Columns.id).fetchAll(db)
         var profiles: [Int64: Profile] = [:]
-        for id in Set(members.compactMap(\.contactId)) {
+        // A contact's profile stands in only for a member without a readable one of its own
+        // (``GroupView/member(_:)``): the others' contacts are not read (once per event).
+        for id in Set(members.filter { Stored.profile($0.profile) == nil }.compactMap(\.contactId)) {
             if let c = try ContactRecord.fetchOne(db, key: id), let p = Stored.profile(c.profile) { profiles[id] = p }
         }
         return GroupView(group: g, members: members, contactProfiles: profiles)
@@ -323,9 +325,11 @@ extension ChatController {
                     continue
                 }
                 _ = content
-                let rows = GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId)
-                let authorRow = try rows.filter(GroupMemberRecord.Columns.memberId == author.text).fetchOne(db)?.id
-                let forwarderRow = try forwardedBy.flatMap { try rows.filter(GroupMemberRecord.Columns.memberId == $0.text).fetchOne(db)?.id }
+                func rowId(_ m: MemberId) throws -> Int64? {
+                    try Int64.fetchOne(db, sql: "SELECT id FROM group_member WHERE group_id = ? AND member_id = ?", arguments: [groupId, m.text])
+                }
+                let authorRow = try rowId(author)
+                let forwarderRow = try forwardedBy.flatMap(rowId)
                 var quoteText: String?
                 if let quote = env.params["quote"] {
                     // A malformed quote is dropped and the message kept, as in direct chats.
@@ -789,7 +793,7 @@ extension ChatController {
 
     private func memberConn(_ groupId: Int64, _ member: MemberId) async throws -> Int64? {
         try await dbRead { db in
-            try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == member.text).fetchOne(db)?.agentConnId
+            try Int64.fetchOne(db, sql: "SELECT agent_conn_id FROM group_member WHERE group_id = ? AND member_id = ?", arguments: [groupId, member.text])
         }
     }
 
