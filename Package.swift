@@ -409,7 +409,7 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
-        .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore", "ChatModel", "ChatAPI", "ChatTestSupport", "SwiftplexBase", "TestSupport"]),
+        .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore", "ChatModel", "ChatAPI", "ChatTestSupport", "GroupProtocol", "SwiftplexBase", "TestSupport"]),
         .testTarget(
             name: "ChatServerTests",
             dependencies: [

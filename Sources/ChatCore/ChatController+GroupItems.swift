@@ -437,21 +437,61 @@ extension ChatController {
         return try await user(ref.userId).sendReceipts
     }
 
+    /// Makes the delivery statuses of the user's items just sent (inside the send's transaction):
+    /// `sndNew` for every recipient, with no agent message yet. The item's status is thus judged
+    /// against all its recipients from the start — not against those whose send was made so far,
+    /// which flipped it between `sndSent` and `sndSentPartial` (and reported it) per member.
+    nonisolated static func expectGroupSends(_ db: Database, groupId: Int64, _ sends: [(msgId: String, to: MemberId)]) throws {
+        guard !sends.isEmpty else { return }
+        let rows = try Row.fetchAll(db, sql: "SELECT member_id, id FROM group_member WHERE group_id = ?", arguments: [groupId])
+        let rowOf = Dictionary(rows.map { ($0["member_id"] as String, $0["id"] as Int64) }, uniquingKeysWith: { a, _ in a })
+        var items: [String: Int64] = [:]
+        for (msgId, to) in sends {
+            if items[msgId] == nil {
+                guard let id = try ownGroupItemId(db, groupId: groupId, msgId: msgId) else { continue }
+                items[msgId] = id
+            }
+            guard let itemId = items[msgId], let row = rowOf[to.text] else { continue }
+            try GroupSndStatusRecord(itemId: itemId, memberRowId: row, agentConnId: nil, seq: nil, status: .sndNew).insert(db, onConflict: .ignore)
+        }
+    }
+
+    /// The user's own item with this shared id in the group.
+    nonisolated static func ownGroupItemId(_ db: Database, groupId: Int64, msgId: String) throws -> Int64? {
+        try Int64.fetchOne(db, sql: "SELECT id FROM group_item WHERE group_id = ? AND shared_msg_id = ? AND member_row_id IS NULL ORDER BY id LIMIT 1",
+                           arguments: [groupId, msgId])
+    }
+
+    /// The (item, member row) of the delivery status of the user's item `msgId` to `member`.
+    private nonisolated static func sendStatusKey(_ db: Database, groupId: Int64, member: MemberId, msgId: String) throws -> (item: Int64, row: Int64)? {
+        guard let itemId = try ownGroupItemId(db, groupId: groupId, msgId: msgId),
+              let row = try Int64.fetchOne(db, sql: "SELECT id FROM group_member WHERE group_id = ? AND member_id = ?", arguments: [groupId, member.text])
+        else { return nil }
+        return (itemId, row)
+    }
+
     /// Records that the user's item `msgId` went to `member` as agent message `seq` on `conn`
-    /// (`sndNew`, or `sndSent` when the relay's `sent` came first), and updates the item's status.
-    /// `with` runs in the same transaction (the action's deletion).
+    /// (`sndNew`, or `sndSent` when the relay's `sent` came first), and updates the item's status
+    /// when that changed it. `with` runs in the same transaction (the action's deletion).
     func trackGroupSend(groupId: Int64, member: MemberId, conn: Int64, seq: UInt64, msgId: String,
                         with also: @escaping @Sendable (Database) throws -> Void) async throws {
         let key = "\(conn):\(seq)"
         let early = groupRuntime.sentEarly.remove(key) != nil
         let changed = try await dbWrite { db -> Int64? in
             try also(db)
-            guard let itemId = try GroupItemRecord.filter(GroupItemRecord.Columns.groupId == groupId && GroupItemRecord.Columns.sharedMsgId == msgId &&
-                                                          GroupItemRecord.Columns.memberRowId == nil).fetchOne(db)?.id,
-                  let row = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == member.text)
-                  .fetchOne(db)?.id else { return nil }
-            try GroupSndStatusRecord(itemId: itemId, memberRowId: row, agentConnId: conn, seq: Int64(seq), status: early ? .sndSent : .sndNew)
-                .insert(db, onConflict: .ignore)
+            guard let (itemId, row) = try Self.sendStatusKey(db, groupId: groupId, member: member, msgId: msgId) else { return nil }
+            let status: ItemStatus = early ? .sndSent : .sndNew
+            // The status was made with the send (``expectGroupSends``), `sndNew`: nothing moves it
+            // before it has its agent message.
+            _ = try GroupSndStatusRecord.filter(key: ["item_id": itemId, "member_row_id": row])
+                .updateAll(db, GroupSndStatusRecord.Columns.agentConnId.set(to: conn), GroupSndStatusRecord.Columns.seq.set(to: Int64(seq)),
+                           GroupSndStatusRecord.Columns.status.set(to: status))
+            if db.changesCount == 0 {
+                // A send queued before statuses were made with it.
+                try GroupSndStatusRecord(itemId: itemId, memberRowId: row, agentConnId: conn, seq: Int64(seq), status: status).insert(db)
+            } else if !early {
+                return nil // still `sndNew`: the item's status is the same
+            }
             return try Self.refreshGroupItemStatus(db, itemId: itemId) ? itemId : nil
         }
         if let changed { try await reportGroupItemStatuses(groupId, itemIds: [changed]) }
@@ -459,6 +499,19 @@ extension ChatController {
         if !early, groupRuntime.sentEarly.remove(key) != nil {
             try await groupDelivery(conn, seqs: [seq], to: .sndSent, groupId: groupId)
         }
+    }
+
+    /// The user's item `msgId` was not sent to `member` (its connection is gone: it left or was
+    /// removed meanwhile): that member is no recipient, its status goes. `with` runs in the same
+    /// transaction (the action's deletion).
+    func untrackGroupSend(groupId: Int64, member: MemberId, msgId: String, with also: @escaping @Sendable (Database) throws -> Void) async throws {
+        let changed = try await dbWrite { db -> Int64? in
+            try also(db)
+            guard let (itemId, row) = try Self.sendStatusKey(db, groupId: groupId, member: member, msgId: msgId),
+                  try GroupSndStatusRecord.deleteOne(db, key: ["item_id": itemId, "member_row_id": row]) else { return nil }
+            return try Self.refreshGroupItemStatus(db, itemId: itemId) ? itemId : nil
+        }
+        if let changed { try await reportGroupItemStatuses(groupId, itemIds: [changed]) }
     }
 
     /// A member connection's `sent` (the relay has it) or `delivered` (the member's receipt) for
@@ -490,15 +543,20 @@ extension ChatController {
 
     /// The item's overall status from its members' (SimpleX `membersGroupItemStatus`): received
     /// by all (`sndRcvd` complete), by some (partial), else sent to all / some, else `sndNew`.
-    /// Whether it changed.
+    /// Counted in SQL (an item has a status per member). Whether it changed.
     nonisolated static func refreshGroupItemStatus(_ db: Database, itemId: Int64) throws -> Bool {
-        let statuses = try GroupSndStatusRecord.filter(GroupSndStatusRecord.Columns.itemId == itemId).fetchAll(db).map(\.status)
-        guard !statuses.isEmpty, let item = try GroupItemRecord.fetchOne(db, key: itemId) else { return false }
-        let rcvd = statuses.filter { $0 == .sndRcvd }.count
-        let sent = statuses.filter { $0 == .sndSent || $0 == .sndRcvd }.count
-        let overall: ItemStatus = rcvd == statuses.count ? .sndRcvd : rcvd > 0 ? .sndRcvdPartial
-            : sent == statuses.count ? .sndSent : sent > 0 ? .sndSentPartial : .sndNew
-        guard overall != item.status else { return false }
+        let (rcvd, sent) = (ItemStatus.sndRcvd.rawValue, ItemStatus.sndSent.rawValue)
+        guard let counts = try Row.fetchOne(db, sql: """
+            SELECT count(*) AS total, coalesce(sum(status = ?), 0) AS rcvd, coalesce(sum(status IN (?, ?)), 0) AS sent
+            FROM group_snd_status WHERE item_id = ?
+            """, arguments: [rcvd, sent, rcvd, itemId]),
+            let current = try ItemStatus.fetchOne(db, sql: "SELECT status FROM group_item WHERE id = ?", arguments: [itemId])
+        else { return false }
+        let (total, received, sentTo): (Int, Int, Int) = (counts["total"], counts["rcvd"], counts["sent"])
+        guard total > 0 else { return false }
+        let overall: ItemStatus = received == total ? .sndRcvd : received > 0 ? .sndRcvdPartial
+            : sentTo == total ? .sndSent : sentTo > 0 ? .sndSentPartial : .sndNew
+        guard overall != current else { return false }
         _ = try GroupItemRecord.filter(key: itemId).updateAll(db, GroupItemRecord.Columns.status.set(to: overall))
         return true
     }

@@ -59,6 +59,9 @@ struct GroupOutcome: Sendable {
     /// The store had this message already (a copy after a restart): nothing was applied.
     var duplicate = false
     var actions = 0
+    /// The user's own items sent (`x.msg.new`, by shared msg id) and their recipients, whose
+    /// delivery statuses are made in the same transaction (``expectGroupSends``).
+    var itemSends: [(msgId: String, to: MemberId)] = []
 }
 
 /// Role names between the protocol and the model (an unknown role shows as `observer`, the least
@@ -148,7 +151,9 @@ extension ChatController {
         guard let g = try GroupRecord.fetchOne(db, key: groupId), !g.deleted else { return nil }
         let members = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId).order(GroupMemberRecord.Columns.id).fetchAll(db)
         var profiles: [Int64: Profile] = [:]
-        for id in Set(members.compactMap(\.contactId)) {
+        // A contact's profile stands in only for a member without a readable one of its own
+        // (``GroupView/member(_:)``): the others' contacts are not read (once per event).
+        for id in Set(members.filter { Stored.profile($0.profile) == nil }.compactMap(\.contactId)) {
             if let c = try ContactRecord.fetchOne(db, key: id), let p = Stored.profile(c.profile) { profiles[id] = p }
         }
         return GroupView(group: g, members: members, contactProfiles: profiles)
@@ -260,6 +265,7 @@ extension ChatController {
             try Self.applyEffects(db, effects, groupId: groupId, userId: userId, now: now, limits: self.limits, into: &out)
             _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("pending_join").set(to: pendingJoin), Column("updated_at").set(to: now))
             try extra?(db)
+            try Self.expectGroupSends(db, groupId: groupId, out.itemSends)
             return out
         }
         if outcome.duplicate { return outcome }
@@ -283,7 +289,9 @@ extension ChatController {
         }
         for effect in effects {
             switch effect {
-            case let .send(env, to): try enqueue(.send(env, to: to))
+            case let .send(env, to):
+                try enqueue(.send(env, to: to))
+                if env.event == "x.msg.new", let msgId = env.msgId { out.itemSends.append((msgId, to)) }
             case let .sendToContact(env, contact): try enqueue(.sendToContact(env, contact: contact))
             case let .createInvitation(m): try enqueue(.createInvitation(for: m))
             case let .joinConnection(m, req, info): try enqueue(.join(for: m, connRequest: req, info: info))
@@ -323,9 +331,11 @@ extension ChatController {
                     continue
                 }
                 _ = content
-                let rows = GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId)
-                let authorRow = try rows.filter(GroupMemberRecord.Columns.memberId == author.text).fetchOne(db)?.id
-                let forwarderRow = try forwardedBy.flatMap { try rows.filter(GroupMemberRecord.Columns.memberId == $0.text).fetchOne(db)?.id }
+                func rowId(_ m: MemberId) throws -> Int64? {
+                    try Int64.fetchOne(db, sql: "SELECT id FROM group_member WHERE group_id = ? AND member_id = ?", arguments: [groupId, m.text])
+                }
+                let authorRow = try rowId(author)
+                let forwarderRow = try forwardedBy.flatMap(rowId)
                 var quoteText: String?
                 if let quote = env.params["quote"] {
                     // A malformed quote is dropped and the message kept, as in direct chats.
@@ -792,7 +802,7 @@ extension ChatController {
 
     private func memberConn(_ groupId: Int64, _ member: MemberId) async throws -> Int64? {
         try await dbRead { db in
-            try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == member.text).fetchOne(db)?.agentConnId
+            try Int64.fetchOne(db, sql: "SELECT agent_conn_id FROM group_member WHERE group_id = ? AND member_id = ?", arguments: [groupId, member.text])
         }
     }
 
@@ -806,9 +816,9 @@ extension ChatController {
         }
         switch action {
         case let .send(env, to):
+            // The user's own messages are tracked per member (delivery statuses).
+            let tracked = env.event == "x.msg.new" ? env.msgId : nil
             if let conn = try await memberConn(groupId, to) {
-                // The user's own messages are tracked per member (delivery statuses).
-                let tracked = env.event == "x.msg.new" ? env.msgId : nil
                 if tracked != nil { groupRuntime.itemSendsInFlight[conn, default: 0] += 1 }
                 defer {
                     if tracked != nil {
@@ -822,6 +832,12 @@ extension ChatController {
                     try await trackGroupSend(groupId: groupId, member: to, conn: conn, seq: seq, msgId: tracked, with: done)
                     return
                 }
+            }
+            if let tracked {
+                // Not sent: the member's connection is gone (it left or was removed meanwhile), so
+                // it is no recipient of the item any more.
+                try await untrackGroupSend(groupId: groupId, member: to, msgId: tracked, with: done)
+                return
             }
             try await dbWrite(done)
         case let .sendToContact(env, contact):

@@ -162,6 +162,25 @@ enum GroupStore {
         m.registerMigration("v6-history: group item times") { db in
             try db.execute(sql: "ALTER TABLE group_item ADD COLUMN item_ts TEXT")
         }
+        // A delivery status is made for every recipient when the item is sent (the agent message
+        // it goes as comes later): `agent_conn_id` and `seq` may be NULL until then.
+        m.registerMigration("v6-items-d: group delivery statuses from the send") { db in
+            try db.execute(sql: """
+                CREATE TABLE group_snd_status_new (
+                    item_id INTEGER NOT NULL REFERENCES group_item(id) ON DELETE CASCADE,
+                    member_row_id INTEGER NOT NULL,
+                    agent_conn_id INTEGER,
+                    seq INTEGER,
+                    status TEXT NOT NULL,
+                    PRIMARY KEY (item_id, member_row_id)
+                );
+                INSERT INTO group_snd_status_new (item_id, member_row_id, agent_conn_id, seq, status)
+                    SELECT item_id, member_row_id, agent_conn_id, seq, status FROM group_snd_status;
+                DROP TABLE group_snd_status;
+                ALTER TABLE group_snd_status_new RENAME TO group_snd_status;
+                CREATE INDEX group_snd_status_by_msg ON group_snd_status(agent_conn_id, seq);
+                """)
+        }
     }
 }
 
@@ -368,17 +387,19 @@ struct GroupReactionRecord: ChatRecord, PersistableRecord {
 }
 
 /// `group_snd_status`: the delivery of one of the user's group items to one member (the agent
-/// message it went as), SimpleX's `group_snd_item_statuses`.
+/// message it went as), SimpleX's `group_snd_item_statuses`. Made `sndNew` for every recipient in
+/// the send's transaction; `agentConnId` and `seq` are nil until the agent has the message.
 struct GroupSndStatusRecord: ChatRecord, PersistableRecord {
     static let databaseTableName = "group_snd_status"
     var itemId: Int64
     var memberRowId: Int64
-    var agentConnId: Int64
-    var seq: Int64
+    var agentConnId: Int64?
+    var seq: Int64?
     var status: ItemStatus
 
     enum Columns {
         static let itemId = Column("item_id")
+        static let memberRowId = Column("member_row_id")
         static let agentConnId = Column("agent_conn_id")
         static let seq = Column("seq")
         static let status = Column("status")

@@ -1,6 +1,9 @@
 import ArgumentParser
 import ChatAPI
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import NIOConcurrencyHelpers
 import RelayServer
 import SwiftplexBase
@@ -18,8 +21,10 @@ struct GroupBench: AsyncParsableCommand {
             Prints the set-up time (contacts, then the group's full mesh, N(N-1)/2 member connections), \
             the direct baseline (owner → one contact, --direct messages one way), and the group run (owner → \
             N-1 members, M messages): deliveries/s, time per message, per-recipient cost (time per \
-            message / (N-1)) and its ratio to the direct message's time. A list (--members 10,25,50) \
-            runs each size with a fresh relay and engines and prints how the cost grows with N.
+            message / (N-1)) and its ratio to the direct message's time; the same ratio of the process's \
+            CPU time (every engine and the relay are in it), which other load on the machine moves less. \
+            A list (--members 10,25,50) runs each size with a fresh relay and engines and prints how the \
+            cost grows with N.
             """
     )
 
@@ -49,10 +54,11 @@ struct GroupBench: AsyncParsableCommand {
         }
         if results.count > 1 {
             print("\ngrowth with N (per-recipient cost = group time per message / (N-1); direct = one direct message one way):")
-            print("    N   setup s   deliveries/s   direct ms/msg   group ms/msg   per-recipient ms   ratio")
+            print("    N   setup s   deliveries/s   direct ms/msg   group ms/msg   per-recipient ms   ratio   CPU ms direct / per recipient   CPU ratio")
             for r in results {
-                print(String(format: "%5d  %8.1f  %13.0f  %14.2f  %13.2f  %17.3f  %6.2f",
-                             r.n, r.setupSeconds, r.group.perSecond, r.directMs, r.groupMs, r.perRecipientMs, r.perRecipientMs / r.directMs))
+                print(String(format: "%5d  %8.1f  %13.0f  %14.2f  %13.2f  %17.3f  %6.2f  %14.2f / %-14.2f  %9.2f",
+                             r.n, r.setupSeconds, r.group.perSecond, r.directMs, r.groupMs, r.perRecipientMs, r.perRecipientMs / r.directMs,
+                             r.directCPUMs, r.perRecipientCPUMs, r.perRecipientCPUMs / r.directCPUMs))
             }
         }
         print("goal: per-recipient cost ≤ 1.5× a direct message's: " + (results.allSatisfy { $0.perRecipientMs <= 1.5 * $0.directMs } ? "met" : "NOT met"))
@@ -65,7 +71,24 @@ struct GroupBench: AsyncParsableCommand {
         var group: Summary
         var directMs: Double
         var groupMs: Double
+        /// The process's CPU time (user + system) per direct message, and per group message.
+        var directCPUMs: Double
+        var groupCPUMs: Double
         var perRecipientMs: Double { groupMs / Double(n - 1) }
+        var perRecipientCPUMs: Double { groupCPUMs / Double(n - 1) }
+    }
+
+    /// User + system CPU time of this process so far, in milliseconds.
+    static func processCPUMs() -> Double {
+        var usage = rusage()
+        #if canImport(Glibc)
+        let who = __rusage_who_t(RUSAGE_SELF.rawValue)
+        #else
+        let who = RUSAGE_SELF
+        #endif
+        guard getrusage(who, &usage) == 0 else { return .nan }
+        func ms(_ t: timeval) -> Double { Double(t.tv_sec) * 1000 + Double(t.tv_usec) / 1000 }
+        return ms(usage.ru_utime) + ms(usage.ru_stime)
     }
 
     private func measure(_ n: Int) async throws -> Result {
@@ -128,10 +151,12 @@ struct GroupBench: AsyncParsableCommand {
         for _ in 0..<warmup { try ChatBench.expect(await owner.execute("/_send @\(m1) json \(ChatBench.textMessage("warm-up"))"), "newChatItems") }
         try await wait("direct warm-up", progress: { "\(state.directCount)/\(warmup)" }, until: { state.directCount >= warmup })
         let directStart = ContinuousClock.now
+        let directCPUStart = Self.processCPUMs()
         for _ in 0..<direct {
             try ChatBench.expect(await owner.execute("/_send @\(m1) json \(ChatBench.textMessage(String(monotonicNanos())))"), "newChatItems")
         }
         try await wait("direct", progress: { "\(state.directCount - warmup)/\(direct)" }, until: { state.directCount >= warmup + direct })
+        let directCPU = Self.processCPUMs() - directCPUStart
         let directElapsed = state.lastDelivery - directStart
         let directSummary = state.direct.summary(elapsed: directElapsed)
 
@@ -140,23 +165,28 @@ struct GroupBench: AsyncParsableCommand {
         for _ in 0..<warmup { try ChatBench.expect(await owner.execute("/_send #\(groupId) json \(ChatBench.textMessage("warm-up"))"), "newChatItems") }
         try await wait("group warm-up", progress: { "\(state.groupMin)/\(warmup) at the slowest member" }, until: { state.groupMin >= warmup })
         let groupStart = ContinuousClock.now
+        let groupCPUStart = Self.processCPUMs()
         for _ in 0..<messages {
             try ChatBench.expect(await owner.execute("/_send #\(groupId) json \(ChatBench.textMessage(String(monotonicNanos())))"), "newChatItems")
         }
         let sentAll = ContinuousClock.now
         try await wait("group", progress: { "\(state.groupTotal - warmup * (n - 1))/\(messages * (n - 1)) deliveries" },
                        until: { state.groupMin >= perMember })
+        let groupCPU = Self.processCPUMs() - groupCPUStart
         let groupElapsed = state.lastDelivery - groupStart
         let group = state.group.summary(elapsed: groupElapsed)
 
         let result = Result(n: n, setupSeconds: setup.seconds, direct: directSummary, group: group,
-                            directMs: directElapsed.seconds * 1000 / Double(direct), groupMs: groupElapsed.seconds * 1000 / Double(messages))
+                            directMs: directElapsed.seconds * 1000 / Double(direct), groupMs: groupElapsed.seconds * 1000 / Double(messages),
+                            directCPUMs: directCPU / Double(direct), groupCPUMs: groupCPU / Double(messages))
         print(directSummary.line("direct"))
         print(group.line("group").replacingOccurrences(of: "msg/s", with: "dlv/s") + String(format: " deliveries to %d members", n - 1))
         print(String(format: "  direct: %.2f ms per message (owner → m1, one way, %d messages sent back to back, until m1 has all)", result.directMs, direct))
         print(String(format: "  group:  %.2f ms per message (%d sent in %.1f s; until all %d members have all), %.3f ms per recipient",
                      result.groupMs, messages, (sentAll - groupStart).seconds, n - 1, result.perRecipientMs))
         print(String(format: "  ratio per-recipient / direct %.2f (goal ≤ 1.5)", result.perRecipientMs / result.directMs))
+        print(String(format: "  CPU (process, every engine and the relay): %.2f ms per direct message, %.2f ms per recipient, ratio %.2f",
+                     result.directCPUMs, result.perRecipientCPUMs, result.perRecipientCPUMs / result.directCPUMs))
 
         for api in engines { _ = await api.execute("/_stop") }
         await server.shutdown()

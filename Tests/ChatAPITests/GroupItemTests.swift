@@ -130,11 +130,20 @@ extension GroupTests {
                         let annaInBen = try #require(itemId(try await received(benIn, "from the owner", from: "anna")))
                         // Delivery statuses (a group of three: receipts are on): received by both members is sndRcvd, complete.
                         #expect(annaSent["chatItems"]?.arrayFirst?["chatItem"]?["meta"]?["itemStatus"]?["type"]?.stringValue == "sndNew")
-                        let delivered = try await annaIn.next("chatItemsStatusesUpdated", where: { e in
-                            let meta = e["chatItems"]?.arrayFirst?["chatItem"]?["meta"]
-                            return meta?["itemId"]?.intValue == annasOwn && meta?["itemStatus"]?["type"]?.stringValue == "sndRcvd"
-                                && meta?["itemStatus"]?["sndProgress"]?.stringValue == "complete"
-                        })
+                        // Each change is reported once, and only forward (sent to some, to all, received
+                        // by some, by all): never "complete" before every member's copy is there.
+                        let order = ["sndSent partial", "sndSent complete", "sndRcvd partial", "sndRcvd complete"]
+                        var seen: [String] = []
+                        var delivered: JSONValue = .null
+                        while seen.last != "sndRcvd complete" {
+                            delivered = try await annaIn.next("chatItemsStatusesUpdated", where: { e in
+                                e["chatItems"]?.arrayFirst?["chatItem"]?["meta"]?["itemId"]?.intValue == annasOwn
+                            })
+                            let status = delivered["chatItems"]?.arrayFirst?["chatItem"]?["meta"]?["itemStatus"]
+                            seen.append("\(status?["type"]?.stringValue ?? "?") \(status?["sndProgress"]?.stringValue ?? "?")")
+                        }
+                        let ranks = seen.map { order.firstIndex(of: $0) ?? -1 }
+                        #expect(!ranks.contains(-1) && ranks == ranks.sorted() && Set(ranks).count == ranks.count, "\(seen)")
                         expectItemShape(delivered, "chatItemsStatusesUpdated")
                         let annasChat = await anna.execute("/_get chat #\(g) count=200")
                         let stored = annasChat["chat"]?["chatItems"]?.arrayValue?.first { $0["meta"]?["itemId"]?.intValue == annasOwn }
