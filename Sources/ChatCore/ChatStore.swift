@@ -123,6 +123,7 @@ final class ChatStore: Sendable {
         ChannelStore.register(&m)
         GroupStore.registerItemTimes(&m)
         MemberContactStore.register(&m)
+        GroupStore.registerDeliveryStatuses(&m)
         return m
     }
 }

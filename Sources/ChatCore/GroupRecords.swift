@@ -157,11 +157,16 @@ enum GroupStore {
         }
     }
 
-    /// Registered after every other migration of the chat database (``ChatStore/migrator``).
+    /// Registered after the channel migrations (``ChatStore/migrator``).
     static func registerItemTimes(_ m: inout DatabaseMigrator) {
         m.registerMigration("v6-history: group item times") { db in
             try db.execute(sql: "ALTER TABLE group_item ADD COLUMN item_ts TEXT")
         }
+    }
+
+    /// Registered after `v7-member-contacts` (``ChatStore/migrator``): databases made before it
+    /// migrate in the order the migrations were written.
+    static func registerDeliveryStatuses(_ m: inout DatabaseMigrator) {
         // A delivery status is made for every recipient when the item is sent (the agent message
         // it goes as comes later): `agent_conn_id` and `seq` may be NULL until then.
         m.registerMigration("v6-items-d: group delivery statuses from the send") { db in
