@@ -96,6 +96,8 @@ import Testing
             .acceptingContactRequest(user: u, contact: contact),
             .hostConnected(protocol: "smp", transportHost: "relay.example"),
             .hostDisconnected(protocol: "smp", transportHost: "relay.example"),
+            .subscriptionStatus(server: "smp://k@relay.example:5223", subscriptionStatus: .active, connections: ["1", "2"]),
+            .subscriptionStatus(server: "smp://k@relay.example:5223", subscriptionStatus: .removed(subError: "AUTH"), connections: ["3"]),
             .chatError(ChatError(.errorStore(.dbError(resultCode: "SQLITE_FULL", message: "full")))),
             .chatError(ChatError(.errorAgent(AgentErrorType(code: .store, message: "x"), agentConnId: "3"))),
             .chatError(ChatError(.error(.commandError(message: "x")), contactRequestId: 2)),
