@@ -22,6 +22,8 @@ public enum ChatEvent: Sendable, Hashable, Codable {
     case chatError(ChatError)
     // Groups
     case group(GroupChatEvent)
+    // Channels
+    case channel(ChannelChatEvent)
 
     public static func contactUpdated(user: User, fromContact: Contact, toContact: Contact) -> ChatEvent {
         .contactUpdated(ContactChange(user: user, fromContact: fromContact, toContact: toContact))
@@ -52,6 +54,9 @@ public enum ChatEvent: Sendable, Hashable, Codable {
     /// The group events' types (``GroupChatEvent``), read and written as well.
     public static let groupTypes = GroupChatEvent.types
 
+    /// The channel events' types (``ChannelChatEvent``), read and written as well.
+    public static let channelTypes = ChannelChatEvent.types
+
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
         func user() throws -> User { try c.decode(User.self, forKey: "user") }
@@ -74,6 +79,7 @@ public enum ChatEvent: Sendable, Hashable, Codable {
         case .hostDisconnected: self = .hostDisconnected(protocol: try field("protocol"), transportHost: try field("transportHost"))
         case .chatError: self = .chatError(try field("chatError"))
         case let t where GroupChatEvent.types.contains(t): self = .group(try GroupChatEvent(type: t, from: decoder))
+        case let t where ChannelChatEvent.types.contains(t): self = .channel(try ChannelChatEvent(type: t, from: decoder))
         case let t: throw c.unknown(t.rawValue, in: "ChatEvent")
         }
     }
@@ -101,6 +107,7 @@ public enum ChatEvent: Sendable, Hashable, Codable {
             try c.encode(host, forKey: "transportHost")
         case let .chatError(error): try c.encode(error, forKey: "chatError")
         case let .group(g): try g.encode(to: encoder)
+        case let .channel(e): try e.encode(to: encoder)
         }
     }
 
@@ -121,6 +128,7 @@ public enum ChatEvent: Sendable, Hashable, Codable {
         case .hostDisconnected: .hostDisconnected
         case .chatError: .chatError
         case let .group(g): g.type
+        case let .channel(e): e.type
         }
     }
 

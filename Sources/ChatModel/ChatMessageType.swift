@@ -21,8 +21,9 @@ public enum ChatMessageType: String, Sendable, Hashable, CaseIterable {
     case memberBlockedForAll, deletedMember, deletedMemberUser, leftMember, groupDeleted, memberAcceptedByOther
     // Group links and admission
     case groupLinkCreated, groupLink, groupLinkDeleted, memberAccepted, groupLinkConnecting
-    // Channels (``ChannelResponse``)
-    case userChatRelays
+    // Channels (``ChannelResponse``, ``ChannelChatEvent``)
+    case userChatRelays, publicGroupCreated, publicGroupCreationFailed, groupRelays
+    case groupRelayUpdated, groupLinkDataUpdated
 }
 
 // Payloads that responses and events share: one struct each, with synthesized Codable, written
