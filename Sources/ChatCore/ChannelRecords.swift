@@ -99,7 +99,7 @@ struct ChannelRecord: ChatRecord {
     var ownerRequest: Int64?
     var createdAt: String
 
-    enum Role: String { case owner, relay }
+    enum Role: String { case owner, relay, subscriber }
 
     enum Columns {
         static let groupId = Column("group_id")

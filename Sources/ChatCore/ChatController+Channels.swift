@@ -20,6 +20,7 @@ import SwiftplexCrypto
 struct ChannelRuntime {
     var owners: [Int64: ChannelOwnerState] = [:]
     var relays: [Int64: ChannelRelayState] = [:]
+    var subscribers: [Int64: ChannelSubscriberState] = [:]
     /// Agent connection → channel and member; loaded on first use.
     var connections: [Int64: ChannelConnection]?
     var busy: Set<Int64> = []
@@ -39,7 +40,7 @@ extension ChannelError {
 extension ChatController {
     // MARK: - One input at a time per channel
 
-    private func lockChannel(_ id: Int64) async {
+    func lockChannel(_ id: Int64) async {
         if channelRuntime.busy.contains(id) {
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in channelRuntime.waiters[id, default: []].append(c) }
         } else {
@@ -47,7 +48,7 @@ extension ChatController {
         }
     }
 
-    private func unlockChannel(_ id: Int64) {
+    func unlockChannel(_ id: Int64) {
         if var waiting = channelRuntime.waiters[id], !waiting.isEmpty {
             let next = waiting.removeFirst()
             channelRuntime.waiters[id] = waiting.isEmpty ? nil : waiting
@@ -76,7 +77,7 @@ extension ChatController {
         return channelRuntime.connections?[conn]
     }
 
-    private func setChannelConnection(_ conn: Int64, groupId: Int64, member: MemberId) async throws {
+    func setChannelConnection(_ conn: Int64, groupId: Int64, member: MemberId) async throws {
         try await dbWrite { db in
             _ = try ChannelMemberRecord.filter(ChannelMemberRecord.Columns.groupId == groupId && ChannelMemberRecord.Columns.memberId == member.text)
                 .updateAll(db, ChannelMemberRecord.Columns.agentConnId.set(to: conn))
@@ -85,7 +86,7 @@ extension ChatController {
         channelRuntime.connections?[conn] = ChannelConnection(groupId: groupId, memberId: member)
     }
 
-    private func channelMemberConn(_ groupId: Int64, _ member: MemberId) async throws -> Int64? {
+    func channelMemberConn(_ groupId: Int64, _ member: MemberId) async throws -> Int64? {
         try await dbRead { db in
             try ChannelMemberRecord.filter(ChannelMemberRecord.Columns.groupId == groupId && ChannelMemberRecord.Columns.memberId == member.text)
                 .fetchOne(db)?.agentConnId
@@ -138,10 +139,18 @@ extension ChatController {
             throw ChatFailure.chat(.groupInternal(message: "channel \(groupId) is stored incompletely"))
         }
         let owners = (Stored.json(c.owners).map(Self.ownerKeys) ?? [])
+        let subscribers = try await dbRead { db in
+            try ChannelMemberRecord.filter(ChannelMemberRecord.Columns.groupId == groupId && Column("kind") == "subscriber").fetchAll(db)
+        }.compactMap { m -> RelaySubscriber? in
+            guard let id = MemberId(m.memberId), let key = m.memberKey.flatMap({ MemberKey(text: $0) }),
+                  let st = RelaySubscriber.Status(rawValue: m.status) else { return nil }
+            let p = view.record(id).flatMap { Stored.json($0.profile) }.flatMap { try? MemberProfile(json: $0) } ?? MemberProfile(displayName: "subscriber")
+            return RelaySubscriber(memberId: id, key: key, profile: p, status: st)
+        }
         let profile = c.publicGroupId == nil ? nil : Stored.json(view.group.profile).flatMap { try? GroupProtocol.GroupProfile(json: $0) }
         let state = ChannelRelayState(channelLink: c.channelLink, ownMemberId: memberId, ownProfile: try Self.memberProfile(u.profile), inviter: inviter,
                                       status: status, publicGroupId: c.publicGroupId.flatMap(Base64URL.decode), profile: profile, owners: owners,
-                                      relayLink: c.relayLink, subscribers: [], history: [], ownerConnected: c.ownerConnected)
+                                      relayLink: c.relayLink, subscribers: subscribers, history: [], ownerConnected: c.ownerConnected)
         if let s = channelRuntime.relays[groupId] { return s }
         channelRuntime.relays[groupId] = state
         return state
@@ -497,6 +506,9 @@ extension ChatController {
         case let .groupLinkDataUpdated(_, changed):
             sink.yield(.channel(.groupLinkDataUpdated(GroupLinkDataUpdated(user: userModel(u), groupInfo: info, groupLink: channelLinkModel(c),
                                                                            groupRelays: try await groupRelayModels(groupId, view: view), relaysChanged: changed))))
+        case let .joinedGroupMemberConnecting(relay, member):
+            guard let h = view.member(relay), let m = view.member(member) else { return }
+            sink.yield(.group(.joinedGroupMemberConnecting(JoinedGroupMemberConnecting(user: userModel(u), groupInfo: info, hostMember: h, member: m))))
         default:
             logger.debug("a channel event is not reported yet", metadata: ["group": "\(groupId)", "event": "\(e)"])
         }
@@ -597,6 +609,7 @@ extension ChatController {
             }
             _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == snapshot.ownMemberId.text)
                 .updateAll(db, Column("status").set(to: own.rawValue), Column("updated_at").set(to: now))
+            for case let .saveSubscriber(sub) in effects { try Self.saveRelaySubscriber(db, groupId: groupId, sub, now: now) }
             if snapshot.isOwnerConnected {
                 _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == snapshot.inviter.text)
                     .updateAll(db, Column("status").set(to: GroupProtocol.GroupMemberStatus.connected.rawValue))
@@ -645,7 +658,11 @@ extension ChatController {
                         do { try await agent.deleteConnection(conn) } catch let e as AgentError where e.code == .unknownConnection {}
                         channelRuntime.connections?[conn] = nil
                     }
-                case .acceptSubscriber, .deliver, .deleteAllConnections, .rememberRejected:
+                case .acceptSubscriber:
+                    break // performed by the request's handler, which holds the request (+ChannelMembers)
+                case let .deliver(fwd, to):
+                    try await deliver(groupId, fwd, to: to)
+                case .deleteAllConnections, .rememberRejected:
                     logger.info("a channel relay step is not wired in yet", metadata: ["group": "\(groupId)", "effect": "\(effect)"])
                 case let .emit(e):
                     try await reportRelayEvent(groupId, e)
@@ -711,6 +728,9 @@ extension ChatController {
         case let .userJoinedGroup(host):
             guard let h = view.member(host) else { return }
             sink.yield(.group(.userJoinedGroup(UserJoinedGroup(user: userModel(u), groupInfo: info, hostMember: h))))
+        case let .joinedGroupMember(id):
+            guard let m = view.member(id) else { return }
+            sink.yield(.group(.joinedGroupMember(UserGroupMember(user: userModel(u), groupInfo: info, member: m))))
         default:
             logger.debug("a channel event is not reported yet", metadata: ["group": "\(groupId)", "event": "\(e)"])
         }
@@ -722,27 +742,44 @@ extension ChatController {
     func handleChannelAgentEvent(_ event: AgentEvent) async throws -> Bool {
         guard let conn = event.connectionId, let ref = try await channelConnection(conn) else { return false }
         guard let c = try await channelRecord(ref.groupId) else { return false }
-        let owner = c.role == ChannelRecord.Role.owner.rawValue
+        let groupId = ref.groupId
+        let role = ChannelRecord.Role(rawValue: c.role)
         switch event {
         case let .confirmation(_, info):
-            guard owner else { return true }
             let env: GroupEnvelope
             do { env = try GroupMessage.decodeEnvelope(info, asConnInfo: true) } catch {
-                reportChannelRefusal(ref.groupId, ChatFailure(ChannelError(.malformedMessage, "a relay's confirmation is malformed: \(error.message)")))
+                reportChannelRefusal(groupId, ChatFailure(ChannelError(.malformedMessage, "a confirmation is malformed: \(error.message)")))
                 return true
             }
-            let groupId = ref.groupId
-            inBackground { await self.feedOwner(groupId, .relayConfirmation(from: ref.memberId, info: env)) }
-        case .connected:
-            let groupId = ref.groupId
-            if owner {
-                inBackground { await self.feedOwner(groupId, .connected(ref.memberId)) }
-            } else {
-                inBackground { await self.feedRelay(groupId, .connected(ref.memberId)) }
+            switch role {
+            case .owner?: inBackground { await self.feedOwner(groupId, .relayConfirmation(from: ref.memberId, info: env)) }
+            case .subscriber?: inBackground { await self.feedSubscriber(groupId, .confirmation(from: ref.memberId, info: env)) }
+            default: break
             }
-        case let .message(_, seq, _, _):
-            // Posts and forwarding are not wired in yet (docs/channels.md §8).
-            logger.info("a message on a channel connection was not handled", metadata: ["group": "\(ref.groupId)"])
+        case .connected:
+            switch role {
+            case .owner?: inBackground { await self.feedOwner(groupId, .connected(ref.memberId)) }
+            case .relay?: inBackground { await self.feedRelay(groupId, .connected(ref.memberId)) }
+            case .subscriber?: inBackground { await self.feedSubscriber(groupId, .connected(ref.memberId)) }
+            case nil: break
+            }
+        case let .message(_, seq, body, _):
+            // Binary batches (`=`): each item is one input, in order.
+            let items: [BatchItem]
+            do { items = try ChannelBatch.decode(body) } catch {
+                reportChannelRefusal(groupId, ChatFailure(ChannelError(.malformedMessage, "a channel message is malformed: \(error.message)")))
+                await agent.messageProcessed(conn, seq: seq)
+                return true
+            }
+            let brokerTs = Int64(Date().timeIntervalSince1970)
+            for item in items {
+                switch role {
+                case .owner?: await receivedByOwner(groupId, from: ref.memberId, item)
+                case .relay?: await feedRelay(groupId, .received(from: ref.memberId, item, brokerTs: brokerTs))
+                case .subscriber?: await feedSubscriber(groupId, .received(from: ref.memberId, item))
+                case nil: break
+                }
+            }
             await agent.messageProcessed(conn, seq: seq)
         default:
             break

@@ -246,6 +246,7 @@ extension ChatController {
     /// `quotedItemId` (an item of this group) travels as SimpleX's `quote`, with the quoted
     /// message's shared id, time, direction and author (`msgRef.memberId`) and its content.
     public func sendToGroup(groupId: Int64, messages: [JSONValue]) async throws -> ChatResponse {
+        if let posted = try await sendChannelPosts(groupId: groupId, messages: messages) { return posted } // a channel (+ChannelMembers)
         let (u, view) = try await groupAndUser(groupId)
         try requireGroupPermission(view, .sendContent)
         // Everything is checked before anything is sent, so a bad message loses none of the others.

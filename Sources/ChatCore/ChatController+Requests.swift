@@ -46,6 +46,7 @@ extension ChatController {
     }
 
     func contactRequest(addressId: Int64, request: Int64, info: [UInt8]) async throws {
+        if try await channelLinkRequest(addressId: addressId, request: request, info: info) { return } // a relay's channel link (+ChannelMembers)
         if try await groupLinkRequest(addressId: addressId, request: request, info: info) { return } // a group link's (+GroupLinks)
         guard let userId = try await dbRead({ db in
             try AddressRecord.filter(AddressRecord.Columns.agentAddressId == addressId).fetchOne(db)?.userId

@@ -109,8 +109,10 @@ public enum ChannelResponse: Sendable, Hashable, Codable {
     case publicGroupCreated(PublicGroupCreated)
     case publicGroupCreationFailed(PublicGroupCreationFailed)
     case groupRelays(GroupRelaysList)
+    /// `/connect` of a channel link: joining through its relays has started.
+    case startedConnectionToGroup(UserGroup)
 
-    public static let types: [ChatMessageType] = [.userChatRelays, .publicGroupCreated, .publicGroupCreationFailed, .groupRelays]
+    public static let types: [ChatMessageType] = [.userChatRelays, .publicGroupCreated, .publicGroupCreationFailed, .groupRelays, .startedConnectionToGroup]
 
     public var type: ChatMessageType {
         switch self {
@@ -118,6 +120,7 @@ public enum ChannelResponse: Sendable, Hashable, Codable {
         case .publicGroupCreated: .publicGroupCreated
         case .publicGroupCreationFailed: .publicGroupCreationFailed
         case .groupRelays: .groupRelays
+        case .startedConnectionToGroup: .startedConnectionToGroup
         }
     }
 
@@ -128,6 +131,7 @@ public enum ChannelResponse: Sendable, Hashable, Codable {
         case .publicGroupCreated: self = .publicGroupCreated(try PublicGroupCreated(from: decoder))
         case .publicGroupCreationFailed: self = .publicGroupCreationFailed(try PublicGroupCreationFailed(from: decoder))
         case .groupRelays: self = .groupRelays(try GroupRelaysList(from: decoder))
+        case .startedConnectionToGroup: self = .startedConnectionToGroup(try UserGroup(from: decoder))
         default: throw ModelDecodingError(.unknownTag, type: "ChannelResponse", value: type.rawValue, path: decoder.codingPath)
         }
     }
@@ -144,6 +148,7 @@ public enum ChannelResponse: Sendable, Hashable, Codable {
         case let .publicGroupCreated(p): try p.encode(to: encoder)
         case let .publicGroupCreationFailed(p): try p.encode(to: encoder)
         case let .groupRelays(p): try p.encode(to: encoder)
+        case let .startedConnectionToGroup(p): try p.encode(to: encoder)
         }
     }
 }

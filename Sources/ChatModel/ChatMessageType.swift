@@ -22,7 +22,7 @@ public enum ChatMessageType: String, Sendable, Hashable, CaseIterable {
     // Group links and admission
     case groupLinkCreated, groupLink, groupLinkDeleted, memberAccepted, groupLinkConnecting
     // Channels (``ChannelResponse``, ``ChannelChatEvent``)
-    case userChatRelays, publicGroupCreated, publicGroupCreationFailed, groupRelays
+    case userChatRelays, publicGroupCreated, publicGroupCreationFailed, groupRelays, startedConnectionToGroup
     case groupRelayUpdated, groupLinkDataUpdated
 }
 

@@ -123,4 +123,94 @@ import Testing
             }
         }
     }
+
+    /// Makes a channel with both relays of `r` and waits until both are active; returns its id and link.
+    func activeChannel(_ o: ChatAPI, _ oIn: ChatInbox, _ addresses: [String]) async throws -> (Int, String) {
+        await startUser(o, "owner")
+        let set = await o.execute("/relays name=one \(addresses[0]) name=two \(addresses[1])")
+        guard case let .array(relays)? = set["chatRelays"], relays.count == 2 else { throw TestFailure("\(set)") }
+        let ids = relays.compactMap { $0["chatRelayId"]?.intValue }.map(String.init).joined(separator: ",")
+        let created = await o.execute(#"/_public group 1 \#(ids) {"displayName": "news", "fullName": ""}"#)
+        let groupId = try #require(created["groupInfo"]?["groupId"]?.intValue, "\(created)")
+        let link = try #require(created["groupLink"]?["connLinkContact"]?["connShortLink"]?.stringValue)
+        for _ in 0..<2 { _ = try await oIn.next("groupRelayUpdated", where: { $0["groupRelay"]?["relayStatus"]?.stringValue == "active" }) }
+        return (groupId, link)
+    }
+
+    func post(_ o: ChatAPI, _ groupId: Int, _ text: String) async -> JSONValue {
+        await o.execute(#"/_send #\#(groupId) json [{"msgContent": {"type": "text", "text": "\#(text)"}}]"#)
+    }
+
+    /// A subscriber plans and joins the channel link: the plan shows the relays; joining goes to
+    /// both relays (`x.member`), each accepts and introduces it to the owner; the owner's posts
+    /// (as the channel) reach the subscriber once each, `channelRcv`, whichever relay brings them
+    /// first; a subscriber joining later gets the history from the relays.
+    @Test func subscribersJoinThroughEveryRelayAndGetPostsOnce() async throws {
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "relays", relays: [relay.address]) { r, rIn in
+                let addresses = try await relayAddresses(r)
+                try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
+                    let (groupId, link) = try await activeChannel(o, oIn, addresses)
+                    try await withEngine(dir, "subs", relays: [relay.address]) { s, sIn in
+                        await startUser(s, "sub1")
+                        let plan = await s.execute("/_connect plan 1 \(link)")
+                        #expect(plan["type"]?.stringValue == "connectionPlan", "\(plan)")
+                        let groupPlan = try #require(plan["connectionPlan"]?["groupLinkPlan"], "\(plan)")
+                        #expect(groupPlan["type"]?.stringValue == "ok")
+                        #expect(groupPlan["groupSLinkInfo_"]?["direct"]?.boolValue == false)
+                        #expect(groupPlan["groupSLinkInfo_"]?["groupRelays"]?.arrayCount == 2, "\(groupPlan)")
+                        #expect(groupPlan["groupSLinkData_"]?["groupProfile"]?["displayName"]?.stringValue == "news")
+
+                        let started = await s.execute("/_connect 1 \(link)")
+                        #expect(started["type"]?.stringValue == "startedConnectionToGroup", "\(started)")
+                        #expect(started["groupInfo"]?["useRelays"]?.boolValue == true)
+                        let subGroup = try #require(started["groupInfo"]?["groupId"]?.intValue)
+                        for _ in 0..<2 {
+                            let joined = try await sIn.next("userJoinedGroup")
+                            #expect(joined["hostMember"]?["memberRole"]?.stringValue == "relay", "\(joined)")
+                        }
+                        for _ in 0..<2 { _ = try await rIn.next("joinedGroupMember") }
+                        let announced = try await oIn.next("joinedGroupMemberConnecting")
+                        #expect(announced["member"]?["memberProfile"]?["displayName"]?.stringValue == "sub1", "\(announced)")
+                        let known = await s.execute("/_connect plan 1 \(link)")
+                        #expect(known["connectionPlan"]?["groupLinkPlan"]?["type"]?.stringValue == "known", "\(known)")
+
+                        // Posts as the channel.
+                        let sent = await post(o, groupId, "one")
+                        #expect(sent["type"]?.stringValue == "newChatItems", "\(sent)")
+                        #expect(sent["chatItems"]?.arrayFirst?["chatItem"]?["chatDir"]?["type"]?.stringValue == "groupSnd")
+                        _ = await post(o, groupId, "two")
+                        for expected in ["one", "two"] {
+                            let got = try await sIn.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == expected })
+                            let item = try #require(got["chatItems"]?.arrayFirst)
+                            #expect(item["chatItem"]?["chatDir"]?["type"]?.stringValue == "channelRcv", "\(item)")
+                            #expect(item["chatInfo"]?["groupInfo"]?["groupId"]?.intValue == subGroup)
+                        }
+
+                        // A second subscriber, later: the relays' history.
+                        await startUser(s, "sub2")
+                        let late = await s.execute("/_connect 2 \(link)")
+                        #expect(late["type"]?.stringValue == "startedConnectionToGroup", "\(late)")
+                        for expected in ["one", "two"] {
+                            let got = try await sIn.next("newChatItems", where: { $0["user"]?["userId"]?.intValue == 2 && text($0["chatItems"]?.arrayFirst) == expected })
+                            #expect(got["chatItems"]?.arrayFirst?["chatItem"]?["chatDir"]?["type"]?.stringValue == "channelRcv")
+                        }
+                        _ = await post(o, groupId, "three")
+                        for user in [1, 2] {
+                            _ = try await sIn.next("newChatItems", where: { $0["user"]?["userId"]?.intValue == user && text($0["chatItems"]?.arrayFirst) == "three" })
+                        }
+                        // Each post once per subscriber, though both relays brought it.
+                        for user in [1, 2] {
+                            let chat = await s.execute("/_get chat #\(user == 1 ? subGroup : subGroup + 1) count=20")
+                            guard case let .array(items)? = chat["chat"]?["chatItems"] else { throw TestFailure("\(chat)") }
+                            let texts = items.compactMap { $0["content"]?["msgContent"]?["text"]?.stringValue }
+                            #expect(texts == ["one", "two", "three"], "user \(user): \(texts)")
+                        }
+                        let repeated = sIn.contains("newChatItems", where: { e in ["one", "two", "three"].contains(text(e["chatItems"]?.arrayFirst) ?? "") })
+                        #expect(!repeated)
+                    }
+                }
+            }
+        }
+    }
 }
