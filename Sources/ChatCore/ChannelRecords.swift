@@ -69,6 +69,14 @@ enum ChannelStore {
                     member_key TEXT,
                     UNIQUE (group_id, member_id)
                 );
+                CREATE TABLE channel_delivery (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    group_id INTEGER NOT NULL REFERENCES chat_group(id) ON DELETE CASCADE,
+                    body BLOB NOT NULL,
+                    recipients TEXT NOT NULL,
+                    created_at TEXT NOT NULL
+                );
+                CREATE INDEX channel_delivery_by_group ON channel_delivery(group_id, id);
                 """)
         }
     }
@@ -167,4 +175,24 @@ struct ChatRelayRecord: ChatRecord {
                       relayProfile: Stored.json(relayProfile) ?? .object([("displayName", .string(name)), ("fullName", "")]),
                       domains: Stored.decode([String].self, domains) ?? [], preset: preset, tested: tested, enabled: enabled, deleted: deleted)
     }
+}
+
+/// `channel_delivery`: a relay's delivery job — one forward, encoded once as a batch, to the
+/// subscribers still to send it to (`[memberId]` as JSON, in order). Written in the same
+/// transaction as the relay's input that made it; removed when every subscriber has it. Each send
+/// carries the idempotency key `chdl:<job>:<member>`, so a job resumed after a crash sends nothing twice.
+struct ChannelDeliveryRecord: ChatRecord {
+    static let databaseTableName = "channel_delivery"
+    var id: Int64?
+    var groupId: Int64
+    var body: Data
+    var recipients: String
+    var createdAt: String
+
+    enum Columns {
+        static let id = Column("id")
+        static let groupId = Column("group_id")
+    }
+
+    mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
 }

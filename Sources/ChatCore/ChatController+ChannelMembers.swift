@@ -85,14 +85,68 @@ extension ChatController {
         return true
     }
 
-    /// The relay's delivery of one forward to subscribers: one batch per subscriber connection.
-    /// Not a persistent job yet: a delivery cut short by a crash is not resumed (docs/channels.md §8).
-    func deliver(_ groupId: Int64, _ fwd: ForwardedElement, to subscribers: [MemberId]) async throws {
-        let body = try ChannelBatch.encode([.forward(fwd)])
-        for id in subscribers {
-            guard let conn = try await channelMemberConn(groupId, id) else { continue }
-            do { _ = try await agent.send(conn, body) } catch let e as AgentError where e.code == .wrongState || e.code == .unknownConnection {
-                logger.info("a channel delivery was dropped: the subscriber's connection is gone", metadata: ["group": "\(groupId)"])
+    /// Starts sending a channel's delivery jobs (in a task `close()` waits for), unless that runs already.
+    func kickChannelDeliveries(_ groupId: Int64) {
+        if channelRuntime.delivering.contains(groupId) {
+            channelRuntime.redeliver.insert(groupId)
+            return
+        }
+        channelRuntime.delivering.insert(groupId)
+        inBackground { await self.drainChannelDeliveries(groupId) }
+    }
+
+    /// Delivery jobs left by a shutdown or a crash (`run()` starts it).
+    func resumeChannelDeliveries() async {
+        guard let ids = try? await dbRead({ db in try Int64.fetchAll(db, sql: "SELECT DISTINCT group_id FROM channel_delivery") }) else { return }
+        for id in ids { kickChannelDeliveries(id) }
+    }
+
+    /// Sends a channel's delivery jobs in order: each job's batch to each of its subscribers (the
+    /// cursor saved every 50), then the job is removed. A subscriber whose connection is gone is
+    /// skipped; a network fault is retried with backoff, the job kept.
+    func drainChannelDeliveries(_ groupId: Int64) async {
+        defer { channelRuntime.delivering.remove(groupId) }
+        var attempts = 0
+        while !closing {
+            channelRuntime.redeliver.remove(groupId)
+            guard let job = try? await dbRead({ db in
+                try ChannelDeliveryRecord.filter(ChannelDeliveryRecord.Columns.groupId == groupId).order(ChannelDeliveryRecord.Columns.id).fetchOne(db)
+            }) else {
+                if channelRuntime.redeliver.contains(groupId) { continue }
+                return
+            }
+            let jobId = job.id!
+            var remaining = (Stored.json(job.recipients).flatMap { j -> [String]? in
+                guard case let .array(a) = j else { return nil }
+                return a.compactMap(\.stringValue)
+            } ?? []).compactMap(MemberId.init)
+            let body = [UInt8](job.body)
+            do {
+                var sent = 0
+                while let id = remaining.first, !closing {
+                    if let conn = try await channelMemberConn(groupId, id) {
+                        do {
+                            _ = try await agent.sendKeyed(conn, body, idempotencyKey: "chdl:\(jobId):\(id.text)")
+                        } catch let e as AgentError where e.code == .wrongState || e.code == .unknownConnection {
+                            logger.info("a channel delivery skipped a subscriber whose connection is not up", metadata: ["group": "\(groupId)"])
+                        }
+                    }
+                    remaining.removeFirst()
+                    sent += 1
+                    if sent % 50 == 0 {
+                        let left = JSONValue.array(remaining.map { .string($0.text) }).description
+                        try await dbWrite { db in _ = try ChannelDeliveryRecord.filter(key: jobId).updateAll(db, Column("recipients").set(to: left)) }
+                    }
+                }
+                if closing { return }
+                try await dbWrite { db in _ = try ChannelDeliveryRecord.deleteOne(db, key: jobId) }
+                attempts = 0
+            } catch {
+                attempts += 1
+                logger.info("a channel delivery failed; retrying", metadata: ["group": "\(groupId)", "attempt": "\(attempts)", "error": "\(error)"])
+                let left = JSONValue.array(remaining.map { .string($0.text) }).description
+                _ = try? await dbWrite { db in _ = try ChannelDeliveryRecord.filter(key: jobId).updateAll(db, Column("recipients").set(to: left)) }
+                try? await Task.sleep(for: .milliseconds(200 * (1 << min(attempts, 6))))
             }
         }
     }

@@ -25,6 +25,9 @@ struct ChannelRuntime {
     var connections: [Int64: ChannelConnection]?
     var busy: Set<Int64> = []
     var waiters: [Int64: [CheckedContinuation<Void, Never>]] = [:]
+    /// Channels whose delivery jobs are being sent, and those with jobs added meanwhile.
+    var delivering: Set<Int64> = []
+    var redeliver: Set<Int64> = []
 }
 
 struct ChannelConnection: Sendable {
@@ -610,6 +613,12 @@ extension ChatController {
             _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == snapshot.ownMemberId.text)
                 .updateAll(db, Column("status").set(to: own.rawValue), Column("updated_at").set(to: now))
             for case let .saveSubscriber(sub) in effects { try Self.saveRelaySubscriber(db, groupId: groupId, sub, now: now) }
+            // Delivery jobs are committed with the input that made them (+ChannelMembers).
+            for case let .deliver(fwd, to) in effects where !to.isEmpty {
+                var job = ChannelDeliveryRecord(groupId: groupId, body: Data(try ChannelBatch.encode([.forward(fwd)])),
+                                                recipients: JSONValue.array(to.map { .string($0.text) }).description, createdAt: now)
+                try job.insert(db)
+            }
             if snapshot.isOwnerConnected {
                 _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == snapshot.inviter.text)
                     .updateAll(db, Column("status").set(to: GroupProtocol.GroupMemberStatus.connected.rawValue))
@@ -660,8 +669,8 @@ extension ChatController {
                     }
                 case .acceptSubscriber:
                     break // performed by the request's handler, which holds the request (+ChannelMembers)
-                case let .deliver(fwd, to):
-                    try await deliver(groupId, fwd, to: to)
+                case .deliver:
+                    kickChannelDeliveries(groupId)
                 case .deleteAllConnections, .rememberRejected:
                     logger.info("a channel relay step is not wired in yet", metadata: ["group": "\(groupId)", "effect": "\(effect)"])
                 case let .emit(e):

@@ -213,4 +213,43 @@ import Testing
             }
         }
     }
+
+    /// The relays' engine stops (its database closed) while the owner posts; restarted, it restores
+    /// the channels from its database, takes the post waiting on its queue, commits a delivery job
+    /// and sends it: the subscriber gets it once, and later posts too.
+    @Test func aRestartedRelayDeliversWhatWasPostedWhileItWasDown() async throws {
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
+                try await withEngine(dir, "subs", relays: [relay.address]) { s, sIn in
+                    let groupId = try await withEngine(dir, "relays", relays: [relay.address]) { r, _ in
+                        let addresses = try await relayAddresses(r)
+                        let (groupId, link) = try await activeChannel(o, oIn, addresses)
+                        await startUser(s, "sub1")
+                        #expect(await s.execute("/_connect 1 \(link)")["type"]?.stringValue == "startedConnectionToGroup")
+                        for _ in 0..<2 { _ = try await sIn.next("userJoinedGroup") }
+                        _ = await post(o, groupId, "before")
+                        _ = try await sIn.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == "before" })
+                        return groupId
+                    }
+                    // Both relays down: the post waits on their queues.
+                    let sent = await post(o, groupId, "while down")
+                    #expect(sent["type"]?.stringValue == "newChatItems", "\(sent)")
+                    try await withEngine(dir, "relays", relays: [relay.address]) { r, _ in
+                        _ = await r.execute("/_start")
+                        let got = try await sIn.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == "while down" }, timeout: .seconds(30))
+                        #expect(got["chatItems"]?.arrayFirst?["chatItem"]?["chatDir"]?["type"]?.stringValue == "channelRcv")
+                        _ = await post(o, groupId, "after")
+                        _ = try await sIn.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == "after" })
+                        // Every delivery job done and removed.
+                        try await waitUntil("the relay's delivery jobs to be done") {
+                            (try? await r.controller.dbRead { db in try ChannelDeliveryRecord.fetchCount(db) }) == 0
+                        }
+                    }
+                    let chat = await s.execute("/_get chat #1 count=20")
+                    guard case let .array(items)? = chat["chat"]?["chatItems"] else { throw TestFailure("\(chat)") }
+                    #expect(items.compactMap { $0["content"]?["msgContent"]?["text"]?.stringValue } == ["before", "while down", "after"])
+                }
+            }
+        }
+    }
 }
