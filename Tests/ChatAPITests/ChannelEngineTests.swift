@@ -252,4 +252,53 @@ import Testing
             }
         }
     }
+
+    /// Two relays in two engines; one stops: posts still reach the subscriber through the other.
+    /// Restarted, the stopped one delivers its late copies, which the subscriber drops: each post
+    /// is one item.
+    @Test func withOneRelayDownPostsArriveThroughTheOther() async throws {
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
+                try await withEngine(dir, "subs", relays: [relay.address]) { s, sIn in
+                    try await withEngine(dir, "relayA", relays: [relay.address]) { a, _ in
+                        _ = await a.execute(ChannelTests.relayUser("relayA"))
+                        _ = await a.execute("/_start")
+                        let addressA = try #require(await a.execute("/_address 1")["connLinkContact"]?["connShortLink"]?.stringValue)
+                        let (groupId, link) = try await withEngine(dir, "relayB", relays: [relay.address]) { b, _ in
+                            _ = await b.execute(ChannelTests.relayUser("relayB"))
+                            _ = await b.execute("/_start")
+                            let addressB = try #require(await b.execute("/_address 1")["connLinkContact"]?["connShortLink"]?.stringValue)
+                            let (groupId, link) = try await activeChannel(o, oIn, [addressA, addressB])
+                            await startUser(s, "sub1")
+                            #expect(await s.execute("/_connect 1 \(link)")["type"]?.stringValue == "startedConnectionToGroup")
+                            for _ in 0..<2 { _ = try await sIn.next("userJoinedGroup") }
+                            return (groupId, link)
+                        }
+                        _ = link
+                        // relayB is down.
+                        _ = await post(o, groupId, "through A")
+                        let got = try await sIn.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == "through A" })
+                        #expect(got["chatItems"]?.arrayFirst?["chatItem"]?["chatDir"]?["type"]?.stringValue == "channelRcv")
+                        // relayB back: it delivers its copy late; the subscriber keeps one item.
+                        try await withEngine(dir, "relayB", relays: [relay.address]) { b, _ in
+                            _ = await b.execute("/_start")
+                            _ = await post(o, groupId, "both")
+                            _ = try await sIn.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == "both" })
+                            // Both relays brought both posts (relayB's late copy of the first too).
+                            let subscriber = s.controller
+                            try await waitUntil("both relays to have brought both posts") {
+                                let relays = await subscriber.channelRuntime.subscribers.values.first?.relays.values.map(\.delivered) ?? []
+                                return relays.count == 2 && relays.allSatisfy { $0 == 2 }
+                            }
+                        }
+                        let chat = await s.execute("/_get chat #1 count=20")
+                        guard case let .array(items)? = chat["chat"]?["chatItems"] else { throw TestFailure("\(chat)") }
+                        #expect(items.compactMap { $0["content"]?["msgContent"]?["text"]?.stringValue } == ["through A", "both"])
+                        let again = sIn.contains("newChatItems", where: { e in text(e["chatItems"]?.arrayFirst) == "through A" })
+                        #expect(!again)
+                    }
+                }
+            }
+        }
+    }
 }
