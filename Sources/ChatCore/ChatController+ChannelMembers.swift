@@ -426,10 +426,8 @@ extension ChatController {
         let ids = items.map(\.0)
         let records = try await dbRead { db in try GroupItemRecord.filter(ids.contains(GroupItemRecord.Columns.id)).order(GroupItemRecord.Columns.id).fetchAll(db) }
         let info = channelInfo(view, c)
-        var models = try await groupItemModels(records, view: view)
-        for (i, r) in records.enumerated() where items.first(where: { $0.0 == r.id })?.1 == .channel {
-            models[i].chatDir = .channelRcv
-        }
+        // As the channel: stored as brought by the relay, shown `channelRcv` (``groupItemModel``).
+        let models = try await groupItemModels(records, view: view)
         sink.yield(.newChatItems(user: userModel(u), chatItems: models.map { AChatItem(chatInfo: .group(groupInfo: info), chatItem: $0) }))
     }
 

@@ -42,6 +42,8 @@ extension ChatController {
     func runGroupCommand(_ view: GroupView, userId: Int64, _ input: GroupInput, messageId: String? = nil, contactName: String? = nil,
                          extra: (@Sendable (Database) throws -> Void)? = nil) async throws -> GroupOutcome {
         let groupId = view.group.id ?? 0
+        // A channel's members are its machine's (+Channels): the group commands do not apply yet.
+        if try await channelRecord(groupId) != nil { throw ChatFailure.command("this command is not supported in channels yet") }
         do {
             return try await commitGroupInput(groupId, userId: userId, input, messageId: messageId, extra: extra)
         } catch let e as GroupError {

@@ -172,6 +172,9 @@ import Testing
                         for _ in 0..<2 { _ = try await rIn.next("joinedGroupMember") }
                         let announced = try await oIn.next("joinedGroupMemberConnecting")
                         #expect(announced["member"]?["memberProfile"]?["displayName"]?.stringValue == "sub1", "\(announced)")
+                        // Group commands that would go around the channel's machine are refused.
+                        let leave = await s.execute("/_leave #\(subGroup)")
+                        #expect(chatError(leave)?["type"]?.stringValue == "commandError", "\(leave)")
                         let known = await s.execute("/_connect plan 1 \(link)")
                         #expect(known["connectionPlan"]?["groupLinkPlan"]?["type"]?.stringValue == "known", "\(known)")
 
@@ -205,6 +208,7 @@ import Testing
                             guard case let .array(items)? = chat["chat"]?["chatItems"] else { throw TestFailure("\(chat)") }
                             let texts = items.compactMap { $0["content"]?["msgContent"]?["text"]?.stringValue }
                             #expect(texts == ["one", "two", "three"], "user \(user): \(texts)")
+                            #expect(items.allSatisfy { $0["chatDir"]?["type"]?.stringValue == "channelRcv" }, "\(items)")
                         }
                         let repeated = sIn.contains("newChatItems", where: { e in ["one", "two", "three"].contains(text(e["chatItems"]?.arrayFirst) ?? "") })
                         #expect(!repeated)
