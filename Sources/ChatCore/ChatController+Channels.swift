@@ -747,6 +747,18 @@ extension ChatController {
 
     // MARK: - Agent events of channel connections
 
+    /// Runs an input now (so that the connection's next message finds its state) and performs its
+    /// effects in a task of their own (they may wait on a peer's relay); a refusal is reported.
+    private func runInOrder<Effect: Sendable>(_ groupId: Int64, _ run: () async throws -> [Effect],
+                                              perform: @escaping @Sendable ([Effect]) async -> Void) async {
+        do {
+            let effects = try await run()
+            inBackground { await perform(effects) }
+        } catch {
+            reportChannelRefusal(groupId, error)
+        }
+    }
+
     /// Handles an agent event if it is of a channel connection; returns false for others.
     func handleChannelAgentEvent(_ event: AgentEvent) async throws -> Bool {
         guard let conn = event.connectionId, let ref = try await channelConnection(conn) else { return false }
@@ -760,16 +772,17 @@ extension ChatController {
                 reportChannelRefusal(groupId, ChatFailure(ChannelError(.malformedMessage, "a confirmation is malformed: \(error.message)")))
                 return true
             }
+            // The input is committed now, in the agent's order; its effects run in a task.
             switch role {
-            case .owner?: inBackground { await self.feedOwner(groupId, .relayConfirmation(from: ref.memberId, info: env)) }
-            case .subscriber?: inBackground { await self.feedSubscriber(groupId, .confirmation(from: ref.memberId, info: env)) }
+            case .owner?: await runInOrder(groupId) { try await self.runOwner(groupId, .relayConfirmation(from: ref.memberId, info: env)) } perform: { await self.performOwnerEffects(groupId, $0) }
+            case .subscriber?: await runInOrder(groupId) { try await self.runSubscriber(groupId, .confirmation(from: ref.memberId, info: env)) } perform: { await self.performSubscriberEffects(groupId, $0) }
             default: break
             }
         case .connected:
             switch role {
-            case .owner?: inBackground { await self.feedOwner(groupId, .connected(ref.memberId)) }
-            case .relay?: inBackground { await self.feedRelay(groupId, .connected(ref.memberId)) }
-            case .subscriber?: inBackground { await self.feedSubscriber(groupId, .connected(ref.memberId)) }
+            case .owner?: await runInOrder(groupId) { try await self.runOwner(groupId, .connected(ref.memberId)) } perform: { await self.performOwnerEffects(groupId, $0) }
+            case .relay?: await runInOrder(groupId) { try await self.runRelay(groupId, .connected(ref.memberId)) } perform: { await self.performRelayEffects(groupId, $0) }
+            case .subscriber?: await runInOrder(groupId) { try await self.runSubscriber(groupId, .connected(ref.memberId)) } perform: { await self.performSubscriberEffects(groupId, $0) }
             case nil: break
             }
         case let .message(_, seq, body, _):
