@@ -229,6 +229,41 @@ extension ChatController {
 
     // MARK: - Subscriber
 
+    /// `/_leave #<groupId>` of a subscriber: a signed `x.grp.leave` to every connected relay (each
+    /// forwards it to the owner: `leftMember` there), then every connection of the channel is
+    /// deleted (`leftMemberUser`). Nil for a group that is no channel the user subscribes to.
+    func leaveChannel(groupId: Int64) async throws -> ChatResponse? {
+        guard let c = try await channelRecord(groupId), c.role == ChannelRecord.Role.subscriber.rawValue else { return nil }
+        let (u, _) = try await groupAndUser(groupId)
+        try requireStarted()
+        let effects = try await runSubscriber(groupId, .leave)
+        let now = Timestamp.now()
+        try await dbWrite { db in
+            _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == c.memberId)
+                .updateAll(db, Column("status").set(to: GroupProtocol.GroupMemberStatus.left.rawValue), Column("updated_at").set(to: now))
+        }
+        await performSubscriberEffects(groupId, effects)
+        let view = try await groupView(groupId)
+        return .group(.leftMemberUser(UserGroup(user: userModel(u), groupInfo: channelInfo(view, c))))
+    }
+
+    /// Deletes every agent connection of a channel (its queues go from their relays; what their
+    /// outboxes hold is delivered first).
+    func deleteChannelConnections(_ groupId: Int64) async throws {
+        let conns = try await dbRead { db in
+            try ChannelMemberRecord.filter(ChannelMemberRecord.Columns.groupId == groupId && ChannelMemberRecord.Columns.agentConnId != nil).fetchAll(db)
+                .compactMap(\.agentConnId)
+        }
+        for conn in conns {
+            do { try await agent.deleteConnection(conn) } catch let e as AgentError where e.code == .unknownConnection {}
+            try await dbWrite { db in
+                _ = try ChannelMemberRecord.filter(ChannelMemberRecord.Columns.agentConnId == conn)
+                    .updateAll(db, ChannelMemberRecord.Columns.agentConnId.set(to: nil as Int64?), Column("connected").set(to: false))
+            }
+            channelRuntime.connections?[conn] = nil
+        }
+    }
+
     /// A channel link's data; a link that names none (not found, or not a channel's) is `invalidConnReq`.
     private func channelLinkWithData(_ short: ShortLink) async throws -> (ResolvedShortLink, ShortLinkData, Ed25519.PublicKey) {
         let resolved: ResolvedShortLink
@@ -471,7 +506,7 @@ extension ChatController {
                         channelRuntime.connections?[conn] = nil
                     }
                 case .deleteAllConnections:
-                    logger.info("leaving a channel is not wired in yet", metadata: ["group": "\(groupId)"])
+                    try await deleteChannelConnections(groupId)
                 case let .emit(e):
                     try await reportSubscriberEvent(groupId, e)
                 }

@@ -495,6 +495,15 @@ extension ChatController {
         return relays.map(\.description)
     }
 
+    /// A channel member's `group_member` status (the owner learns a subscriber left).
+    func markChannelMember(_ groupId: Int64, _ id: MemberId, _ status: GroupProtocol.GroupMemberStatus) async throws {
+        let now = Timestamp.now()
+        try await dbWrite { db in
+            _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == id.text)
+                .updateAll(db, Column("status").set(to: status.rawValue), Column("updated_at").set(to: now))
+        }
+    }
+
     private func reportOwnerEvent(_ groupId: Int64, _ e: ChannelEvent) async throws {
         let view = try await groupView(groupId)
         guard let c = try await channelRecord(groupId) else { return }
@@ -512,6 +521,10 @@ extension ChatController {
         case let .joinedGroupMemberConnecting(relay, member):
             guard let h = view.member(relay), let m = view.member(member) else { return }
             sink.yield(.group(.joinedGroupMemberConnecting(JoinedGroupMemberConnecting(user: userModel(u), groupInfo: info, hostMember: h, member: m))))
+        case let .leftMember(id):
+            try await markChannelMember(groupId, id, .left)
+            guard let m = try await groupView(groupId).member(id) else { return }
+            sink.yield(.group(.leftMember(UserGroupMember(user: userModel(u), groupInfo: info, member: m))))
         default:
             logger.debug("a channel event is not reported yet", metadata: ["group": "\(groupId)", "event": "\(e)"])
         }
@@ -740,6 +753,9 @@ extension ChatController {
         case let .joinedGroupMember(id):
             guard let m = view.member(id) else { return }
             sink.yield(.group(.joinedGroupMember(UserGroupMember(user: userModel(u), groupInfo: info, member: m))))
+        case let .leftMember(id):
+            guard let m = view.member(id) else { return }
+            sink.yield(.group(.leftMember(UserGroupMember(user: userModel(u), groupInfo: info, member: m))))
         default:
             logger.debug("a channel event is not reported yet", metadata: ["group": "\(groupId)", "event": "\(e)"])
         }

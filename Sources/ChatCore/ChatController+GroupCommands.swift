@@ -192,6 +192,7 @@ extension ChatController {
 
     /// `/_leave #<groupId>` (`leftMemberUser`).
     public func leaveGroup(groupId: Int64) async throws -> ChatResponse {
+        if let left = try await leaveChannel(groupId: groupId) { return left } // a channel's subscriber (+ChannelMembers)
         let (u, view) = try await groupAndUser(groupId)
         try await runGroupCommand(view, userId: u.id, .leave)
         await dropGroupLink(groupId) // (+GroupLinks)

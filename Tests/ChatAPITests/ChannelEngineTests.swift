@@ -173,8 +173,8 @@ import Testing
                         let announced = try await oIn.next("joinedGroupMemberConnecting")
                         #expect(announced["member"]?["memberProfile"]?["displayName"]?.stringValue == "sub1", "\(announced)")
                         // Group commands that would go around the channel's machine are refused.
-                        let leave = await s.execute("/_leave #\(subGroup)")
-                        #expect(chatError(leave)?["type"]?.stringValue == "commandError", "\(leave)")
+                        let renamed = await s.execute(#"/_group_profile #\#(subGroup) {"displayName": "mine", "fullName": ""}"#)
+                        #expect(renamed["type"]?.stringValue == "chatCmdError", "\(renamed)")
                         let known = await s.execute("/_connect plan 1 \(link)")
                         #expect(known["connectionPlan"]?["groupLinkPlan"]?["type"]?.stringValue == "known", "\(known)")
 
@@ -212,6 +212,22 @@ import Testing
                         }
                         let repeated = sIn.contains("newChatItems", where: { e in ["one", "two", "three"].contains(text(e["chatItems"]?.arrayFirst) ?? "") })
                         #expect(!repeated)
+
+                        // The first subscriber leaves: both relays drop it, the owner hears once;
+                        // later posts reach only the second.
+                        let left = await s.execute("/_leave #\(subGroup)")
+                        #expect(left["type"]?.stringValue == "leftMemberUser", "\(left)")
+                        for _ in 0..<2 {
+                            let gone = try await rIn.next("leftMember")
+                            #expect(gone["member"]?["memberProfile"]?["displayName"]?.stringValue == "sub1", "\(gone)")
+                        }
+                        let ownerHeard = try await oIn.next("leftMember")
+                        #expect(ownerHeard["member"]?["memberProfile"]?["displayName"]?.stringValue == "sub1", "\(ownerHeard)")
+                        _ = await post(o, groupId, "four")
+                        _ = try await sIn.next("newChatItems", where: { $0["user"]?["userId"]?.intValue == 2 && text($0["chatItems"]?.arrayFirst) == "four" })
+                        let toLeaver = sIn.contains("newChatItems", where: { e in e["user"]?["userId"]?.intValue == 1 && text(e["chatItems"]?.arrayFirst) == "four" })
+                        #expect(!toLeaver)
+                        #expect(!oIn.contains("leftMember"))
                     }
                 }
             }
