@@ -92,7 +92,9 @@ python-test: $(PY_STAMP) browser-deps
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_db_archive.py && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_ws_api.py && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) SWIFTPLEX_ARTIFACTS=.build/test-artifacts \
-	    $(VENV)/bin/python Tests/python/test_dashboard.py; fi
+	    $(VENV)/bin/python Tests/python/test_dashboard.py && \
+	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) SWIFTPLEX_ARTIFACTS=.build/test-artifacts \
+	    $(VENV)/bin/python Tests/python/test_dashboard_bots.py; fi
 
 # Benchmarks (release build). BENCH=relay|libsimplex|echo ; extra flags in BENCH_ARGS.
 BENCH ?= relay

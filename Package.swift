@@ -322,6 +322,7 @@ let package = Package(
         .executableTarget(
             name: "swiftplex-bench",
             dependencies: [
+                "Agent",
                 "RelayServer",
                 "RelayClient",
                 "SimplexLib",

@@ -167,7 +167,7 @@ public actor Agent {
             eventSink.yield(.message(connection: m.connectionId, seq: m.seq, body: m.body, integrity: .ok))
         }
         let relaysInUse = try await store.queue.read { db in
-            Set(try AgentStore.allConnections(db).map(\.rcv.relay) + AgentStore.allAddresses(db).map(\.rcv.relay))
+            try AgentStore.relaysInUse(db)
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { [newConnections] in
@@ -192,8 +192,8 @@ public actor Agent {
             await retryOutbox()
             // Answers to our contact requests that were accepted but not yet allowed when the
             // process stopped (allowing runs outside the receive loop).
-            if let waiting = try? await store.queue.read({ db in try AgentStore.allConnections(db) }) {
-                for r in waiting where r.status == .confirmed {
+            if let waiting = try? await store.queue.read({ db in try AgentStore.connections(db, status: .confirmed) }) {
+                for r in waiting {
                     if let info = r.autoAllowInfo { startAutoAllow(r.id, info: [UInt8](info)) }
                 }
             }
@@ -222,7 +222,7 @@ public actor Agent {
 
     func hostsOwnQueues(_ relay: RelayAddress) async -> Bool {
         guard let hosts = try? await store.queue.read({ db in
-            Set(try AgentStore.allConnections(db).map(\.rcv.relay) + AgentStore.allAddresses(db).map(\.rcv.relay))
+            try AgentStore.relaysInUse(db)
         }) else { return true }
         return hosts.contains(relay.description)
     }
@@ -241,15 +241,53 @@ public actor Agent {
         }
     }
 
-    /// Connects (if needed) and subscribes every receiving queue on `relay`.
+    /// Every receiving queue (connections, then addresses) of the agent database at
+    /// `databasePath`, read without running an agent: for tools that check or measure what an
+    /// agent subscribes (`swiftplex-bench contacts`). The queues hold private keys.
+    public static func receivingQueues(databasePath: URL) throws -> [RecipientQueue] {
+        let store = try AgentStore(path: databasePath)
+        defer { try? store.queue.close() }
+        return try store.queue.read { db in try AgentStore.receivingQueues(db).map { try $0.queue.recipientQueue } }
+    }
+
+    /// Connects (if needed) and subscribes every receiving queue on `relay`, pipelined (see
+    /// `RelayConnection.subscribe(_:window:)`), then reports the result as one
+    /// ``AgentEvent/subscriptions(relay:active:removed:)``. A queue the relay refuses (`AUTH`: it
+    /// was deleted there) is reported removed and does not hold up the others; losing the
+    /// connection meanwhile throws, and the caller dials again.
     func resubscribe(_ relay: RelayAddress) async throws {
         let connection = try await relayConnection(relay)
-        let (records, addresses) = try await store.queue.read { db in (try AgentStore.allConnections(db), try AgentStore.allAddresses(db)) }
-        let queues = try (records.map(\.rcv) + addresses.map(\.rcv)).filter { $0.relay == relay.description }.map { try $0.recipientQueue }
-        for var q in queues {
+        let here = relay.description
+        let stored = try await store.queue.read { db in try AgentStore.receivingQueues(db) }
+        var owners: [Int64?] = []  // the connection behind each queue; nil for an address
+        var queues: [RecipientQueue] = []
+        for (owner, own) in stored where own.relay == here {
+            var q = try own.recipientQueue
             q.relay = relay
-            try await connection.subscribe(q)
+            queues.append(q)
+            owners.append(owner)
         }
+        let errors = await connection.subscribe(queues)
+        var active: [Int64] = []
+        var removed: [SubscriptionFailure] = []
+        for (owner, error) in zip(owners, errors) {
+            switch error?.code {
+            case nil:
+                if let owner { active.append(owner) }
+            case .relay(let code):
+                if let owner {
+                    removed.append(SubscriptionFailure(connection: owner, error: code.rawValue))
+                } else {
+                    logger.warning("the relay refused to subscribe an address queue", metadata: ["relay": "\(relay.host):\(relay.port)", "error": "\(code.rawValue)"])
+                }
+            default:
+                throw AgentError(.relay, "subscribing at \(relay.host):\(relay.port) failed: \(error!.message)")
+            }
+        }
+        if !removed.isEmpty {
+            logger.warning("the relay refused to subscribe some queues", metadata: ["relay": "\(relay.host):\(relay.port)", "count": "\(removed.count)"])
+        }
+        eventSink.yield(.subscriptions(relay: relay, active: active, removed: removed))
     }
 
     // MARK: - Relay connections

@@ -36,6 +36,21 @@ public enum AgentEvent: Sendable, Equatable {
     case undeliverable(connection: Int64, seqs: [UInt64])
     case hostConnected(RelayAddress)
     case hostDisconnected(RelayAddress)
+    /// Every receiving queue on `relay` was subscribed (at start, and after each reconnection):
+    /// the connections now receiving, and those whose queue the relay refused (it no longer has
+    /// it). Address queues are subscribed too but not listed.
+    case subscriptions(relay: RelayAddress, active: [Int64], removed: [SubscriptionFailure])
+}
+
+/// A connection whose receiving queue could not be subscribed: the relay's error code.
+public struct SubscriptionFailure: Sendable, Equatable {
+    public var connection: Int64
+    public var error: String
+
+    public init(connection: Int64, error: String) {
+        self.connection = connection
+        self.error = error
+    }
 }
 
 extension AgentEvent {
@@ -45,7 +60,7 @@ extension AgentEvent {
         case let .confirmation(c, _), let .connected(c, _), let .message(c, _, _, _), let .sent(c, _), let .delivered(c, _), let .rejected(c, _),
              let .undeliverable(c, _):
             c
-        case .contactRequest, .storeError, .hostConnected, .hostDisconnected:
+        case .contactRequest, .storeError, .hostConnected, .hostDisconnected, .subscriptions:
             nil
         }
     }

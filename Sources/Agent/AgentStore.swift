@@ -259,10 +259,6 @@ final class AgentStore: Sendable {
         try Data.fetchOne(db, sql: "SELECT state FROM address WHERE id = ?", arguments: [id]).map { try decoder.decode(AddressRecord.self, from: $0) }
     }
 
-    static func allAddresses(_ db: Database) throws -> [AddressRecord] {
-        try Data.fetchAll(db, sql: "SELECT state FROM address ORDER BY id").map { try decoder.decode(AddressRecord.self, from: $0) }
-    }
-
     static func deleteAddress(_ db: Database, id: Int64) throws {
         try db.execute(sql: "DELETE FROM address WHERE id = ?", arguments: [id])
     }
@@ -282,8 +278,31 @@ final class AgentStore: Sendable {
         try db.execute(sql: "DELETE FROM contact_request WHERE id = ?", arguments: [id])
     }
 
-    static func allConnections(_ db: Database) throws -> [ConnectionRecord] {
-        try Data.fetchAll(db, sql: "SELECT state FROM connection ORDER BY id").map { try decoder.decode(ConnectionRecord.self, from: $0) }
+    /// Every receiving queue, connections' (with their id) then addresses' (nil), read out of the
+    /// stored JSON by SQLite (`json_extract`) without decoding whole records — ratchets and keys
+    /// are most of each record, and a restart of a bot with many contacts needs only the queues.
+    static func receivingQueues(_ db: Database) throws -> [(connection: Int64?, queue: OwnQueue)] {
+        let connections = try Row.fetchAll(db, sql: "SELECT id, json_extract(CAST(state AS TEXT), '$.rcv') AS rcv FROM connection ORDER BY id").map {
+            (connection: Optional<Int64>($0["id"] as Int64), queue: try decoder.decode(OwnQueue.self, from: Data(($0["rcv"] as String).utf8)))
+        }
+        let addresses = try String.fetchAll(db, sql: "SELECT json_extract(CAST(state AS TEXT), '$.rcv') FROM address ORDER BY id").map {
+            (connection: Int64?.none, queue: try decoder.decode(OwnQueue.self, from: Data($0.utf8)))
+        }
+        return connections + addresses
+    }
+
+    /// The relays that hold our receiving queues (`OwnQueue.relay` as stored).
+    static func relaysInUse(_ db: Database) throws -> Set<String> {
+        Set(try String.fetchAll(db, sql: """
+            SELECT json_extract(CAST(state AS TEXT), '$.rcv.relay') FROM connection
+            UNION SELECT json_extract(CAST(state AS TEXT), '$.rcv.relay') FROM address
+            """))
+    }
+
+    /// The connections in `status` (the status read by SQLite; only those records decoded).
+    static func connections(_ db: Database, status: ConnectionRecord.Status) throws -> [ConnectionRecord] {
+        try Data.fetchAll(db, sql: "SELECT state FROM connection WHERE json_extract(CAST(state AS TEXT), '$.status') = ? ORDER BY id",
+                          arguments: [status.rawValue]).map { try decoder.decode(ConnectionRecord.self, from: $0) }
     }
 
     static func delete(_ db: Database, id: Int64) throws {

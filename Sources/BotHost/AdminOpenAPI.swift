@@ -17,10 +17,11 @@ struct AdminRoute: Sendable {
         case events
     }
 
-    /// A query parameter (an integer).
+    /// A query parameter (an integer unless said otherwise).
     struct Parameter: Sendable {
         var name: String
         var description: String
+        var type = "integer"
     }
 
     /// A JSON schema, by reference to the document's components or a paged list.
@@ -121,7 +122,7 @@ enum AdminOpenAPI {
         }
         parameters += route.query.map { p in
             .object([("name", .string(p.name)), ("in", .string("query")), ("required", .bool(false)),
-                     ("description", .string(p.description)), ("schema", .object([("type", .string("integer"))]))])
+                     ("description", .string(p.description)), ("schema", .object([("type", .string(p.type))]))])
         }
         if !parameters.isEmpty { op.append(("parameters", .array(parameters))) }
         if let body = route.body {
@@ -152,8 +153,8 @@ enum AdminOpenAPI {
         switch s {
         case let .ref(name): return .object([("$ref", .string("#/components/schemas/\(name)"))])
         case let .page(key):
-            return object([key: .object([("type", .string("array")), ("items", schema(.ref("Object")))]),
-                           "total": integer, "offset": integer, "limit": integer], order: [key, "total", "offset", "limit"])
+            return object(["bot": string, key: .object([("type", .string("array")), ("items", schema(.ref("Object")))]),
+                           "total": integer, "offset": integer, "limit": integer], order: ["bot", key, "total", "offset", "limit"])
         }
     }
 
@@ -172,26 +173,39 @@ enum AdminOpenAPI {
         let counters = object(Dictionary(uniqueKeysWithValues: ["handled", "errors", "timeouts", "dropped", "crashes", "restarts", "protocolErrors", "refusedCalls"].map { ($0, integer) }),
                               order: ["handled", "errors", "timeouts", "dropped", "crashes", "restarts", "protocolErrors", "refusedCalls"])
         let states: JSONValue = .object([("type", .string("string")), ("enum", .array(PluginCondition.allCases.map { .string($0.rawValue) }))])
-        let plugin = object(["name": string, "plugin": string, "version": string, "isolation": string, "state": states, "queueDepth": integer, "counters": counters],
-                            order: ["name", "plugin", "version", "isolation", "state", "queueDepth", "counters"])
+        let plugin = object(["bot": string, "name": string, "plugin": string, "version": string, "isolation": string, "state": states, "queueDepth": integer,
+                             "counters": counters],
+                            order: ["bot", "name", "plugin", "version", "isolation", "state", "queueDepth", "counters"])
         let outcome: JSONValue = .object([("type", .string("string")), ("enum", .array(["started", "unchanged", "stopped", "failed", "rolledBack"].map(JSONValue.string)))])
-        let result = object(["name": string, "outcome": outcome, "failed": boolean, "message": string], order: ["name", "outcome", "failed", "message"])
+        let result = object(["bot": string, "name": string, "outcome": outcome, "failed": boolean, "message": string],
+                            order: ["bot", "name", "outcome", "failed", "message"])
+        let nullableString: JSONValue = .object([("type", .string("string")), ("nullable", .bool(true))])
+        let bot = object(["name": string, "default": boolean, "displayName": string, "dataPrefix": string, "userId": integer, "engineRunning": boolean,
+                          "relaysConnected": integer, "address": nullableString, "plugins": integer, "eventSubscribers": integer],
+                         order: ["name", "default", "displayName", "dataPrefix", "userId", "engineRunning", "relaysConnected", "address", "plugins",
+                                 "eventSubscribers"])
+        let botReadiness = object(["name": string, "ready": boolean, "engineRunning": boolean, "relaysConnected": integer],
+                                  order: ["name", "ready", "engineRunning", "relaysConnected"])
         return .object([
             ("securitySchemes", .object([("bearer", .object([("type", .string("http")), ("scheme", .string("bearer"))]))])),
             ("schemas", .object([
                 ("Object", .object([("type", .string("object"))])),
                 ("Error", object(["error": object(["type": string, "message": string], order: ["type", "message"])], order: ["error"])),
-                ("Readiness", object(["ready": boolean, "engineRunning": boolean, "relaysConnected": integer, "relaysDown": array(string)],
-                                     order: ["ready", "engineRunning", "relaysConnected", "relaysDown"])),
+                ("Readiness", object(["ready": boolean, "engineRunning": boolean, "relaysConnected": integer, "relaysDown": array(string),
+                                      "bots": array(botReadiness)],
+                                     order: ["ready", "engineRunning", "relaysConnected", "relaysDown", "bots"])),
                 ("Status", object(["engineRunning": boolean, "uptimeSeconds": integer, "version": string, "relays": array(string),
-                                   "relaysConnected": integer, "embeddedRelay": boolean, "address": string, "plugins": integer,
-                                   "authFailures": integer, "eventSubscribers": integer],
+                                   "relaysConnected": integer, "embeddedRelay": boolean, "address": nullableString, "plugins": integer,
+                                   "authFailures": integer, "eventSubscribers": integer, "bots": array(bot)],
                                   order: ["engineRunning", "uptimeSeconds", "version", "relays", "relaysConnected", "embeddedRelay", "address",
-                                          "plugins", "authFailures", "eventSubscribers"])),
+                                          "plugins", "authFailures", "eventSubscribers", "bots"])),
+                ("Bot", bot),
+                ("Bots", object(["bots": array(bot)], order: ["bots"])),
                 ("Plugins", object(["plugins": array(plugin)], order: ["plugins"])),
                 ("ReloadResults", object(["results": array(result)], order: ["results"])),
-                ("Address", object(["link": string, "qrSvg": string], order: ["link", "qrSvg"])),
-                ("GroupMembers", object(["groupInfo": schema(.ref("Object")), "members": array(schema(.ref("Object")))], order: ["groupInfo", "members"])),
+                ("Address", object(["bot": string, "link": string, "qrSvg": string], order: ["bot", "link", "qrSvg"])),
+                ("GroupMembers", object(["bot": string, "groupInfo": schema(.ref("Object")), "members": array(schema(.ref("Object")))],
+                                        order: ["bot", "groupInfo", "members"])),
             ])),
             ("responses", .object([("Error", .object([("description", .string("A typed error")),
                                                      ("content", .object([("application/json", .object([("schema", schema(.ref("Error")))]))]))]))])),

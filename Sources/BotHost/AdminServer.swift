@@ -67,10 +67,12 @@ struct AdminServer: Service {
                     Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: document))
                 }
             case .events:
-                wsRouter.ws(RouterPath(route.routerPath)) { request, _ in
-                    authorized(request) ? .upgrade([:]) : .dontUpgrade
+                wsRouter.ws(RouterPath(route.routerPath)) { [host] request, _ in
+                    // An unknown bot is refused like a wrong token: no upgrade.
+                    authorized(request) && (try? Self.bot(request, of: host)) != nil ? .upgrade([:]) : .dontUpgrade
                 } onUpgrade: { [host] inbound, outbound, context in
-                    try await Self.streamEvents(host: host, inbound: inbound, outbound: outbound, context: context)
+                    let bot = (try? Self.bot(context.request, of: host)) ?? host.defaultBot
+                    try await Self.streamEvents(bot: bot, inbound: inbound, outbound: outbound, context: context)
                 }
             }
         }
@@ -99,10 +101,10 @@ struct AdminServer: Service {
         try await app.run()
     }
 
-    static func streamEvents(host: BotHost, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter,
+    static func streamEvents(bot: HostedBot, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter,
                              context: WebSocketRouterContext<AdminRequestContext>) async throws {
-        let subscription = host.events.subscribe(limit: ChatWebSocketServer.maxPendingEvents)
-        context.logger.info("admin event stream opened")
+        let subscription = bot.events.subscribe(limit: ChatWebSocketServer.maxPendingEvents)
+        context.logger.info("admin event stream opened", metadata: ["bot": "\(bot.name)"])
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 for await event in subscription.events {
@@ -118,14 +120,27 @@ struct AdminServer: Service {
 
     // MARK: Routes
 
+    /// `?bot=`: which bot a call is for (its name from the configuration; default: the first).
+    static let botParameter = AdminRoute.Parameter(name: "bot", description: "The bot, by its name in the configuration (default: the first bot)",
+                                                   type: "string")
+
+    /// The bot `?bot=` names, or the first; an unknown name is a typed 404.
+    static func bot(_ request: Request, of host: BotHost) throws -> HostedBot {
+        guard let name = request.uri.queryParameters["bot"].map(String.init) else { return host.defaultBot }
+        guard let bot = host.bot(named: name) else { throw AdminError(.notFound, "noSuchBot", "no bot named \(name) (see /api/bots)") }
+        return bot
+    }
+
     /// Every route of the admin API: what it does, who may call it, its parameters and answers
     /// (for the OpenAPI document), and its handler.
     func routeTable() -> [AdminRoute] {
         let host = self.host
         let maxBody = options.maxBodyBytes
         let object = AdminRoute.Schema.ref("Object")
-        let page = [AdminRoute.Parameter(name: "offset", description: "Entries to skip (default 0)"),
-                    AdminRoute.Parameter(name: "limit", description: "Entries to return, 1…\(Page.maxLimit) (default 100)")]
+        let bot = [Self.botParameter]
+        let page = bot + [AdminRoute.Parameter(name: "offset", description: "Entries to skip (default 0)"),
+                          AdminRoute.Parameter(name: "limit", description: "Entries to return, 1…\(Page.maxLimit) (default 100)")]
+        let noBot = AdminRoute.Answer(status: "404", description: "No such bot (noSuchBot)", schema: .ref("Error"))
         let chatResponse = AdminRoute.Answer(status: "200", description: "The Chat API's response", schema: object)
         let chatError = AdminRoute.Answer(status: "422", description: "The engine refused it (chatError)", schema: .ref("Error"))
         return [
@@ -162,140 +177,170 @@ struct AdminServer: Service {
                        answers: [.init(status: "200", description: "OK", schema: .ref("Status"))]) { _, _ in
                 JSONResponse.make(host.statusJSON())
             },
-            AdminRoute(.get, "/api/plugins", "Plugin instances with their condition, queue depth and counters",
-                       answers: [.init(status: "200", description: "OK", schema: .ref("Plugins"))]) { _, _ in
-                JSONResponse.make(.object([("plugins", .array(host.plugins.statuses().map(Self.pluginJSON)))]))
+            AdminRoute(.get, "/api/bots", "The host's bots: name, profile name, engine, relays, address, plugins",
+                       answers: [.init(status: "200", description: "OK", schema: .ref("Bots"))]) { _, _ in
+                JSONResponse.make(.object([("bots", .array(host.bots.map(host.botJSON)))]))
+            },
+            AdminRoute(.get, "/api/plugins", "Plugin instances of every bot (or of ?bot=) with their bot, condition, queue depth and counters",
+                       query: bot, answers: [.init(status: "200", description: "OK", schema: .ref("Plugins")), noBot]) { request, _ in
+                let bots = request.uri.queryParameters["bot"] == nil ? host.bots : [try Self.bot(request, of: host)]
+                return JSONResponse.make(.object([("plugins", .array(bots.flatMap { b in b.plugins.statuses().map { Self.pluginJSON($0, bot: b.name) } }))]))
             },
             AdminRoute(.post, "/api/plugins/reload",
-                       "Reload every plugin instance from the configuration; per-instance outcomes (rolledBack when a new version failed)",
-                       answers: [.init(status: "200", description: "OK", schema: .ref("ReloadResults"))]) { _, context in
-                try await reload(only: nil, context: context)
+                       "Reload every plugin instance of every bot (or of ?bot=) from the configuration; per-instance outcomes (rolledBack when a new version failed)",
+                       query: bot, answers: [.init(status: "200", description: "OK", schema: .ref("ReloadResults")), noBot]) { request, context in
+                let bots = request.uri.queryParameters["bot"] == nil ? host.bots : [try Self.bot(request, of: host)]
+                var results: [JSONValue] = []
+                // Every bot's list is read before any is applied: a configuration that cannot be
+                // read changes no bot.
+                var lists: [(HostedBot, [PluginSpec])] = []
+                for b in bots { lists.append((b, try await pluginList(b))) }
+                for (b, specs) in lists { results += try await reload(b, specs: specs, only: nil, context: context) }
+                return JSONResponse.make(.object([("results", .array(results))]))
             },
-            AdminRoute(.post, "/api/plugins/{name}/reload", "Reload one plugin instance; the others keep what they run",
-                       answers: [.init(status: "200", description: "OK", schema: .ref("ReloadResults")),
-                                 .init(status: "404", description: "No such instance", schema: .ref("Error"))]) { _, context in
-                try await reload(only: context.parameters.require("name"), context: context)
+            AdminRoute(.post, "/api/plugins/{name}/reload", "Reload one plugin instance of a bot; the others keep what they run",
+                       query: bot, answers: [.init(status: "200", description: "OK", schema: .ref("ReloadResults")),
+                                             .init(status: "404", description: "No such instance or bot", schema: .ref("Error"))]) { request, context in
+                let b = try Self.bot(request, of: host)
+                let results = try await reload(b, specs: try await pluginList(b), only: context.parameters.require("name"), context: context)
+                return JSONResponse.make(.object([("results", .array(results))]))
             },
-            AdminRoute(.get, "/api/contacts", "Contacts, paged", query: page,
-                       answers: [.init(status: "200", description: "OK", schema: .page("contacts"))]) { request, _ in
+            AdminRoute(.get, "/api/contacts", "A bot's contacts, paged", query: page,
+                       answers: [.init(status: "200", description: "OK", schema: .page("contacts")), noBot]) { request, _ in
                 let page = try Page(request)
-                switch await host.api.respond("/_contacts \(host.userId)") {
+                let b = try Self.bot(request, of: host)
+                switch await b.api.respond("/_contacts \(b.userId)") {
                 case let .success(.contactsList(_, contacts)):
-                    return JSONResponse.make(page.json(contacts.map { ChatAPI.encodeValue($0) }, key: "contacts"))
+                    return JSONResponse.make(page.json(contacts.map { ChatAPI.encodeValue($0) }, key: "contacts", bot: b.name))
                 case let other: return Self.commandResult(other)
                 }
             },
-            AdminRoute(.post, "/api/contacts/{contactId}/messages", "Send a text message to a contact",
-                       body: .textMessage, answers: [chatResponse, chatError]) { request, context in
+            AdminRoute(.post, "/api/contacts/{contactId}/messages", "Send a text message to a bot's contact",
+                       query: bot, body: .textMessage, answers: [chatResponse, chatError, noBot]) { request, context in
                 let id = try context.parameters.require("contactId", as: Int64.self)
+                let b = try Self.bot(request, of: host)
                 let body = try await Self.jsonBody(request, limit: maxBody)
                 guard case let .string(text)? = body["text"], !text.isEmpty else {
                     throw AdminError(.badRequest, "badRequest", "the body must be {\"text\": \"a non-empty message\"}")
                 }
                 let messages: JSONValue = .array([.object([("msgContent", .object([("type", .string("text")), ("text", .string(text))]))])])
-                return Self.commandResult(await host.api.respond("/_send @\(id) json \(messages.description)"))
+                return Self.commandResult(await b.api.respond("/_send @\(id) json \(messages.description)"))
             },
-            AdminRoute(.get, "/api/contact-requests", "Pending contact requests, paged", query: page,
-                       answers: [.init(status: "200", description: "OK", schema: .page("contactRequests"))]) { request, _ in
+            AdminRoute(.get, "/api/contact-requests", "A bot's pending contact requests, paged", query: page,
+                       answers: [.init(status: "200", description: "OK", schema: .page("contactRequests")), noBot]) { request, _ in
                 let page = try Page(request)
-                switch await host.api.respond("/_get chats \(host.userId) count=1000000") {
+                let b = try Self.bot(request, of: host)
+                switch await b.api.respond("/_get chats \(b.userId) count=1000000") {
                 case let .success(.apiChats(_, chats)):
                     let requests = chats.compactMap { chat -> JSONValue? in
                         guard case let .contactRequest(request) = chat.chatInfo else { return nil }
                         return ChatAPI.encodeValue(request)
                     }
-                    return JSONResponse.make(page.json(requests, key: "contactRequests"))
+                    return JSONResponse.make(page.json(requests, key: "contactRequests", bot: b.name))
                 case let other: return Self.commandResult(other)
                 }
             },
-            AdminRoute(.post, "/api/contact-requests/{requestId}/accept", "Accept a contact request",
-                       answers: [chatResponse, chatError]) { _, context in
+            AdminRoute(.post, "/api/contact-requests/{requestId}/accept", "Accept a contact request to a bot",
+                       query: bot, answers: [chatResponse, chatError, noBot]) { request, context in
                 let id = try context.parameters.require("requestId", as: Int64.self)
-                return Self.commandResult(await host.api.respond("/_accept \(id)"))
+                return Self.commandResult(try await Self.bot(request, of: host).api.respond("/_accept \(id)"))
             },
-            AdminRoute(.post, "/api/contact-requests/{requestId}/reject", "Reject a contact request",
-                       answers: [chatResponse, chatError]) { _, context in
+            AdminRoute(.post, "/api/contact-requests/{requestId}/reject", "Reject a contact request to a bot",
+                       query: bot, answers: [chatResponse, chatError, noBot]) { request, context in
                 let id = try context.parameters.require("requestId", as: Int64.self)
-                return Self.commandResult(await host.api.respond("/_reject \(id)"))
+                return Self.commandResult(try await Self.bot(request, of: host).api.respond("/_reject \(id)"))
             },
-            AdminRoute(.get, "/api/groups", "The bot's groups (GroupInfo), paged", query: page,
-                       answers: [.init(status: "200", description: "OK", schema: .page("groups"))]) { request, _ in
+            AdminRoute(.get, "/api/groups", "A bot's groups (GroupInfo), paged", query: page,
+                       answers: [.init(status: "200", description: "OK", schema: .page("groups")), noBot]) { request, _ in
                 let page = try Page(request)
-                switch await host.api.respond("/_groups \(host.userId)") {
+                let b = try Self.bot(request, of: host)
+                switch await b.api.respond("/_groups \(b.userId)") {
                 case let .success(.group(.groupsList(list))):
-                    return JSONResponse.make(page.json(list.groups.map { ChatAPI.encodeValue($0) }, key: "groups"))
+                    return JSONResponse.make(page.json(list.groups.map { ChatAPI.encodeValue($0) }, key: "groups", bot: b.name))
                 case let other: return Self.commandResult(other)
                 }
             },
-            AdminRoute(.get, "/api/groups/{groupId}/members", "A group's members with their roles and states",
-                       answers: [.init(status: "200", description: "OK", schema: .ref("GroupMembers")), chatError]) { _, context in
+            AdminRoute(.get, "/api/groups/{groupId}/members", "A bot's group's members with their roles and states",
+                       query: bot, answers: [.init(status: "200", description: "OK", schema: .ref("GroupMembers")), chatError, noBot]) { request, context in
                 let id = try context.parameters.require("groupId", as: Int64.self)
-                switch await host.api.respond("/_members #\(id)") {
+                let b = try Self.bot(request, of: host)
+                switch await b.api.respond("/_members #\(id)") {
                 case let .success(.group(.groupMembers(members))):
-                    return JSONResponse.make(.object([("groupInfo", ChatAPI.encodeValue(members.group.groupInfo)),
+                    return JSONResponse.make(.object([("bot", .string(b.name)), ("groupInfo", ChatAPI.encodeValue(members.group.groupInfo)),
                                                       ("members", .array(members.group.members.map { ChatAPI.encodeValue($0) }))]))
                 case let other: return Self.commandResult(other)
                 }
             },
-            AdminRoute(.post, "/api/groups/{groupId}/messages", "Send a text message to a group",
-                       body: .textMessage, answers: [chatResponse, chatError]) { request, context in
+            AdminRoute(.post, "/api/groups/{groupId}/messages", "Send a text message to a bot's group",
+                       query: bot, body: .textMessage, answers: [chatResponse, chatError, noBot]) { request, context in
                 let id = try context.parameters.require("groupId", as: Int64.self)
+                let b = try Self.bot(request, of: host)
                 let body = try await Self.jsonBody(request, limit: maxBody)
                 guard case let .string(text)? = body["text"], !text.isEmpty else {
                     throw AdminError(.badRequest, "badRequest", "the body must be {\"text\": \"a non-empty message\"}")
                 }
                 let messages: JSONValue = .array([.object([("msgContent", .object([("type", .string("text")), ("text", .string(text))]))])])
-                return Self.commandResult(await host.api.respond("/_send #\(id) json \(messages.description)"))
+                return Self.commandResult(await b.api.respond("/_send #\(id) json \(messages.description)"))
             },
-            AdminRoute(.get, "/api/address", "The bot's contact address link",
-                       answers: [.init(status: "200", description: "OK", schema: .ref("Address")),
-                                 .init(status: "404", description: "The bot has no address", schema: .ref("Error"))]) { _, _ in
-                guard let link = host.address else { throw AdminError(.notFound, "noAddress", "the bot has no contact address (address.enabled is false)") }
-                return JSONResponse.make(.object([("link", .string(link)), ("qrSvg", .string("/api/address/qr.svg"))]))
+            AdminRoute(.get, "/api/address", "A bot's contact address link",
+                       query: bot, answers: [.init(status: "200", description: "OK", schema: .ref("Address")),
+                                             .init(status: "404", description: "No such bot, or the bot has no address", schema: .ref("Error"))]) { request, _ in
+                let b = try Self.bot(request, of: host)
+                guard let link = b.address else { throw AdminError(.notFound, "noAddress", "bot \(b.name) has no contact address (address.enabled is false)") }
+                let qr = b === host.defaultBot ? "/api/address/qr.svg" : "/api/address/qr.svg?bot=\(b.name)"
+                return JSONResponse.make(.object([("bot", .string(b.name)), ("link", .string(link)), ("qrSvg", .string(qr))]))
             },
-            AdminRoute(.get, "/api/address/qr.svg", "The bot's contact address as a QR code",
-                       answers: [.init(status: "200", description: "SVG image", contentType: "image/svg+xml"),
-                                 .init(status: "404", description: "The bot has no address", schema: .ref("Error"))]) { _, _ in
-                guard let link = host.address else { throw AdminError(.notFound, "noAddress", "the bot has no contact address (address.enabled is false)") }
+            AdminRoute(.get, "/api/address/qr.svg", "A bot's contact address as a QR code",
+                       query: bot, answers: [.init(status: "200", description: "SVG image", contentType: "image/svg+xml"),
+                                             .init(status: "404", description: "No such bot, or the bot has no address", schema: .ref("Error"))]) { request, _ in
+                let b = try Self.bot(request, of: host)
+                guard let link = b.address else { throw AdminError(.notFound, "noAddress", "bot \(b.name) has no contact address (address.enabled is false)") }
                 let code: QRCode
                 do { code = try QRCode.encode(link) } catch { throw AdminError(.internalServerError, "qrCode", "the address does not fit a QR code: \(error)") }
                 return Response(status: .ok, headers: [.contentType: "image/svg+xml"], body: .init(byteBuffer: ByteBuffer(string: Self.svg(code))))
             },
-            AdminRoute(.post, "/api/command", "Run a Chat API command; answered with the same JSON as chat_send_cmd",
-                       body: .command, answers: [.init(status: "200", description: "The Chat API's response (a chatCmdError too)", schema: object)]) { request, _ in
+            AdminRoute(.post, "/api/command", "Run a Chat API command on a bot's engine; answered with the same JSON as chat_send_cmd",
+                       query: bot, body: .command,
+                       answers: [.init(status: "200", description: "The Chat API's response (a chatCmdError too)", schema: object), noBot]) { request, _ in
+                let b = try Self.bot(request, of: host)
                 let body = try await Self.jsonBody(request, limit: maxBody)
                 guard case let .string(cmd)? = body["cmd"], !cmd.isEmpty else {
                     throw AdminError(.badRequest, "badRequest", "the body must be {\"cmd\": \"a chat command\"}")
                 }
-                return JSONResponse.make(await host.api.execute(cmd))
+                return JSONResponse.make(await b.api.execute(cmd))
             },
-            AdminRoute(.get, "/api/events", "WebSocket: the Chat API's events, one JSON object per text message (same token)", kind: .events,
+            AdminRoute(.get, "/api/events", "WebSocket: a bot's Chat API events, one JSON object per text message (same token)", query: bot, kind: .events,
                        answers: [.init(status: "101", description: "Switching to WebSocket")]),
         ]
     }
 
-    private func reload(only name: String?, context: AdminRequestContext) async throws -> Response {
-        let specs: [PluginSpec]
+    /// A bot's plugin list from ``AdminOptions/pluginSource`` (the config file read again), or
+    /// the list it runs.
+    private func pluginList(_ bot: HostedBot) async throws -> [PluginSpec] {
         do {
-            specs = try await options.pluginSource?() ?? host.appliedPlugins
+            return try await options.pluginSource?(bot.name) ?? bot.appliedPlugins
         } catch {
             throw AdminError(.unprocessableContent, "configError", "the configuration cannot be read; the running plugins are unchanged:\n\(error)")
         }
+    }
+
+    /// Applies `specs` to a bot's plugins (all, or only the instance `name`); the outcomes, one
+    /// per instance.
+    private func reload(_ bot: HostedBot, specs: [PluginSpec], only name: String?, context: AdminRequestContext) async throws -> [JSONValue] {
         var chosen = specs
         if let name {
-            guard specs.contains(where: { $0.name == name }) || host.appliedPlugins.contains(where: { $0.name == name }) else {
-                throw AdminError(.notFound, "noSuchPlugin", "no plugin instance named \(name)")
+            guard specs.contains(where: { $0.name == name }) || bot.appliedPlugins.contains(where: { $0.name == name }) else {
+                throw AdminError(.notFound, "noSuchPlugin", "bot \(bot.name) has no plugin instance named \(name)")
             }
             // Only this instance takes its new settings; the others keep what they run.
-            chosen = host.appliedPlugins.filter { $0.name != name } + specs.filter { $0.name == name }
+            chosen = bot.appliedPlugins.filter { $0.name != name } + specs.filter { $0.name == name }
         }
-        context.logger.notice("plugin reload requested", metadata: ["instance": "\(name ?? "all")"])
-        let results = await host.reload(chosen)
-        let outcomes: [JSONValue] = results.map { r in
-            .object([("name", .string(r.name)), ("outcome", .string(Self.outcomeName(r.outcome))),
+        context.logger.notice("plugin reload requested", metadata: ["bot": "\(bot.name)", "instance": "\(name ?? "all")"])
+        let results = await bot.reload(chosen)
+        return results.map { r in
+            .object([("bot", .string(bot.name)), ("name", .string(r.name)), ("outcome", .string(Self.outcomeName(r.outcome))),
                      ("failed", .bool(r.outcome.isFailure)), ("message", .string(r.outcome.description))])
         }
-        return JSONResponse.make(.object([("results", .array(outcomes))]))
     }
 
     static func outcomeName(_ o: PluginOutcome) -> String {
@@ -308,11 +353,11 @@ struct AdminServer: Service {
         }
     }
 
-    static func pluginJSON(_ s: PluginStatus) -> JSONValue {
+    static func pluginJSON(_ s: PluginStatus, bot: String) -> JSONValue {
         let c = s.stats
         func n(_ v: Int) -> JSONValue { .int(Int64(v)) }
         return .object([
-            ("name", .string(s.name)), ("plugin", .string(s.info.name)), ("version", .string(s.info.version)),
+            ("bot", .string(bot)), ("name", .string(s.name)), ("plugin", .string(s.info.name)), ("version", .string(s.info.version)),
             ("isolation", .string(s.isolation.rawValue)), ("state", .string(s.condition.rawValue)),
             ("queueDepth", n(s.queueDepth)),
             ("counters", .object([("handled", n(c.delivered)), ("errors", n(c.failed)), ("timeouts", n(c.timedOut)),
@@ -380,9 +425,9 @@ struct Page {
         }
     }
 
-    func json(_ all: [JSONValue], key: String) -> JSONValue {
+    func json(_ all: [JSONValue], key: String, bot: String) -> JSONValue {
         let slice = offset < all.count ? Array(all[offset..<min(all.count, offset + limit)]) : []
-        return .object([(key, .array(slice)), ("total", .int(Int64(all.count))), ("offset", .int(Int64(offset))),
+        return .object([("bot", .string(bot)), (key, .array(slice)), ("total", .int(Int64(all.count))), ("offset", .int(Int64(offset))),
                         ("limit", .int(Int64(limit)))])
     }
 }

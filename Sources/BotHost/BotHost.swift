@@ -15,60 +15,44 @@ import ServiceLifecycle
 import SwiftplexBase
 import SwiftplexStorage
 
-/// A running bot: the chat engine (and, with `relays: embedded`, a relay) plus its plugins.
+/// A running bot host: one or more bots (``HostedBot``: each a chat engine with its own
+/// databases, profile, address and plugins) and, with `relays: embedded`, a relay they share.
 ///
 /// ```swift
 /// let host = try await BotHost.start(options, logger: logger)
-/// print(host.address ?? "")           // the bot's contact address
+/// print(host.address ?? "")           // the first bot's contact address
 /// await host.run()                     // serves until shutdown() or graceful shutdown
 /// ```
-/// Start-up is the headless form of SimpleX's onboarding: open and migrate the databases,
-/// create the bot user on first start, start chat, create or reuse the contact address, load the
-/// plugins, then publish the profile (peer type, command menu, address).
+/// Start-up is the headless form of SimpleX's onboarding, for each bot: open and migrate its
+/// databases, create its user on first start, start chat, create or reuse its contact address,
+/// load its plugins, then publish its profile (peer type, command menu, address).
 ///
-/// The host is a `Service`: ``run()`` runs its parts — the embedded relay, the chat engine, the
-/// plugins' event dispatch and watchdog — as services of one `ServiceGroup`, and returns once
-/// a graceful shutdown (from a parent group, e.g. on SIGTERM, or from ``shutdown()``) has stopped
-/// them in reverse order and the databases are closed.
+/// The host is a `Service`: ``run()`` runs its parts — the embedded relay, each bot's chat
+/// engine and plugins' event dispatch and watchdog, the API servers — as services of one
+/// `ServiceGroup`, and returns once a graceful shutdown (from a parent group, e.g. on SIGTERM, or
+/// from ``shutdown()``) has stopped them in reverse order and the databases are closed.
+///
+/// ``api``, ``plugins``, ``address``, ``userId`` and ``events`` are the first bot's (the only one
+/// of a host configured with `bot:`); ``bots`` lists them all.
 public final class BotHost: Service, Sendable {
-    public let api: ChatAPI
-    public let plugins: PluginManager
+    /// The host's bots, in configuration order; the first is the default one.
+    public let bots: [HostedBot]
     /// The embedded relay's address, when there is one.
     public let relayAddress: RelayAddress?
-    /// The bot's contact address link, when `createAddress` is on.
-    public let address: String?
-    public let userId: Int64
     private let relay: RelayServer?
-    private let controller: ChatController
     private let options: BotHostOptions
     private let logger: Logger
-    private let menu = NIOLockedValueBox<[[String: String]]>([])
-    private let profileUpdates = ProfilePublisher()
-    /// The command menu changed: the plugins' service publishes the profile (newest change only).
-    private let menuChanges: AsyncStream<Void>
-    private let menuChangeSink: AsyncStream<Void>.Continuation
     /// Where the host is in its life: ``run()`` and ``shutdown()`` each act once.
     private let phase = NIOLockedValueBox(Phase.started)
     /// Finished when the host has stopped and closed its databases.
     private let stopped = Completion()
     private let relayService: EmbeddedRelayService?
-    private let engineService: EngineService
-    /// The chat events, for the plugins, the WebSocket API's clients and the admin API's stream.
-    public let events: EventHub<EncodedChatEvent>
-    /// The host's own subscription: every event goes to the plugins and is counted in ``metrics``.
-    private let pluginEvents: EventHub<EncodedChatEvent>.Subscription
     /// The Prometheus metrics served at the admin API's `/metrics`.
     let metrics: HostMetrics
     let startedAt = ContinuousClock.now
-    private let operations: NIOLockedValueBox<Operations>
+    private let authFailureCount = NIOLockedValueBox(0)
     private let adminListening = ListeningAddress()
     private let webSocketListening = ListeningAddress()
-
-    private struct Operations {
-        var engineRunning = false
-        var authFailures = 0
-        var appliedPlugins: [PluginSpec] = []
-    }
 
     private enum Phase {
         case started
@@ -76,22 +60,40 @@ public final class BotHost: Service, Sendable {
         case running(ServiceGroup)
         case stopping
     }
-    /// The exclusive lock on the data directory's databases, held for the host's life.
-    private let databaseLock: DatabaseLock
 
-    /// Where the bot's databases are (`<prefix>_chat.db`, `<prefix>_agent.db`, `<prefix>.lock`).
-    public static func databasePrefix(_ dataDirectory: URL) -> String { dataDirectory.appendingPathComponent("bot").path }
+    /// The first bot.
+    public var defaultBot: HostedBot { bots[0] }
+    public var api: ChatAPI { defaultBot.api }
+    public var plugins: PluginManager { defaultBot.plugins }
+    /// The first bot's contact address link, when it makes one.
+    public var address: String? { defaultBot.address }
+    public var userId: Int64 { defaultBot.userId }
+    /// The first bot's chat events.
+    public var events: EventHub<EncodedChatEvent> { defaultBot.events }
+
+    /// The bot of this name.
+    public func bot(named name: String) -> HostedBot? { bots.first { $0.name == name } }
+
+    /// Where the first bot's databases are when it has the default prefix (`<prefix>_chat.db`,
+    /// `<prefix>_agent.db`, `<prefix>.lock`).
+    public static func databasePrefix(_ dataDirectory: URL) -> String { HostedBot.databasePrefix(dataDirectory, prefix: BotOptions.defaultName) }
 
     /// Starts everything up to and including the plugins; events flow once `run()` is called.
     public static func start(_ options: BotHostOptions, logger: Logger) async throws -> BotHost {
         let fm = FileManager.default
+        let bots = options.bots
+        try validateBots(bots)
         try fm.createDirectory(at: options.dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         chmod(options.dataDirectory.path, 0o700)
-        // One host per data directory: a second would encrypt with the same chain keys (and
+        // One host per bot's databases: a second would encrypt with the same chain keys (and
         // fight over the embedded relay's store). Refused at once with ``DatabaseLocked``.
-        let databaseLock = try DatabaseLock.acquire(prefix: Self.databasePrefix(options.dataDirectory))
-        do { try validateOperations(options) } catch {
-            databaseLock.release()
+        var locks: [DatabaseLock] = []
+        func releaseLocks() { for l in locks { l.release() } }
+        do {
+            for bot in bots { locks.append(try DatabaseLock.acquire(prefix: HostedBot.databasePrefix(options.dataDirectory, prefix: bot.dataPrefix))) }
+            try validateOperations(options)
+        } catch {
+            releaseLocks()
             throw error
         }
 
@@ -104,6 +106,7 @@ public final class BotHost: Service, Sendable {
             do {
                 relay = try await RelayServer.start(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton, logger: logger)
             } catch {
+                releaseLocks()
                 throw BotHostError("cannot start the embedded relay on \(host):\(port): \(error)")
             }
             relays = [relay!.address]
@@ -112,88 +115,66 @@ public final class BotHost: Service, Sendable {
             relays = list
         }
 
-        let controller: ChatController
+        let metrics = HostMetrics(registry: options.metricsRegistry ?? PrometheusCollectorRegistry())
+        var started: [HostedBot] = []
         do {
-            let limits = ChatLimits(contactRequestsPerWindow: options.requestsPerMinute, contactRequestWindow: .seconds(60),
-                                    maxPendingContactRequests: options.maxPendingRequests, contactRequestTTL: options.requestTTL)
-            let agentOptions = AgentOptions(allowedHosts: options.peerRelays.allow.map(Set.init), refusePrivateAddresses: options.peerRelays.refusePrivate,
-                                            peerRelayTimeout: options.peerRelays.timeout)
-            controller = try ChatController(prefix: Self.databasePrefix(options.dataDirectory), defaultRelays: relays, logger: logger,
-                                            limits: limits, agentOptions: agentOptions)
+            for (bot, lock) in zip(bots, locks) {
+                started.append(try await HostedBot.start(bot, dataDirectory: options.dataDirectory, relays: relays, runnerExecutable: options.runnerExecutable,
+                                                         metrics: metrics, lock: lock, logger: logger))
+            }
         } catch {
+            for bot in started {
+                await bot.stopPlugins()
+                await bot.close()
+            }
             await relay?.shutdown()
-            throw BotHostError("cannot open the bot's databases in \(options.dataDirectory.path): \(error)")
-        }
-        let api = ChatAPI(controller: controller)
-        do {
-            let userId = try await Self.ensureUser(api, options.profile, logger: logger)
-            try await Self.expect(api, "/_start", ["chatStarted", "chatRunning"])
-            let address = options.createAddress ? try await Self.ensureAddress(api, userId: userId, logger: logger) : nil
-            let storage = try PluginStorage(path: options.dataDirectory.appendingPathComponent("plugins.db"))
-            let box = NIOLockedValueBox<BotHost?>(nil)
-            // Crash safety: each instance's mark of the last received message it handled is kept
-            // in plugins.db; after a restart it is given the received messages after it, and what
-            // it sends while handling one is sent once (idempotency keys), however often it is replayed.
-            let feed = ReceivedItemFeed(
-                lastItemId: { try await controller.lastChatItemId() },
-                eventsAfter: { after, limit in try await controller.receivedItemEvents(after: after, limit: limit).map { ($0.itemId, $0.event.description) } })
-            let manager = PluginManager(storage: storage, runKeyedCommand: { line, key in await api.execute(line, idempotencyKey: key).description },
-                                        feed: feed, runnerExecutable: options.runnerExecutable, logger: logger,
-                                        commandsChanged: { menu in box.withLockedValue { $0 }?.menuChanged(menu) })
-            let host = BotHost(api: api, controller: controller, plugins: manager, relayAddress: relay?.address, address: address,
-                               userId: userId, relay: relay, options: options, logger: logger, databaseLock: databaseLock)
-            box.withLockedValue { $0 = host }
-            await host.reload(options.plugins)
-            return host
-        } catch {
-            await controller.close()
-            await relay?.shutdown()
-            databaseLock.release()
+            for l in locks.dropFirst(started.count) { l.release() }
             throw error
+        }
+        return BotHost(bots: started, relay: relay, options: options, metrics: metrics, logger: logger)
+    }
+
+    /// Names unique, files apart (the configuration checks the same with positions; this guards
+    /// hosts built in code).
+    static func validateBots(_ bots: [BotOptions]) throws {
+        var names = Set<String>(), prefixes = Set<String>()
+        for bot in bots {
+            guard !bot.name.isEmpty, names.insert(bot.name).inserted else { throw BotHostError("two bots are named \"\(bot.name)\"; give each its own name") }
+            guard !bot.dataPrefix.isEmpty, !bot.dataPrefix.contains("/"), prefixes.insert(bot.dataPrefix).inserted else {
+                throw BotHostError("bot \(bot.name): its data files \(bot.dataPrefix)_*.db are another bot's (or not a plain file prefix)")
+            }
         }
     }
 
-    private init(api: ChatAPI, controller: ChatController, plugins: PluginManager, relayAddress: RelayAddress?, address: String?,
-                 userId: Int64, relay: RelayServer?, options: BotHostOptions, logger: Logger, databaseLock: DatabaseLock) {
-        self.databaseLock = databaseLock
-        self.api = api
-        self.controller = controller
-        self.plugins = plugins
-        self.relayAddress = relayAddress
-        self.address = address
-        self.userId = userId
+    private init(bots: [HostedBot], relay: RelayServer?, options: BotHostOptions, metrics: HostMetrics, logger: Logger) {
+        self.bots = bots
+        self.relayAddress = relay?.address
         self.relay = relay
         self.options = options
         self.logger = logger
-        (menuChanges, menuChangeSink) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        relayService = relay.map { EmbeddedRelayService(relay: $0) }
-        let flag = NIOLockedValueBox(Operations())
-        operations = flag
-        let metrics = HostMetrics(registry: options.metricsRegistry ?? PrometheusCollectorRegistry())
         self.metrics = metrics
-        engineService = EngineService(controller: controller, api: api, logger: logger,
-                                      running: { r in flag.withLockedValue { $0.engineRunning = r }; metrics.changes.bump() })
-        events = EventHub(source: api.encodedEvents)
-        pluginEvents = events.subscribe()
+        relayService = relay.map { EmbeddedRelayService(relay: $0) }
     }
 
     /// The host's services, in start order (the group stops them in reverse).
     private func serviceGroup() -> ServiceGroup {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
         if let relayService { services.append(.init(service: relayService)) }
-        // An engine that fails stops the host (gracefully: plugins first), rather than leaving
-        // plugins running with no events.
-        services.append(.init(service: engineService, successTerminationBehavior: .gracefullyShutdownGroup,
-                              failureTerminationBehavior: .gracefullyShutdownGroup))
-        services.append(.init(service: EventHubService(hub: events)))
-        services.append(.init(service: PluginsService(host: self)))
+        for bot in bots {
+            // An engine that fails stops the host (gracefully: plugins first), rather than leaving
+            // plugins running with no events.
+            services.append(.init(service: bot.engineService, successTerminationBehavior: .gracefullyShutdownGroup,
+                                  failureTerminationBehavior: .gracefullyShutdownGroup))
+            services.append(.init(service: EventHubService(hub: bot.events)))
+            services.append(.init(service: PluginsService(bot: bot)))
+        }
         services.append(contentsOf: operationServices().map { .init(service: $0) })
         return ServiceGroup(configuration: .init(services: services, logger: logger))
     }
 
-    /// Runs the host's services — embedded relay, chat engine, plugins — until a graceful
+    /// Runs the host's services — embedded relay, chat engines, plugins — until a graceful
     /// shutdown (from a parent `ServiceGroup`, or ``shutdown()``); then stops them (plugins,
-    /// engine, relay, in that order), closes the databases and releases the data directory.
+    /// engines, relay, in that order), closes the databases and releases the data directory.
     /// Returns at once, after the shutdown has finished, when the host was already shut down.
     public func run() async {
         let group = phase.withLockedValue { p -> ServiceGroup? in
@@ -211,44 +192,20 @@ public final class BotHost: Service, Sendable {
         await close()
     }
 
-    /// Serves the plugins until cancelled: chat events to them, their timeouts watched, the
-    /// profile published when their command menu changes.
-    func servePlugins() async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.plugins.runWatchdog() }
-            group.addTask {
-                for await _ in self.menuChanges { await self.publishProfile() }
-            }
-            group.addTask {
-                for await encoded in self.pluginEvents.events {
-                    self.metrics.observe(encoded.event)
-                    self.plugins.dispatch(type: encoded.event.tag, json: encoded.json, receivedItemId: Self.receivedItemId(encoded.event))
-                }
-            }
-            await group.next()
-            group.cancelAll()
-        }
-    }
-
     /// The newest received chat item a `newChatItems` event announces (nil for any other event).
     static func receivedItemId(_ event: ChatEvent) -> Int64? {
         guard case let .newChatItems(new) = event else { return nil }
         return new.chatItems.lazy.map(\.chatItem).filter { $0.chatDir == .directRcv }.map(\.meta.itemId).max()
     }
 
-    /// Applies a new plugin list: changed instances restart (rolling back on failure), others keep running.
+    /// Applies a new plugin list to the first bot: changed instances restart (rolling back on
+    /// failure), others keep running.
     @discardableResult
     public func reload(_ specs: [PluginSpec]) async -> [(name: String, outcome: PluginOutcome)] {
-        let results = await plugins.apply(specs)
-        operations.withLockedValue { $0.appliedPlugins = specs }
-        for (name, outcome) in results where outcome.isFailure {
-            logger.error("plugin \(name): \(outcome)")
-        }
-        await publishProfile()
-        return results
+        await defaultBot.reload(specs)
     }
 
-    /// Stops plugins, the engine and the embedded relay, closes the databases and releases the
+    /// Stops plugins, the engines and the embedded relay, closes the databases and releases the
     /// data directory; returns when all of that is done (a second host may start on the same
     /// data directory right after). With ``run()`` under way, it shuts the service group down
     /// gracefully and waits for `run()` to finish; without, it does the same steps itself.
@@ -264,8 +221,10 @@ public final class BotHost: Service, Sendable {
         switch step {
         case .stopAlone:
             // Never run: the services' own stop steps, in the group's shutdown order.
-            await stopPlugins()
-            await engineService.stop()
+            for bot in bots.reversed() {
+                await bot.stopPlugins()
+                await bot.engineService.stop()
+            }
             await relayService?.stop()
             await close()
         case let .stopGroup(group):
@@ -277,22 +236,11 @@ public final class BotHost: Service, Sendable {
         }
     }
 
-    /// Stops every plugin (reporting what each did).
-    func stopPlugins() async {
-        for s in plugins.statuses() {
-            let c = s.stats
-            logger.info("plugin \(s.name): \(c.delivered) events handled, \(c.failed) failed, \(c.timedOut) timed out, \(c.dropped) dropped, \(c.crashes) crashes, \(c.restarts) restarts, \(c.protocolErrors) protocol errors, \(c.refusedCalls) refused calls")
-        }
-        await plugins.stopAll()
-    }
-
-    /// After the services stopped: closes the controller (its background work awaited, the
-    /// agent stopped, both databases closed) and releases the data directory's lock.
+    /// After the services stopped: closes each bot's controller (its background work awaited,
+    /// the agent stopped, both databases closed) and releases its lock.
     private func close() async {
         phase.withLockedValue { $0 = .stopping }  // a later run() only waits
-        menuChangeSink.finish()
-        await controller.close()
-        databaseLock.release()
+        for bot in bots { await bot.close() }
         stopped.finish()
     }
 
@@ -303,8 +251,9 @@ public final class BotHost: Service, Sendable {
     private func operationServices() -> [any Service] {
         var services: [any Service] = []
         if let ws = options.webSocketAPI {
+            let served = ws.bot.flatMap { self.bot(named: $0) } ?? defaultBot
             do {
-                services.append(try ChatWebSocketServer(api: api, events: events, listen: ws.listen, token: ws.token, logger: logger,
+                services.append(try ChatWebSocketServer(api: served.api, events: served.events, listen: ws.listen, token: ws.token, logger: logger,
                                                         onListening: { [webSocketListening] in webSocketListening.set($0) }))
             } catch {
                 logger.error("the WebSocket API is not served: \(error)")
@@ -328,6 +277,9 @@ public final class BotHost: Service, Sendable {
             if ws.token == nil, !ws.listen.isLoopback {
                 throw BotHostError("ws_api listens on \(ws.listen), beyond loopback: it needs a token")
             }
+            if let name = ws.bot, !options.bots.contains(where: { $0.name == name }) {
+                throw BotHostError("ws_api.bot names no bot of this host: \(name)")
+            }
         }
         if options.admin != nil {
             do { _ = try AdminToken.loadOrCreate(dataDirectory: options.dataDirectory) } catch {
@@ -341,22 +293,23 @@ public final class BotHost: Service, Sendable {
     /// Where the WebSocket API listens, once it does.
     public func webSocketAddress() async -> ListenAddress { await webSocketListening.wait() }
 
-    var engineRunning: Bool { operations.withLockedValue { $0.engineRunning } }
+    /// Every bot's engine runs.
+    var engineRunning: Bool { bots.allSatisfy(\.engineRunning) }
     func countAuthFailure() {
-        operations.withLockedValue { $0.authFailures += 1 }
+        authFailureCount.withLockedValue { $0 += 1 }
         metrics.countAuthFailure()
     }
-    public var authFailures: Int { operations.withLockedValue { $0.authFailures } }
-    /// The plugin list last applied.
-    public var appliedPlugins: [PluginSpec] { operations.withLockedValue { $0.appliedPlugins } }
+    public var authFailures: Int { authFailureCount.withLockedValue { $0 } }
+    /// The plugin list last applied to the first bot.
+    public var appliedPlugins: [PluginSpec] { defaultBot.appliedPlugins }
 
     var uptimeSeconds: Double {
         let elapsed = ContinuousClock.now - startedAt
         return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     }
 
-    /// The hosts of the bot's own relays (where its queues are), as the agent names them in
-    /// `hostConnected`; a peer's relay the bot only sends to is not among them.
+    /// The hosts of the bots' own relays (where their queues are), as the agent names them in
+    /// `hostConnected`; a peer's relay a bot only sends to is not among them.
     var ownRelayHosts: Set<String> {
         switch options.relays {
         case .embedded: Set(relayAddress.map { [$0.host] } ?? [])
@@ -364,23 +317,35 @@ public final class BotHost: Service, Sendable {
         }
     }
 
-    /// The bot's own relays the engine is connected to now, and those it lost and has not got back.
-    var relayConnections: HostMetrics.RelayState {
+    /// The bot's own relays its engine is connected to now, and those it lost and has not got back.
+    func relayConnections(_ bot: HostedBot) -> HostMetrics.RelayState {
         let own = ownRelayHosts
-        let all = metrics.relayState
+        let all = bot.engine.relayState
         return HostMetrics.RelayState(connected: all.connected.intersection(own), lost: all.lost.intersection(own))
     }
 
-    /// `/readyz`: the engine runs, none of the bot's own relays it was connected to is down, and —
-    /// when the bot has an address, whose queue the agent subscribes at start — at least one of
-    /// them is connected. Peers' relays (dialled to send, dropped when idle) do not count.
+    /// `/readyz`: for every bot, its engine runs, none of its own relays it was connected to is
+    /// down, and — when it has an address, whose queue the agent subscribes at start — at least
+    /// one of them is connected. Peers' relays (dialled to send, dropped when idle) do not count.
+    /// `relaysConnected` counts the bots' connections to their own relays, summed over the bots.
     public func readiness() -> (ready: Bool, json: JSONValue) {
-        let running = engineRunning
-        let relays = relayConnections
-        let ready = Self.isReady(engineRunning: running, hasAddress: address != nil, ownRelays: relays)
-        return (ready, .object([("ready", .bool(ready)), ("engineRunning", .bool(running)),
-                                ("relaysConnected", .int(Int64(relays.connected.count))),
-                                ("relaysDown", .array(relays.lost.sorted().map(JSONValue.string)))]))
+        var allReady = true, connected = 0
+        var down: Set<String> = []
+        var perBot: [JSONValue] = []
+        for bot in bots {
+            let running = bot.engineRunning
+            let relays = relayConnections(bot)
+            let ready = Self.isReady(engineRunning: running, hasAddress: bot.address != nil, ownRelays: relays)
+            allReady = allReady && ready
+            connected += relays.connected.count
+            down.formUnion(relays.lost)
+            perBot.append(.object([("name", .string(bot.name)), ("ready", .bool(ready)), ("engineRunning", .bool(running)),
+                                   ("relaysConnected", .int(Int64(relays.connected.count)))]))
+        }
+        return (allReady, .object([("ready", .bool(allReady)), ("engineRunning", .bool(engineRunning)),
+                                   ("relaysConnected", .int(Int64(connected))),
+                                   ("relaysDown", .array(down.sorted().map(JSONValue.string))),
+                                   ("bots", .array(perBot))]))
     }
 
     /// Returns once the host is ready (``readiness()``): at once if it is, else at the relay
@@ -399,10 +364,30 @@ public final class BotHost: Service, Sendable {
 
     /// The Prometheus text of ``metrics``, its scrape-time values read now.
     func metricsText() -> [UInt8] {
-        metrics.render(plugins: plugins.statuses(), engineRunning: engineRunning, uptime: uptimeSeconds,
-                       agentDatabase: URL(fileURLWithPath: Self.databasePrefix(options.dataDirectory) + "_agent.db"))
+        metrics.render(bots: bots.map { bot in
+            HostMetrics.BotFigures(engine: bot.engine, plugins: bot.plugins.statuses(), engineRunning: bot.engineRunning,
+                                   agentDatabase: bot.agentDatabase(options.dataDirectory))
+        }, uptime: uptimeSeconds)
     }
 
+    /// One bot in `/api/bots` and `/api/status`.
+    func botJSON(_ bot: HostedBot) -> JSONValue {
+        .object([
+            ("name", .string(bot.name)),
+            ("default", .bool(bot === defaultBot)),
+            ("displayName", .string(bot.options.profile.displayName)),
+            ("dataPrefix", .string(bot.options.dataPrefix)),
+            ("userId", .int(bot.userId)),
+            ("engineRunning", .bool(bot.engineRunning)),
+            ("relaysConnected", .int(Int64(relayConnections(bot).connected.count))),
+            ("address", bot.address.map(JSONValue.string) ?? .null),
+            ("plugins", .int(Int64(bot.plugins.statuses().count))),
+            ("eventSubscribers", .int(Int64(bot.events.subscriberCount))),
+        ])
+    }
+
+    /// The host as a whole; `address`, `plugins` and `eventSubscribers` are the first bot's,
+    /// `bots` lists every bot.
     func statusJSON() -> JSONValue {
         let elapsed = ContinuousClock.now - startedAt
         let relays: [JSONValue] = {
@@ -416,44 +401,14 @@ public final class BotHost: Service, Sendable {
             ("uptimeSeconds", .int(Int64(elapsed.components.seconds))),
             ("version", .string(SwiftplexVersion.current)),
             ("relays", .array(relays)),
-            ("relaysConnected", .int(Int64(relayConnections.connected.count))),
+            ("relaysConnected", .int(Int64(relayConnections(defaultBot).connected.count))),
             ("embeddedRelay", .bool(relay != nil)),
             ("address", address.map(JSONValue.string) ?? .null),
             ("plugins", .int(Int64(plugins.statuses().count))),
             ("authFailures", .int(Int64(authFailures))),
             ("eventSubscribers", .int(Int64(events.subscriberCount))),
+            ("bots", .array(bots.map(botJSON))),
         ])
-    }
-
-    // MARK: Profile
-
-    private func menuChanged(_ commands: [[String: String]]) {
-        menu.withLockedValue { $0 = commands }
-        menuChangeSink.yield()
-    }
-
-    /// Puts the peer type, the command menu and the address into the bot's profile when they changed.
-    func publishProfile() async {
-        var preferences: [(String, JSONValue)] = []
-        if options.profile.publishCommands {
-            let commands = menu.withLockedValue { $0 }.map { c -> JSONValue in
-                .object([("type", .string("command")), ("keyword", .string(c["keyword"] ?? "")), ("label", .string(c["label"] ?? ""))])
-            }
-            if !commands.isEmpty { preferences.append(("commands", .array(commands))) }
-        }
-        var profile: [(String, JSONValue)] = [
-            ("displayName", .string(options.profile.displayName)),
-            ("fullName", .string(options.profile.fullName)),
-            ("peerType", .string(options.profile.peerType)),
-            ("preferences", .object(preferences)),
-        ]
-        if let address { profile.append(("contactLink", .string(address))) }
-        let line = "/_profile \(userId) \(JSONValue.object(profile).description)"
-        await profileUpdates.publish(line) { [api, logger] line in
-            if case let .failure(f) = await api.respond(line) {
-                logger.warning("cannot update the bot's profile", metadata: ["error": "\(Self.describe(f))"])
-            }
-        }
     }
 
     // MARK: Start-up steps

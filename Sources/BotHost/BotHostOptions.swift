@@ -28,8 +28,13 @@ public struct BotHostOptions: Sendable {
         }
     }
 
-    /// Databases (`bot_chat.db`, `bot_agent.db`, `plugins.db`) and the embedded relay's data.
+    /// Databases (`bot_chat.db`, `bot_agent.db`, `plugins.db`; other bots' under their own
+    /// ``BotOptions/dataPrefix``), the embedded relay's data and the admin token.
     public var dataDirectory: URL
+    /// The first (default) bot's name: the bot the admin API's calls without `?bot=` act on.
+    public var botName = BotOptions.defaultName
+    /// The first bot's file prefix in ``dataDirectory`` (`bot`: `bot_chat.db`, `bot_agent.db`, `plugins.db`).
+    public var dataPrefix = BotOptions.defaultName
     public var profile: Profile
     public var relays: Relays
     /// Create (or reuse) the bot's contact address at start.
@@ -44,6 +49,9 @@ public struct BotHostOptions: Sendable {
     public var requestTTL = Duration.seconds(168 * 3600)
     /// Relays that peers' links may make the bot dial (see `peer_relays` in docs/configuration.md).
     public var peerRelays: PeerRelays = PeerRelays()
+    /// The host's further bots (`bots:` in the configuration), each with its own engine, data
+    /// files, profile, address and plugins; the fields above describe the first one.
+    public var otherBots: [BotOptions] = []
     /// SimpleX's WebSocket API (`ws_api:`); nil: not served.
     public var webSocketAPI: WebSocketAPIOptions?
     /// The admin API (`admin:`); nil: not served.
@@ -76,6 +84,50 @@ public struct BotHostOptions: Sendable {
         self.createAddress = createAddress
         self.plugins = plugins
         self.runnerExecutable = runnerExecutable
+    }
+}
+
+extension BotHostOptions {
+    /// Every bot of the host, the first (described by the top-level fields) first.
+    public var bots: [BotOptions] {
+        var first = BotOptions(name: botName, dataPrefix: dataPrefix, profile: profile, createAddress: createAddress, plugins: plugins)
+        first.requestsPerMinute = requestsPerMinute
+        first.maxPendingRequests = maxPendingRequests
+        first.requestTTL = requestTTL
+        first.peerRelays = peerRelays
+        return [first] + otherBots
+    }
+}
+
+/// One bot of a host: its own engine (users, contacts, groups in its own databases), profile,
+/// contact address and plugins.
+public struct BotOptions: Sendable {
+    /// The name of the only bot of a host configured with `bot:`, and its file prefix.
+    public static let defaultName = "bot"
+    /// The bot's name in the admin API (`?bot=`), metrics (`bot` label) and logs.
+    public var name: String
+    /// Its files in the data directory: `<prefix>_chat.db`, `<prefix>_agent.db`, `<prefix>.lock`
+    /// and the plugins' storage (`plugins.db` for the prefix `bot`, else `<prefix>_plugins.db`).
+    public var dataPrefix: String
+    public var profile: BotHostOptions.Profile
+    public var createAddress: Bool
+    public var plugins: [PluginSpec]
+    public var requestsPerMinute = 30
+    public var maxPendingRequests = 1000
+    public var requestTTL = Duration.seconds(168 * 3600)
+    public var peerRelays = BotHostOptions.PeerRelays()
+
+    public init(name: String, dataPrefix: String? = nil, profile: BotHostOptions.Profile, createAddress: Bool = true, plugins: [PluginSpec] = []) {
+        self.name = name
+        self.dataPrefix = dataPrefix ?? "bot_\(name)"
+        self.profile = profile
+        self.createAddress = createAddress
+        self.plugins = plugins
+    }
+
+    /// The plugins' storage file of a bot with this prefix.
+    public static func pluginStorage(_ dataDirectory: URL, prefix: String) -> URL {
+        dataDirectory.appendingPathComponent(prefix == defaultName ? "plugins.db" : "\(prefix)_plugins.db")
     }
 }
 

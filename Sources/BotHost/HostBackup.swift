@@ -5,7 +5,8 @@ import SwiftplexBackup
 import SwiftplexStorage
 import ZIPFoundation
 
-/// `swiftplex backup` and `swiftplex restore`: a bot's data directory in one zip archive.
+/// `swiftplex backup` and `swiftplex restore`: a host's data directory — every bot's databases
+/// (`<prefix>_chat.db`, `<prefix>_agent.db`, plugin storage) — in one zip archive.
 ///
 /// A backup takes each SQLite database through SQLite's online backup API (GRDB's
 /// `backup(to:)`): a consistent copy of every page, taken while the bot may be running (WAL
@@ -29,8 +30,8 @@ public enum HostBackup {
     @discardableResult
     public static func create(dataDirectory: URL, configFile: URL?, to archiveURL: URL) throws -> Manifest {
         let fm = FileManager.default
-        guard fm.fileExists(atPath: BotHost.databasePrefix(dataDirectory) + "_chat.db") else {
-            throw BackupError("\(dataDirectory.path) holds no bot (no bot_chat.db)")
+        guard !botPrefixes(in: (try? fm.contentsOfDirectory(atPath: dataDirectory.path)) ?? []).isEmpty else {
+            throw BackupError("\(dataDirectory.path) holds no bot (no bot_chat.db, nor another bot's <prefix>_chat.db)")
         }
         let dataPath = dataDirectory.standardizedFileURL.resolvingSymlinksInPath().path
         guard !archiveURL.deletingLastPathComponent().standardizedFileURL.resolvingSymlinksInPath().path.appending("/").hasPrefix(dataPath + "/") else {
@@ -75,12 +76,18 @@ public enum HostBackup {
 
         try fm.createDirectory(at: dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         chmod(dataDirectory.path, 0o700)
-        // A running bot holds this lock for its whole life: its data is never overwritten.
-        let lock: DatabaseLock
-        do { lock = try DatabaseLock.acquire(prefix: BotHost.databasePrefix(dataDirectory)) } catch let locked as DatabaseLocked {
-            throw BackupError("\(dataDirectory.path) belongs to a running bot\(locked.holder.map { " (pid \($0))" } ?? ""); stop it before restoring")
+        // A running bot holds its lock for its whole life: its data is never overwritten. Every
+        // bot's lock is taken — those of the bots in the directory and those of the archive's.
+        let archived = manifest.databases.filter { !$0.contains("/") }
+        let present = (try? fm.contentsOfDirectory(atPath: dataDirectory.path)) ?? []
+        let prefixes = Set([BotOptions.defaultName] + botPrefixes(in: present) + botPrefixes(in: archived)).sorted()
+        var locks: [DatabaseLock] = []
+        defer { for l in locks { l.release() } }
+        for prefix in prefixes {
+            do { locks.append(try DatabaseLock.acquire(prefix: HostedBot.databasePrefix(dataDirectory, prefix: prefix))) } catch let locked as DatabaseLocked {
+                throw BackupError("\(dataDirectory.path) belongs to a running bot\(locked.holder.map { " (pid \($0))" } ?? ""); stop it before restoring")
+            }
         }
-        defer { lock.release() }
         let existing = try BackupArchive.dataFiles(dataDirectory)
         if !existing.isEmpty, !replace {
             throw BackupError("\(dataDirectory.path) already holds a bot's data (\(existing.count) files); restore with --replace to overwrite it")
@@ -121,11 +128,11 @@ public enum HostBackup {
         }
 
         // Replace: the old files (and every WAL and shared-memory file, which would not fit the
-        // restored databases) go; the lock file stays, held by us.
-        let lockName = URL(fileURLWithPath: DatabaseLock.lockFile(prefix: BotHost.databasePrefix(dataDirectory))).lastPathComponent
+        // restored databases) go; the lock files stay, held by us.
+        let lockNames = Set(prefixes.map { URL(fileURLWithPath: DatabaseLock.lockFile(prefix: HostedBot.databasePrefix(dataDirectory, prefix: $0))).lastPathComponent })
         if let walker = fm.enumerator(at: dataDirectory, includingPropertiesForKeys: nil) {
             var doomed: [URL] = []
-            for case let url as URL in walker where url.lastPathComponent != lockName {
+            for case let url as URL in walker where !lockNames.contains(url.lastPathComponent) {
                 var isDirectory: ObjCBool = false
                 if fm.fileExists(atPath: url.path, isDirectory: &isDirectory), !isDirectory.boolValue { doomed.append(url) }
             }
@@ -146,6 +153,11 @@ public enum HostBackup {
             }
         }
         return manifest
+    }
+
+    /// The bots' file prefixes among names of a data directory's top level (`<prefix>_chat.db`).
+    static func botPrefixes(in names: [String]) -> [String] {
+        names.filter { $0.hasSuffix("_chat.db") && !$0.contains("/") }.map { String($0.dropLast("_chat.db".count)) }.filter { !$0.isEmpty }
     }
 
     /// Writes the archive's configuration file (0600) to `url`, which must not exist.

@@ -8,10 +8,13 @@ public struct WebSocketAPIOptions: Sendable {
     public var listen: ListenAddress
     /// Required when `listen` is not loopback.
     public var token: String?
+    /// The bot it serves (SimpleX's API drives one engine); nil: the first.
+    public var bot: String?
 
-    public init(listen: ListenAddress, token: String? = nil) {
+    public init(listen: ListenAddress, token: String? = nil, bot: String? = nil) {
         self.listen = listen
         self.token = token
+        self.bot = bot
     }
 }
 
@@ -24,9 +27,9 @@ public struct AdminOptions: Sendable {
     /// Per-client rate limit: a bucket of `burst` requests refilled at `requestsPerSecond`.
     public var requestsPerSecond: Double = 20
     public var burst = 40
-    /// Reads the plugin list anew for a reload (the `swiftplex` executable re-reads the config
-    /// file); nil: a reload re-applies the list the host runs.
-    public var pluginSource: (@Sendable () async throws -> [PluginSpec])?
+    /// Reads a bot's plugin list anew for a reload (the `swiftplex` executable re-reads the
+    /// config file); nil: a reload re-applies the list the bot runs.
+    public var pluginSource: (@Sendable (_ bot: String) async throws -> [PluginSpec])?
 
     public init(listen: ListenAddress = AdminOptions.defaultListen) { self.listen = listen }
 }

@@ -8,8 +8,8 @@ import RelayServer
 import ServiceLifecycle
 
 // The bot host's long-running parts, each a `Service` in the host's one `ServiceGroup`. The
-// group shuts them down in the reverse of their order — plugins, then the engine, then the
-// embedded relay — each finished before the next begins.
+// group shuts them down in the reverse of their order — for each bot (the last first) its plugins,
+// then its engine; then the embedded relay — each finished before the next begins.
 
 /// The embedded relay: serving since the host started (the address was made through it); stops
 /// on graceful shutdown.
@@ -49,17 +49,17 @@ struct EngineService: Service {
     func stop() async { _ = await api.execute("/_stop") }
 }
 
-/// Dispatches chat events to the plugins, watches their timeouts and publishes the profile when
-/// their command menu changes, until graceful shutdown; then stops every plugin.
+/// Dispatches a bot's chat events to its plugins, watches their timeouts and publishes its
+/// profile when their command menu changes, until graceful shutdown; then stops every plugin.
 struct PluginsService: Service {
-    let host: BotHost
+    let bot: HostedBot
 
     func run() async throws {
-        await cancelWhenGracefulShutdown { [host] in await host.servePlugins() }
+        await cancelWhenGracefulShutdown { [bot] in await bot.servePlugins() }
         await stop()
     }
 
-    func stop() async { await host.stopPlugins() }
+    func stop() async { await bot.stopPlugins() }
 }
 
 /// Reads the engine's events into the host's ``EventHub`` (for the plugins and the API

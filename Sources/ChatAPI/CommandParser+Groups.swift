@@ -36,6 +36,14 @@ public enum GroupCommand: Sendable, Equatable {
     case getLink(groupId: Int64)
     /// `/_accept member #<groupId> <groupMemberId> <role>`
     case acceptMember(groupId: Int64, groupMemberId: Int64, role: GroupMemberRole)
+    /// `/_create member contact #<groupId> <groupMemberId>`
+    case createMemberContact(groupId: Int64, groupMemberId: Int64)
+    /// `/_invite member contact @<contactId>[ text <text>| json <MsgContent>]` (the text form as a `text` MsgContent)
+    case inviteMemberContact(contactId: Int64, content: JSONValue?)
+    /// `/_accept member contact @<contactId>`
+    case acceptMemberContact(contactId: Int64)
+    /// `/_set accept member contacts <userId> on|off`
+    case setAutoAcceptMemberContacts(userId: Int64, enabled: Bool)
 }
 
 extension CommandParser {
@@ -96,6 +104,23 @@ extension CommandParser {
         case "/_group_profile":
             let g = try s.groupId()
             return .updateProfile(groupId: g, profile: try s.jsonObject("GroupProfile"))
+        case "/_invite":
+            try s.expect("member")
+            try s.expect("contact")
+            let id = try s.contactId()
+            switch s.peekWord() {
+            case nil:
+                return .inviteMemberContact(contactId: id, content: nil)
+            case "text":
+                _ = s.word()
+                let text = s.rest()
+                return .inviteMemberContact(contactId: id, content: .object([("type", "text"), ("text", .string(String(text)))]))
+            case "json":
+                _ = s.word()
+                return .inviteMemberContact(contactId: id, content: try s.jsonObject("MsgContent"))
+            case let w?:
+                throw CommandParseError(.badArguments, "expected text <message> or json <MsgContent>, not \(w)")
+            }
         default:
             return nil
         }
@@ -107,6 +132,11 @@ extension CommandParser {
     /// `/_`; the scanner is at `link` or `member`).
     static func parseGroupLink(_ verb: String, _ s: inout Scanner) throws(CommandParseError) -> GroupCommand {
         switch verb {
+        case "create" where s.peekWord() == "member":
+            try s.expect("member")
+            try s.expect("contact")
+            let g = try s.groupId()
+            return .createMemberContact(groupId: g, groupMemberId: try s.id("groupMemberId"))
         case "create":
             try s.expect("link")
             let g = try s.groupId()
@@ -135,6 +165,10 @@ extension CommandParser {
             return .getLink(groupId: try s.groupId())
         default:
             try s.expect("member")
+            if s.peekWord() == "contact" {
+                _ = s.word()
+                return .acceptMemberContact(contactId: try s.contactId())
+            }
             let g = try s.groupId()
             let m = try s.id("groupMemberId")
             return .acceptMember(groupId: g, groupMemberId: m, role: try s.role())
@@ -143,6 +177,14 @@ extension CommandParser {
 }
 
 extension Scanner {
+    /// `@<contactId>`.
+    mutating func contactId() throws(CommandParseError) -> Int64 {
+        guard let w = word(), w.first == "@", let id = Int64(w.dropFirst()), id > 0 else {
+            throw CommandParseError(.badArguments, "expected @<contactId>")
+        }
+        return id
+    }
+
     /// `#<groupId>` (no support scope).
     mutating func groupId() throws(CommandParseError) -> Int64 {
         guard let w = word(), w.first == "#", let id = Int64(w.dropFirst()), id > 0 else {
@@ -184,6 +226,10 @@ extension ChatAPI {
             case let .deleteLink(groupId): return try await c.deleteGroupLink(groupId: groupId)
             case let .getLink(groupId): return try await c.getGroupLink(groupId: groupId)
             case let .acceptMember(groupId, memberId, role): return try await c.acceptMember(groupId: groupId, groupMemberId: memberId, role: role)
+            case let .createMemberContact(groupId, memberId): return try await c.createMemberContact(groupId: groupId, groupMemberId: memberId)
+            case let .inviteMemberContact(contactId, content): return try await c.sendMemberContactInvitation(contactId: contactId, content: content)
+            case let .acceptMemberContact(contactId): return try await c.acceptMemberContact(contactId: contactId)
+            case let .setAutoAcceptMemberContacts(userId, enabled): return try await c.setAutoAcceptMemberContacts(userId: userId, enabled: enabled)
             }
         case let .sendMessages(.group(groupId, nil), _, _, _, messages):
             return try await c.sendToGroup(groupId: groupId, messages: messages)

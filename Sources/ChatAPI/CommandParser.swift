@@ -16,7 +16,7 @@ public enum CommandParser {
         case "/users":
             command = .listUsers
         case "/_create":
-            if s.peekWord() == "link" {
+            if s.peekWord() == "link" || s.peekWord() == "member" {
                 command = .group(try parseGroupLink("create", &s))
             } else {
                 try s.expect("user")
@@ -183,6 +183,11 @@ public enum CommandParser {
         case "prefs":
             guard case let .direct(id) = try s.chatRef() else { throw CommandParseError(.badArguments, "/_set prefs takes @<contactId>") }
             return .setContactPreferences(contactId: id, preferences: try s.jsonObject("Preferences"))
+        case "accept":
+            try s.expect("member")
+            try s.expect("contacts")
+            let id = try s.id("userId")
+            return .group(.setAutoAcceptMemberContacts(userId: id, enabled: try s.onOff("accept")))
         case "receipts":
             try s.expect("contacts")
             let id = try s.id("userId")

@@ -163,6 +163,14 @@ extension ChatController {
             sink.yield(.hostConnected(protocol: "smp", transportHost: relay.host))
         case let .hostDisconnected(relay):
             sink.yield(.hostDisconnected(protocol: "smp", transportHost: relay.host))
+        case let .subscriptions(relay, active, removed):
+            if !active.isEmpty {
+                sink.yield(.subscriptionStatus(server: relay.description, subscriptionStatus: .active, connections: active.map(String.init)))
+            }
+            for (error, failures) in Dictionary(grouping: removed, by: \.error).sorted(by: { $0.key < $1.key }) {
+                sink.yield(.subscriptionStatus(server: relay.description, subscriptionStatus: .removed(subError: error),
+                                               connections: failures.map { String($0.connection) }))
+            }
         case let .rejected(conn, reason):
             logger.info("a message was rejected", metadata: ["connection": "\(conn)", "reason": "\(reason)"])
         case let .undeliverable(conn, seqs):

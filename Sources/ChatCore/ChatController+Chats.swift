@@ -57,7 +57,9 @@ extension ChatController {
         guard count > 0 else { throw ChatFailure(commandError: "count must be positive") }
         let empty = ModelOf.chatStats(unread: 0, minUnreadItemId: 0)
         var chats: [(ts: String, chat: AChat, unread: Int, name: String)] = []
-        for c in try await contacts(userId: userId, [ContactState.ready, .deleted].contains(ContactRecord.Columns.status)) {
+        // Member contacts are direct chats from the start (their invitation's message is there), as in SimpleX.
+        let memberContact = Column("group_member_row_id") != nil
+        for c in try await contacts(userId: userId, [ContactState.ready, .deleted].contains(ContactRecord.Columns.status) || memberContact) {
             let contactId = c.id
             let last = try await dbRead { db in
                 try ChatItemRecord.filter(ChatItemRecord.Columns.contactId == contactId).order(ChatItemRecord.Columns.id.desc).fetchOne(db)
@@ -76,7 +78,7 @@ extension ChatController {
                           0, r.profile.displayName))
         }
         if pendingConnections {
-            for c in try await contacts(userId: userId, ContactRecord.Columns.status == ContactState.pending) {
+            for c in try await contacts(userId: userId, ContactRecord.Columns.status == ContactState.pending && !memberContact) {
                 chats.append((c.createdAt, AChat(chatInfo: .contactConnection(contactConnection: ModelOf.pendingConnection(c, link: c.invitation)),
                                                  chatItems: [], chatStats: empty), 0, ""))
             }

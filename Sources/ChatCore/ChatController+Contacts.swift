@@ -239,7 +239,8 @@ extension ChatController {
             _ = try ContactRecord.deleteOne(db, key: contactId)
             try LocalNames.release(db, userId: userId, name: Self.contactOwnName(db, localName, userId: userId))
         }
-        if c.status == .pending {
+        await memberContactDeleted(c)
+        if c.status == .pending, c.groupMemberRowId == nil {  // a member contact is a contact from the start
             return .contactConnectionDeleted(user: userModel(u), connection: ModelOf.pendingConnection(c, link: c.invitation))
         }
         return .contactDeleted(user: userModel(u), contact: contactModel(c, user: u))

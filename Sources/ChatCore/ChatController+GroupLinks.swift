@@ -206,8 +206,9 @@ extension ChatController {
     /// (`x.contact {profile, contactReqId}`), answered `sentInvitation`. Connecting again while the
     /// request waits answers with the same pending connection (nothing is sent twice); the host
     /// also refuses a second request with the same id.
+    /// `incognito` joins with a random profile made for this group only (`customUserProfile`): the
+    /// membership keeps it, so the members (and member contacts made in the group) see only it.
     func connectGroupLink(user u: UserRow, address: ContactAddressLink, short: String?, incognito: Bool) async throws -> ChatResponse {
-        guard !incognito else { throw ChatFailure.command("joining a group incognito is not supported yet") }
         let full = address.description
         if let own = try await dbRead({ db in try GroupLinkRecord.filter(GroupLinkRecord.Columns.link == full).fetchOne(db) }),
            let view = try? await groupView(own.groupId) {
@@ -221,23 +222,37 @@ extension ChatController {
             try GroupLinkJoinRecord.filter(GroupLinkJoinRecord.Columns.userId == userId && GroupLinkJoinRecord.Columns.link == full).fetchOne(db)
         }) {
             // A request through this link waits for the host already: the same pending connection.
-            return .sentInvitation(user: userModel(u), connection: pendingJoinConnection(previous, groupLinkId: address.groupLinkId), customUserProfile: nil)
+            let custom = try await joinIncognitoProfile(previous)
+            return .sentInvitation(user: userModel(u), connection: pendingJoinConnection(previous, groupLinkId: address.groupLinkId), customUserProfile: custom)
         }
         let xContactId = Base64URL.encode(Sodium.randomBytes(16))
+        let custom = incognito ? Self.randomProfile() : nil
+        let customText = try custom.map(Stored.text)
         let info = ChatMessage(event: "x.contact", params: .object([
-            ("profile", try JSONValueEncoder().encode(u.profile)), ("contactReqId", .string(xContactId)),
+            ("profile", try JSONValueEncoder().encode(custom ?? u.profile)), ("contactReqId", .string(xContactId)),
         ])).encoded
         let record = try await trackingJoin { () async throws -> (GroupLinkJoinRecord, Int64) in
             let conn = try await agentCall { try await agent.joinAddress(address, info: info, autoAllow: false) }
             let row = try await dbWrite { db -> GroupLinkJoinRecord in
                 var r = GroupLinkJoinRecord(userId: userId, agentConnId: conn, link: full, shortLink: short, xContactId: xContactId, createdAt: Timestamp.now())
                 try r.insert(db)
+                if let customText {
+                    try db.execute(sql: "UPDATE group_link_join SET incognito_profile = ? WHERE id = ?", arguments: [customText, r.id])
+                }
                 return r
             }
             groupRuntime.linkJoins?.insert(conn)
             return (row, conn)
         }
-        return .sentInvitation(user: userModel(u), connection: pendingJoinConnection(record, groupLinkId: address.groupLinkId), customUserProfile: nil)
+        return .sentInvitation(user: userModel(u), connection: pendingJoinConnection(record, groupLinkId: address.groupLinkId), customUserProfile: custom)
+    }
+
+    /// The random profile a join request was sent with, when it was sent incognito.
+    func joinIncognitoProfile(_ join: GroupLinkJoinRecord) async throws -> Profile? {
+        let id = join.id
+        return Stored.profile(try await dbRead { db in
+            try String.fetchOne(db, sql: "SELECT incognito_profile FROM group_link_join WHERE id = ?", arguments: [id])
+        })
     }
 
     func pendingJoinConnection(_ record: GroupLinkJoinRecord, groupLinkId: String?) -> PendingContactConnection {
@@ -281,7 +296,8 @@ extension ChatController {
             return try await end("the host's answer is malformed: \(e.message)")
         }
         let u = try await user(join.userId)
-        let own = try MemberProfile(json: JSONValueEncoder().encode(u.profile))
+        let custom = try await joinIncognitoProfile(join)
+        let own = try MemberProfile(json: JSONValueEncoder().encode(custom ?? u.profile))
         let (state, effects): (GroupState, [GroupEffect])
         do { (state, effects) = try GroupState.joinedViaLink(invitation, ownProfile: own) } catch {
             return try await end("refused: \(error.code.rawValue): \(error.message)")
@@ -296,6 +312,7 @@ extension ChatController {
             var g = GroupRecord(userId: userId, localDisplayName: name, profile: profile.json.description, createdAt: now, updatedAt: now, chatTs: now,
                                 viaLink: join.link)
             try g.insert(db)
+            if custom != nil { try db.execute(sql: "UPDATE chat_group SET incognito = 1 WHERE id = ?", arguments: [g.id!]) }
             var out = GroupOutcome()
             try Self.applyEffects(db, effects, groupId: g.id!, userId: userId, now: now, limits: self.limits, into: &out)
             _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == g.id! && GroupMemberRecord.Columns.memberId == host.text)

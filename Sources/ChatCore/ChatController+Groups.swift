@@ -54,6 +54,8 @@ struct GroupOutcome: Sendable {
     var refusedContent: [String] = []
     /// Malformed quotes of applied messages (kept without their quote), for the log.
     var droppedQuotes: [String] = []
+    /// Member contacts made from received `x.grp.direct.inv` (+MemberContacts).
+    var memberContacts: [ReceivedMemberContact] = []
     /// The store had this message already (a copy after a restart): nothing was applied.
     var duplicate = false
     var actions = 0
@@ -307,6 +309,10 @@ extension ChatController {
             case let .sendHistory(to):
                 for env in try historyForwards(db, groupId: groupId) { try enqueue(.send(env, to: to)) }
             case let .applyContent(env, author, forwardedBy, blocked, msgTs):
+                if env.event == directInvitationEvent, forwardedBy == nil {
+                    try receivedDirectInvitation(db, env, author: author, blocked: blocked, groupId: groupId, userId: userId, now: now, into: &out)
+                    continue
+                }
                 guard env.event == "x.msg.new" else {
                     try applyItemEvent(db, env, author: author, blocked: blocked, groupId: groupId, userId: userId, now: now, limits: limits, into: &out)
                     continue
@@ -583,7 +589,7 @@ extension ChatController {
             logger.info("a malformed quote was dropped", metadata: ["group": "\(groupId)", "error": "\(why)"])
         }
         guard !outcome.events.isEmpty || !outcome.receivedItems.isEmpty || !outcome.updatedItems.isEmpty || !outcome.deletedItems.isEmpty
-            || !outcome.reactions.isEmpty else { return }
+            || !outcome.reactions.isEmpty || !outcome.memberContacts.isEmpty else { return }
         let u = try await user(userId)
         let user = userModel(u)
         guard let view = try await dbRead({ db in try Self.readGroupView(db, groupId) }) else { return }
@@ -623,6 +629,7 @@ extension ChatController {
             sink.yield(.chatItemReaction(user: user, added: r.add, reaction: ACIReaction(
                 chatInfo: .group(groupInfo: info), chatReaction: CIReaction(chatDir: .groupRcv(groupMember: view.member(by)), chatItem: item, sentAt: .now(), reaction: r.reaction))))
         }
+        if !outcome.memberContacts.isEmpty { try await reportMemberContacts(outcome.memberContacts, view: view, info: info, user: u) }
     }
 
     /// The API event of a machine event; nil for those that answer the user's own commands.
@@ -668,6 +675,8 @@ extension ChatController {
             return .memberAcceptedByOther(MemberAcceptedByOther(user: user, groupInfo: info, acceptingMember: b, member: x))
         case let .groupLinkConnecting(host):
             return m(host).map { .groupLinkConnecting(UserJoinedGroup(user: user, groupInfo: info, hostMember: $0)) }
+        case let .memberUpdated(id, from, _):
+            return m(id).map { .groupMemberUpdated(GroupMemberUpdated(user: user, groupInfo: info, fromMember: Self.memberBefore($0, profile: from), toMember: $0)) }
         case .sentGroupInvitation, .userAcceptedGroupSent, .leftMemberUser, .memberRole(nil, _, _, _), .memberBlockedForAll(nil, _, _),
              .deletedMember(nil, _, _), .groupDeleted(nil), .groupUpdated(nil, _, _), .memberAccepted:
             return nil // the user's own commands: answered by their responses
@@ -900,6 +909,8 @@ extension ChatController {
         case let .delete(member):
             if let conn = try await memberConn(groupId, member) { try await deleteMemberConnection(conn) }
             try await dbWrite(done)
+        case let .joinMemberContact(contact):
+            try await joinMemberContact(contact, done: done)
         case .deleteAll:
             let conns = try await dbRead { db in
                 try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.agentConnId != nil).fetchAll(db).compactMap(\.agentConnId)

@@ -270,6 +270,7 @@ public actor ChatController {
                 failures += 1
             }
         }
+        await sendProfileToGroups(userId: userId, profile: profile)
         return .userProfileUpdated(user: userModel(updated), fromProfile: u.profile, toProfile: profile,
                                    updateSummary: UserProfileUpdateSummary(updateSuccesses: successes, updateFailures: failures, changedContacts: changed))
     }

@@ -12,6 +12,7 @@ struct UserRow: Sendable {
     var localName: String?
     /// A chat relay user.
     var chatRelay: Bool
+    var autoAcceptMemberContacts: Bool
 
     init(_ r: UserRecord) {
         id = r.id ?? 0
@@ -21,6 +22,7 @@ struct UserRow: Sendable {
         sendReceipts = r.sendReceipts
         localName = r.localDisplayName
         chatRelay = r.chatRelay
+        autoAcceptMemberContacts = r.autoAcceptMemberContacts
     }
 }
 
@@ -44,6 +46,10 @@ struct ContactRow: Sendable {
     var shortLink: String?
     /// The name unique among this user's names (`alice`, `alice_1`, …); nil until the peer's profile is known.
     var localName: String?
+    /// A group member's contact: the member's row; the invitation sent to it; one received from it.
+    var groupMemberRowId: Int64?
+    var grpInvSent: Bool
+    var directInv: GroupDirectInvitation?
 
     var ready: Bool { status == .ready }
 
@@ -64,6 +70,9 @@ struct ContactRow: Sendable {
         invitation = r.invitation
         shortLink = r.shortLink
         localName = r.localDisplayName
+        groupMemberRowId = r.groupMemberRowId
+        grpInvSent = r.grpInvSent
+        directInv = Stored.decode(GroupDirectInvitation.self, r.directInv)
     }
 }
 
@@ -156,13 +165,14 @@ enum ModelOf {
     static func user(_ u: UserRow) -> User {
         User(userId: u.id, agentUserId: 1, userContactId: u.id, localDisplayName: u.localName ?? u.profile.displayName,
              profile: LocalProfile(profileId: u.id, profile: u.profile), fullPreferences: fullPreferences(u.profile),
-             activeUser: u.active, activeOrder: u.id, sendRcptsContacts: u.sendReceipts, userChatRelay: u.chatRelay)
+             activeUser: u.active, activeOrder: u.id, sendRcptsContacts: u.sendReceipts, autoAcceptMemberContacts: u.autoAcceptMemberContacts,
+             userChatRelay: u.chatRelay)
     }
 
     static func connection(_ c: ContactRow) -> Connection {
         Connection(connId: c.id, agentConnId: String(c.agentConnId),
                    customUserProfileId: c.incognitoProfile != nil ? incognitoProfileId(contactId: c.id) : nil,
-                   connStatus: c.status == .ready ? .ready : c.status == .deleted ? .deleted : .joined,
+                   connStatus: c.status == .ready ? .ready : c.status == .deleted ? .deleted : c.agentConnId < 0 ? .prepared : .joined,
                    contactConnInitiated: !c.viaAddress, entityId: c.id, createdAt: Stored.timestamp(c.createdAt))
     }
 
@@ -199,6 +209,7 @@ enum ModelOf {
                        contactStatus: c.status == .deleted ? .deleted : .active, userPreferences: c.userPreferences ?? Preferences(),
                        mergedPreferences: mergedPreferences(user: c.incognitoProfile ?? userProfile, overrides: c.userPreferences, contact: c.profile),
                        createdAt: Stored.timestamp(c.createdAt), updatedAt: Stored.timestamp(c.updatedAt), chatTs: c.chatTs.map(Stored.timestamp),
+                       contactGroupMemberId: c.groupMemberRowId, contactGrpInvSent: c.grpInvSent, groupDirectInv: c.directInv,
                        customData: c.customData)
     }
 

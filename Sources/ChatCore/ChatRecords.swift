@@ -28,6 +28,8 @@ struct UserRecord: ChatRecord {
     var localDisplayName: String?
     /// A chat relay user (`NewUser.userChatRelay`): its address is a relay address (`/r`).
     var chatRelay: Bool = false
+    /// Members' invitations to direct chats are joined at once (`/_set accept member contacts`).
+    var autoAcceptMemberContacts: Bool = false
 
     enum Columns {
         static let id = Column("id")
@@ -101,6 +103,13 @@ struct ContactRecord: ChatRecord {
     var shortLink: String?
     var chatTs: String?
     var localDisplayName: String?
+    /// A group member's contact (`/_create member contact`, `x.grp.direct.inv`): the member's row.
+    var groupMemberRowId: Int64?
+    /// The member has been sent this contact's invitation (`x.grp.direct.inv`).
+    var grpInvSent: Bool = false
+    /// A member's invitation received (``ChatModel/GroupDirectInvitation`` as JSON); until it is
+    /// joined, `agentConnId` is a placeholder (minus the row id) that no agent event names.
+    var directInv: String?
 
     enum Columns {
         static let id = Column("id")

@@ -122,6 +122,7 @@ final class ChatStore: Sendable {
         GroupStore.register(&m)
         ChannelStore.register(&m)
         GroupStore.registerItemTimes(&m)
+        MemberContactStore.register(&m)
         ChannelStore.registerChannels(&m)
         return m
     }

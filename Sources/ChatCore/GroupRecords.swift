@@ -420,6 +420,8 @@ enum GroupPendingAction: Sendable {
     case acceptRequest(for: MemberId, request: Int64, info: GroupEnvelope)
     case delete(for: MemberId)
     case deleteAll
+    /// Join a member's direct invitation for this member contact (+MemberContacts).
+    case joinMemberContact(contact: Int64)
 
     var json: JSONValue {
         switch self {
@@ -432,6 +434,7 @@ enum GroupPendingAction: Sendable {
             .object([("kind", "acceptRequest"), ("member", .string(m.text)), ("request", .int(request)), ("msg", info.json)])
         case let .delete(m): .object([("kind", "delete"), ("member", .string(m.text))])
         case .deleteAll: .object([("kind", "deleteAll")])
+        case let .joinMemberContact(contact): .object([("kind", "joinMemberContact"), ("contact", .int(contact))])
         }
     }
 
@@ -462,6 +465,9 @@ enum GroupPendingAction: Sendable {
             self = .delete(for: member)
         case "deleteAll":
             self = .deleteAll
+        case "joinMemberContact":
+            guard let c = json["contact"]?.int64Value else { return nil }
+            self = .joinMemberContact(contact: c)
         default:
             return nil
         }

@@ -194,10 +194,13 @@ public enum StoreError: Sendable, Hashable, Codable {
     case groupLinkNotFound(groupInfo: GroupInfo)
     case duplicateGroupLink(groupInfo: GroupInfo)
     case userChatRelayNotFound(chatRelayId: Int64)
+    /// A contact that is not a group member's contact (`/_invite member contact`).
+    case memberContactGroupMemberNotFound(contactId: Int64)
 
     public static let allTags = ["duplicateName", "userNotFound", "contactNotFound", "duplicateContactLink", "userContactLinkNotFound",
                                  "contactRequestNotFound", "chatItemNotFound", "invalidQuote", "dbError", "groupNotFound", "groupMemberNotFound",
-                                 "groupLinkNotFound", "duplicateGroupLink", "userChatRelayNotFound"]
+                                 "groupLinkNotFound", "duplicateGroupLink", "userChatRelayNotFound",
+                                 "memberContactGroupMemberNotFound"]
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
@@ -216,6 +219,7 @@ public enum StoreError: Sendable, Hashable, Codable {
         case "groupLinkNotFound": self = .groupLinkNotFound(groupInfo: try c.decode(GroupInfo.self, forKey: "groupInfo"))
         case "duplicateGroupLink": self = .duplicateGroupLink(groupInfo: try c.decode(GroupInfo.self, forKey: "groupInfo"))
         case "userChatRelayNotFound": self = .userChatRelayNotFound(chatRelayId: try c.decode(Int64.self, forKey: "chatRelayId"))
+        case "memberContactGroupMemberNotFound": self = .memberContactGroupMemberNotFound(contactId: try c.decode(Int64.self, forKey: "contactId"))
         case let t: throw c.unknown(t, in: "StoreError")
         }
     }
@@ -240,6 +244,7 @@ public enum StoreError: Sendable, Hashable, Codable {
         case let .groupLinkNotFound(g): try c.tag("groupLinkNotFound"); try c.encode(g, forKey: "groupInfo")
         case let .duplicateGroupLink(g): try c.tag("duplicateGroupLink"); try c.encode(g, forKey: "groupInfo")
         case let .userChatRelayNotFound(id): try c.tag("userChatRelayNotFound"); try c.encode(id, forKey: "chatRelayId")
+        case let .memberContactGroupMemberNotFound(id): try c.tag("memberContactGroupMemberNotFound"); try c.encode(id, forKey: "contactId")
         }
     }
 }

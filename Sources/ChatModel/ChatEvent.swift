@@ -18,6 +18,9 @@ public enum ChatEvent: Sendable, Hashable, Codable {
     // Network
     case hostConnected(protocol: String, transportHost: String)
     case hostDisconnected(protocol: String, transportHost: String)
+    /// Queues on `server` (the relay's address) changed subscription state: `connections` are
+    /// agent connection ids (SimpleX's shape).
+    case subscriptionStatus(server: String, subscriptionStatus: SubscriptionStatus, connections: [String])
     // Failure
     case chatError(ChatError)
     // Groups
@@ -45,7 +48,7 @@ public enum ChatEvent: Sendable, Hashable, Codable {
     /// The message types this enum reads and writes.
     public static let types: [ChatMessageType] = [
         .contactConnected, .contactUpdated, .contactDeletedByContact, .receivedContactRequest, .acceptingContactRequest, .newChatItems,
-        .chatItemUpdated, .chatItemsDeleted, .chatItemReaction, .chatItemsStatusesUpdated, .hostConnected, .hostDisconnected, .chatError,
+        .chatItemUpdated, .chatItemsDeleted, .chatItemReaction, .chatItemsStatusesUpdated, .hostConnected, .hostDisconnected, .subscriptionStatus, .chatError,
     ]
 
     /// Every `type` this enum reads and writes.
@@ -77,6 +80,8 @@ public enum ChatEvent: Sendable, Hashable, Codable {
         case .chatItemsStatusesUpdated: self = .chatItemsStatusesUpdated(try UserChatItems(from: decoder))
         case .hostConnected: self = .hostConnected(protocol: try field("protocol"), transportHost: try field("transportHost"))
         case .hostDisconnected: self = .hostDisconnected(protocol: try field("protocol"), transportHost: try field("transportHost"))
+        case .subscriptionStatus:
+            self = .subscriptionStatus(server: try field("server"), subscriptionStatus: try field("subscriptionStatus"), connections: try field("connections"))
         case .chatError: self = .chatError(try field("chatError"))
         case let t where GroupChatEvent.types.contains(t): self = .group(try GroupChatEvent(type: t, from: decoder))
         case let t where ChannelChatEvent.types.contains(t): self = .channel(try ChannelChatEvent(type: t, from: decoder))
@@ -105,6 +110,10 @@ public enum ChatEvent: Sendable, Hashable, Codable {
         case let .hostConnected(proto, host), let .hostDisconnected(proto, host):
             try c.encode(proto, forKey: "protocol")
             try c.encode(host, forKey: "transportHost")
+        case let .subscriptionStatus(server, status, connections):
+            try c.encode(server, forKey: "server")
+            try c.encode(status, forKey: "subscriptionStatus")
+            try c.encode(connections, forKey: "connections")
         case let .chatError(error): try c.encode(error, forKey: "chatError")
         case let .group(g): try g.encode(to: encoder)
         case let .channel(e): try e.encode(to: encoder)
@@ -126,6 +135,7 @@ public enum ChatEvent: Sendable, Hashable, Codable {
         case .chatItemsStatusesUpdated: .chatItemsStatusesUpdated
         case .hostConnected: .hostConnected
         case .hostDisconnected: .hostDisconnected
+        case .subscriptionStatus: .subscriptionStatus
         case .chatError: .chatError
         case let .group(g): g.type
         case let .channel(e): e.type
@@ -134,4 +144,38 @@ public enum ChatEvent: Sendable, Hashable, Codable {
 
     /// The `type` this event is written with.
     public var tag: String { type.rawValue }
+}
+
+/// A queue's subscription at its relay (`subscriptionStatus` events): receiving (`active`), being
+/// subscribed (`pending`), refused by the relay (`removed`, with its error), or not subscribed.
+public enum SubscriptionStatus: Sendable, Hashable, Codable {
+    case active
+    case pending
+    case removed(subError: String)
+    case noSub
+
+    public static let allTags = ["active", "pending", "removed", "noSub"]
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: FieldKey.self)
+        switch try c.tag() {
+        case "active": self = .active
+        case "pending": self = .pending
+        case "removed": self = .removed(subError: try c.decode(String.self, forKey: "subError"))
+        case "noSub": self = .noSub
+        case let t: throw c.unknown(t, in: "SubscriptionStatus")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: FieldKey.self)
+        switch self {
+        case .active: try c.tag("active")
+        case .pending: try c.tag("pending")
+        case let .removed(subError):
+            try c.tag("removed")
+            try c.encode(subError, forKey: "subError")
+        case .noSub: try c.tag("noSub")
+        }
+    }
 }

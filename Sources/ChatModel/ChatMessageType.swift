@@ -13,7 +13,7 @@ public enum ChatMessageType: String, Sendable, Hashable, CaseIterable {
     case acceptingContactRequest, newChatItems, chatItemUpdated, chatItemsDeleted, chatItemReaction
     // Events
     case contactConnected, contactUpdated, contactDeletedByContact, receivedContactRequest, chatItemsStatusesUpdated
-    case hostConnected, hostDisconnected, chatError
+    case hostConnected, hostDisconnected, subscriptionStatus, chatError
     // Groups (``GroupResponse``, ``GroupChatEvent``; `groupUpdated` is both)
     case groupCreated, sentGroupInvitation, userAcceptedGroupSent, groupMembers, groupsList, membersRoleUser, membersBlockedForAllUser
     case userDeletedMembers, leftMemberUser, groupDeletedUser, groupUpdated
@@ -21,6 +21,10 @@ public enum ChatMessageType: String, Sendable, Hashable, CaseIterable {
     case memberBlockedForAll, deletedMember, deletedMemberUser, leftMember, groupDeleted, memberAcceptedByOther
     // Group links and admission
     case groupLinkCreated, groupLink, groupLinkDeleted, memberAccepted, groupLinkConnecting
+    // Member contacts
+    case newMemberContact, newMemberContactSentInv, memberContactAccepted, newMemberContactReceivedInv
+    // Member profiles
+    case groupMemberUpdated
     // Channels (``ChannelResponse``, ``ChannelChatEvent``)
     case userChatRelays, publicGroupCreated, publicGroupCreationFailed, groupRelays, startedConnectionToGroup
     case groupRelayUpdated, groupLinkDataUpdated

@@ -17,6 +17,8 @@ public struct Contact: Sendable, Hashable, Codable {
     public var contactRequestId: Int64?
     public var contactGroupMemberId: Int64?
     public var contactGrpInvSent: Bool
+    /// A group member's invitation to a direct chat (`x.grp.direct.inv`), for a contact made from it.
+    public var groupDirectInv: GroupDirectInvitation?
     public var chatTags: [Int64]
     public var chatItemTTL: Int64?
     public var chatDeleted: Bool
@@ -26,8 +28,8 @@ public struct Contact: Sendable, Hashable, Codable {
     public init(contactId: Int64, localDisplayName: String, profile: LocalProfile, activeConn: Connection?, contactUsed: Bool = true,
                 contactStatus: ContactStatus, chatSettings: ChatSettings = ChatSettings(), userPreferences: Preferences = Preferences(),
                 mergedPreferences: ContactUserPreferences, createdAt: ChatTimestamp, updatedAt: ChatTimestamp, chatTs: ChatTimestamp? = nil,
-                contactRequestId: Int64? = nil, contactGroupMemberId: Int64? = nil, contactGrpInvSent: Bool = false, chatTags: [Int64] = [],
-                chatItemTTL: Int64? = nil, chatDeleted: Bool = false, customData: JSONValue? = nil) {
+                contactRequestId: Int64? = nil, contactGroupMemberId: Int64? = nil, contactGrpInvSent: Bool = false, groupDirectInv: GroupDirectInvitation? = nil,
+                chatTags: [Int64] = [], chatItemTTL: Int64? = nil, chatDeleted: Bool = false, customData: JSONValue? = nil) {
         self.contactId = contactId
         self.localDisplayName = localDisplayName
         self.profile = profile
@@ -43,10 +45,30 @@ public struct Contact: Sendable, Hashable, Codable {
         self.contactRequestId = contactRequestId
         self.contactGroupMemberId = contactGroupMemberId
         self.contactGrpInvSent = contactGrpInvSent
+        self.groupDirectInv = groupDirectInv
         self.chatTags = chatTags
         self.chatItemTTL = chatItemTTL
         self.chatDeleted = chatDeleted
         self.customData = customData
+    }
+}
+
+/// Where a member contact came from (`Contact.groupDirectInv`): the member's invitation link and
+/// whether this side has started joining it.
+public struct GroupDirectInvitation: Sendable, Hashable, Codable {
+    public var groupDirectInvLink: String
+    public var fromGroupId_: Int64?
+    public var fromGroupMemberId_: Int64?
+    public var fromGroupMemberConnId_: Int64?
+    public var groupDirectInvStartedConnection: Bool
+
+    public init(groupDirectInvLink: String, fromGroupId_: Int64? = nil, fromGroupMemberId_: Int64? = nil, fromGroupMemberConnId_: Int64? = nil,
+                groupDirectInvStartedConnection: Bool) {
+        self.groupDirectInvLink = groupDirectInvLink
+        self.fromGroupId_ = fromGroupId_
+        self.fromGroupMemberId_ = fromGroupMemberId_
+        self.fromGroupMemberConnId_ = fromGroupMemberConnId_
+        self.groupDirectInvStartedConnection = groupDirectInvStartedConnection
     }
 }
 

@@ -25,6 +25,35 @@ public struct UserGroupMember: Sendable, Hashable, Codable {
     }
 }
 
+/// `user`, `contact`, `groupInfo` and `member`: a group member's contact (`newMemberContact`,
+/// `newMemberContactSentInv`, `newMemberContactReceivedInv`).
+public struct MemberContact: Sendable, Hashable, Codable {
+    public var user: User
+    public var contact: Contact
+    public var groupInfo: GroupInfo
+    public var member: GroupMember
+    public init(user: User, contact: Contact, groupInfo: GroupInfo, member: GroupMember) {
+        self.user = user
+        self.contact = contact
+        self.groupInfo = groupInfo
+        self.member = member
+    }
+}
+
+/// `groupMemberUpdated`: a member's profile changed (its `x.info`).
+public struct GroupMemberUpdated: Sendable, Hashable, Codable {
+    public var user: User
+    public var groupInfo: GroupInfo
+    public var fromMember: GroupMember
+    public var toMember: GroupMember
+    public init(user: User, groupInfo: GroupInfo, fromMember: GroupMember, toMember: GroupMember) {
+        self.user = user
+        self.groupInfo = groupInfo
+        self.fromMember = fromMember
+        self.toMember = toMember
+    }
+}
+
 /// `sentGroupInvitation`.
 public struct SentGroupInvitation: Sendable, Hashable, Codable {
     public var user: User
@@ -307,10 +336,15 @@ public enum GroupResponse: Sendable, Hashable, Codable {
     case groupLink(UserGroupLink)
     case groupLinkDeleted(UserGroup)
     case memberAccepted(UserGroupMember)
+    case newMemberContact(MemberContact)
+    case newMemberContactSentInv(MemberContact)
+    /// `memberContactAccepted {user, contact}`: the user joins a member's invitation (`/_accept member contact`).
+    case memberContactAccepted(UserContact)
 
     public static let types: [ChatMessageType] = [
         .groupCreated, .sentGroupInvitation, .userAcceptedGroupSent, .groupMembers, .groupsList, .membersRoleUser, .membersBlockedForAllUser,
         .userDeletedMembers, .leftMemberUser, .groupDeletedUser, .groupUpdated, .groupLinkCreated, .groupLink, .groupLinkDeleted, .memberAccepted,
+        .newMemberContact, .newMemberContactSentInv, .memberContactAccepted,
     ]
 
     public var type: ChatMessageType {
@@ -330,6 +364,9 @@ public enum GroupResponse: Sendable, Hashable, Codable {
         case .groupLink: .groupLink
         case .groupLinkDeleted: .groupLinkDeleted
         case .memberAccepted: .memberAccepted
+        case .newMemberContact: .newMemberContact
+        case .newMemberContactSentInv: .newMemberContactSentInv
+        case .memberContactAccepted: .memberContactAccepted
         }
     }
 
@@ -340,6 +377,9 @@ public enum GroupResponse: Sendable, Hashable, Codable {
         case .groupLink: self = .groupLink(try UserGroupLink(from: decoder))
         case .groupLinkDeleted: self = .groupLinkDeleted(try UserGroup(from: decoder))
         case .memberAccepted: self = .memberAccepted(try UserGroupMember(from: decoder))
+        case .newMemberContact: self = .newMemberContact(try MemberContact(from: decoder))
+        case .newMemberContactSentInv: self = .newMemberContactSentInv(try MemberContact(from: decoder))
+        case .memberContactAccepted: self = .memberContactAccepted(try UserContact(from: decoder))
         case .groupCreated: self = .groupCreated(try UserGroup(from: decoder))
         case .sentGroupInvitation: self = .sentGroupInvitation(try SentGroupInvitation(from: decoder))
         case .userAcceptedGroupSent: self = .userAcceptedGroupSent(try UserAcceptedGroupSent(from: decoder))
@@ -366,6 +406,8 @@ public enum GroupResponse: Sendable, Hashable, Codable {
         case let .groupCreated(p), let .leftMemberUser(p), let .groupLinkDeleted(p): try p.encode(to: encoder)
         case let .groupLinkCreated(p), let .groupLink(p): try p.encode(to: encoder)
         case let .memberAccepted(p): try p.encode(to: encoder)
+        case let .newMemberContact(p), let .newMemberContactSentInv(p): try p.encode(to: encoder)
+        case let .memberContactAccepted(p): try p.encode(to: encoder)
         case let .sentGroupInvitation(p): try p.encode(to: encoder)
         case let .userAcceptedGroupSent(p): try p.encode(to: encoder)
         case let .groupMembers(p): try p.encode(to: encoder)
@@ -396,11 +438,14 @@ public enum GroupChatEvent: Sendable, Hashable, Codable {
     case memberAcceptedByOther(MemberAcceptedByOther)
     /// `groupLinkConnecting {groupInfo, hostMember}`: the same fields as `userJoinedGroup`.
     case groupLinkConnecting(UserJoinedGroup)
+    /// A member invited the user to a direct chat (`x.grp.direct.inv`); `contact` is made from it.
+    case newMemberContactReceivedInv(MemberContact)
+    case groupMemberUpdated(GroupMemberUpdated)
 
     public static let types: [ChatMessageType] = [
         .receivedGroupInvitation, .userJoinedGroup, .joinedGroupMember, .joinedGroupMemberConnecting, .connectedToGroupMember, .memberRole,
         .memberBlockedForAll, .deletedMember, .deletedMemberUser, .leftMember, .groupDeleted, .groupUpdated, .memberAcceptedByOther,
-        .groupLinkConnecting,
+        .groupLinkConnecting, .newMemberContactReceivedInv, .groupMemberUpdated,
     ]
 
     public var type: ChatMessageType {
@@ -419,6 +464,8 @@ public enum GroupChatEvent: Sendable, Hashable, Codable {
         case .groupUpdated: .groupUpdated
         case .memberAcceptedByOther: .memberAcceptedByOther
         case .groupLinkConnecting: .groupLinkConnecting
+        case .newMemberContactReceivedInv: .newMemberContactReceivedInv
+        case .groupMemberUpdated: .groupMemberUpdated
         }
     }
 
@@ -438,6 +485,8 @@ public enum GroupChatEvent: Sendable, Hashable, Codable {
         case .groupUpdated: self = .groupUpdated(try GroupUpdated(from: decoder))
         case .memberAcceptedByOther: self = .memberAcceptedByOther(try MemberAcceptedByOther(from: decoder))
         case .groupLinkConnecting: self = .groupLinkConnecting(try UserJoinedGroup(from: decoder))
+        case .newMemberContactReceivedInv: self = .newMemberContactReceivedInv(try MemberContact(from: decoder))
+        case .groupMemberUpdated: self = .groupMemberUpdated(try GroupMemberUpdated(from: decoder))
         default: throw ModelDecodingError(.unknownTag, type: "GroupChatEvent", value: type.rawValue, path: decoder.codingPath)
         }
     }
@@ -459,6 +508,8 @@ public enum GroupChatEvent: Sendable, Hashable, Codable {
         case let .deletedMemberUser(p): try p.encode(to: encoder)
         case let .groupUpdated(p): try p.encode(to: encoder)
         case let .memberAcceptedByOther(p): try p.encode(to: encoder)
+        case let .newMemberContactReceivedInv(p): try p.encode(to: encoder)
+        case let .groupMemberUpdated(p): try p.encode(to: encoder)
         }
     }
 }

@@ -125,6 +125,8 @@ public enum GroupInput: Sendable, Hashable {
     case linkRequest(memberId: MemberId, role: GroupMemberRole, profile: MemberProfile, request: Int64, review: Bool)
     /// `/_accept member #g <member> <role>`: admit a member waiting for review.
     case acceptMember(MemberId, role: GroupMemberRole)
+    /// The user's profile changed (`/_profile`): the membership takes it and the members get `x.info`.
+    case updateMembershipProfile(MemberProfile)
 
     // From peers.
     /// A message on the member connection of `from` (never the handshake's connection info),
@@ -220,4 +222,6 @@ public enum GroupEvent: Sendable, Hashable {
     case groupLinkConnecting(host: MemberId)
     /// The user admitted a member waiting for review (`memberAccepted`, the command's response).
     case memberAccepted(MemberId)
+    /// `groupMemberUpdated {fromMember, toMember}`: a member's `x.info` changed its profile.
+    case memberUpdated(MemberId, from: MemberProfile?, to: MemberProfile)
 }

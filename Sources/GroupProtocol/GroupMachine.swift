@@ -204,6 +204,7 @@ extension GroupState {
         case let .sendContent(event, params): try sendContent(event, params, &run)
         case let .linkRequest(id, role, profile, request, review): try linkRequest(id, role, profile, request, review, &run)
         case let .acceptMember(id, role): try acceptMember(id, role, &run)
+        case let .updateMembershipProfile(p): try updateMembershipProfile(p, &run)
         case let .received(from, env, brokerTs): try received(from, env, brokerTs, &run)
         case let .invitationCreated(id, connRequest): try invitationCreated(id, connRequest, &run)
         case let .confirmation(from, info): try confirmation(from, info, &run)
@@ -354,6 +355,16 @@ extension GroupState {
         run.effects.append(.emit(.groupUpdated(by: nil, from: old, to: p)))
     }
 
+    /// SimpleX sends the user's new profile to a group's members as `x.info` (before its next
+    /// message there, `userMemberProfileUpdatedAt`); **Swiftplex** sends it at once.
+    private mutating func updateMembershipProfile(_ p: MemberProfile, _ run: inout Run) throws(GroupError) {
+        try requireActive()
+        guard membership.profile != p else { return }
+        broadcast(GroupEnvelope(msgId: run.newMessageId(), event: GroupMessage.profileEvent, params: .object([("profile", p.json)])), &run)
+        membership.profile = p
+        saveMembership(&run)
+    }
+
     private mutating func sendContent(_ event: String, _ params: JSONValue, _ run: inout Run) throws(GroupError) {
         try requireActive()
         guard GroupMessage.Event(rawValue: event) == nil else {
@@ -368,7 +379,7 @@ extension GroupState {
     /// and at least the author's role, `groupMessageDelete`).
     private func checkContent(actor: GroupMemberState, event: String, params: JSONValue) throws(GroupError) {
         switch event {
-        case "x.msg.new", "x.msg.update":
+        case "x.msg.new", "x.msg.update", "x.grp.direct.inv":
             try GroupPermissions.authorize(actor: actor.role, action: .sendContent)
         case "x.msg.del":
             guard let text = params["memberId"]?.stringValue else { return }
@@ -609,6 +620,17 @@ extension GroupState {
             guard a.status.isCurrent || a.status == .unknown else {
                 throw GroupError(.memberNotCurrent, "\(env.event) from member \(a.memberId), who is \(a.status.rawValue)")
             }
+            if env.event == GroupMessage.profileEvent {
+                // SimpleX `xInfoMember`: any member's own profile, forwarded like content.
+                let p: MemberProfile
+                do { p = try MemberProfile(json: env.params["profile"] ?? .null) } catch { throw GroupError(.malformedMessage, error.message) }
+                guard a.profile != p else { return }
+                var m = a
+                m.profile = p
+                save(m, &run)
+                run.effects.append(.emit(.memberUpdated(a.memberId, from: a.profile, to: p)))
+                return
+            }
             try checkContent(actor: a, event: env.event, params: env.params)
             run.effects.append(.applyContent(env, author: a.memberId, forwardedBy: forwardedBy, blocked: a.blocked,
                                              msgTs: forwardedBy == nil ? nil : brokerTs))
@@ -774,4 +796,9 @@ extension GroupState {
             run.effects.append(.emit(.groupUpdated(by: a.memberId, from: old, to: p)))
         }
     }
+}
+
+extension GroupMessage {
+    /// `x.info {profile}`: a member's own profile (content, not a group event of this enum).
+    public static let profileEvent = "x.info"
 }

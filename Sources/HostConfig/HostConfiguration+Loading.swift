@@ -70,7 +70,7 @@ extension HostConfiguration {
 }
 
 extension NodeDecoder {
-    static let topKeys = ["data_dir", "log_level", "bot", "relays", "embedded_relay", "address", "plugin_dirs", "plugins", "peer_relays", "ws_api", "admin", "log"]
+    static let topKeys = ["data_dir", "log_level", "bot", "relays", "embedded_relay", "address", "plugin_dirs", "plugins", "peer_relays", "ws_api", "admin", "log", "bots"]
 
     /// Decodes the whole file; nil when something required is missing or wrong (the problems
     /// are in `sink` either way).
@@ -94,11 +94,19 @@ extension NodeDecoder {
             logFormat = choice(v, "log.format", as: HostConfiguration.LogFormat.self) ?? .text
         }
 
+        // `bots:` (several bots), or the one bot of `bot:`, `address:` and `plugins:`.
+        let botsNode = f("bots")
         var bot: HostConfiguration.Bot?
-        if let n = f("bot") {
+        if botsNode != nil {
+            for key in ["bot", "address", "plugins"] {
+                if f(key) != nil, let keyNode = root.entries?.first(where: { $0.key == key }) {
+                    sink.add(keyNode.keyMark, "\(key): with bots: given, each bot has its own \(key == "bot" ? "profile (display_name, …)" : key); move it into the entries of bots")
+                }
+            }
+        } else if let n = f("bot") {
             bot = self.bot(n)
         } else {
-            problem(root, "", "missing required key \"bot\" (the bot's profile; it needs at least display_name)")
+            problem(root, "", "missing required key \"bot\" (the bot's profile; it needs at least display_name), or bots (a list of bots)")
         }
 
         var relays = HostConfiguration.Relays.embedded
@@ -113,13 +121,7 @@ extension NodeDecoder {
         }
 
         var address = HostConfiguration.Address(enabled: true, printQR: true)
-        if let n = f("address"), let a = fields(n, "address", known: ["enabled", "print_qr", "requests_per_minute", "max_pending_requests", "request_ttl"]) {
-            if let v = a("enabled") { address.enabled = bool(v, "address.enabled") ?? true }
-            if let v = a("print_qr") { address.printQR = bool(v, "address.print_qr") ?? true }
-            if let v = a("requests_per_minute"), let i = integer(v, "address.requests_per_minute", in: 1...1_000_000) { address.requestsPerMinute = i }
-            if let v = a("max_pending_requests"), let i = integer(v, "address.max_pending_requests", in: 1...10_000_000) { address.maxPendingRequests = i }
-            if let v = a("request_ttl"), let d = duration(v, "address.request_ttl") { address.requestTTL = d }
-        }
+        if botsNode == nil, let n = f("address") { address = self.address(n, "address") }
 
         var peerRelays = HostConfiguration.PeerRelays()
         if let n = f("peer_relays"), let p = fields(n, "peer_relays", known: ["allow", "refuse_private", "timeout"]) {
@@ -150,35 +152,28 @@ extension NodeDecoder {
         }
 
         var plugins: [HostConfiguration.Plugin] = []
-        if let n = f("plugins"), let items = list(n, "plugins") {
-            var firstByName: [String: ConfigMark] = [:]
-            for (i, item) in items.enumerated() {
-                // Names are checked for duplicates even when the rest of an entry is wrong, and
-                // the rest of a duplicate entry is still checked (every problem in one pass).
-                var duplicate = false
-                if let nameNode = item["name"], let name = nameNode.scalar, PluginName.isValid(name) {
-                    if let first = firstByName[name] {
-                        problem(nameNode, "plugins[\(i)].name", "duplicate plugin name \(JSONWriter.quote(name)) (first used at \(first)); give each instance its own name")
-                        duplicate = true
-                    } else {
-                        firstByName[name] = nameNode.mark
-                    }
-                }
-                if let p = plugin(item, "plugins[\(i)]", directory: directory), !duplicate { plugins.append(p) }
-            }
+        if botsNode == nil, let n = f("plugins") { plugins = pluginList(n, "plugins", directory: directory) }
+
+        var bots: [HostConfiguration.BotEntry] = []
+        if let botsNode {
+            bots = botList(botsNode, directory: directory) ?? []
+        } else if let bot {
+            bots = [HostConfiguration.BotEntry(name: HostConfiguration.defaultBotName, data: HostConfiguration.defaultBotName, profile: bot,
+                                               address: address, plugins: plugins, keyPath: "", mark: root.mark)]
         }
 
         var webSocketAPI: HostConfiguration.WebSocketAPI?
-        if let n = f("ws_api") { webSocketAPI = self.webSocketAPI(n) }
+        if let n = f("ws_api") { webSocketAPI = self.webSocketAPI(n, botNames: bots.map(\.name)) }
         var admin: HostConfiguration.Admin?
         if let n = f("admin") { admin = self.admin(n) }
 
-        guard let bot else { return nil }
+        guard let first = bots.first else { return nil }
         var config = HostConfiguration(
-            file: file, directory: directory, dataDirectory: dataDirectory, logLevel: logLevel, bot: bot,
-            relays: relays, embeddedRelay: embedded, address: address, peerRelays: peerRelays, pluginDirectories: pluginDirectories,
-            plugins: plugins, warnings: warnings
+            file: file, directory: directory, dataDirectory: dataDirectory, logLevel: logLevel, bot: first.profile,
+            relays: relays, embeddedRelay: embedded, address: first.address, peerRelays: peerRelays, pluginDirectories: pluginDirectories,
+            plugins: first.plugins, warnings: warnings
         )
+        config.bots = bots
         config.webSocketAPI = webSocketAPI
         if let admin { config.admin = admin }
         config.logFormat = logFormat
@@ -194,32 +189,145 @@ extension NodeDecoder {
         return s
     }
 
+    static let profileKeys = ["display_name", "full_name", "peer_type", "publish_commands"]
+
     mutating func bot(_ node: ConfigNode) -> HostConfiguration.Bot? {
-        guard let f = fields(node, "bot", known: ["display_name", "full_name", "peer_type", "publish_commands"]) else { return nil }
+        guard let f = fields(node, "bot", known: Self.profileKeys) else { return nil }
+        return profile(f)
+    }
+
+    /// The profile keys of `bot:` or of an entry of `bots:`.
+    mutating func profile(_ f: Fields) -> HostConfiguration.Bot? {
         var displayName: String?
         if let n = f("display_name") {
-            if let s = string(n, "bot.display_name") {
+            if let s = string(n, f.path("display_name")) {
                 let trimmed = s.trimmingCharacters(in: .whitespacesAndNewlines)
                 if trimmed.isEmpty {
-                    problem(n, "bot.display_name", "must not be empty")
+                    problem(n, f.path("display_name"), "must not be empty")
                 } else if trimmed.hasPrefix("@") || trimmed.hasPrefix("#") {
-                    problem(n, "bot.display_name", "must not start with @ or #")
+                    problem(n, f.path("display_name"), "must not start with @ or #")
                 } else if trimmed.contains(where: \.isNewline) {
-                    problem(n, "bot.display_name", "must be a single line")
+                    problem(n, f.path("display_name"), "must be a single line")
                 } else {
                     displayName = trimmed
                 }
             }
         } else {
-            problem(f.node, "bot", "missing required key \"display_name\" (the name people see)")
+            problem(f.node, f.path, "missing required key \"display_name\" (the name people see)")
         }
         var fullName = ""
-        if let n = f("full_name") { fullName = string(n, "bot.full_name")?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "" }
-        let peerType = f("peer_type").map { choice($0, "bot.peer_type", as: HostConfiguration.PeerType.self) } ?? .bot
-        let publishCommands = f("publish_commands").map { bool($0, "bot.publish_commands") } ?? true
+        if let n = f("full_name") { fullName = string(n, f.path("full_name"))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "" }
+        let peerType = f("peer_type").map { choice($0, f.path("peer_type"), as: HostConfiguration.PeerType.self) } ?? .bot
+        let publishCommands = f("publish_commands").map { bool($0, f.path("publish_commands")) } ?? true
         guard let displayName, let peerType, let publishCommands else { return nil }
         return HostConfiguration.Bot(displayName: displayName, fullName: fullName, peerType: peerType, publishCommands: publishCommands)
     }
+
+    /// `address:` of the bot or of an entry of `bots:` (defaults where it says nothing).
+    mutating func address(_ node: ConfigNode, _ path: String) -> HostConfiguration.Address {
+        var address = HostConfiguration.Address(enabled: true, printQR: true)
+        guard let a = fields(node, path, known: ["enabled", "print_qr", "requests_per_minute", "max_pending_requests", "request_ttl"]) else { return address }
+        if let v = a("enabled") { address.enabled = bool(v, a.path("enabled")) ?? true }
+        if let v = a("print_qr") { address.printQR = bool(v, a.path("print_qr")) ?? true }
+        if let v = a("requests_per_minute"), let i = integer(v, a.path("requests_per_minute"), in: 1...1_000_000) { address.requestsPerMinute = i }
+        if let v = a("max_pending_requests"), let i = integer(v, a.path("max_pending_requests"), in: 1...10_000_000) { address.maxPendingRequests = i }
+        if let v = a("request_ttl"), let d = duration(v, a.path("request_ttl")) { address.requestTTL = d }
+        return address
+    }
+
+    /// A `plugins:` list (of the bot or of an entry of `bots:`); instance names unique within it.
+    mutating func pluginList(_ node: ConfigNode, _ path: String, directory: String) -> [HostConfiguration.Plugin] {
+        var plugins: [HostConfiguration.Plugin] = []
+        guard let items = list(node, path) else { return [] }
+        var firstByName: [String: ConfigMark] = [:]
+        for (i, item) in items.enumerated() {
+            // Names are checked for duplicates even when the rest of an entry is wrong, and
+            // the rest of a duplicate entry is still checked (every problem in one pass).
+            var duplicate = false
+            if let nameNode = item["name"], let name = nameNode.scalar, PluginName.isValid(name) {
+                if let first = firstByName[name] {
+                    problem(nameNode, "\(path)[\(i)].name", "duplicate plugin name \(JSONWriter.quote(name)) (first used at \(first)); give each instance its own name")
+                    duplicate = true
+                } else {
+                    firstByName[name] = nameNode.mark
+                }
+            }
+            if let p = plugin(item, "\(path)[\(i)]", directory: directory), !duplicate { plugins.append(p) }
+        }
+        return plugins
+    }
+
+    static let botEntryKeys = ["name", "data"] + profileKeys + ["address", "plugins"]
+
+    /// `bots:` — every entry decoded, names and data prefixes unique; nil when any entry is wrong
+    /// (the problems are in `sink`).
+    mutating func botList(_ node: ConfigNode, directory: String) -> [HostConfiguration.BotEntry]? {
+        guard let items = list(node, "bots") else { return nil }
+        guard !items.isEmpty else {
+            problem(node, "bots", "the list of bots is empty; list at least one bot (name and display_name)")
+            return nil
+        }
+        var bots: [HostConfiguration.BotEntry] = []
+        var ok = true
+        var nameAt: [String: ConfigMark] = [:]
+        var dataOf: [String: (bot: String, mark: ConfigMark)] = [:]
+        for (i, item) in items.enumerated() {
+            let path = "bots[\(i)]"
+            guard !item.isNull, let f = fields(item, path, known: Self.botEntryKeys) else {
+                if item.isNull { expected("a bot entry (a mapping with name and display_name)", item, path) }
+                ok = false
+                continue
+            }
+            var name: String?
+            if let n = f("name") {
+                if let s = string(n, f.path("name")) {
+                    if !PluginName.isValid(s) {
+                        problem(n, f.path("name"), PluginName.rule + ", got \(n.shown)")
+                    } else if let first = nameAt[s] {
+                        problem(n, f.path("name"), "duplicate bot name \(JSONWriter.quote(s)) (first used at \(first)); give each bot its own name")
+                    } else {
+                        nameAt[s] = n.mark
+                        name = s
+                    }
+                }
+            } else {
+                problem(item, path, "missing required key \"name\" (the bot's name in the admin API, metrics and logs)")
+            }
+            var data: String?
+            var dataMark = item.mark
+            if let n = f("data") {
+                dataMark = n.mark
+                if let s = string(n, f.path("data")) {
+                    if PluginName.isValid(s) { data = s } else {
+                        problem(n, f.path("data"), "a prefix for the bot's files in data_dir " + PluginName.rule + ", got \(n.shown)")
+                    }
+                }
+            } else if let name {
+                data = "bot_\(name)"
+                dataMark = f("name")?.mark ?? item.mark
+            }
+            if let data, let name {
+                if let other = dataOf[data] {
+                    problem(f("data") ?? f("name") ?? item, f.path("data"),
+                            "bot \(JSONWriter.quote(name)) would use the data files \(data)_chat.db and \(data)_agent.db of bot \(JSONWriter.quote(other.bot)) (at \(other.mark)); give each bot its own data")
+                    ok = false
+                } else {
+                    dataOf[data] = (name, dataMark)
+                }
+            }
+            let profile = self.profile(f)
+            let address = f("address").map { self.address($0, f.path("address")) } ?? HostConfiguration.Address(enabled: true, printQR: true)
+            let plugins = f("plugins").map { pluginList($0, f.path("plugins"), directory: directory) } ?? []
+            guard let name, let data, let profile else {
+                ok = false
+                continue
+            }
+            bots.append(HostConfiguration.BotEntry(name: name, data: data, profile: profile, address: address, plugins: plugins,
+                                                   keyPath: path + ".", mark: item.mark))
+        }
+        return ok && bots.count == items.count ? bots : nil
+    }
+
 
     mutating func relays(_ node: ConfigNode) -> HostConfiguration.Relays? {
         if let word = node.scalar {

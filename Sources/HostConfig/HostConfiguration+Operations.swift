@@ -1,3 +1,5 @@
+import SwiftplexBase
+
 /// `ws_api:` and `admin:` — the host's WebSocket API and admin API (docs/operations.md).
 extension HostConfiguration {
     public static let defaultWebSocketAPIPort = 5225
@@ -9,6 +11,8 @@ extension HostConfiguration {
         public var port = HostConfiguration.defaultWebSocketAPIPort
         /// Required when `host` is not loopback.
         public var token: String?
+        /// The bot it serves (`ws_api.bot`); nil: the first.
+        public var bot: String?
         public init() {}
     }
 
@@ -38,9 +42,18 @@ extension NodeDecoder {
         return nil
     }
 
-    mutating func webSocketAPI(_ node: ConfigNode) -> HostConfiguration.WebSocketAPI? {
-        guard let f = fields(node, "ws_api", known: ["listen", "token"]) else { return nil }
+    mutating func webSocketAPI(_ node: ConfigNode, botNames: [String]) -> HostConfiguration.WebSocketAPI? {
+        guard let f = fields(node, "ws_api", known: ["listen", "token", "bot"]) else { return nil }
         var ws = HostConfiguration.WebSocketAPI()
+        if let n = f("bot") {
+            guard let name = string(n, "ws_api.bot") else { return nil }
+            // With no bots decoded (they had problems of their own), the name cannot be checked.
+            guard botNames.isEmpty || botNames.contains(name) else {
+                problem(n, "ws_api.bot", "names no bot of this host; the bots are \(botNames.map { JSONWriter.quote($0) }.joined(separator: ", "))")
+                return nil
+            }
+            ws.bot = name
+        }
         var listenNode: ConfigNode?
         if let n = f("listen") {
             listenNode = n

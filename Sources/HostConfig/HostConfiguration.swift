@@ -13,16 +13,22 @@ public struct HostConfiguration: Sendable, Hashable {
     /// Absolute path of the host's data directory (databases, embedded relay, plugin storage).
     public var dataDirectory: String
     public var logLevel: LogLevel
+    /// The first bot's profile (the only bot's, with `bot:`); ``bots`` holds every bot.
     public var bot: Bot
     public var relays: Relays
     /// Where the embedded relay listens; used only when ``relays`` is ``Relays/embedded``.
     public var embeddedRelay: EmbeddedRelay
+    /// The first bot's `address:`.
     public var address: Address
     /// Which relays named in peers' links (contact requests, invitations) the bot may dial.
     public var peerRelays: PeerRelays
     /// Absolute directories searched, in order, for plugins given by name.
     public var pluginDirectories: [String]
+    /// The first bot's plugin entries.
     public var plugins: [Plugin]
+    /// Every bot of the host, in file order: the entries of `bots:`, or the one bot of `bot:`,
+    /// `address:` and `plugins:` (named `bot`, data prefix `bot`).
+    public var bots: [BotEntry] = []
     /// Things that are allowed but probably not meant (a setting that has no effect), for
     /// `swiftplex check-config` to show.
     public var warnings: [ConfigProblem]
@@ -83,6 +89,26 @@ public struct HostConfiguration: Sendable, Hashable {
         /// Put the plugins' commands into the bot profile's command menu.
         public var publishCommands: Bool
     }
+
+    /// One bot of the host: its own engine and data files, profile, address and plugins.
+    public struct BotEntry: Sendable, Hashable {
+        /// The bot's name, `[a-z0-9][a-z0-9_-]{0,63}`, unique in the host (`bot` for a `bot:` config).
+        public var name: String
+        /// Its files' prefix in the data directory (`<data>_chat.db`, `<data>_agent.db`, …),
+        /// unique in the host; `bot_<name>` unless given (`bot` for a `bot:` config).
+        public var data: String
+        public var profile: Bot
+        public var address: Address
+        public var plugins: [Plugin]
+        /// Where its keys are: `""` for a `bot:` config, `bots[N].` for an entry of `bots:`
+        /// (messages about a plugin's `config:` name `<keyPath>plugins[M].config`).
+        public var keyPath: String
+        /// Where the entry starts.
+        public var mark: ConfigMark
+    }
+
+    /// The name and data prefix of the one bot of a `bot:` configuration.
+    public static let defaultBotName = "bot"
 
     public enum PeerType: String, Sendable, Hashable, CaseIterable {
         case bot, human

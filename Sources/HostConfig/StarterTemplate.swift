@@ -16,7 +16,8 @@ extension HostConfiguration {
         # trace, debug, info, notice, warning, error or critical. Logs never hold message texts or keys.
         log_level: info
 
-        # The bot's profile, created on first start.
+        # The bot's profile, created on first start. (Several bots in one host: replace bot, address
+        # and plugins with a bots: list; see config/several-bots.yaml and docs/configuration.md.)
         bot:
           display_name: Swiftplex Bot     # required; must not start with @ or #
           full_name: ""                   # optional longer name

@@ -50,6 +50,38 @@ extension RelayConnection {
         try await expectOK(.subscribe, entityId: queue.recipientId, key: queue.recipientKey)
     }
 
+    /// Subscribes many queues at once: the `SUB`s are pipelined, at most `window` unanswered at a
+    /// time, so N queues cost about N / window round trips rather than N. Returns, for each queue
+    /// in order, nil when subscribed or the error that refused it (one refusal does not stop the
+    /// others).
+    public func subscribe(_ queues: [RecipientQueue], window: Int = 256) async -> [RelayClientError?] {
+        var results = [RelayClientError?](repeating: nil, count: queues.count)
+        await withTaskGroup(of: (Int, RelayClientError?).self) { group in
+            var next = 0
+            func start() {
+                let index = next
+                let queue = queues[index]
+                next += 1
+                group.addTask {
+                    do {
+                        try await self.subscribe(queue)
+                        return (index, nil)
+                    } catch let e as RelayClientError {
+                        return (index, e)
+                    } catch {
+                        return (index, RelayClientError(.unexpectedResponse, "\(error)"))
+                    }
+                }
+            }
+            while next < queues.count, next < max(1, window) { start() }
+            for await (index, error) in group {
+                results[index] = error
+                if next < queues.count { start() }
+            }
+        }
+        return results
+    }
+
     public func acknowledge(_ queue: RecipientQueue, messageId: [UInt8]) async throws {
         try await expectOK(.ack(messageId: messageId), entityId: queue.recipientId, key: queue.recipientKey)
     }

@@ -10,14 +10,15 @@ import SwiftplexBase
 /// Set-up shared by the benchmarks that run chat engines in this process (`echo`, `group`).
 enum ChatBench {
     /// A scratch directory, a logger that stays quiet, and an in-process durable relay on loopback.
-    static func startRelay(label: String) async throws -> (dir: URL, logger: Logger, server: RelayServer) {
+    /// `configure` changes the relay's configuration first (limits a benchmark must exceed).
+    static func startRelay(label: String, configure: (inout RelayConfiguration) -> Void = { _ in }) async throws -> (dir: URL, logger: Logger, server: RelayServer) {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-bench-\(label)-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         var logger = Logger(label: "bench.\(label)")
         logger.logLevel = .critical
-        let server = try await RelayServer.start(
-            configuration: RelayConfiguration(dataDirectory: dir.appendingPathComponent("relay"), host: "127.0.0.1", port: 0),
-            group: MultiThreadedEventLoopGroup.singleton, logger: logger)
+        var configuration = RelayConfiguration(dataDirectory: dir.appendingPathComponent("relay"), host: "127.0.0.1", port: 0)
+        configure(&configuration)
+        let server = try await RelayServer.start(configuration: configuration, group: MultiThreadedEventLoopGroup.singleton, logger: logger)
         return (dir, logger, server)
     }
 

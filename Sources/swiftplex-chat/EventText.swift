@@ -81,10 +81,25 @@ enum EventText {
             return ["#\(group(event["groupInfo"])): \(memberName(event["byMember"])) changed the role of \(memberName(event["member"])) from \(from) to \(to)"]
         case "groupDeleted":
             return ["#\(group(event["groupInfo"])): \(memberName(event["member"])) deleted the group"]
+        case "newMemberContactReceivedInv":
+            let who = memberName(event["member"]), g = group(event["groupInfo"])
+            if event["contact"]?["groupDirectInv"]?["groupDirectInvStartedConnection"]?.boolValue == true {
+                return ["#\(g): \(who) opens a direct chat with you"]
+            }
+            let id = event["contact"]?["contactId"]?.intValue ?? 0
+            return ["#\(g): \(who) invites you to a direct chat (/_accept member contact @\(id) to accept)"]
+        case "groupMemberUpdated":
+            let from = Sanitize.line(event["fromMember"]?["memberProfile"]?["displayName"]?.stringValue ?? "?")
+            let to = Sanitize.line(event["toMember"]?["memberProfile"]?["displayName"]?.stringValue ?? "?")
+            return ["#\(group(event["groupInfo"])): \(from) updated the profile\(from == to ? "" : " (now \(to))")"]
         case "hostConnected":
             return ["connected to relay \(Sanitize.line(event["transportHost"]?.stringValue ?? "?"))"]
         case "hostDisconnected":
             return ["lost the connection to relay \(Sanitize.line(event["transportHost"]?.stringValue ?? "?")); reconnecting"]
+        case "subscriptionStatus" where event["subscriptionStatus"]?["type"]?.stringValue == "removed":
+            let count = event["connections"]?.arrayValue?.count ?? 0
+            let error = Sanitize.line(event["subscriptionStatus"]?["subError"]?.stringValue ?? "?")
+            return ["relay \(Sanitize.line(event["server"]?.stringValue ?? "?")) no longer has the queues of \(count) connection(s) (\(error)): messages on them cannot arrive"]
         case "chatError":
             return ["error: \(errorWords(event))"]
         default:

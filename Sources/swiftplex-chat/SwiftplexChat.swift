@@ -100,13 +100,6 @@ struct SwiftplexChat: AsyncParsableCommand {
             group.addTask { try? await controller.run() }
             group.addTask { await hub.run() }
             group.addTask { await client.printEvents(terminalEvents) }
-            if let server {
-                group.addTask {
-                    do { try await server.run() } catch {
-                        terminal.error(ClientFailure("the WebSocket API stopped: \(error)"))
-                    }
-                }
-            }
             defer { group.cancelAll() }
             do {
                 var displayName = name
@@ -122,6 +115,15 @@ struct SwiftplexChat: AsyncParsableCommand {
             } catch {
                 terminal.error(error)
                 return 1
+            }
+            // Served once the profile exists (as SimpleX's CLI does): a client that connects on
+            // the "listening" line finds the user made, never `noActiveUser`.
+            if let server {
+                group.addTask {
+                    do { try await server.run() } catch {
+                        terminal.error(ClientFailure("the WebSocket API stopped: \(error)"))
+                    }
+                }
             }
             while let event = await inputs.next() {
                 switch event {

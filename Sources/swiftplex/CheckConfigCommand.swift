@@ -27,14 +27,15 @@ struct CheckConfigCommand: AsyncParsableCommand {
         var logger = Logger(label: "swiftplex.check")
         logger.logLevel = .critical
         var checked = 0
-        for (index, plugin) in configuration.plugins.enumerated() {
+        let entries = configuration.bots.flatMap { bot in bot.plugins.enumerated().map { (bot.keyPath, $0.offset, $0.element) } }
+        for (keyPath, index, plugin) in entries {
             switch setup.locate(plugin) {
             case let .failure(f): problems.append(f.problem)
             case let .success(path):
                 do {
                     let info = try await PluginProbe.describe(path: path, isolation: plugin.isolation == .process ? .process : .inProcess,
                                                              runnerExecutable: HostSetup.runnerExecutable, logger: logger)
-                    if case let .failure(errors) = setup.configure(plugin, index: index, info: info) { problems += errors.problems }
+                    if case let .failure(errors) = setup.configure(plugin, keyPath: keyPath, index: index, info: info) { problems += errors.problems }
                     checked += 1
                 } catch {
                     problems.append(ConfigProblem(file: configuration.file, at: plugin.mark, "plugin '\(plugin.name)': \(error)"))
@@ -48,7 +49,8 @@ struct CheckConfigCommand: AsyncParsableCommand {
             report(problems)
             throw ExitCode.failure
         }
-        print("\(file): OK (\(configuration.plugins.count) plugin\(configuration.plugins.count == 1 ? "" : "s"), \(checked) loaded and checked)")
+        let bots = configuration.bots.count > 1 ? "\(configuration.bots.count) bots, " : ""
+        print("\(file): OK (\(bots)\(entries.count) plugin\(entries.count == 1 ? "" : "s"), \(checked) loaded and checked)")
     }
 
     private func report(_ problems: [ConfigProblem]) {

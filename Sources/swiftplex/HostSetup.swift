@@ -58,7 +58,8 @@ struct HostSetup {
     }
 
     /// Validates an instance's `config:` against the plugin's schema; returns the config JSON.
-    func configure(_ plugin: HostConfiguration.Plugin, index: Int, info: PluginInfo) -> Result<String, ConfigErrors> {
+    /// `keyPath` is the bot entry's (`bots[N].`, or empty for a `bot:` configuration).
+    func configure(_ plugin: HostConfiguration.Plugin, keyPath: String = "", index: Int, info: PluginInfo) -> Result<String, ConfigErrors> {
         guard let schemaText = info.configSchema else { return .success(plugin.config.toJSON()) }
         let schema: PluginConfigSchema
         do {
@@ -67,7 +68,7 @@ struct HostSetup {
             return .failure(ConfigErrors([ConfigProblem(file: config.file, at: plugin.mark,
                                                         "plugin '\(plugin.name)' (\(info.name) \(info.version)) has an invalid config schema: \(error)")]))
         }
-        return schema.validate(plugin.config, file: config.file, path: "plugins[\(index)].config")
+        return schema.validate(plugin.config, file: config.file, path: "\(keyPath)plugins[\(index)].config")
     }
 
     /// Host options plus the plugin entries that could not even be located.
@@ -84,23 +85,37 @@ struct HostSetup {
             })
         }
         var problems: [ConfigProblem] = []
-        var specs: [PluginSpec] = []
-        for (index, plugin) in config.plugins.enumerated() where plugin.enabled {
-            switch locate(plugin) {
-            case let .failure(f): problems.append(f.problem)
-            case let .success(path): specs.append(spec(plugin, index: index, path: path))
+        let peerRelays = BotHostOptions.PeerRelays(allow: config.peerRelays.allow, refusePrivate: config.peerRelays.refusePrivate,
+                                                   timeout: config.peerRelays.timeout)
+        let bots = config.bots.map { entry in
+            var specs: [PluginSpec] = []
+            for (index, plugin) in entry.plugins.enumerated() where plugin.enabled {
+                switch locate(plugin) {
+                case let .failure(f): problems.append(f.problem)
+                case let .success(path): specs.append(spec(plugin, keyPath: entry.keyPath, index: index, path: path))
+                }
             }
+            let profile = BotHostOptions.Profile(displayName: entry.profile.displayName, fullName: entry.profile.fullName,
+                                                 peerType: entry.profile.peerType.rawValue, publishCommands: entry.profile.publishCommands)
+            var bot = BotOptions(name: entry.name, dataPrefix: entry.data, profile: profile, createAddress: entry.address.enabled, plugins: specs)
+            bot.requestsPerMinute = entry.address.requestsPerMinute
+            bot.maxPendingRequests = entry.address.maxPendingRequests
+            bot.requestTTL = entry.address.requestTTL
+            bot.peerRelays = peerRelays
+            return bot
         }
-        let profile = BotHostOptions.Profile(displayName: config.bot.displayName, fullName: config.bot.fullName,
-                                             peerType: config.bot.peerType.rawValue, publishCommands: config.bot.publishCommands)
-        var options = BotHostOptions(dataDirectory: dataDirectory, profile: profile, relays: relays,
-                                     createAddress: config.address.enabled, plugins: specs, runnerExecutable: Self.runnerExecutable)
-        options.requestsPerMinute = config.address.requestsPerMinute
-        options.maxPendingRequests = config.address.maxPendingRequests
-        options.requestTTL = config.address.requestTTL
-        options.peerRelays = .init(allow: config.peerRelays.allow, refusePrivate: config.peerRelays.refusePrivate, timeout: config.peerRelays.timeout)
+        guard let first = bots.first else { throw ValidationErrorText("\(config.file): no bot is configured") }
+        var options = BotHostOptions(dataDirectory: dataDirectory, profile: first.profile, relays: relays,
+                                     createAddress: first.createAddress, plugins: first.plugins, runnerExecutable: Self.runnerExecutable)
+        options.botName = first.name
+        options.dataPrefix = first.dataPrefix
+        options.requestsPerMinute = first.requestsPerMinute
+        options.maxPendingRequests = first.maxPendingRequests
+        options.requestTTL = first.requestTTL
+        options.peerRelays = peerRelays
+        options.otherBots = Array(bots.dropFirst())
         if let ws = config.webSocketAPI {
-            options.webSocketAPI = WebSocketAPIOptions(listen: ListenAddress(host: ws.host, port: ws.port), token: ws.token)
+            options.webSocketAPI = WebSocketAPIOptions(listen: ListenAddress(host: ws.host, port: ws.port), token: ws.token, bot: ws.bot)
         }
         if config.admin.enabled {
             var admin = AdminOptions(listen: ListenAddress(host: config.admin.host, port: config.admin.port))
@@ -112,7 +127,7 @@ struct HostSetup {
         return (options, problems)
     }
 
-    func spec(_ plugin: HostConfiguration.Plugin, index: Int, path: String) -> PluginSpec {
+    func spec(_ plugin: HostConfiguration.Plugin, keyPath: String = "", index: Int, path: String) -> PluginSpec {
         let setup = self
         return PluginSpec(
             name: plugin.name, path: path,
@@ -122,7 +137,7 @@ struct HostSetup {
             configFingerprint: plugin.config.toJSON(),
             limits: Self.limits(plugin.isolationLimits),
             configure: { info in
-                setup.configure(plugin, index: index, info: info).mapError { PluginError(.invalidConfig, $0.description) }
+                setup.configure(plugin, keyPath: keyPath, index: index, info: info).mapError { PluginError(.invalidConfig, $0.description) }
             })
     }
 }

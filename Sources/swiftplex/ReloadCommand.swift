@@ -24,7 +24,7 @@ struct ReloadCommand: ParsableCommand {
         }
         // A pid file outlives a killed bot, and its pid may since name an unrelated process: signal
         // only a process that holds this data directory's database lock (the running bot does).
-        let prefix = BotHost.databasePrefix(dataDirectory)
+        let prefix = HostedBot.databasePrefix(dataDirectory, prefix: configuration.bots.first?.data ?? BotOptions.defaultName)
         guard DatabaseLock.isHeld(prefix: prefix, by: pid) else {
             throw ValidationError("stale pid file \(pidFile.path): process \(pid) is not a bot running on \(dataDirectory.path) (it does not hold \(DatabaseLock.lockFile(prefix: prefix))); nothing signalled")
         }

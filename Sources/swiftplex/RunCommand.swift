@@ -49,10 +49,13 @@ struct RunCommand: AsyncParsableCommand {
         let (setupOptions, problems) = try setup.options()
         var options = setupOptions
         // An admin API reload reads the file again, as SIGHUP does.
-        options.admin?.pluginSource = { [config] in
+        options.admin?.pluginSource = { [config] bot in
             let fresh: HostConfiguration
             do { fresh = try HostConfiguration.load(path: config) } catch { throw ValidationErrorText("\(error)") }
-            return try HostSetup(config: fresh).options().0.plugins
+            guard let specs = try HostSetup(config: fresh).options().0.bots.first(where: { $0.name == bot })?.plugins else {
+                throw ValidationErrorText("\(config) no longer configures bot \(bot) (adding or removing bots needs a restart)")
+            }
+            return specs
         }
         for p in problems { logger.error("\(p)") }
         // One registry for the process: the host's own metrics and, through swift-metrics, the
@@ -64,7 +67,7 @@ struct RunCommand: AsyncParsableCommand {
         do {
             host = try await BotHost.start(options, logger: logger)
         } catch let locked as DatabaseLocked {
-            logger.critical("the bot did not start: \(options.dataDirectory.path) is in use by another running bot: \(locked)")
+            logger.critical("the bot did not start: its data files in \(options.dataDirectory.path) are in use by another running bot: \(locked)")
             FileHandle.standardError.write(Data("swiftplex: data directory \(options.dataDirectory.path) is in use by another running bot\(locked.holder.map { " (pid \($0))" } ?? ""); stop it first or use another data_dir\n".utf8))
             throw ExitCode(75)  // EX_TEMPFAIL
         } catch {
@@ -72,12 +75,16 @@ struct RunCommand: AsyncParsableCommand {
             throw ExitCode.failure
         }
         if let relay = host.relayAddress { print("relay: \(relay)") }
-        if let address = host.address {
-            print("bot address: \(address)")
-            if configuration.address.printQR { AddressPrinter.printQR(address) }
-        }
-        for status in host.plugins.statuses() {
-            print("plugin \(status.name): \(status.info.name) \(status.info.version) (\(status.isolation.rawValue))")
+        // One bot: `bot address: …`, `plugin NAME: …`; several: `bot BOT address: …`, `plugin BOT/NAME: …`.
+        let several = host.bots.count > 1
+        for (bot, entry) in zip(host.bots, configuration.bots) {
+            if let address = bot.address {
+                print(several ? "bot \(bot.name) address: \(address)" : "bot address: \(address)")
+                if entry.address.printQR { AddressPrinter.printQR(address) }
+            }
+            for status in bot.plugins.statuses() {
+                print("plugin \(several ? "\(bot.name)/" : "")\(status.name): \(status.info.name) \(status.info.version) (\(status.isolation.rawValue))")
+            }
         }
         fflush(nil)
 
@@ -112,7 +119,9 @@ struct RunCommand: AsyncParsableCommand {
                 g.addTask {
                     await host.waitUntilReady()
                     guard !Task.isCancelled else { return }
-                    print("ready: \(host.readiness().json["relaysConnected"]?.intValue ?? 0) relay(s) connected"); fflush(nil)
+                    // Counts every bot's connections to its own relays (one bot: `ready: 1 relay(s) connected`).
+                    let relays = host.readiness().json["relaysConnected"]?.intValue ?? 0
+                    print(several ? "ready: \(host.bots.count) bots, \(relays) relay(s) connected" : "ready: \(relays) relay(s) connected"); fflush(nil)
                 }
             }
         }
@@ -166,10 +175,15 @@ final class Reloader: Service, Sendable {
             return
         }
         for p in problems { logger.error("\(p)") }
-        let results = await host.reload(options.plugins)
-        for (name, outcome) in results {
-            logger.notice("plugin \(name): \(outcome)")
+        for bot in host.bots {
+            guard let specs = options.bots.first(where: { $0.name == bot.name })?.plugins else {
+                logger.error("bot \(bot.name) is no longer configured; it keeps its plugins until a restart")
+                continue
+            }
+            for (name, outcome) in await bot.reload(specs) {
+                logger.notice("plugin \(name): \(outcome)", metadata: ["bot": "\(bot.name)"])
+            }
         }
-        logger.notice("reload done (bot profile, relays and data_dir changes need a restart)")
+        logger.notice("reload done (bots added or removed, bot profiles, relays and data_dir changes need a restart)")
     }
 }

@@ -7,21 +7,6 @@ import Testing
 @testable import Agent
 
 @Suite(.timeLimit(.minutes(2))) struct AgentConnectionTests {
-    /// Alice invites, Bob joins, Alice allows; both connected.
-    func connect(_ alice: Agent, _ aliceInbox: AgentInbox, _ bob: Agent, _ bobInbox: AgentInbox) async throws -> (Int64, Int64) {
-        let (aliceConn, link) = try await alice.createInvitation()
-        let parsed = try InvitationLink(parsing: link.description)
-        let bobConn = try await bob.join(parsed, info: "bob".bytes)
-        let info = try await aliceInbox.next("confirmation") { if case let .confirmation(c, info) = $0, c == aliceConn { info } else { nil } }
-        #expect(info == "bob".bytes)
-        try await alice.allow(aliceConn, info: "alice".bytes)
-        let bobSees = try await bobInbox.next("bob connected") { if case let .connected(c, info) = $0, c == bobConn { info } else { nil } }
-        #expect(bobSees == "alice".bytes)
-        let aliceSees = try await aliceInbox.next("alice connected") { if case let .connected(c, info) = $0, c == aliceConn { info } else { nil } }
-        #expect(aliceSees == "bob".bytes)
-        return (aliceConn, bobConn)
-    }
-
     @Test func invitationHandshakeAndMessagesBothWays() async throws {
         let dir = TempDir()
         defer { dir.cleanup() }
@@ -82,7 +67,7 @@ import Testing
             let bobPath = dir.url.appendingPathComponent("bob_agent.db")
             try await withAgent(alicePath, relay: relay.address) { alice, aliceInbox in
                 let (a, _) = try await withAgent(bobPath, relay: relay.address) { bob, bobInbox in
-                    try await AgentConnectionTests().connect(alice, aliceInbox, bob, bobInbox)
+                    try await connect(alice, aliceInbox, bob, bobInbox)
                 }
                 // With Bob away, the envelope waits on the relay: read it as it was sent.
                 try await alice.send(a, "original".bytes)
@@ -171,6 +156,40 @@ import Testing
                         // The inviter's queue is now secured with Bob's key: a second joiner is refused.
                         await #expect(throws: AgentError(.relay, "")) { _ = try await eve.join(link, info: "eve".bytes) }
                     }
+                }
+            }
+        }
+    }
+}
+
+@Suite(.timeLimit(.minutes(2))) struct AgentSubscriptionTests {
+    /// A queue the relay no longer has (deleted there behind the agent's back) is reported
+    /// removed at start, and the agent's other connections are still subscribed and receive.
+    @Test func aQueueTheRelayRefusesDoesNotStopTheOthersFromBeingSubscribed() async throws {
+        let dir = TempDir()
+        defer { dir.cleanup() }
+        try await withTestRelay(dir.url) { relay in
+            let bobPath = dir.url.appendingPathComponent("bob_agent.db")
+            try await withAgent(dir.url.appendingPathComponent("alice_agent.db"), relay: relay.address) { alice, aliceInbox in
+                let (first, second) = try await withAgent(bobPath, relay: relay.address) { bob, bobInbox in
+                    (try await connect(alice, aliceInbox, bob, bobInbox), try await connect(alice, aliceInbox, bob, bobInbox))
+                }
+                // Bob's first receiving queue is deleted at the relay while bob is stopped.
+                let store = try AgentStore(path: bobPath)
+                let queue = try #require(try await store.queue.read { db in try AgentStore.connection(db, id: first.1) }).receivingQueue
+                try store.queue.close()
+                let bare = try await RelayConnection.connect(to: relay.address)
+                try await bare.delete(queue)
+                await bare.close()
+
+                for i in 1...3 { try await alice.send(second.0, "still here \(i)".bytes) }
+                try await withAgent(bobPath, relay: relay.address) { _, bobInbox in
+                    let (active, removed) = try await bobInbox.next("subscriptions") {
+                        if case let .subscriptions(_, active, removed) = $0 { (active, removed) } else { nil }
+                    }
+                    #expect(active == [second.1])
+                    #expect(removed == [SubscriptionFailure(connection: first.1, error: "AUTH")])
+                    for i in 1...3 { #expect(try await bobInbox.message().body == "still here \(i)".bytes) }
                 }
             }
         }

@@ -98,7 +98,7 @@ import Testing
             let r2Address = r2.address
             try await withAgent(dir.url.appendingPathComponent("alice_agent.db"), relay: r1.address) { alice, aliceInbox in
                 try await withAgent(dir.url.appendingPathComponent("bob_agent.db"), relay: r2Address) { bob, bobInbox in
-                    let (a, _) = try await AgentConnectionTests().connect(alice, aliceInbox, bob, bobInbox)
+                    let (a, _) = try await connect(alice, aliceInbox, bob, bobInbox)
                     let aliceDialsBefore = await alice.dialAttempts[r2Address] ?? 0
                     let bobDialsBefore = await bob.dialAttempts[r2Address] ?? 0
                     await r2.shutdown()
@@ -144,7 +144,7 @@ import Testing
             let bobPath = dir.url.appendingPathComponent("bob_agent.db")
             try await withAgent(dir.url.appendingPathComponent("alice_agent.db"), relay: relay.address) { alice, aliceInbox in
                 try await withAgent(bobPath, relay: relay.address) { bob, bobInbox in
-                    let (a, _) = try await AgentConnectionTests().connect(alice, aliceInbox, bob, bobInbox)
+                    let (a, _) = try await connect(alice, aliceInbox, bob, bobInbox)
                     // A fault in Bob's database: every new inbox row is refused.
                     let fault = try DatabaseQueue(path: bobPath.path)
                     try await fault.write { db in

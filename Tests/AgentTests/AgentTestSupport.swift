@@ -62,6 +62,22 @@ func withAgent<T: Sendable>(_ path: URL, relay: RelayAddress, options: AgentOpti
     }
 }
 
+/// Alice invites, Bob joins, Alice allows; both connected. Returns (alice's connection, bob's).
+@discardableResult
+func connect(_ alice: Agent, _ aliceInbox: AgentInbox, _ bob: Agent, _ bobInbox: AgentInbox) async throws -> (Int64, Int64) {
+    let (aliceConn, link) = try await alice.createInvitation()
+    let parsed = try InvitationLink(parsing: link.description)
+    let bobConn = try await bob.join(parsed, info: "bob".bytes)
+    let info = try await aliceInbox.next("confirmation") { if case let .confirmation(c, info) = $0, c == aliceConn { info } else { nil } }
+    #expect(info == "bob".bytes)
+    try await alice.allow(aliceConn, info: "alice".bytes)
+    let bobSees = try await bobInbox.next("bob connected") { if case let .connected(c, info) = $0, c == bobConn { info } else { nil } }
+    #expect(bobSees == "alice".bytes)
+    let aliceSees = try await aliceInbox.next("alice connected") { if case let .connected(c, info) = $0, c == aliceConn { info } else { nil } }
+    #expect(aliceSees == "bob".bytes)
+    return (aliceConn, bobConn)
+}
+
 extension String {
     var bytes: [UInt8] { Array(utf8) }
 }

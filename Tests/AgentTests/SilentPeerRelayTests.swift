@@ -18,7 +18,7 @@ import Testing
             bobsRelay.port = proxy.port
             try await withAgent(dir.url.appendingPathComponent("alice_agent.db"), relay: relay.address) { alice, aliceInbox in
                 try await withAgent(dir.url.appendingPathComponent("bob_agent.db"), relay: bobsRelay) { bob, bobInbox in
-                    let (a, _) = try await AgentConnectionTests().connect(alice, aliceInbox, bob, bobInbox)
+                    let (a, _) = try await connect(alice, aliceInbox, bob, bobInbox)
                     proxy.freeze()
                     // The relay's request timeout is 30 s: a send that waited for the relay
                     // would lose this race; one that returns at its commit wins it at once.

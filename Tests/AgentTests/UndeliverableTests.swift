@@ -12,7 +12,7 @@ import Testing
             let alicePath = dir.url.appendingPathComponent("alice_agent.db")
             try await withAgent(alicePath, relay: relay.address) { alice, aliceInbox in
                 try await withAgent(dir.url.appendingPathComponent("bob_agent.db"), relay: relay.address) { bob, bobInbox in
-                    let (a, b) = try await AgentConnectionTests().connect(alice, aliceInbox, bob, bobInbox)
+                    let (a, b) = try await connect(alice, aliceInbox, bob, bobInbox)
                     // Bob's side goes away: its receiving queue (where Alice sends) is deleted at the relay.
                     try await bob.deleteConnection(b)
                     let first = try await alice.send(a, "anyone there?".bytes)

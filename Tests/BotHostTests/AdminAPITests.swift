@@ -18,7 +18,7 @@ import SwiftplexBase
 @Suite(.timeLimit(.minutes(3))) struct AdminAPITests {
     static let wsToken = "ws-token-0123456789abcdef"
 
-    func options(_ dir: URL, burst: Int = 10_000, rate: Double = 10_000, pluginSource: (@Sendable () async throws -> [PluginSpec])? = nil) -> BotHostOptions {
+    func options(_ dir: URL, burst: Int = 10_000, rate: Double = 10_000, pluginSource: (@Sendable (String) async throws -> [PluginSpec])? = nil) -> BotHostOptions {
         var options = BotHostOptions(dataDirectory: dir, profile: .init(displayName: "Admin Test Bot"),
                                      relays: .embedded(host: "127.0.0.1", port: 0, publicHost: nil),
                                      plugins: [testPluginSpec("menu", tag: "status")],
@@ -195,7 +195,7 @@ import SwiftplexBase
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let source = NIOLockedValueBoxHolder(value: [testPluginSpec("menu", tag: "status")])
-        try await withHost(options(dir, pluginSource: { source.get() })) { _, http, token in
+        try await withHost(options(dir, pluginSource: { _ in source.get() })) { _, http, token in
             let list = json(try await http.get("/api/plugins", token: token))
             let menu = try #require(list["plugins"]?.arrayFirst)
             #expect(menu["name"]?.stringValue == "menu")
@@ -292,18 +292,18 @@ import SwiftplexBase
                     let m = try await http.get("/metrics", token: token)
                     #expect(m.status == 200 && m.headers["content-type"]?.hasPrefix("text/plain") == true)
                     figures = Self.prometheus(m.body)
-                    return (figures["swiftplex_engine_messages_received_total"] ?? 0) >= 1 && (figures["swiftplex_engine_messages_sent_total"] ?? 0) >= 1
+                    return (figures[#"swiftplex_engine_messages_received_total{bot="bot"}"#] ?? 0) >= 1 && (figures[#"swiftplex_engine_messages_sent_total{bot="bot"}"#] ?? 0) >= 1
                 }
-                #expect(figures["swiftplex_engine_relays_connected"] == 1)
-                #expect((figures[#"swiftplex_engine_delivery_seconds_count{stage="relay"}"#] ?? 0) >= 1)
-                #expect(figures["swiftplex_engine_outbox_pending"] != nil)
-                #expect(figures["swiftplex_engine_running"] == 1)
-                #expect(figures["swiftplex_engine_contact_requests_total"] == 1)
+                #expect(figures[#"swiftplex_engine_relays_connected{bot="bot"}"#] == 1)
+                #expect((figures[#"swiftplex_engine_delivery_seconds_count{bot="bot",stage="relay"}"#] ?? 0) >= 1)
+                #expect(figures[#"swiftplex_engine_outbox_pending{bot="bot"}"#] != nil)
+                #expect(figures[#"swiftplex_engine_running{bot="bot"}"#] == 1)
+                #expect(figures[#"swiftplex_engine_contact_requests_total{bot="bot"}"#] == 1)
                 #expect((figures["swiftplex_admin_requests_total"] ?? 0) >= 5)
-                #expect(figures[#"swiftplex_plugin_condition{instance="menu",condition="running"}"#] == 1)
-                #expect(figures[#"swiftplex_plugin_condition{instance="menu",condition="restarting"}"#] == 0)
-                #expect(figures[#"swiftplex_plugin_queue_depth{instance="menu"}"#] != nil)
-                #expect(figures[#"swiftplex_plugin_events_handled_total{instance="menu"}"#] != nil)
+                #expect(figures[#"swiftplex_plugin_condition{bot="bot",instance="menu",condition="running"}"#] == 1)
+                #expect(figures[#"swiftplex_plugin_condition{bot="bot",instance="menu",condition="restarting"}"#] == 0)
+                #expect(figures[#"swiftplex_plugin_queue_depth{bot="bot",instance="menu"}"#] != nil)
+                #expect(figures[#"swiftplex_plugin_events_handled_total{bot="bot",instance="menu"}"#] != nil)
                 #expect((figures["process_open_fds"] ?? 0) > 10)
                 #expect((figures["process_resident_memory_bytes"] ?? 0) > 1_000_000)
                 let ready = json(try await http.get("/readyz"))
@@ -330,7 +330,8 @@ import SwiftplexBase
     }
 
     @Test func readinessFollowsTheRelayConnections() {
-        let metrics = HostMetrics()
+        let host = HostMetrics()
+        let metrics = host.engine(bot: "bot")
         func event(_ type: String, _ host: String) -> ChatEvent {
             type == "hostConnected" ? .hostConnected(protocol: "smp", transportHost: host) : .hostDisconnected(protocol: "smp", transportHost: host)
         }
@@ -341,9 +342,9 @@ import SwiftplexBase
         #expect(metrics.relayState.connected == ["relay-b"] && metrics.relayState.lost == ["relay-a"])
         metrics.observe(event("hostConnected", "relay-a"))
         #expect(metrics.relayState.lost.isEmpty)
-        let text = String(decoding: metrics.registry.emitToBuffer(), as: UTF8.self)
-        #expect(Self.prometheus(text)["swiftplex_engine_relays_connected"] == 2)
-        #expect(Self.prometheus(text)["swiftplex_engine_relay_disconnects_total"] == 1)
+        let text = String(decoding: host.registry.emitToBuffer(), as: UTF8.self)
+        #expect(Self.prometheus(text)[#"swiftplex_engine_relays_connected{bot="bot"}"#] == 2)
+        #expect(Self.prometheus(text)[#"swiftplex_engine_relay_disconnects_total{bot="bot"}"#] == 1)
         // Readiness looks at the bot's own relays only: a contact's relay it sent to and dropped does not count.
         func own(_ state: HostMetrics.RelayState, _ hosts: Set<String>) -> HostMetrics.RelayState {
             .init(connected: state.connected.intersection(hosts), lost: state.lost.intersection(hosts))

@@ -16,28 +16,32 @@ import Testing
                             isolation: .inProcess, stats: stats, condition: condition, queueDepth: queue)
     }
 
-    func scrape(_ metrics: HostMetrics, _ plugins: [PluginStatus], dir: URL) -> [String: Double] {
-        AdminAPITests.prometheus(String(decoding: metrics.render(plugins: plugins, engineRunning: true, uptime: 1, agentDatabase: dir.appendingPathComponent("none.db")),
-                                        as: UTF8.self))
+    func scrape(_ metrics: HostMetrics, _ plugins: [PluginStatus], dir: URL, other: [PluginStatus] = []) -> [String: Double] {
+        let bots = [HostMetrics.BotFigures(engine: metrics.engine(bot: "bot"), plugins: plugins, engineRunning: true, agentDatabase: dir.appendingPathComponent("none.db")),
+                    HostMetrics.BotFigures(engine: metrics.engine(bot: "other"), plugins: other, engineRunning: false, agentDatabase: dir.appendingPathComponent("none.db"))]
+        return AdminAPITests.prometheus(String(decoding: metrics.render(bots: bots, uptime: 1), as: UTF8.self))
     }
 
     @Test func pluginCountersFollowTheRunnerAndResetWhenItIsReplaced() {
         let metrics = HostMetrics()
         let dir = URL(fileURLWithPath: NSTemporaryDirectory())
-        var m = scrape(metrics, [status("a", handled: 5, restarts: 1, queue: 3), status("b", handled: 1)], dir: dir)
-        #expect(m[#"swiftplex_plugin_events_handled_total{instance="a"}"#] == 5)
-        #expect(m[#"swiftplex_plugin_restarts_total{instance="a"}"#] == 1)
-        #expect(m[#"swiftplex_plugin_queue_depth{instance="a"}"#] == 3)
-        #expect(m["swiftplex_engine_outbox_pending"] == 0)  // no agent database: nothing waits
+        var m = scrape(metrics, [status("a", handled: 5, restarts: 1, queue: 3), status("b", handled: 1)], dir: dir, other: [status("a", handled: 7)])
+        #expect(m[#"swiftplex_plugin_events_handled_total{bot="bot",instance="a"}"#] == 5)
+        #expect(m[#"swiftplex_plugin_restarts_total{bot="bot",instance="a"}"#] == 1)
+        #expect(m[#"swiftplex_plugin_queue_depth{bot="bot",instance="a"}"#] == 3)
+        #expect(m[#"swiftplex_engine_outbox_pending{bot="bot"}"#] == 0)  // no agent database: nothing waits
+        // Another bot's instance of the same name is its own series.
+        #expect(m[#"swiftplex_plugin_events_handled_total{bot="other",instance="a"}"#] == 7)
+        #expect(m[#"swiftplex_engine_running{bot="bot"}"#] == 1 && m[#"swiftplex_engine_running{bot="other"}"#] == 0)
         m = scrape(metrics, [status("a", handled: 9, condition: .restarting), status("b", handled: 1)], dir: dir)
-        #expect(m[#"swiftplex_plugin_events_handled_total{instance="a"}"#] == 9)
-        #expect(m[#"swiftplex_plugin_condition{instance="a",condition="restarting"}"#] == 1)
-        #expect(m[#"swiftplex_plugin_condition{instance="a",condition="running"}"#] == 0)
+        #expect(m[#"swiftplex_plugin_events_handled_total{bot="bot",instance="a"}"#] == 9)
+        #expect(m[#"swiftplex_plugin_condition{bot="bot",instance="a",condition="restarting"}"#] == 1)
+        #expect(m[#"swiftplex_plugin_condition{bot="bot",instance="a",condition="running"}"#] == 0)
         // A reload replaced "a" (its runner counts from 0 again) and removed "b".
         m = scrape(metrics, [status("a", handled: 2)], dir: dir)
-        #expect(m[#"swiftplex_plugin_events_handled_total{instance="a"}"#] == 2)
-        #expect(m[#"swiftplex_plugin_events_handled_total{instance="b"}"#] == nil)
-        #expect(m[#"swiftplex_plugin_queue_depth{instance="b"}"#] == nil)
+        #expect(m[#"swiftplex_plugin_events_handled_total{bot="bot",instance="a"}"#] == 2)
+        #expect(m[#"swiftplex_plugin_events_handled_total{bot="bot",instance="b"}"#] == nil)
+        #expect(m[#"swiftplex_plugin_queue_depth{bot="bot",instance="b"}"#] == nil)
     }
 
     static let made = Date(timeIntervalSince1970: 1_000_000)
@@ -71,7 +75,8 @@ import Testing
     }
 
     @Test func messagesAndDeliveryTimesAreCountedFromEvents() throws {
-        let metrics = HostMetrics()
+        let host = HostMetrics()
+        let metrics = host.engine(bot: "bot"), other = host.engine(bot: "other")
         let made = Self.made, user = Self.user
         func item(_ dir: CIDirection, status: CIStatus) -> AChatItem { Self.item(dir, status: status) }
         metrics.observe(.newChatItems(user: user, chatItems: [item(.directRcv, status: .rcvNew), item(.directSnd, status: .sndNew)]))
@@ -79,12 +84,15 @@ import Testing
                         now: made.addingTimeInterval(0.3))
         metrics.observe(.chatItemsStatusesUpdated(user: user, chatItems: [item(.directSnd, status: .sndRcvd(msgRcptStatus: .ok, sndProgress: .complete))]),
                         now: made.addingTimeInterval(2))
-        let m = AdminAPITests.prometheus(String(decoding: metrics.registry.emitToBuffer(), as: UTF8.self))
-        #expect(m["swiftplex_engine_messages_received_total"] == 1)
-        #expect(m["swiftplex_engine_messages_sent_total"] == 1 && m["swiftplex_engine_messages_delivered_total"] == 1)
-        #expect(m[#"swiftplex_engine_delivery_seconds_bucket{stage="relay",le="0.25"}"#] == 0)
-        #expect(m[#"swiftplex_engine_delivery_seconds_bucket{stage="relay",le="0.5"}"#] == 1)
-        #expect(m[#"swiftplex_engine_delivery_seconds_bucket{stage="peer",le="1.0"}"#] == 0)
-        #expect(m[#"swiftplex_engine_delivery_seconds_bucket{stage="peer",le="2.5"}"#] == 1)
+        other.observe(.newChatItems(user: user, chatItems: [item(.directRcv, status: .rcvNew), item(.directRcv, status: .rcvNew)]))
+        let m = AdminAPITests.prometheus(String(decoding: host.registry.emitToBuffer(), as: UTF8.self))
+        #expect(m[#"swiftplex_engine_messages_received_total{bot="bot"}"#] == 1)
+        #expect(m[#"swiftplex_engine_messages_received_total{bot="other"}"#] == 2)
+        #expect(m[#"swiftplex_engine_messages_sent_total{bot="bot"}"#] == 1 && m[#"swiftplex_engine_messages_delivered_total{bot="bot"}"#] == 1)
+        #expect(m[#"swiftplex_engine_messages_sent_total{bot="other"}"#] == 0)
+        #expect(m[#"swiftplex_engine_delivery_seconds_bucket{bot="bot",stage="relay",le="0.25"}"#] == 0)
+        #expect(m[#"swiftplex_engine_delivery_seconds_bucket{bot="bot",stage="relay",le="0.5"}"#] == 1)
+        #expect(m[#"swiftplex_engine_delivery_seconds_bucket{bot="bot",stage="peer",le="1.0"}"#] == 0)
+        #expect(m[#"swiftplex_engine_delivery_seconds_bucket{bot="bot",stage="peer",le="2.5"}"#] == 1)
     }
 }

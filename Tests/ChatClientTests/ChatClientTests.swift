@@ -29,11 +29,8 @@ import Testing
     }
 
     @Test func twoClientsConnectByInvitationAndTalkBothWays() async throws {
-        let dir = tempDir()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let relay = try await RelayProcess.start(dataDirectory: dir.appendingPathComponent("relay"))
-        let alice = try await ChatProcess.start("alice", dataDirectory: dir.appendingPathComponent("alice"), relay: relay)
-        let bob = try await ChatProcess.start("bob", dataDirectory: dir.appendingPathComponent("bob"), relay: relay)
+        let scene = try await ClientScene.start("alice", "bob")
+        let (alice, bob) = (scene.clients[0], scene.clients[1])
 
         let link = try await connectByInvitation(alice, bob)
         // The link is followed by its QR code, which encodes exactly the link.
@@ -69,18 +66,12 @@ import Testing
             #expect((a[.posixPermissions] as? Int) == 0o600, "\(file)")
         }
 
-        try await alice.quit()
-        try await bob.quit()
-        await relay.stop()
+        try await scene.finish()
     }
 
     @Test func threeClientsMakeAGroupTalkChangeARoleLeaveAndDeleteIt() async throws {
-        let dir = tempDir()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let relay = try await RelayProcess.start(dataDirectory: dir.appendingPathComponent("relay"))
-        let alice = try await ChatProcess.start("alice", dataDirectory: dir.appendingPathComponent("alice"), relay: relay)
-        let bob = try await ChatProcess.start("bob", dataDirectory: dir.appendingPathComponent("bob"), relay: relay)
-        let carol = try await ChatProcess.start("carol", dataDirectory: dir.appendingPathComponent("carol"), relay: relay)
+        let scene = try await ClientScene.start("alice", "bob", "carol")
+        let (alice, bob, carol) = (scene.clients[0], scene.clients[1], scene.clients[2])
         _ = try await connectByInvitation(alice, bob)
         _ = try await connectByInvitation(alice, carol)
 
@@ -129,6 +120,27 @@ import Testing
         alice.send("/_member role #1 \(carolId) admin")
         try await bob.waitFor(line: "#team: alice changed the role of carol from member to admin")
 
+        // Member contacts and profiles as lines: bob opens a direct chat with carol through the
+        // group, she accepts; then bob's new profile reaches the group.
+        from = bob.lines.count
+        bob.send("/_members #1")
+        let (_, bobsJSON) = try await bob.process.waitFor(from: from, "bob's members' JSON") { $0.hasPrefix("{") }
+        let bobsMembers = ((try JSONSerialization.jsonObject(with: Data(bobsJSON.utf8)) as? [String: Any])?["group"] as? [String: Any])?["members"] as? [[String: Any]]
+        let carolInBob = try #require(bobsMembers?.first { ($0["localDisplayName"] as? String) == "carol" }?["groupMemberId"] as? Int)
+        from = bob.lines.count
+        bob.send("/_create member contact #1 \(carolInBob)")
+        let (_, created) = try await bob.process.waitFor(from: from, "the member contact") { $0.contains("newMemberContact") }
+        let contactId = try #require(((try JSONSerialization.jsonObject(with: Data(created.utf8)) as? [String: Any])?["contact"] as? [String: Any])?["contactId"] as? Int)
+        bob.send("/_invite member contact @\(contactId) text hi carol")
+        let (_, invited) = try await carol.process.waitFor("the invitation") { $0.hasPrefix("#team: bob invites you to a direct chat (/_accept member contact @") }
+        let accept = try #require(invited.split(separator: "(").last.map { $0.replacingOccurrences(of: " to accept)", with: "") })
+        try await carol.waitFor(line: "@bob: hi carol")
+        carol.send(accept)
+        try await carol.waitFor(line: "bob connected")
+        try await bob.waitFor(line: "carol connected")
+        bob.send(#"/_profile 1 {"displayName": "bob", "fullName": "Bob B"}"#)
+        try await carol.waitFor(line: "#team: bob updated the profile")
+
         carol.send("/l team")
         try await carol.waitFor(line: "you left #team")
         try await alice.waitFor(line: "#team: carol left the group")
@@ -140,18 +152,12 @@ import Testing
         alice.send("/_delete #1 full")
         try await bob.waitFor(line: "#team: alice deleted the group")
 
-        try await alice.quit()
-        try await bob.quit()
-        try await carol.quit()
-        await relay.stop()
+        try await scene.finish()
     }
 
     @Test func aClientJoinsAGroupByItsLink() async throws {
-        let dir = tempDir()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let relay = try await RelayProcess.start(dataDirectory: dir.appendingPathComponent("relay"))
-        let alice = try await ChatProcess.start("alice", dataDirectory: dir.appendingPathComponent("alice"), relay: relay)
-        let dave = try await ChatProcess.start("dave", dataDirectory: dir.appendingPathComponent("dave"), relay: relay)
+        let scene = try await ClientScene.start("alice", "dave")
+        let (alice, dave) = (scene.clients[0], scene.clients[1])
 
         alice.send("/g club")
         try await alice.waitFor(line: "group #club created; /a club <name> invites a contact")
@@ -175,18 +181,12 @@ import Testing
         dave.send("#club hi all")
         try await alice.waitFor(line: "#club dave> hi all")
 
-        try await alice.quit()
-        try await dave.quit()
-        await relay.stop()
+        try await scene.finish()
     }
 
     @Test func twoClientsConnectByAddressWithManualAcceptAndReject() async throws {
-        let dir = tempDir()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let relay = try await RelayProcess.start(dataDirectory: dir.appendingPathComponent("relay"))
-        let alice = try await ChatProcess.start("alice", dataDirectory: dir.appendingPathComponent("alice"), relay: relay)
-        let bob = try await ChatProcess.start("bob", dataDirectory: dir.appendingPathComponent("bob"), relay: relay)
-        let carol = try await ChatProcess.start("carol", dataDirectory: dir.appendingPathComponent("carol"), relay: relay)
+        let scene = try await ClientScene.start("alice", "bob", "carol")
+        let (alice, bob, carol) = (scene.clients[0], scene.clients[1], scene.clients[2])
 
         alice.send("/ad")
         let (i, address) = try await alice.process.waitFor("the address") { $0.hasPrefix("simplex:/contact#/?v=") }
@@ -228,10 +228,7 @@ import Testing
         #expect(!carol.lines.contains("alice connected"))
         #expect(alice.lines[before...].filter { !$0.hasPrefix("connected to relay") } == ["bob"])
 
-        try await alice.quit()
-        try await bob.quit()
-        try await carol.quit()
-        await relay.stop()
+        try await scene.finish()
     }
 
     /// The texts a client's database holds for messages it received, in order.

@@ -121,3 +121,35 @@ final class ChatProcess: Sendable {
         guard status == 0 else { throw TestFailure("\(name) exited with \(status): \(process.errorLines)") }
     }
 }
+
+/// A relay process and named clients on it, each in its own directory under one temporary
+/// directory: the set-up most client tests start from, and its orderly end.
+final class ClientScene: Sendable {
+    let directory: URL
+    let relay: RelayProcess
+    let clients: [ChatProcess]
+
+    private init(directory: URL, relay: RelayProcess, clients: [ChatProcess]) {
+        self.directory = directory
+        self.relay = relay
+        self.clients = clients
+    }
+
+    /// Starts a relay and one client per name (in that order, each ready before the next).
+    static func start(_ names: String...) async throws -> ClientScene {
+        let dir = TemporaryDirectory(prefix: "swiftplex-client").url
+        let relay = try await RelayProcess.start(dataDirectory: dir.appendingPathComponent("relay"))
+        var clients: [ChatProcess] = []
+        for name in names {
+            clients.append(try await ChatProcess.start(name, dataDirectory: dir.appendingPathComponent(name), relay: relay))
+        }
+        return ClientScene(directory: dir, relay: relay, clients: clients)
+    }
+
+    /// Quits every client (each must exit cleanly), stops the relay and removes the directory.
+    func finish() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for client in clients { try await client.quit() }
+        await relay.stop()
+    }
+}

@@ -25,6 +25,7 @@ import Testing
         #"{"type":"groupNotFound","groupId":6}"#, #"{"type":"groupMemberNotFound","groupMemberId":7}"#,
         #"{"type":"groupLinkNotFound","groupInfo":\#(GroupShapeTests.group)}"#, #"{"type":"duplicateGroupLink","groupInfo":\#(GroupShapeTests.group)}"#,
         #"{"type":"userChatRelayNotFound","chatRelayId":8}"#,
+        #"{"type":"memberContactGroupMemberNotFound","contactId":9}"#,
     ]
 
     func tag(_ json: String) throws -> String {

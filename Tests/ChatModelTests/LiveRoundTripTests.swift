@@ -227,9 +227,10 @@ final class WireLog {
         #expect(v.failures.isEmpty, "\(v.failures.joined(separator: "\n"))")
 
         // The drive must keep reaching every response, and every event but those that need a
-        // fault (chatError) or a relay going away (hostDisconnected): the next test has those.
+        // fault (chatError), a relay going away (hostDisconnected) or a restart (subscriptionStatus):
+        // the next tests have those.
         #expect(v.responseTags == Set(ChatResponse.allTags), "responses not reached: \(Set(ChatResponse.allTags).subtracting(v.responseTags).sorted())")
-        let events = Set(ChatEvent.allTags).subtracting(["chatError", "hostDisconnected"])
+        let events = Set(ChatEvent.allTags).subtracting(["chatError", "hostDisconnected", "subscriptionStatus"])
         #expect(v.eventTags.isSuperset(of: events), "events not reached: \(events.subtracting(v.eventTags).sorted())")
         let errors: Set<String> = ["noActiveUser", "invalidDisplayName", "userExists", "chatNotStarted", "commandError", "userNotFound", "cantDeleteLastUser",
                                    "invalidConnReq", "invalidChatItemUpdate", "invalidChatItemDelete", "invalidQuote", "chatItemNotFound", "contactNotFound",
@@ -237,6 +238,36 @@ final class WireLog {
         #expect(v.errorCodes.isSuperset(of: errors), "errors not reached: \(errors.subtracting(v.errorCodes).sorted())")
         #expect(w.responses.contains { $0.description.contains("connShortLink") }, "no short link was made")
         print("live round trip: \(w.responses.count) responses (\(v.responseTags.sorted().joined(separator: " "))), \(w.events.count) events (\(v.eventTags.sorted().joined(separator: " "))), errors: \(v.errorCodes.sorted().joined(separator: " "))")
+    }
+
+    /// An engine started again on its files subscribes its contacts' queues and says so
+    /// (`subscriptionStatus`, `active`, with the agent connection of each).
+    @Test func aRestartedEngineReportsItsSubscriptions() async throws {
+        let w = WireLog()
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "a", relays: [relay.address]) { a, aIn in
+                try await withEngine(dir, "b", relays: [relay.address]) { b, bIn in
+                    await w.run(a, createUser("anna"))
+                    await w.run(a, "/_start")
+                    await w.run(b, createUser("ben"))
+                    await w.run(b, "/_start")
+                    let link = try #require(await w.run(a, "/_connect 1")["connLinkInvitation"]?["connFullLink"]?.stringValue)
+                    await w.run(b, "/_connect 1 \(link)")
+                    try await w.event(aIn, "contactConnected")
+                    try await w.event(bIn, "contactConnected")
+                }
+            }
+            try await withEngine(dir, "b", relays: [relay.address]) { b, bIn in
+                await w.run(b, "/_start")
+                let status = try await w.event(bIn, "subscriptionStatus")
+                #expect(status["subscriptionStatus"]?["type"]?.stringValue == "active")
+                #expect(status["server"]?.stringValue == relay.address.description)
+                #expect(status["connections"]?.arrayValue?.count == 1)
+            }
+        }
+        let v = Self.verify(w)
+        #expect(v.failures.isEmpty, "\(v.failures.joined(separator: "\n"))")
+        #expect(v.eventTags.contains("subscriptionStatus"))
     }
 
     /// The events of faults and of a relay going away: a contact request the chat database

@@ -192,6 +192,10 @@ import Testing
         try expectShape(ChatResponse.chatCmdError(.error(.noActiveUser)), #"{"type":"chatCmdError","chatError":{"type":"error","errorType":{"type":"noActiveUser"}}}"#)
         try expectShape(ChatEvent.hostConnected(protocol: "smp", transportHost: "127.0.0.1"), #"{"type":"hostConnected","protocol":"smp","transportHost":"127.0.0.1"}"#)
         try expectShape(ChatEvent.hostDisconnected(protocol: "smp", transportHost: "127.0.0.1"), #"{"type":"hostDisconnected","protocol":"smp","transportHost":"127.0.0.1"}"#)
+        try expectShape(ChatEvent.subscriptionStatus(server: "smp://k@127.0.0.1:5223", subscriptionStatus: .active, connections: ["1", "2"]),
+                        #"{"type":"subscriptionStatus","server":"smp://k@127.0.0.1:5223","subscriptionStatus":{"type":"active"},"connections":["1","2"]}"#)
+        try expectShape(ChatEvent.subscriptionStatus(server: "s", subscriptionStatus: .removed(subError: "AUTH"), connections: ["3"]),
+                        #"{"type":"subscriptionStatus","server":"s","subscriptionStatus":{"type":"removed","subError":"AUTH"},"connections":["3"]}"#)
         try expectShape(ChatEvent.chatError(.store(.dbError(resultCode: "SQLITE_BUSY", message: ""))),
                         #"{"type":"chatError","chatError":{"type":"errorStore","storeError":{"type":"dbError","resultCode":"SQLITE_BUSY","message":""}}}"#)
         try expectShape(ChatEvent.contactConnected(user: Self.user, contact: Self.contact, userCustomProfile: Profile(displayName: "QuietOtter12")),

@@ -11,7 +11,9 @@ the group, and the Bot's `on_message(chat_type="group")` handler answers in the 
 A fourth Client (dan) joins by the group's link: `api_create_group_link`, `api_get_group_link_str`,
 `api_connect_plan` and `api_connect_active_user` with the link, `api_set_group_link_member_role`,
 `api_delete_group_link`. With `memberAdmission.review = "all"` a fifth (eve) waits for review until
-`api_accept_member` admits her.
+`api_accept_member` admits her. Ben opens a direct chat with cat, a fellow member, with
+`api_create_member_contact` and `api_send_member_contact_invitation` (cat accepts automatically:
+`api_set_auto_accept_member_contacts`).
 Then, with two more clients, `api_update_chat_item`, `api_chat_item_reaction`,
 `api_delete_member_chat_item` and `api_delete_chat_items` on a group (`group_items`).
 
@@ -89,7 +91,7 @@ async def groups(work):
 
     group_tags = ("receivedGroupInvitation", "userJoinedGroup", "joinedGroupMember", "connectedToGroupMember",
                   "memberRole", "memberBlockedForAll", "deletedMember", "deletedMemberUser", "leftMember",
-                  "groupDeleted", "groupUpdated", "contactConnected", "groupLinkConnecting")
+                  "groupDeleted", "groupUpdated", "contactConnected", "groupLinkConnecting", "newMemberContactReceivedInv")
     events = {c: Events(c, *group_tags) for c in (ann, ben, cat, bot, dan, eve)}
     texts = {c: asyncio.Queue() for c in (ann, ben, cat, bot)}
     for c in (ann, ben, cat):
@@ -174,6 +176,20 @@ async def groups(work):
               "api_get_chat pages the group's items")
         groups = await cat.api.api_list_groups(1)
         check([g["groupProfile"]["displayName"] for g in groups] == ["team"], "api_list_groups lists the group")
+
+        # Member contacts: ben opens a direct chat with cat, a member he is not connected to as a
+        # contact; cat accepts such invitations automatically.
+        await cat.api.api_set_auto_accept_member_contacts(1, True)
+        cat_in_ben = next(m for m in await ben.api.api_list_members(group_ids[ben]) if member_name(m) == "cat")
+        contact = await ben.api.api_create_member_contact(group_ids[ben], cat_in_ben["groupMemberId"])
+        check(contact["contactGroupMemberId"] == cat_in_ben["groupMemberId"], "api_create_member_contact makes a contact for the member")
+        contact = await ben.api.api_send_member_contact_invitation(contact["contactId"], "hi cat, ben here")
+        check(contact["contactGrpInvSent"] is True, "api_send_member_contact_invitation sends the invitation")
+        event = await events[cat].wait(of_type("newMemberContactReceivedInv"), "cat gets newMemberContactReceivedInv")
+        check(member_name(event["member"]) == "ben" and event["member"]["memberContactId"] == event["contact"]["contactId"],
+              "cat's new contact is linked to ben the member")
+        await events[cat].wait(of_type("contactConnected", n=lambda e: e["contact"]["profile"]["displayName"] == "ben"), "cat is connected to ben")
+        await events[ben].wait(of_type("contactConnected", n=lambda e: e["contact"]["contactId"] == contact["contactId"]), "ben is connected to cat")
 
         # Roles, blocking, the group profile.
         await ann.api.api_set_members_role(gid, [ids["cat"]], "admin")

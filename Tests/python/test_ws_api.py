@@ -248,7 +248,7 @@ admin:
                                 timeout=TIMEOUT) as r:
         metrics = r.read().decode()
         check(r.status == 200 and r.headers["Content-Type"].startswith("text/plain"), "/metrics answers in Prometheus' text format")
-    check(re.search(r"^swiftplex_engine_relays_connected 1(\.0)?$", metrics, re.M) and re.search(r"^process_open_fds \d", metrics, re.M),
+    check(re.search(r'^swiftplex_engine_relays_connected\{bot="bot"\} 1(\.0)?$', metrics, re.M) and re.search(r"^process_open_fds \d", metrics, re.M),
           "/metrics counts the relay connected and the process' descriptors")
 
     rotated = subprocess.run([swiftplex, "admin-token", "--config", config, "--rotate"], capture_output=True, text=True, check=True).stdout.strip()

@@ -1,14 +1,25 @@
 // The Swiftplex bot host's dashboard: plain JavaScript over the admin API (no build step).
 // The token is asked for once and kept in this tab's sessionStorage; every call sends it as
 // `Authorization: Bearer`, and the event WebSocket (which cannot set headers) as `?token=`.
+// A host with several bots (`bots:`) shows a bot selector: the cards about chats (address,
+// requests, contacts, groups, command, events) show the chosen bot; the plugins card shows every
+// bot's plugins with their bot.
 "use strict";
 
 const TOKEN_KEY = "swiftplex.adminToken";
 const $ = (id) => document.getElementById(id);
 let events = null;
 let refreshTimer = null;
+let bot = null;  // the chosen bot's name; null until /api/bots has answered
 
 function token() { return sessionStorage.getItem(TOKEN_KEY); }
+
+// `path` for the chosen bot: `?bot=` added (the first bot is the default, so a one-bot host
+// gets the same answers either way).
+function forBot(path, name) {
+  const b = name === undefined ? bot : name;
+  return b === null ? path : path + (path.includes("?") ? "&" : "?") + "bot=" + encodeURIComponent(b);
+}
 
 class Unauthorized extends Error {}
 
@@ -48,6 +59,7 @@ function showLogin(message) {
 async function signIn() {
   try {
     await refreshStatus();
+    await refreshBots();
   } catch (e) {
     sessionStorage.removeItem(TOKEN_KEY);
     showLogin(e instanceof Unauthorized ? "That token was refused." : "Cannot reach the host: " + e.message);
@@ -69,6 +81,27 @@ async function guard(p) {
   }
 }
 
+// The bot selector: shown when the host has more than one bot.
+async function refreshBots() {
+  const { bots } = await api("GET", "/api/bots");
+  if (bot === null || !bots.some((b) => b.name === bot)) bot = bots.length ? bots[0].name : null;
+  $("bot-select").replaceChildren(...bots.map((b) => el("option", { value: b.name }, b.name + " (" + b.displayName + ")")));
+  $("bot-select").value = bot;
+  $("bot-choice").hidden = bots.length < 2;
+  for (const e of document.querySelectorAll(".bot-name")) e.textContent = bots.length < 2 ? "" : "· " + bot;
+}
+
+async function chooseBot(name) {
+  bot = name;
+  for (const e of document.querySelectorAll(".bot-name")) e.textContent = "· " + bot;
+  if (events) { events.onclose = null; events.close(); events = null; }
+  // Not live again until the chosen bot's stream is open.
+  $("events-state").textContent = "connecting"; $("events-state").className = "pill";
+  $("events").replaceChildren();
+  await Promise.all([refreshRequests(), refreshContacts(), refreshGroups(), refreshAddress()].map(guard));
+  openEvents();
+}
+
 async function refreshStatus() {
   const [s, ready] = await Promise.all([api("GET", "/api/status"), fetch("/readyz").then((r) => r.json())]);
   const rows = [
@@ -81,34 +114,43 @@ async function refreshStatus() {
     ["Plugins", s.plugins],
     ["Refused admin calls", s.authFailures],
   ];
+  if (s.bots && s.bots.length > 1) {
+    // Several bots: each engine's own relay connections, and every bot's plugins.
+    rows.splice(1, 0, ["Bots", s.bots.map((b) => b.name + (b.engineRunning ? "" : " (stopped)")).join(", ")]);
+    rows.find((r) => r[0] === "Relays connected")[1] = s.bots.map((b) => b.name + ": " + b.relaysConnected).join(", ")
+      + " of " + s.relays.length + (s.embeddedRelay ? " (embedded)" : "");
+    rows.find((r) => r[0] === "Plugins")[1] = s.bots.reduce((n, b) => n + b.plugins, 0);
+  }
   $("status").replaceChildren(...rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", { "data-key": k }, v)]));
   const ok = s.engineRunning && ready.ready;
   $("status-line").replaceChildren(el("span", { class: "pill " + (ok ? "ok" : "bad"), id: "ready-pill" }, ok ? "ready" : "not ready"),
-    " ", s.relaysConnected + " relay(s) connected · up " + s.uptimeSeconds + " s");
+    " ", (s.bots && s.bots.length > 1 ? s.bots.length + " bots · " : "") + ready.relaysConnected + " relay(s) connected · up " + s.uptimeSeconds + " s");
 }
 
 async function refreshPlugins() {
   const { plugins } = await api("GET", "/api/plugins");
-  $("plugins").tBodies[0].replaceChildren(...plugins.map((p) => el("tr", { "data-instance": p.name },
-    el("td", {}, p.name), el("td", {}, p.plugin + " " + p.version), el("td", {}, p.isolation),
+  $("plugins").tBodies[0].replaceChildren(...plugins.map((p) => el("tr", { "data-instance": p.name, "data-bot": p.bot },
+    el("td", {}, p.bot), el("td", {}, p.name), el("td", {}, p.plugin + " " + p.version), el("td", {}, p.isolation),
     el("td", {}, el("span", { class: "pill state-" + p.state }, p.state)),
     el("td", { class: "num" }, p.queueDepth), el("td", { class: "num handled" }, p.counters.handled),
     el("td", { class: "num" }, p.counters.errors), el("td", { class: "num" }, p.counters.timeouts),
     el("td", { class: "num" }, p.counters.restarts),
-    el("td", {}, el("button", { class: "reload", onclick: () => guard(reload(p.name)) }, "Reload")))));
+    el("td", {}, el("button", { class: "reload", onclick: () => guard(reload(p.name, p.bot)) }, "Reload")))));
 }
 
-async function reload(name) {
-  $("reload-result").textContent = "reloading " + (name || "all") + "…";
-  const path = name ? "/api/plugins/" + encodeURIComponent(name) + "/reload" : "/api/plugins/reload";
+// Reloads one instance of a bot, or (no name) every bot's plugins.
+async function reload(name, ofBot) {
+  $("reload-result").textContent = "reloading " + (name ? ofBot + "/" + name : "all") + "…";
+  const path = name ? forBot("/api/plugins/" + encodeURIComponent(name) + "/reload", ofBot) : "/api/plugins/reload";
   const { results } = await api("POST", path);
   $("reload-result").replaceChildren(...results.map((r) =>
-    el("span", { class: "pill " + (r.failed ? "bad" : "ok"), "data-outcome": r.outcome, "data-instance": r.name }, r.name + ": " + r.outcome)));
+    el("span", { class: "pill " + (r.failed ? "bad" : "ok"), "data-outcome": r.outcome, "data-instance": r.name, "data-bot": r.bot },
+      r.bot + "/" + r.name + ": " + r.outcome)));
   await refreshPlugins();
 }
 
 async function refreshRequests() {
-  const { contactRequests } = await api("GET", "/api/contact-requests?limit=100");
+  const { contactRequests } = await api("GET", forBot("/api/contact-requests?limit=100"));
   $("requests").replaceChildren(...(contactRequests.length ? contactRequests.map((r) => el("li", { "data-request": r.contactRequestId },
     el("span", { class: "name" }, r.localDisplayName),
     el("button", { class: "accept", onclick: () => guard(answer(r.contactRequestId, "accept")) }, "Accept"),
@@ -117,12 +159,12 @@ async function refreshRequests() {
 }
 
 async function answer(id, verb) {
-  await api("POST", "/api/contact-requests/" + id + "/" + verb);
+  await api("POST", forBot("/api/contact-requests/" + id + "/" + verb));
   await Promise.all([refreshRequests(), refreshContacts()]);
 }
 
 async function refreshContacts() {
-  const { contacts, total } = await api("GET", "/api/contacts?limit=100");
+  const { contacts, total } = await api("GET", forBot("/api/contacts?limit=100"));
   $("contacts").replaceChildren(...(contacts.length ? contacts.map((c) => el("li", { "data-contact": c.contactId },
     el("span", { class: "name" }, c.localDisplayName), el("span", { class: "muted" }, "#" + c.contactId + " · " + c.contactStatus)))
     : [el("li", { class: "muted" }, "no contacts yet")]));
@@ -131,9 +173,9 @@ async function refreshContacts() {
 
 // Each group with its members (name, role, state), from the admin API.
 async function refreshGroups() {
-  const { groups, total } = await api("GET", "/api/groups?limit=100");
+  const { groups, total } = await api("GET", forBot("/api/groups?limit=100"));
   const items = await Promise.all(groups.map(async (g) => {
-    const { members } = await api("GET", "/api/groups/" + g.groupId + "/members");
+    const { members } = await api("GET", forBot("/api/groups/" + g.groupId + "/members"));
     return el("li", { "data-group": g.groupId },
       el("span", { class: "name" }, g.groupProfile.displayName),
       el("span", { class: "muted" }, "#" + g.groupId + " · you: " + g.membership.memberRole + " · " + members.length + " member(s)"),
@@ -146,7 +188,7 @@ async function refreshGroups() {
 
 async function refreshAddress() {
   let address;
-  try { address = await api("GET", "/api/address"); } catch (e) {
+  try { address = await api("GET", forBot("/api/address")); } catch (e) {
     if (e instanceof Unauthorized) throw e;
     $("address-link").textContent = "no address (" + e.message + ")";
     return;
@@ -176,7 +218,7 @@ const GROUP_EVENTS = ["groupCreated", "userJoinedGroup", "joinedGroupMember", "c
 
 function openEvents() {
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-  events = new WebSocket(scheme + "//" + location.host + "/api/events?token=" + encodeURIComponent(token()));
+  events = new WebSocket(scheme + "//" + location.host + forBot("/api/events?token=" + encodeURIComponent(token())));
   const state = $("events-state");
   events.onopen = () => { state.textContent = "live"; state.className = "pill ok"; };
   events.onclose = () => {
@@ -203,11 +245,12 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("logout").addEventListener("click", () => { sessionStorage.removeItem(TOKEN_KEY); showLogin(); });
   $("reload-all").addEventListener("click", () => guard(reload(null)));
+  $("bot-select").addEventListener("change", () => guard(chooseBot($("bot-select").value)));
   $("command-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const out = $("command-output");
     out.textContent = "…";
-    try { out.textContent = JSON.stringify(await api("POST", "/api/command", { cmd: $("command").value }), null, 2); }
+    try { out.textContent = JSON.stringify(await api("POST", forBot("/api/command"), { cmd: $("command").value }), null, 2); }
     catch (e) { out.textContent = e.message; if (e instanceof Unauthorized) showLogin("The token was refused."); return; }
     guard(refreshGroups());  // a command may have made or changed a group (responses are not events)
   });

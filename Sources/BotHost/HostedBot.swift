@@ -1,0 +1,206 @@
+import Agent
+import ChatAPI
+import ChatCore
+import ChatModel
+import ChatServer
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import PluginHost
+import RelayProtocol
+import SwiftplexBase
+import SwiftplexStorage
+
+/// One bot of a ``BotHost``: its own chat engine and databases (`<prefix>_chat.db`,
+/// `<prefix>_agent.db` in the host's data directory), profile, contact address, plugins (with
+/// their own storage) and event stream. The bots of a host share its relays (an embedded relay,
+/// or the configured ones), its admin API and its metrics registry, and nothing else: a plugin of
+/// one bot sees only that bot's events and sends through that bot's engine.
+public final class HostedBot: Sendable {
+    /// The bot's name (`bots[].name`; `bot` for a host configured with a single `bot:`).
+    public let name: String
+    public let api: ChatAPI
+    public let plugins: PluginManager
+    /// The bot's contact address link, when it makes one.
+    public let address: String?
+    public let userId: Int64
+    /// The bot's chat events, for its plugins and the API servers' streams.
+    public let events: EventHub<EncodedChatEvent>
+    let options: BotOptions
+    let controller: ChatController
+    let engine: EngineMetrics
+    let engineService: EngineService
+    private let logger: Logger
+    private let databaseLock: DatabaseLock
+    /// The bot's own subscription: every event goes to its plugins and is counted in ``engine``.
+    private let pluginEvents: EventHub<EncodedChatEvent>.Subscription
+    private let menu = NIOLockedValueBox<[[String: String]]>([])
+    private let profileUpdates = ProfilePublisher()
+    /// The command menu changed: the plugins' service publishes the profile (newest change only).
+    private let menuChanges: AsyncStream<Void>
+    private let menuChangeSink: AsyncStream<Void>.Continuation
+    private let state = NIOLockedValueBox(State())
+
+    private struct State {
+        var engineRunning = false
+        var appliedPlugins: [PluginSpec] = []
+    }
+
+    /// The database prefix of a bot's files in a data directory.
+    public static func databasePrefix(_ dataDirectory: URL, prefix: String) -> String {
+        dataDirectory.appendingPathComponent(prefix).path
+    }
+
+    /// Opens the bot's databases (the lock on them already taken), creates its user on first
+    /// start, starts chat, makes or reuses its address and loads its plugins. On failure the
+    /// controller is closed; the lock stays the caller's to release.
+    static func start(_ options: BotOptions, dataDirectory: URL, relays: [RelayAddress], runnerExecutable: URL,
+                      metrics: HostMetrics, lock: DatabaseLock, logger hostLogger: Logger) async throws -> HostedBot {
+        var logger = hostLogger
+        logger[metadataKey: "bot"] = "\(options.name)"
+        let prefix = databasePrefix(dataDirectory, prefix: options.dataPrefix)
+        let controller: ChatController
+        do {
+            let limits = ChatLimits(contactRequestsPerWindow: options.requestsPerMinute, contactRequestWindow: .seconds(60),
+                                    maxPendingContactRequests: options.maxPendingRequests, contactRequestTTL: options.requestTTL)
+            let agentOptions = AgentOptions(allowedHosts: options.peerRelays.allow.map(Set.init), refusePrivateAddresses: options.peerRelays.refusePrivate,
+                                            peerRelayTimeout: options.peerRelays.timeout)
+            controller = try ChatController(prefix: prefix, defaultRelays: relays, logger: logger, limits: limits, agentOptions: agentOptions)
+        } catch {
+            throw BotHostError("cannot open the databases of bot \(options.name) (\(prefix)_*.db): \(error)")
+        }
+        let api = ChatAPI(controller: controller)
+        do {
+            let userId = try await BotHost.ensureUser(api, options.profile, logger: logger)
+            try await BotHost.expect(api, "/_start", ["chatStarted", "chatRunning"])
+            let address = options.createAddress ? try await BotHost.ensureAddress(api, userId: userId, logger: logger) : nil
+            let storage = try PluginStorage(path: BotOptions.pluginStorage(dataDirectory, prefix: options.dataPrefix))
+            let box = NIOLockedValueBox<HostedBot?>(nil)
+            // Crash safety: each instance's mark of the last received message it handled is kept
+            // in the plugin storage; after a restart it is given the received messages after it,
+            // and what it sends while handling one is sent once (idempotency keys).
+            let feed = ReceivedItemFeed(
+                lastItemId: { try await controller.lastChatItemId() },
+                eventsAfter: { after, limit in try await controller.receivedItemEvents(after: after, limit: limit).map { ($0.itemId, $0.event.description) } })
+            let manager = PluginManager(storage: storage, runKeyedCommand: { line, key in await api.execute(line, idempotencyKey: key).description },
+                                        feed: feed, runnerExecutable: runnerExecutable, logger: logger,
+                                        commandsChanged: { menu in box.withLockedValue { $0 }?.menuChanged(menu) })
+            let bot = HostedBot(options: options, api: api, controller: controller, plugins: manager, address: address, userId: userId,
+                                engine: metrics.engine(bot: options.name), logger: logger, lock: lock)
+            box.withLockedValue { $0 = bot }
+            await bot.reload(options.plugins)
+            return bot
+        } catch {
+            await controller.close()
+            throw error
+        }
+    }
+
+    private init(options: BotOptions, api: ChatAPI, controller: ChatController, plugins: PluginManager, address: String?, userId: Int64,
+                 engine: EngineMetrics, logger: Logger, lock: DatabaseLock) {
+        self.name = options.name
+        self.options = options
+        self.api = api
+        self.controller = controller
+        self.plugins = plugins
+        self.address = address
+        self.userId = userId
+        self.engine = engine
+        self.logger = logger
+        self.databaseLock = lock
+        (menuChanges, menuChangeSink) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let state = self.state
+        engineService = EngineService(controller: controller, api: api, logger: logger,
+                                      running: { r in state.withLockedValue { $0.engineRunning = r }; engine.changes.bump() })
+        events = EventHub(source: api.encodedEvents)
+        pluginEvents = events.subscribe()
+    }
+
+    var engineRunning: Bool { state.withLockedValue { $0.engineRunning } }
+    /// The plugin list last applied to this bot.
+    public var appliedPlugins: [PluginSpec] { state.withLockedValue { $0.appliedPlugins } }
+
+    /// Serves the plugins until cancelled: the bot's chat events to them, their timeouts watched,
+    /// the profile published when their command menu changes.
+    func servePlugins() async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.plugins.runWatchdog() }
+            group.addTask {
+                for await _ in self.menuChanges { await self.publishProfile() }
+            }
+            group.addTask {
+                for await encoded in self.pluginEvents.events {
+                    self.engine.observe(encoded.event)
+                    self.plugins.dispatch(type: encoded.event.tag, json: encoded.json, receivedItemId: BotHost.receivedItemId(encoded.event))
+                }
+            }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Applies a new plugin list: changed instances restart (rolling back on failure), others keep running.
+    @discardableResult
+    public func reload(_ specs: [PluginSpec]) async -> [(name: String, outcome: PluginOutcome)] {
+        let results = await plugins.apply(specs)
+        state.withLockedValue { $0.appliedPlugins = specs }
+        for (name, outcome) in results where outcome.isFailure {
+            logger.error("plugin \(name): \(outcome)")
+        }
+        await publishProfile()
+        return results
+    }
+
+    /// Stops every plugin (reporting what each did).
+    func stopPlugins() async {
+        for s in plugins.statuses() {
+            let c = s.stats
+            logger.info("plugin \(s.name): \(c.delivered) events handled, \(c.failed) failed, \(c.timedOut) timed out, \(c.dropped) dropped, \(c.crashes) crashes, \(c.restarts) restarts, \(c.protocolErrors) protocol errors, \(c.refusedCalls) refused calls")
+        }
+        await plugins.stopAll()
+    }
+
+    /// After the services stopped: closes the controller (its background work awaited, the agent
+    /// stopped, both databases closed) and releases the bot's lock.
+    func close() async {
+        menuChangeSink.finish()
+        await controller.close()
+        databaseLock.release()
+    }
+
+    /// The agent database (for the outbox figure of `/metrics`).
+    func agentDatabase(_ dataDirectory: URL) -> URL {
+        URL(fileURLWithPath: Self.databasePrefix(dataDirectory, prefix: options.dataPrefix) + "_agent.db")
+    }
+
+    // MARK: Profile
+
+    private func menuChanged(_ commands: [[String: String]]) {
+        menu.withLockedValue { $0 = commands }
+        menuChangeSink.yield()
+    }
+
+    /// Puts the peer type, the command menu and the address into the bot's profile when they changed.
+    func publishProfile() async {
+        var preferences: [(String, JSONValue)] = []
+        if options.profile.publishCommands {
+            let commands = menu.withLockedValue { $0 }.map { c -> JSONValue in
+                .object([("type", .string("command")), ("keyword", .string(c["keyword"] ?? "")), ("label", .string(c["label"] ?? ""))])
+            }
+            if !commands.isEmpty { preferences.append(("commands", .array(commands))) }
+        }
+        var profile: [(String, JSONValue)] = [
+            ("displayName", .string(options.profile.displayName)),
+            ("fullName", .string(options.profile.fullName)),
+            ("peerType", .string(options.profile.peerType)),
+            ("preferences", .object(preferences)),
+        ]
+        if let address { profile.append(("contactLink", .string(address))) }
+        let line = "/_profile \(userId) \(JSONValue.object(profile).description)"
+        await profileUpdates.publish(line) { [api, logger] line in
+            if case let .failure(f) = await api.respond(line) {
+                logger.warning("cannot update the bot's profile", metadata: ["error": "\(BotHost.describe(f))"])
+            }
+        }
+    }
+}
