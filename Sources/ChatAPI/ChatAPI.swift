@@ -201,6 +201,9 @@ public struct ChatAPI: Sendable {
         case let .getUserRelays(userId): return try await c.getRelays(userId: userId)
         case .listChatRelays: return try await c.listChatRelays()
         case let .setChatRelays(relays): return try await c.setChatRelays(relays)
+        case let .newPublicGroup(userId, incognito, relayIds, profile):
+            return try await c.createPublicGroup(userId: userId, incognito: incognito, relayIds: relayIds, profile: profile)
+        case let .getGroupRelays(groupId): return try await c.getGroupRelays(groupId: groupId)
         default:
             if let r = try await dispatchGroup(command, idempotencyKey: idempotencyKey) { return r }
             throw ChatFailure(commandError: "this command is not supported by this engine yet")

@@ -63,6 +63,10 @@ public enum ChatCommand: Sendable, Equatable {
     case listChatRelays
     /// `/relays name=<name> <address> …`: replaces the active user's chat relays.
     case setChatRelays(relays: [ChatRelayEntry])
+    /// `/_public group <userId>[ incognito=on] <relayId,…> <json GroupProfile>`: a channel.
+    case newPublicGroup(userId: Int64, incognito: Bool, relayIds: [Int64], profile: JSONValue)
+    /// `/_get relays #<groupId>`: a channel's relays (owner).
+    case getGroupRelays(groupId: Int64)
 
     public enum DeleteMode: String, Sendable, Equatable {
         case broadcast, `internal`, internalMark

@@ -100,6 +100,17 @@ public enum CommandParser {
         case "/_read":
             try s.expect("chat")
             command = .readChat(chat: try s.chatRef())
+        case "/_public":
+            try s.expect("group")
+            let id = try s.id("userId")
+            var incognito = false
+            if let w = s.peekWord(), w.hasPrefix("incognito=") {
+                _ = s.word()
+                guard let v = Scanner.onOffValue(w.dropFirst("incognito=".count)) else { throw CommandParseError(.badArguments, "incognito must be on or off") }
+                incognito = v
+            }
+            let relayIds = try s.idList("relayIds")
+            command = .newPublicGroup(userId: id, incognito: incognito, relayIds: relayIds, profile: try s.jsonObject("GroupProfile"))
         case "/_relays":
             let id = try s.id("userId")
             let list = s.rest()
@@ -238,6 +249,8 @@ public enum CommandParser {
     private static func parseGet(_ s: inout Scanner) throws(CommandParseError) -> ChatCommand {
         if s.peekWord() == "link" { return .group(try parseGroupLink("get", &s)) }
         switch s.word() {
+        case "relays":
+            return .getGroupRelays(groupId: try s.groupId())
         case "chats":
             let id = try s.id("userId")
             var pcc = false

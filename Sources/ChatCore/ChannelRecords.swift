@@ -4,7 +4,9 @@ import GRDB
 import SwiftplexBase
 
 // The channel tables of the chat database: the chat relays an owner registered (`chat_relay`),
-// and which users are chat relays (`user.chat_relay`).
+// which users are chat relays (`user.chat_relay`), and the channels themselves (`channel`, one
+// per channel group, and `channel_member`, the relays, owners and subscribers a channel's machine
+// talks to, with their agent connections).
 
 enum ChannelStore {
     static func register(_ m: inout DatabaseMigrator) {
@@ -28,6 +30,115 @@ enum ChannelStore {
                 """)
         }
     }
+
+    /// Registered after every other migration (``ChatStore/migrator``): an existing database
+    /// migrates in the same order as a new one.
+    static func registerChannels(_ m: inout DatabaseMigrator) {
+        m.registerMigration("channels 2: channels, their relays and members") { db in
+            try db.execute(sql: """
+                CREATE TABLE channel (
+                    group_id INTEGER PRIMARY KEY REFERENCES chat_group(id) ON DELETE CASCADE,
+                    role TEXT NOT NULL,
+                    channel_link TEXT NOT NULL,
+                    public_group_id TEXT,
+                    member_id TEXT NOT NULL,
+                    member_key TEXT,
+                    root_key TEXT,
+                    agent_address_id INTEGER,
+                    full_link TEXT,
+                    relay_link TEXT,
+                    relay_status TEXT,
+                    inviter TEXT,
+                    owners TEXT NOT NULL DEFAULT '[]',
+                    owner_connected INTEGER NOT NULL DEFAULT 0,
+                    owner_request INTEGER,
+                    created_at TEXT NOT NULL
+                );
+                CREATE INDEX channel_by_address ON channel(agent_address_id);
+                CREATE TABLE channel_member (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    group_id INTEGER NOT NULL REFERENCES chat_group(id) ON DELETE CASCADE,
+                    member_id TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    agent_conn_id INTEGER UNIQUE,
+                    chat_relay_id INTEGER,
+                    address TEXT,
+                    status TEXT NOT NULL,
+                    relay_link TEXT,
+                    connected INTEGER NOT NULL DEFAULT 0,
+                    member_key TEXT,
+                    UNIQUE (group_id, member_id)
+                );
+                CREATE TABLE channel_delivery (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    group_id INTEGER NOT NULL REFERENCES chat_group(id) ON DELETE CASCADE,
+                    body BLOB NOT NULL,
+                    recipients TEXT NOT NULL,
+                    created_at TEXT NOT NULL
+                );
+                CREATE INDEX channel_delivery_by_group ON channel_delivery(group_id, id);
+                """)
+        }
+    }
+}
+
+/// `channel`: a channel group as this user takes part in it — `owner` (its keys: the channel
+/// link's root key and the owner's member key, base64url of the Ed25519 secret key, in the 0600
+/// chat database and never logged; the `/c` link's agent address), or `relay` (the inviting owner,
+/// its own status, its per-channel `/g` link and that link's agent address, the owners from the
+/// channel's link data, the owner's request until it is accepted).
+struct ChannelRecord: ChatRecord {
+    static let databaseTableName = "channel"
+    var groupId: Int64
+    var role: String
+    var channelLink: String
+    var publicGroupId: String?
+    var memberId: String
+    var memberKey: String?
+    var rootKey: String?
+    var agentAddressId: Int64?
+    var fullLink: String?
+    var relayLink: String?
+    var relayStatus: String?
+    var inviter: String?
+    /// `[{memberId, memberKey, profile}]` as JSON.
+    var owners: String = "[]"
+    var ownerConnected: Bool = false
+    var ownerRequest: Int64?
+    var createdAt: String
+
+    enum Role: String { case owner, relay, subscriber }
+
+    enum Columns {
+        static let groupId = Column("group_id")
+        static let agentAddressId = Column("agent_address_id")
+    }
+}
+
+/// `channel_member`: whom a channel's machine talks to — an owner's relay (`relay`: the chat relay
+/// it was added with, its address, status, per-channel link), a relay's owner (`owner`) — with the
+/// agent connection to it.
+struct ChannelMemberRecord: ChatRecord {
+    static let databaseTableName = "channel_member"
+    var id: Int64?
+    var groupId: Int64
+    var memberId: String
+    var kind: String
+    var agentConnId: Int64?
+    var chatRelayId: Int64?
+    var address: String?
+    var status: String
+    var relayLink: String?
+    var connected: Bool = false
+    var memberKey: String?
+
+    enum Columns {
+        static let groupId = Column("group_id")
+        static let memberId = Column("member_id")
+        static let agentConnId = Column("agent_conn_id")
+    }
+
+    mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
 }
 
 /// `chat_relay`: a chat relay a user registered (`/relays name=<name> <address>`). A relay
@@ -64,4 +175,24 @@ struct ChatRelayRecord: ChatRecord {
                       relayProfile: Stored.json(relayProfile) ?? .object([("displayName", .string(name)), ("fullName", "")]),
                       domains: Stored.decode([String].self, domains) ?? [], preset: preset, tested: tested, enabled: enabled, deleted: deleted)
     }
+}
+
+/// `channel_delivery`: a relay's delivery job — one forward, encoded once as a batch, to the
+/// subscribers still to send it to (`[memberId]` as JSON, in order). Written in the same
+/// transaction as the relay's input that made it; removed when every subscriber has it. Each send
+/// carries the idempotency key `chdl:<job>:<member>`, so a job resumed after a crash sends nothing twice.
+struct ChannelDeliveryRecord: ChatRecord {
+    static let databaseTableName = "channel_delivery"
+    var id: Int64?
+    var groupId: Int64
+    var body: Data
+    var recipients: String
+    var createdAt: String
+
+    enum Columns {
+        static let id = Column("id")
+        static let groupId = Column("group_id")
+    }
+
+    mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
 }

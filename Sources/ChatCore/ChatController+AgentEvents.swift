@@ -124,6 +124,7 @@ extension ChatController {
     private func finishedBackground(_ key: Int) { background[key] = nil }
 
     func handle(_ event: AgentEvent) async throws {
+        if try await handleChannelAgentEvent(event) { return } // a channel connection (+Channels)
         if try await handleGroupAgentEvent(event) { return } // a member connection (+Groups)
         switch event {
         case let .confirmation(conn, info):

@@ -127,6 +127,12 @@ extension ChatController {
         do { try ChannelLinks.checkConnectable(text) } catch { throw ChatFailure(error) }
     }
 
+    /// A channel link (`/c`), joined through its relays, never as the address it names.
+    nonisolated static func channelShortLink(_ text: String) -> ShortLink? {
+        guard let short = try? ShortLink(parsing: text.trimmingCharacters(in: .whitespacesAndNewlines)), short.kind == .channel else { return nil }
+        return short
+    }
+
     /// Parses a link; a short link (`https://…`) is resolved on its relay into the full link.
     func resolveLink(_ text: String) async throws -> (link: AgentLink, short: String?) {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -146,6 +152,7 @@ extension ChatController {
         let u = try await user(userId)
         try Self.checkConnectable(text)
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        if let channel = Self.channelShortLink(trimmed) { return try await channelPlan(user: u, short: channel) } // (+ChannelMembers)
         // A short link of this engine's own is known without asking its relay.
         let ownFull = try await dbRead { db -> String? in
             if let c = try ContactRecord.filter(ContactRecord.Columns.shortLink == trimmed).fetchOne(db), let invitation = c.invitation { return invitation }
@@ -180,6 +187,7 @@ extension ChatController {
         let u = if let userId { try await user(userId) } else { try await activeUser() }
         try Self.checkConnectable(text)
         try requireStarted()
+        if let channel = Self.channelShortLink(text) { return try await joinChannel(user: u, short: channel, incognito: incognito) } // (+ChannelMembers)
         let (link, short) = try await resolveLink(text)
         if case let .contact(address) = link, address.groupLinkId != nil {
             return try await connectGroupLink(user: u, address: address, short: short, incognito: incognito)

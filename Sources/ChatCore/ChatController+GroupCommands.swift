@@ -42,6 +42,8 @@ extension ChatController {
     func runGroupCommand(_ view: GroupView, userId: Int64, _ input: GroupInput, messageId: String? = nil, contactName: String? = nil,
                          extra: (@Sendable (Database) throws -> Void)? = nil) async throws -> GroupOutcome {
         let groupId = view.group.id ?? 0
+        // A channel's members are its machine's (+Channels): the group commands do not apply yet.
+        if try await channelRecord(groupId) != nil { throw ChatFailure.command("this command is not supported in channels yet") }
         do {
             return try await commitGroupInput(groupId, userId: userId, input, messageId: messageId, extra: extra)
         } catch let e as GroupError {
@@ -190,6 +192,7 @@ extension ChatController {
 
     /// `/_leave #<groupId>` (`leftMemberUser`).
     public func leaveGroup(groupId: Int64) async throws -> ChatResponse {
+        if let left = try await leaveChannel(groupId: groupId) { return left } // a channel's subscriber (+ChannelMembers)
         let (u, view) = try await groupAndUser(groupId)
         try await runGroupCommand(view, userId: u.id, .leave)
         await dropGroupLink(groupId) // (+GroupLinks)
@@ -246,6 +249,7 @@ extension ChatController {
     /// `quotedItemId` (an item of this group) travels as SimpleX's `quote`, with the quoted
     /// message's shared id, time, direction and author (`msgRef.memberId`) and its content.
     public func sendToGroup(groupId: Int64, messages: [JSONValue]) async throws -> ChatResponse {
+        if let posted = try await sendChannelPosts(groupId: groupId, messages: messages) { return posted } // a channel (+ChannelMembers)
         let (u, view) = try await groupAndUser(groupId)
         try requireGroupPermission(view, .sendContent)
         // Everything is checked before anything is sent, so a bad message loses none of the others.

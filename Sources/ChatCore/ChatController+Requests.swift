@@ -46,19 +46,16 @@ extension ChatController {
     }
 
     func contactRequest(addressId: Int64, request: Int64, info: [UInt8]) async throws {
+        if try await channelLinkRequest(addressId: addressId, request: request, info: info) { return } // a relay's channel link (+ChannelMembers)
         if try await groupLinkRequest(addressId: addressId, request: request, info: info) { return } // a group link's (+GroupLinks)
         guard let userId = try await dbRead({ db in
             try AddressRecord.filter(AddressRecord.Columns.agentAddressId == addressId).fetchOne(db)?.userId
         }) else { return }
         let u = try await user(userId)
         if u.chatRelay {
-            // A relay address serves channel owners only (`x.grp.relay.inv`, `x.grp.relay.test`):
-            // anyone else's request is refused unseen. Channels are not wired into the engine yet,
-            // so every request there is refused for now (docs/channels.md §8, §9).
-            refusedRelayAddressRequests += 1
-            let ownerRequest = (try? ChatMessage(decoding: info))?.event == "x.grp.relay.inv"
-            logger.info("a contact request to a chat relay address was refused", metadata: ["relayInvitation": "\(ownerRequest)"])
-            try? await agent.rejectRequest(request)
+            // A relay address serves channel owners only (`x.grp.relay.inv`): anyone else's
+            // request is refused unseen (+Channels).
+            try await relayAddressRequest(user: u, request: request, info: info)
             return
         }
         await expireContactRequests()

@@ -65,6 +65,8 @@ public actor ChatController {
     var autoAccepting: Set<Int64> = []
     /// Groups: machines in memory, member connections, per-group order (``GroupRuntime``).
     var groupRuntime = GroupRuntime()
+    /// Channels: machines in memory, channel connections, per-channel order (``ChannelRuntime``).
+    var channelRuntime = ChannelRuntime()
     /// Every user, decoded, in id order: read once, dropped whenever the user table is written
     /// (``userWrite(_:)``). Most commands and every received message name a user; this spares them
     /// a database round trip and a profile decode.
@@ -106,6 +108,7 @@ public actor ChatController {
         }
         inBackground { await self.resumeConnectionDeletions() }
         inBackground { await self.resumeGroupActions() }
+        inBackground { await self.resumeChannelDeliveries() }
         try await withThrowingTaskGroup(of: Void.self) { group in
             // `stopRunning()` (before the databases are replaced) ends the run as a cancel would.
             group.addTask { for await _ in stopRequests { return } }

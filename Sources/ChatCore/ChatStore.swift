@@ -124,6 +124,7 @@ final class ChatStore: Sendable {
         GroupStore.registerItemTimes(&m)
         MemberContactStore.register(&m)
         GroupStore.registerDeliveryStatuses(&m)
+        ChannelStore.registerChannels(&m)
         return m
     }
 }

@@ -1,3 +1,4 @@
+import SwiftplexBase
 /// Which chat something belongs to. `group` and `local` (note folders) join with groups.
 public enum ChatInfo: Sendable, Hashable, Codable {
     case direct(contact: Contact)
@@ -162,10 +163,12 @@ public enum ContactAddressPlan: Sendable, Hashable, Codable {
 }
 
 /// What joining a group link would do (`ConnectionPlan.groupLink`; the 7.0.2 `GroupLinkPlan`).
-/// The channel cases (`noRelays`, `updateRequired`) and the short link data of `ok` are not
-/// produced: Swiftplex group links carry no link data besides the full link.
+/// A group link's `ok` carries no link data (Swiftplex group links carry only the full link); a
+/// channel link's does (`okChannel`, written as `ok` with `groupSLinkInfo_` and `groupSLinkData_`).
+/// `noRelays` and `updateRequired` are not produced.
 public enum GroupLinkPlan: Sendable, Hashable, Codable {
     case ok
+    case okChannel(groupSLinkInfo: GroupShortLinkInfo, groupSLinkData: JSONValue?)
     case ownLink(groupInfo: GroupInfo)
     case connectingConfirmReconnect
     case connectingProhibit(groupInfo: GroupInfo?)
@@ -174,7 +177,12 @@ public enum GroupLinkPlan: Sendable, Hashable, Codable {
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
         switch try c.tag() {
-        case "ok": self = .ok
+        case "ok":
+            if let info = try c.decodeIfPresent(GroupShortLinkInfo.self, forKey: "groupSLinkInfo_") {
+                self = .okChannel(groupSLinkInfo: info, groupSLinkData: try c.decodeIfPresent(JSONValue.self, forKey: "groupSLinkData_"))
+            } else {
+                self = .ok
+            }
         case "ownLink": self = .ownLink(groupInfo: try c.decode(GroupInfo.self, forKey: "groupInfo"))
         case "connectingConfirmReconnect": self = .connectingConfirmReconnect
         case "connectingProhibit": self = .connectingProhibit(groupInfo: try c.decodeIfPresent(GroupInfo.self, forKey: "groupInfo_"))
@@ -187,6 +195,10 @@ public enum GroupLinkPlan: Sendable, Hashable, Codable {
         var c = encoder.container(keyedBy: FieldKey.self)
         switch self {
         case .ok: try c.tag("ok")
+        case let .okChannel(info, data):
+            try c.tag("ok")
+            try c.encode(info, forKey: "groupSLinkInfo_")
+            try c.encodeIfPresent(data, forKey: "groupSLinkData_")
         case let .ownLink(g): try c.tag("ownLink"); try c.encode(g, forKey: "groupInfo")
         case .connectingConfirmReconnect: try c.tag("connectingConfirmReconnect")
         case let .connectingProhibit(g): try c.tag("connectingProhibit"); try c.encodeIfPresent(g, forKey: "groupInfo_")
@@ -196,5 +208,18 @@ public enum GroupLinkPlan: Sendable, Hashable, Codable {
             try c.encode(false, forKey: "groupUpdated")
             try c.encode([String](), forKey: "linkOwners")
         }
+    }
+}
+
+/// What a channel link's data says about joining it (`GroupShortLinkInfo`): `direct` false, the
+/// relays' links, the channel's `publicGroupId`.
+public struct GroupShortLinkInfo: Sendable, Hashable, Codable {
+    public var direct: Bool
+    public var groupRelays: [String]
+    public var publicGroupId: String?
+    public init(direct: Bool, groupRelays: [String], publicGroupId: String? = nil) {
+        self.direct = direct
+        self.groupRelays = groupRelays
+        self.publicGroupId = publicGroupId
     }
 }

@@ -25,6 +25,8 @@ public enum ChatEvent: Sendable, Hashable, Codable {
     case chatError(ChatError)
     // Groups
     case group(GroupChatEvent)
+    // Channels
+    case channel(ChannelChatEvent)
 
     public static func contactUpdated(user: User, fromContact: Contact, toContact: Contact) -> ChatEvent {
         .contactUpdated(ContactChange(user: user, fromContact: fromContact, toContact: toContact))
@@ -55,6 +57,9 @@ public enum ChatEvent: Sendable, Hashable, Codable {
     /// The group events' types (``GroupChatEvent``), read and written as well.
     public static let groupTypes = GroupChatEvent.types
 
+    /// The channel events' types (``ChannelChatEvent``), read and written as well.
+    public static let channelTypes = ChannelChatEvent.types
+
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
         func user() throws -> User { try c.decode(User.self, forKey: "user") }
@@ -79,6 +84,7 @@ public enum ChatEvent: Sendable, Hashable, Codable {
             self = .subscriptionStatus(server: try field("server"), subscriptionStatus: try field("subscriptionStatus"), connections: try field("connections"))
         case .chatError: self = .chatError(try field("chatError"))
         case let t where GroupChatEvent.types.contains(t): self = .group(try GroupChatEvent(type: t, from: decoder))
+        case let t where ChannelChatEvent.types.contains(t): self = .channel(try ChannelChatEvent(type: t, from: decoder))
         case let t: throw c.unknown(t.rawValue, in: "ChatEvent")
         }
     }
@@ -110,6 +116,7 @@ public enum ChatEvent: Sendable, Hashable, Codable {
             try c.encode(connections, forKey: "connections")
         case let .chatError(error): try c.encode(error, forKey: "chatError")
         case let .group(g): try g.encode(to: encoder)
+        case let .channel(e): try e.encode(to: encoder)
         }
     }
 
@@ -131,6 +138,7 @@ public enum ChatEvent: Sendable, Hashable, Codable {
         case .subscriptionStatus: .subscriptionStatus
         case .chatError: .chatError
         case let .group(g): g.type
+        case let .channel(e): e.type
         }
     }
 

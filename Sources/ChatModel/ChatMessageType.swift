@@ -25,8 +25,9 @@ public enum ChatMessageType: String, Sendable, Hashable, CaseIterable {
     case newMemberContact, newMemberContactSentInv, memberContactAccepted, newMemberContactReceivedInv
     // Member profiles
     case groupMemberUpdated
-    // Channels (``ChannelResponse``)
-    case userChatRelays
+    // Channels (``ChannelResponse``, ``ChannelChatEvent``)
+    case userChatRelays, publicGroupCreated, publicGroupCreationFailed, groupRelays, startedConnectionToGroup
+    case groupRelayUpdated, groupLinkDataUpdated
 }
 
 // Payloads that responses and events share: one struct each, with synthesized Codable, written

@@ -370,7 +370,7 @@ public struct GroupLink: Sendable, Hashable, Codable {
     }
 }
 
-/// A chat relay serving a channel, as its owner sees it. Not produced by the engine yet.
+/// A chat relay serving a channel, as its owner sees it.
 public struct GroupRelay: Sendable, Hashable, Codable {
     public var groupRelayId: Int64
     public var groupMemberId: Int64

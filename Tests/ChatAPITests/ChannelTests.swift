@@ -54,8 +54,8 @@ import Testing
                         #expect(e["type"]?.stringValue == "channelError" && e["code"]?.stringValue == "relayAddress", "\(command): \(refused)")
                         #expect(e["message"]?.stringValue == "This is a chat relay address, it cannot be used to connect.")
                     }
-                    // A channel link (`/c`) parses, but is not joined as the contact address it
-                    // names: joining channels through their relays is not built yet.
+                    // A channel link (`/c`) is joined through the relays its data names, never as the
+                    // contact address it resolves to: one whose data is no channel's is invalidConnReq.
                     let channelLink = short.replacingOccurrences(of: "/r?", with: "/c?")
                     #expect(try ShortLink(parsing: channelLink).kind == .channel)
                     for command in ["/_connect plan 1 \(channelLink)", "/_connect 1 \(channelLink)", "/connect \(channelLink)"] {

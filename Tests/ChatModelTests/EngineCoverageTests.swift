@@ -36,7 +36,7 @@ import ChatModel
     /// The `type` tags come from one table (`ChatMessageType`): each is a response's or an
     /// event's (or both), and each case's `tag` is the one its JSON carries.
     @Test func tagsComeFromOneTable() throws {
-        #expect(Set(ChatResponse.types).union(ChatEvent.types).union(ChatResponse.groupTypes).union(ChatEvent.groupTypes).union(ChatResponse.channelTypes) == Set(ChatMessageType.allCases))
+        #expect(Set(ChatResponse.types).union(ChatEvent.types).union(ChatResponse.groupTypes).union(ChatEvent.groupTypes).union(ChatResponse.channelTypes).union(ChatEvent.channelTypes) == Set(ChatMessageType.allCases))
         #expect(Set(ChatResponse.allTags).count == ChatResponse.allTags.count)
         #expect(Set(ChatEvent.allTags).count == ChatEvent.allTags.count)
         let shared = Set(ChatResponse.types).intersection(ChatEvent.types)

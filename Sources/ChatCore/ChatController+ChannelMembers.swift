@@ -1,0 +1,553 @@
+import Agent
+import ChannelProtocol
+import ChatModel
+import Foundation
+import GRDB
+import GroupProtocol
+import SwiftplexBase
+import SwiftplexCrypto
+
+// Channels on the engine, continued: subscribers (joining a `/c` link through every relay with
+// `x.member`, the `ChannelSubscriberState` machine), the relay's side of them (requests on its
+// per-channel link, introductions, forwarding), and the owner's posts.
+
+extension ChatController {
+    // MARK: - Relay: subscribers
+
+    nonisolated static func saveRelaySubscriber(_ db: Database, groupId: Int64, _ s: RelaySubscriber, now: String) throws {
+        var m = try ChannelMemberRecord.filter(ChannelMemberRecord.Columns.groupId == groupId && ChannelMemberRecord.Columns.memberId == s.memberId.text).fetchOne(db)
+            ?? ChannelMemberRecord(groupId: groupId, memberId: s.memberId.text, kind: "subscriber", status: s.status.rawValue)
+        m.status = s.status.rawValue
+        m.memberKey = s.key.text
+        m.connected = s.status == .connected
+        try m.save(db)
+        let status: GroupProtocol.GroupMemberStatus = switch s.status {
+        case .accepted: .accepted
+        case .connected: .connected
+        case .left: .left
+        case .removed: .removed
+        }
+        try saveChannelGroupMember(db, groupId: groupId, memberId: s.memberId, role: .observer, category: .invitee, status: status, profile: s.profile, now: now)
+    }
+
+    /// A channel member as a `group_member` row (for the API's `GroupMember`): made on first sight
+    /// with its profile and a local name, its status kept current.
+    nonisolated static func saveChannelGroupMember(_ db: Database, groupId: Int64, memberId: MemberId, role: GroupProtocol.GroupMemberRole,
+                                                   category: GroupProtocol.GroupMemberCategory, status: GroupProtocol.GroupMemberStatus,
+                                                   profile: MemberProfile?, now: String) throws {
+        var gm = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == memberId.text).fetchOne(db)
+            ?? GroupMemberRecord(groupId: groupId, memberId: memberId.text, role: role.name, status: status.rawValue, category: category.rawValue,
+                                 blocked: false, createdAt: now, updatedAt: now)
+        if gm.id == nil || gm.profile == nil, let profile {
+            let checked = (try? PeerInput.profile(profile.json)) ?? Profile(displayName: profile.displayName)
+            gm.profile = try Stored.text(checked)
+            if gm.localDisplayName == nil, let userId = try GroupRecord.fetchOne(db, key: groupId)?.userId {
+                gm.localDisplayName = try LocalNames.reserve(db, userId: userId, displayName: checked.displayName)
+            }
+        }
+        gm.status = status.rawValue
+        gm.updatedAt = now
+        try gm.save(db)
+    }
+
+    /// A contact request on a relay's per-channel link: a subscriber's `x.member`. Returns false
+    /// when the address is no channel's.
+    func channelLinkRequest(addressId: Int64, request: Int64, info: [UInt8]) async throws -> Bool {
+        guard let c = try await dbRead({ db in try ChannelRecord.filter(ChannelRecord.Columns.agentAddressId == addressId).fetchOne(db) }) else { return false }
+        let groupId = c.groupId
+        guard c.role == ChannelRecord.Role.relay.rawValue else {
+            try? await agent.rejectRequest(request) // an owner's /c link takes no requests: subscribers go to relays
+            return true
+        }
+        let env: GroupEnvelope
+        do { env = try GroupMessage.decodeEnvelope(info, asConnInfo: true) } catch {
+            logger.info("a join request to a channel was refused", metadata: ["group": "\(groupId)", "reason": "\(error.message)"])
+            try? await agent.rejectRequest(request)
+            return true
+        }
+        let effects: [ChannelRelayEffect]
+        do { effects = try await runRelay(groupId, .joinRequest(info: env)) } catch {
+            logger.info("a join request to a channel was refused", metadata: ["group": "\(groupId)", "reason": "\(Self.chatError(error))"])
+            try? await agent.rejectRequest(request)
+            return true
+        }
+        inBackground {
+            for case let .acceptSubscriber(id, answer) in effects {
+                let body = try GroupMessage.encode(answer, asConnInfo: true)
+                try await self.trackingJoin { () async throws -> ((), Int64) in
+                    let conn = try await self.agentCall { try await self.agent.acceptRequest(request, info: body) }
+                    try await self.setChannelConnection(conn, groupId: groupId, member: id)
+                    return ((), conn)
+                }
+            }
+            await self.performRelayEffects(groupId, effects.filter { if case .acceptSubscriber = $0 { false } else { true } })
+        }
+        return true
+    }
+
+    /// Starts sending a channel's delivery jobs (in a task `close()` waits for), unless that runs already.
+    func kickChannelDeliveries(_ groupId: Int64) {
+        if channelRuntime.delivering.contains(groupId) {
+            channelRuntime.redeliver.insert(groupId)
+            return
+        }
+        channelRuntime.delivering.insert(groupId)
+        inBackground { await self.drainChannelDeliveries(groupId) }
+    }
+
+    /// Delivery jobs left by a shutdown or a crash (`run()` starts it).
+    func resumeChannelDeliveries() async {
+        guard let ids = try? await dbRead({ db in try Int64.fetchAll(db, sql: "SELECT DISTINCT group_id FROM channel_delivery") }) else { return }
+        for id in ids { kickChannelDeliveries(id) }
+    }
+
+    /// Sends a channel's delivery jobs in order: each job's batch to each of its subscribers (the
+    /// cursor saved every 50), then the job is removed. A subscriber whose connection is gone is
+    /// skipped; a network fault is retried with backoff, the job kept.
+    func drainChannelDeliveries(_ groupId: Int64) async {
+        defer { channelRuntime.delivering.remove(groupId) }
+        var attempts = 0
+        while !closing {
+            channelRuntime.redeliver.remove(groupId)
+            guard let job = try? await dbRead({ db in
+                try ChannelDeliveryRecord.filter(ChannelDeliveryRecord.Columns.groupId == groupId).order(ChannelDeliveryRecord.Columns.id).fetchOne(db)
+            }) else {
+                if channelRuntime.redeliver.contains(groupId) { continue }
+                return
+            }
+            let jobId = job.id!
+            var remaining = (Stored.json(job.recipients).flatMap { j -> [String]? in
+                guard case let .array(a) = j else { return nil }
+                return a.compactMap(\.stringValue)
+            } ?? []).compactMap(MemberId.init)
+            let body = [UInt8](job.body)
+            do {
+                var sent = 0
+                while let id = remaining.first, !closing {
+                    if let conn = try await channelMemberConn(groupId, id) {
+                        do {
+                            _ = try await agent.sendKeyed(conn, body, idempotencyKey: "chdl:\(jobId):\(id.text)")
+                        } catch let e as AgentError where e.code == .wrongState || e.code == .unknownConnection {
+                            logger.info("a channel delivery skipped a subscriber whose connection is not up", metadata: ["group": "\(groupId)"])
+                        }
+                    }
+                    remaining.removeFirst()
+                    sent += 1
+                    if sent % 50 == 0 {
+                        let left = JSONValue.array(remaining.map { .string($0.text) }).description
+                        try await dbWrite { db in _ = try ChannelDeliveryRecord.filter(key: jobId).updateAll(db, Column("recipients").set(to: left)) }
+                    }
+                }
+                if closing { return }
+                try await dbWrite { db in _ = try ChannelDeliveryRecord.deleteOne(db, key: jobId) }
+                attempts = 0
+            } catch {
+                attempts += 1
+                logger.info("a channel delivery failed; retrying", metadata: ["group": "\(groupId)", "attempt": "\(attempts)", "error": "\(error)"])
+                let left = JSONValue.array(remaining.map { .string($0.text) }).description
+                _ = try? await dbWrite { db in _ = try ChannelDeliveryRecord.filter(key: jobId).updateAll(db, Column("recipients").set(to: left)) }
+                try? await Task.sleep(for: .milliseconds(200 * (1 << min(attempts, 6))))
+            }
+        }
+    }
+
+    // MARK: - Owner: what relays send, posts
+
+    /// A relay's item at the owner: `x.grp.mem.new` about a subscriber (its profile kept), `x.grp.leave`.
+    func receivedByOwner(_ groupId: Int64, from relay: MemberId, _ item: BatchItem) async {
+        var announced: MemberInfo?
+        if case let .element(e) = item, let env = try? e.envelope(), case let .memberNew(info, _)? = try? env.groupMessage() { announced = info }
+        do {
+            let effects = try await runOwner(groupId, .received(from: relay, item))
+            if let info = announced {
+                let now = Timestamp.now()
+                let profile = info.profile
+                try await dbWrite { db in
+                    var m = try ChannelMemberRecord.filter(ChannelMemberRecord.Columns.groupId == groupId && ChannelMemberRecord.Columns.memberId == info.memberId.text).fetchOne(db)
+                        ?? ChannelMemberRecord(groupId: groupId, memberId: info.memberId.text, kind: "subscriber", status: "announced")
+                    m.memberKey = info.memberKey
+                    try m.save(db)
+                    try Self.saveChannelGroupMember(db, groupId: groupId, memberId: info.memberId, role: .observer, category: .pre, status: .announced,
+                                                    profile: profile, now: now)
+                }
+            }
+            await performOwnerEffects(groupId, effects)
+        } catch {
+            reportChannelRefusal(groupId, error)
+        }
+    }
+
+    /// `/_send #<groupId> json …` in a channel the user owns: each message is posted as the channel
+    /// (`asGroup`), signed, to every active relay; stored as the user's item. Nil when the group is
+    /// not a channel the user owns.
+    func sendChannelPosts(groupId: Int64, messages: [JSONValue]) async throws -> ChatResponse? {
+        guard let c = try await channelRecord(groupId) else { return nil }
+        guard c.role == ChannelRecord.Role.owner.rawValue else { throw ChatFailure.command("only a channel's owner posts in it") }
+        let (u, view) = try await groupAndUser(groupId)
+        var contents: [JSONValue] = []
+        for m in messages {
+            guard let json = m["msgContent"], (try? PeerInput.content(json)) != nil else {
+                throw ChatFailure.command("each message needs a msgContent object with a type")
+            }
+            contents.append(json)
+        }
+        try requireStarted()
+        var stored: [GroupItemRecord] = []
+        for json in contents {
+            let msgId = ChatMessage.newMessageId()
+            var first: String? = msgId
+            let effects: [ChannelOwnerEffect]
+            do {
+                await lockChannel(groupId)
+                defer { unlockChannel(groupId) }
+                var state = try await ownerState(groupId)
+                do {
+                    effects = try state.handle(.post(content: json, asGroup: true)) {
+                        if let id = first { first = nil; return id }
+                        return ChatMessage.newMessageId()
+                    }
+                } catch { throw ChatFailure(error) }
+                channelRuntime.owners[groupId] = state
+            }
+            let now = Timestamp.now()
+            let text = json.description
+            let userId = u.id
+            let item = try await dbWrite { db -> GroupItemRecord in
+                var item = GroupItemRecord(userId: userId, groupId: groupId, memberRowId: nil, content: text, sharedMsgId: msgId, status: .sndSent,
+                                           blocked: false, createdAt: now)
+                try item.insert(db)
+                _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("chat_ts").set(to: now))
+                return item
+            }
+            stored.append(item)
+            await performOwnerEffects(groupId, effects)
+        }
+        let info = channelInfo(view, c)
+        let items = try await groupItemModels(stored, view: view).map { AChatItem(chatInfo: .group(groupInfo: info), chatItem: $0) }
+        return .newChatItems(user: userModel(u), chatItems: items)
+    }
+
+    // MARK: - Subscriber
+
+    /// `/_leave #<groupId>` of a subscriber: a signed `x.grp.leave` to every connected relay (each
+    /// forwards it to the owner: `leftMember` there), then every connection of the channel is
+    /// deleted (`leftMemberUser`). Nil for a group that is no channel the user subscribes to.
+    func leaveChannel(groupId: Int64) async throws -> ChatResponse? {
+        guard let c = try await channelRecord(groupId), c.role == ChannelRecord.Role.subscriber.rawValue else { return nil }
+        let (u, _) = try await groupAndUser(groupId)
+        try requireStarted()
+        let effects = try await runSubscriber(groupId, .leave)
+        let now = Timestamp.now()
+        try await dbWrite { db in
+            _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == c.memberId)
+                .updateAll(db, Column("status").set(to: GroupProtocol.GroupMemberStatus.left.rawValue), Column("updated_at").set(to: now))
+        }
+        await performSubscriberEffects(groupId, effects)
+        let view = try await groupView(groupId)
+        return .group(.leftMemberUser(UserGroup(user: userModel(u), groupInfo: channelInfo(view, c))))
+    }
+
+    /// Deletes every agent connection of a channel (its queues go from their relays; what their
+    /// outboxes hold is delivered first).
+    func deleteChannelConnections(_ groupId: Int64) async throws {
+        let conns = try await dbRead { db in
+            try ChannelMemberRecord.filter(ChannelMemberRecord.Columns.groupId == groupId && ChannelMemberRecord.Columns.agentConnId != nil).fetchAll(db)
+                .compactMap(\.agentConnId)
+        }
+        for conn in conns {
+            do { try await agent.deleteConnection(conn) } catch let e as AgentError where e.code == .unknownConnection {}
+            try await dbWrite { db in
+                _ = try ChannelMemberRecord.filter(ChannelMemberRecord.Columns.agentConnId == conn)
+                    .updateAll(db, ChannelMemberRecord.Columns.agentConnId.set(to: nil as Int64?), Column("connected").set(to: false))
+            }
+            channelRuntime.connections?[conn] = nil
+        }
+    }
+
+    /// A channel link's data; a link that names none (not found, or not a channel's) is `invalidConnReq`.
+    private func channelLinkWithData(_ short: ShortLink) async throws -> (ResolvedShortLink, ShortLinkData, Ed25519.PublicKey) {
+        let resolved: ResolvedShortLink
+        do { resolved = try await agent.resolveWithData(short) } catch let e as AgentError where e.code == .badLink || e.code == .linkNotFound {
+            throw ChatFailure.chat(.invalidConnReq)
+        } catch let e as AgentError {
+            throw Self.failure(e)
+        }
+        guard let data = resolved.data, let root = resolved.rootKey else { throw ChatFailure.chat(.invalidConnReq) }
+        return (resolved, data, root)
+    }
+
+    /// A `/c` link given to `/_connect plan`: `groupLink` `ok` with the link's relays and the
+    /// channel's profile, `ownLink` for the owner's own channel, `known` once joined.
+    func channelPlan(user u: UserRow, short: ShortLink) async throws -> ChatResponse {
+        let link = short.description
+        let mine = try await dbRead { db in
+            try ChannelRecord.filter(Column("channel_link") == link).fetchAll(db)
+        }
+        for c in mine {
+            guard let view = try? await groupView(c.groupId), view.group.userId == u.id else { continue }
+            let info = channelInfo(view, c)
+            let plan: GroupLinkPlan = c.role == ChannelRecord.Role.owner.rawValue ? .ownLink(groupInfo: info) : .known(groupInfo: info)
+            return .connectionPlan(user: userModel(u), connLink: CreatedConnLink(connFullLink: c.fullLink ?? link, connShortLink: link), connectionPlan: .groupLink(plan))
+        }
+        let (resolved, data, root) = try await channelLinkWithData(short)
+        let group: GroupShortLinkData
+        do { group = try GroupShortLinkData(bytes: data.userData) } catch { throw ChatFailure(error) }
+        let info = GroupShortLinkInfo(direct: data.direct, groupRelays: data.relays.map(\.description), publicGroupId: Base64URL.encode(Digest.sha256(root.bytes)))
+        return .connectionPlan(user: userModel(u), connLink: CreatedConnLink(connFullLink: resolved.link.description, connShortLink: link),
+                               connectionPlan: .groupLink(.okChannel(groupSLinkInfo: info, groupSLinkData: Stored.json(String(decoding: group.bytes, as: UTF8.self)))))
+    }
+
+    /// `/connect` (or `/_connect <userId>`) with a `/c` link: the channel (as a group with its
+    /// profile from the link data), then `x.member` to every relay of the link
+    /// (`startedConnectionToGroup`). Each relay accepts with `x.grp.link.inv`; `userJoinedGroup`
+    /// follows per relay.
+    func joinChannel(user u: UserRow, short: ShortLink, incognito: Bool) async throws -> ChatResponse {
+        guard !incognito else { throw ChatFailure.command("joining a channel incognito is not supported yet") }
+        let link = short.description
+        let userId = u.id
+        let existing = try await dbRead { db in try ChannelRecord.filter(Column("channel_link") == link).fetchAll(db) }
+        for c in existing {
+            if let view = try? await groupView(c.groupId), view.group.userId == userId {
+                throw ChatFailure.chat(.groupDuplicateMember(contactName: view.group.localDisplayName))
+            }
+        }
+        let (resolved, raw, root) = try await channelLinkWithData(short)
+        let group: GroupShortLinkData
+        do { group = try GroupShortLinkData(bytes: raw.userData) } catch { throw ChatFailure(error) }
+        let owners = raw.owners.compactMap { o -> OwnerKey? in
+            MemberId(Base64URL.encode(o.ownerId)).map { OwnerKey(memberId: $0, key: MemberKey(o.key), profile: MemberProfile(displayName: "owner")) }
+        }
+        let data = ChannelLinkData(publicGroupId: Digest.sha256(root.bytes), profile: group.groupProfile, owners: owners,
+                                   relays: raw.relays.map(\.description), publicMemberCount: group.publicMemberCount ?? 0)
+        let key = Ed25519.PrivateKey()
+        let memberId = Self.newMemberId()
+        let own = try Self.memberProfile(u.profile)
+        let (state, effects): (ChannelSubscriberState, [ChannelSubscriberEffect])
+        do { (state, effects) = try ChannelSubscriberState.joining(data, channelLink: link, memberId: memberId, ownProfile: own, key: key) } catch {
+            throw ChatFailure(error)
+        }
+        let now = Timestamp.now()
+        let ownText = try Stored.text(u.profile)
+        let profileText = data.profile.json.description
+        let record = ChannelRecord(groupId: 0, role: ChannelRecord.Role.subscriber.rawValue, channelLink: link, publicGroupId: Base64URL.encode(data.publicGroupId),
+                                   memberId: memberId.text, memberKey: Base64URL.encode(key.secretBytes), fullLink: resolved.link.description,
+                                   owners: Self.ownerKeysJSON(owners).description, createdAt: now)
+        let groupId = try await dbWrite { db -> Int64 in
+            let local = try LocalNames.reserve(db, userId: userId, displayName: data.profile.displayName)
+            var g = GroupRecord(userId: userId, localDisplayName: local, profile: profileText, createdAt: now, updatedAt: now, chatTs: now, viaLink: link)
+            try g.insert(db)
+            let gid = g.id!
+            var me = GroupMemberRecord(groupId: gid, memberId: memberId.text, role: GroupProtocol.GroupMemberRole.observer.name,
+                                       status: GroupProtocol.GroupMemberStatus.accepted.rawValue, category: GroupProtocol.GroupMemberCategory.user.rawValue,
+                                       profile: ownText, blocked: false, createdAt: now, updatedAt: now)
+            me.localDisplayName = try UserRecord.fetchOne(db, key: userId)?.localDisplayName
+            try me.insert(db)
+            var c = record
+            c.groupId = gid
+            try c.insert(db)
+            return gid
+        }
+        channelRuntime.subscribers[groupId] = state
+        // Each relay's link data, then `x.member` to it; the first relay joined before answering.
+        await performSubscriberEffects(groupId, effects)
+        let view = try await groupView(groupId)
+        guard let c = try await channelRecord(groupId) else { throw ChatFailure.store(.groupNotFound(groupId: groupId)) }
+        return .channel(.startedConnectionToGroup(UserGroup(user: userModel(u), groupInfo: channelInfo(view, c))))
+    }
+
+    /// The subscriber's machine, restored from the store on first use.
+    func subscriberState(_ groupId: Int64) async throws -> ChannelSubscriberState {
+        if let s = channelRuntime.subscribers[groupId] { return s }
+        guard let c = try await channelRecord(groupId), c.role == ChannelRecord.Role.subscriber.rawValue else {
+            throw ChatFailure.store(.groupNotFound(groupId: groupId))
+        }
+        let view = try await groupView(groupId)
+        let u = try await user(view.group.userId)
+        guard let memberId = MemberId(c.memberId), let pg = c.publicGroupId.flatMap(Base64URL.decode),
+              let profile = Stored.json(view.group.profile).flatMap({ try? GroupProtocol.GroupProfile(json: $0) }) else {
+            throw ChatFailure.chat(.groupInternal(message: "channel \(groupId) is stored incompletely"))
+        }
+        let members = try await dbRead { db in
+            try ChannelMemberRecord.filter(ChannelMemberRecord.Columns.groupId == groupId && Column("kind") == "relay").fetchAll(db)
+        }
+        let relays = members.compactMap { m -> SubscriberRelay? in
+            guard let id = MemberId(m.memberId), let st = SubscriberRelay.Status(rawValue: m.status), let link = m.relayLink else { return nil }
+            let p = view.record(id).flatMap { Stored.json($0.profile) }.flatMap { try? MemberProfile(json: $0) } ?? MemberProfile(displayName: "relay")
+            return SubscriberRelay(memberId: id, link: link, profile: p, status: st)
+        }
+        let state = ChannelSubscriberState(publicGroupId: pg, channelLink: c.channelLink, memberId: memberId, ownProfile: try Self.memberProfile(u.profile),
+                                           profile: profile, owners: Stored.json(c.owners).map(Self.ownerKeys) ?? [], key: try Self.privateKey(c.memberKey),
+                                           requireSignedContent: true, relays: relays)
+        if let s = channelRuntime.subscribers[groupId] { return s }
+        channelRuntime.subscribers[groupId] = state
+        return state
+    }
+
+    @discardableResult
+    func runSubscriber(_ groupId: Int64, _ input: ChannelSubscriberInput) async throws -> [ChannelSubscriberEffect] {
+        await lockChannel(groupId)
+        defer { unlockChannel(groupId) }
+        var state = try await subscriberState(groupId)
+        let effects: [ChannelSubscriberEffect]
+        do { effects = try state.handle(input, newMessageId: ChatMessage.newMessageId) } catch {
+            channelRuntime.subscribers[groupId] = state // a refused forward counts against its relay
+            throw ChatFailure(error)
+        }
+        let now = Timestamp.now()
+        let snapshot = state
+        let user = try await groupView(groupId).group.userId
+        let items = try await dbWrite { db -> [(Int64, ContentSender)] in
+            var items: [(Int64, ContentSender)] = []
+            for e in effects {
+                switch e {
+                case let .saveRelay(r):
+                    var m = try ChannelMemberRecord.filter(ChannelMemberRecord.Columns.groupId == groupId && ChannelMemberRecord.Columns.memberId == r.memberId.text).fetchOne(db)
+                        ?? ChannelMemberRecord(groupId: groupId, memberId: r.memberId.text, kind: "relay", status: r.status.rawValue)
+                    m.status = r.status.rawValue
+                    m.relayLink = r.link
+                    m.connected = r.status == .connected
+                    try m.save(db)
+                    let status: GroupProtocol.GroupMemberStatus = switch r.status {
+                    case .joining: .accepted
+                    case .accepted: .accepted
+                    case .connected: .connected
+                    case .gone: .removed
+                    }
+                    try Self.saveChannelGroupMember(db, groupId: groupId, memberId: r.memberId, role: .relay, category: .host, status: status, profile: r.profile, now: now)
+                case let .saveProfile(p):
+                    _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("profile").set(to: p.json.description), Column("updated_at").set(to: now))
+                case let .applyContent(env, sender, relay, _):
+                    guard env.event == "x.msg.new", let content = env.params["content"], let msgId = env.msgId else { continue }
+                    // The store's dedup across relays (and restarts): (author, shared msg id).
+                    let author = switch sender {
+                    case .channel: "#channel"
+                    case let .member(id): id.text
+                    }
+                    try GroupMsgRecord(groupId: groupId, authorMemberId: author, sharedMsgId: msgId).insert(db, onConflict: .ignore)
+                    guard db.changesCount > 0 else { continue }
+                    let rows = GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId)
+                    let authorRow: Int64? = switch sender {
+                    case .channel: try rows.filter(GroupMemberRecord.Columns.memberId == relay.text).fetchOne(db)?.id
+                    case let .member(id): try rows.filter(GroupMemberRecord.Columns.memberId == id.text).fetchOne(db)?.id
+                    }
+                    let relayRow = try rows.filter(GroupMemberRecord.Columns.memberId == relay.text).fetchOne(db)?.id
+                    var item = GroupItemRecord(userId: user, groupId: groupId, memberRowId: authorRow ?? relayRow, forwardedByRowId: relayRow,
+                                               content: content.description, sharedMsgId: msgId, status: .rcvNew, blocked: false, createdAt: now)
+                    try item.insert(db)
+                    _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("chat_ts").set(to: now))
+                    items.append((item.id!, sender))
+                default: break
+                }
+            }
+            guard var c = try ChannelRecord.fetchOne(db, key: groupId) else { return items }
+            c.owners = Self.ownerKeysJSON(Array(snapshot.owners.values)).description
+            try c.update(db)
+            if !snapshot.connectedRelays.isEmpty {
+                _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == snapshot.memberId.text)
+                    .updateAll(db, Column("status").set(to: GroupProtocol.GroupMemberStatus.connected.rawValue))
+            }
+            return items
+        }
+        channelRuntime.subscribers[groupId] = state
+        if !items.isEmpty { try await reportChannelItems(groupId, items) }
+        return effects
+    }
+
+    /// `newChatItems` for posts a subscriber took: `channelRcv` when posted as the channel.
+    private func reportChannelItems(_ groupId: Int64, _ items: [(Int64, ContentSender)]) async throws {
+        let view = try await groupView(groupId)
+        guard let c = try await channelRecord(groupId) else { return }
+        let u = try await user(view.group.userId)
+        let ids = items.map(\.0)
+        let records = try await dbRead { db in try GroupItemRecord.filter(ids.contains(GroupItemRecord.Columns.id)).order(GroupItemRecord.Columns.id).fetchAll(db) }
+        let info = channelInfo(view, c)
+        // As the channel: stored as brought by the relay, shown `channelRcv` (``groupItemModel``).
+        let models = try await groupItemModels(records, view: view)
+        sink.yield(.newChatItems(user: userModel(u), chatItems: models.map { AChatItem(chatInfo: .group(groupInfo: info), chatItem: $0) }))
+    }
+
+    func feedSubscriber(_ groupId: Int64, _ input: ChannelSubscriberInput) async {
+        do {
+            let effects = try await runSubscriber(groupId, input)
+            await performSubscriberEffects(groupId, effects)
+        } catch {
+            reportChannelRefusal(groupId, error)
+        }
+    }
+
+    func performSubscriberEffects(_ groupId: Int64, _ effects: [ChannelSubscriberEffect]) async {
+        for effect in effects {
+            do {
+                switch effect {
+                case .saveRelay, .saveProfile, .applyContent: break
+                case let .fetchRelayLinkData(link):
+                    let (entity, profile, _) = try await relayLinkData(link)
+                    await feedSubscriber(groupId, .relayLinkData(link: link, linkEntityId: entity, relayProfile: profile))
+                case let .joinRelay(id, link, info):
+                    let (_, _, full) = try await relayLinkData(link)
+                    let body = try GroupMessage.encode(info, asConnInfo: true)
+                    try await trackingJoin { () async throws -> ((), Int64) in
+                        let conn = try await agentCall { try await agent.joinAddress(full, info: body, autoAllow: false) }
+                        try await setChannelConnection(conn, groupId: groupId, member: id)
+                        return ((), conn)
+                    }
+                case let .allowConnection(id, info):
+                    if let conn = try await channelMemberConn(groupId, id) {
+                        let body = try GroupMessage.encode(info, asConnInfo: true)
+                        try await agentCall { try await agent.allow(conn, info: body) }
+                    }
+                case let .send(item, to):
+                    if let conn = try await channelMemberConn(groupId, to) {
+                        _ = try await agentCall { try await agent.send(conn, try ChannelBatch.encode([item])) }
+                    }
+                case let .deleteConnection(id):
+                    if let conn = try await channelMemberConn(groupId, id) {
+                        do { try await agent.deleteConnection(conn) } catch let e as AgentError where e.code == .unknownConnection {}
+                        channelRuntime.connections?[conn] = nil
+                    }
+                case .deleteAllConnections:
+                    try await deleteChannelConnections(groupId)
+                case let .emit(e):
+                    try await reportSubscriberEvent(groupId, e)
+                }
+            } catch {
+                reportChannelRefusal(groupId, error)
+            }
+        }
+    }
+
+    /// A relay's per-channel link: its member id and profile from the link data, and the full
+    /// link to join.
+    private func relayLinkData(_ link: String) async throws -> (MemberId, MemberProfile, ContactAddressLink) {
+        let short: ShortLink
+        do { short = try ShortLink(parsing: link) } catch { throw ChatFailure(ChannelError(.invalidLink, "the relay's link cannot be read: \(error)")) }
+        guard short.kind == .group else { throw ChatFailure(ChannelError(.invalidLink, "a relay's channel link is a group link (/g)")) }
+        let resolved = try await agentCall { try await agent.resolveWithData(short) }
+        guard case let .contact(full) = resolved.link, let data = resolved.data,
+              let json = try? JSONValue.parse(utf8: data.userData, maxDepth: 8, maxBytes: 8192),
+              let id = json["relayMemberId"]?.stringValue.flatMap(MemberId.init) else {
+            throw ChatFailure(ChannelError(.linkDataMismatch, "the relay's link data names no member"))
+        }
+        let profile = json["relayProfile"].flatMap { try? MemberProfile(json: $0) } ?? MemberProfile(displayName: "relay")
+        return (id, profile, full)
+    }
+
+    private func reportSubscriberEvent(_ groupId: Int64, _ e: ChannelEvent) async throws {
+        let view = try await groupView(groupId)
+        guard let c = try await channelRecord(groupId) else { return }
+        let u = try await user(view.group.userId)
+        let info = channelInfo(view, c)
+        switch e {
+        case let .groupLinkConnecting(relay):
+            guard let h = view.member(relay) else { return }
+            sink.yield(.group(.groupLinkConnecting(UserJoinedGroup(user: userModel(u), groupInfo: info, hostMember: h))))
+        case let .userJoinedGroup(host):
+            guard let h = view.member(host) else { return }
+            sink.yield(.group(.userJoinedGroup(UserJoinedGroup(user: userModel(u), groupInfo: info, hostMember: h))))
+        case let .messageRejected(relay, reason):
+            logger.info("a channel message was refused", metadata: ["group": "\(groupId)", "relay": "\(relay)", "reason": "\(reason.text)"])
+        default:
+            logger.debug("a channel event is not reported yet", metadata: ["group": "\(groupId)", "event": "\(e)"])
+        }
+    }
+}
