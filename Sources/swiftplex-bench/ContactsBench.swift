@@ -22,26 +22,31 @@ import SwiftplexSpawn
 struct ContactsBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "contacts",
-        abstract: "A bot with N contacts restarts: time until every queue is subscribed and idle memory, against a bare client subscribing the same queues.",
+        abstract: "A bot with N contacts restarts (time until every queue is subscribed, idle memory, against a bare client subscribing the same queues), then answers one contact while others load it.",
         discussion: """
             Prints, for each N: the set-up (N contacts made through the Chat API), the bot's restart \
             (a new process: databases opened, agent started, every queue subscribed) and its resident \
             memory when idle, the bare client's subscription of the same queues, and the ratio bare / bot \
             (goal ≥ 0.5; 1 would be a restart as fast as the subscriptions alone). A list \
-            (--contacts 1000,10000) prints how time and memory grow with N.
+            (--contacts 1000,10000) prints how time and memory grow with N. Last, the bot (in this \
+            process again) answers every text: one contact's probe round trips are timed idle, then while \
+            up to 1,000 other contacts send --load-rate messages a second.
             """
     )
 
     @Option(help: "Contact count(s): N, or a list such as 1000,10000.") var contacts: String = "1000,10000"
     @Option(help: "Invitations under way at once while making the contacts.") var window: Int = 64
     @Option(help: "Seconds without progress before giving up.") var stall: Int = 120
+    @Option(help: "Load phase: messages per second sent to the bot, spread over up to 1,000 of its contacts.") var loadRate: Int = 50
+    @Option(help: "Probe round trips (a message, then the bot's answer) in each of the idle and the loaded phase.") var probes: Int = 50
 
     var sizes: [Int] { contacts.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
 
     func validate() throws {
         let list = contacts.split(separator: ",")
         guard !list.isEmpty, sizes.count == list.count, sizes.allSatisfy({ $0 >= 1 }) else { throw ValidationError("--contacts: positive counts, comma-separated") }
-        guard window > 0, stall > 0 else { throw ValidationError("--window and --stall must be positive") }
+        guard window > 0, stall > 0, loadRate > 0, probes > 0 else { throw ValidationError("--window, --stall, --load-rate and --probes must be positive") }
+        guard sizes.allSatisfy({ $0 >= 2 }) else { throw ValidationError("--contacts: at least 2 (a probe and a loader)") }
     }
 
     struct Result {
@@ -49,6 +54,7 @@ struct ContactsBench: AsyncParsableCommand {
         var setupSeconds: Double
         var restart: ChildReport
         var bare: ChildReport
+        var probe: ProbeResult
         var ratio: Double { bare.seconds / restart.seconds }
     }
 
@@ -64,6 +70,13 @@ struct ContactsBench: AsyncParsableCommand {
         for r in results {
             print(String(format: "%7d  %8.1f  %10.2f  %7.2f  %19.2f  %16.1f  %12.1f",
                          r.n, r.setupSeconds, r.restart.seconds, r.bare.seconds, r.ratio, r.restart.idleMB, r.bare.idleMB))
+        }
+        print("\nan answer under load (one contact's message → the bot's answer; load: --load-rate messages/s from up to 1,000 others):")
+        print("      N   loaders   load sent/s   answered/s   idle p50/p99 ms    loaded p50/p99 ms   ratio p50")
+        for r in results {
+            let p = r.probe
+            print(String(format: "%7d  %8d  %12.1f  %11.1f  %7.1f / %7.1f  %8.1f / %8.1f  %9.2f",
+                         r.n, p.loaders, p.sentPerSecond, p.answeredPerSecond, p.idle.p50ms, p.idle.p99ms, p.loaded.p50ms, p.loaded.p99ms, p.loaded.p50ms / p.idle.p50ms))
         }
         if results.count > 1, let first = results.first, let last = results.last {
             let grow = Double(last.n) / Double(first.n)
@@ -125,9 +138,111 @@ struct ContactsBench: AsyncParsableCommand {
         print(String(format: "  bare:    %.3f s for the same %d queues (one RelayConnection, pipelined SUBs); RSS %.1f MB",
                      bare.seconds, bare.queues, bare.idleMB))
         print(String(format: "  ratio bare / restart %.2f (goal ≥ 0.5)", bare.seconds / restart.seconds))
+        let probe = try await probeUnderLoad(prefix: prefix, peer: peer, server: server, logger: logger)
+        print(String(format: "  answer: idle p50 %.1f ms p99 %.1f ms; under load from %d contacts (%.1f msg/s sent, %.1f answered/s) p50 %.1f ms p99 %.1f ms",
+                     probe.idle.p50ms, probe.idle.p99ms, probe.loaders, probe.sentPerSecond, probe.answeredPerSecond, probe.loaded.p50ms, probe.loaded.p99ms))
         _ = await peer.execute("/_stop")
         await server.shutdown()
-        return Result(n: n, setupSeconds: setup, restart: restart, bare: bare)
+        return Result(n: n, setupSeconds: setup, restart: restart, bare: bare, probe: probe)
+    }
+
+    struct ProbeResult {
+        var loaders: Int
+        var idle: Summary
+        var loaded: Summary
+        var sentPerSecond: Double
+        var answeredPerSecond: Double
+    }
+
+    /// The bot, open again in this process, answers every text with the same text. One of the
+    /// peer's contacts sends probes one at a time (each waits for its answer): first with nothing
+    /// else going on, then while up to 1,000 other contacts send `--load-rate` messages a second.
+    private func probeUnderLoad(prefix: String, peer: ChatAPI, server: RelayServer, logger: Logger) async throws -> ProbeResult {
+        let controller = try ChatController(prefix: prefix, defaultRelays: [server.address], logger: logger)
+        let bot = ChatAPI(controller: controller)
+        let botTask = Task { try await controller.run() }
+        defer { botTask.cancel() }
+        try ChatBench.expect(await bot.execute("/_start"), "chatStarted")
+        let echo = Task {
+            for await event in bot.events where event["type"]?.stringValue == "newChatItems" {
+                guard case let .array(items)? = event["chatItems"] else { continue }
+                for item in items where item["chatItem"]?["content"]?["type"]?.stringValue == "rcvMsgContent" {
+                    guard let contactId = item["chatInfo"]?["contact"]?["contactId"]?.intValue,
+                          let text = item["chatItem"]?["content"]?["msgContent"]?["text"]?.stringValue else { continue }
+                    _ = await bot.execute("/_send @\(contactId) json \(ChatBench.textMessage(text))")
+                }
+            }
+        }
+        defer { echo.cancel() }
+
+        let listed = await peer.execute("/_contacts 1")
+        guard case let .array(contacts)? = listed["contacts"] else { throw BenchFailure("no contacts: \(listed)") }
+        let ids = contacts.compactMap { $0["contactId"]?.intValue }
+        guard ids.count >= 2 else { throw BenchFailure("the peer has \(ids.count) contacts") }
+        let probeId = ids[0], loaders = Array(ids.dropFirst().prefix(1000))
+
+        // The peer's answers: probes to the waiting prober, load answers counted.
+        let (answers, answer) = AsyncStream.makeStream(of: UInt64.self)
+        let answered = NIOLockedValueBox(0)
+        let listener = Task {
+            for await event in peer.events where event["type"]?.stringValue == "newChatItems" {
+                guard case let .array(items)? = event["chatItems"] else { continue }
+                for item in items where item["chatItem"]?["content"]?["type"]?.stringValue == "rcvMsgContent" {
+                    let text = item["chatItem"]?["content"]?["msgContent"]?["text"]?.stringValue ?? ""
+                    if text.hasPrefix("probe "), let stamp = UInt64(text.dropFirst(6)) {
+                        answer.yield(monotonicNanos() &- stamp)
+                    } else if text.hasPrefix("load ") {
+                        answered.withLockedValue { $0 += 1 }
+                    }
+                }
+            }
+        }
+        defer { listener.cancel() }
+        var inbox = answers.makeAsyncIterator()
+        let stallLimit = Duration.seconds(stall)
+        func probeRound(_ count: Int) async throws -> Summary {
+            let recorder = Recorder(capacity: count)
+            let start = ContinuousClock.now
+            for _ in 0..<count {
+                try ChatBench.expect(await peer.execute("/_send @\(probeId) json \(ChatBench.textMessage("probe \(monotonicNanos())"))"), "newChatItems")
+                let timer = Task { try await Task.sleep(for: stallLimit); answer.yield(0) }
+                let latency = await inbox.next()
+                timer.cancel()
+                guard let latency, latency != 0 else { throw BenchFailure("no answer to a probe in \(stall) s") }
+                recorder.record(latency)
+            }
+            return recorder.summary(elapsed: ContinuousClock.now - start)
+        }
+
+        // Warm-up, not counted: the first answers wait behind the peer's events from the set-up
+        // (its listener starts here and reads them all first).
+        _ = try await probeRound(5)
+        let idle = try await probeRound(probes)
+        let sentCount = NIOLockedValueBox(0)
+        let rate = loadRate
+        let load = Task {
+            let interval = Duration.seconds(1) / rate
+            var next = ContinuousClock.now, i = 0
+            while !Task.isCancelled {
+                next += interval
+                let id = loaders[i % loaders.count]
+                i += 1
+                _ = await peer.execute("/_send @\(id) json \(ChatBench.textMessage("load \(monotonicNanos())"))")
+                sentCount.withLockedValue { $0 += 1 }
+                try? await Task.sleep(until: next, clock: .continuous)
+            }
+        }
+        // Two seconds of load before measuring, so that the probes meet a steady state.
+        try await Task.sleep(for: .seconds(2))
+        let (sent0, answered0, start) = (sentCount.withLockedValue { $0 }, answered.withLockedValue { $0 }, ContinuousClock.now)
+        let loaded = try await probeRound(probes)
+        let elapsed = (ContinuousClock.now - start).seconds
+        let (sent1, answered1) = (sentCount.withLockedValue { $0 }, answered.withLockedValue { $0 })
+        load.cancel()
+        _ = await load.result
+        _ = await bot.execute("/_stop")
+        return ProbeResult(loaders: loaders.count, idle: idle, loaded: loaded,
+                           sentPerSecond: Double(sent1 - sent0) / elapsed, answeredPerSecond: Double(answered1 - answered0) / elapsed)
     }
 }
 
