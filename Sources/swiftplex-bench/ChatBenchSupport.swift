@@ -42,6 +42,21 @@ enum ChatBench {
         try expect(await joiner.execute("/_connect 1 \(link)"), "sentConfirmation")
     }
 
+    /// An echo bot: every text a contact sends `bot` is sent back to that contact, until the
+    /// task is cancelled. Reads `bot`'s events (their one consumer).
+    static func answerEveryText(_ bot: ChatAPI) -> Task<Void, Never> {
+        Task {
+            for await event in bot.events where event["type"]?.stringValue == "newChatItems" {
+                guard case let .array(items)? = event["chatItems"] else { continue }
+                for item in items where item["chatItem"]?["content"]?["type"]?.stringValue == "rcvMsgContent" {
+                    guard let contactId = item["chatInfo"]?["contact"]?["contactId"]?.intValue,
+                          let text = item["chatItem"]?["content"]?["msgContent"]?["text"]?.stringValue else { continue }
+                    _ = await bot.execute("/_send @\(contactId) json \(textMessage(text))")
+                }
+            }
+        }
+    }
+
     /// The `json` argument of `/_send` for one text message.
     static func textMessage(_ text: String) -> JSONValue {
         .array([.object([("msgContent", .object([("type", .string("text")), ("text", .string(text))])), ("mentions", .object([]))])])

@@ -163,16 +163,7 @@ struct ContactsBench: AsyncParsableCommand {
         let botTask = Task { try await controller.run() }
         defer { botTask.cancel() }
         try ChatBench.expect(await bot.execute("/_start"), "chatStarted")
-        let echo = Task {
-            for await event in bot.events where event["type"]?.stringValue == "newChatItems" {
-                guard case let .array(items)? = event["chatItems"] else { continue }
-                for item in items where item["chatItem"]?["content"]?["type"]?.stringValue == "rcvMsgContent" {
-                    guard let contactId = item["chatInfo"]?["contact"]?["contactId"]?.intValue,
-                          let text = item["chatItem"]?["content"]?["msgContent"]?["text"]?.stringValue else { continue }
-                    _ = await bot.execute("/_send @\(contactId) json \(ChatBench.textMessage(text))")
-                }
-            }
-        }
+        let echo = ChatBench.answerEveryText(bot)
         defer { echo.cancel() }
 
         let listed = await peer.execute("/_contacts 1")

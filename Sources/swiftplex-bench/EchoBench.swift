@@ -135,16 +135,7 @@ struct EchoBench: AsyncParsableCommand {
         var clientInbox = clientEvents.makeAsyncIterator()
 
         // The bot: each text from a contact is sent back to that contact.
-        let botTask = Task {
-            for await event in bot.events where event["type"]?.stringValue == "newChatItems" {
-                guard case let .array(items)? = event["chatItems"] else { continue }
-                for item in items where item["chatItem"]?["content"]?["type"]?.stringValue == "rcvMsgContent" {
-                    guard let contactId = item["chatInfo"]?["contact"]?["contactId"]?.intValue,
-                          let text = item["chatItem"]?["content"]?["msgContent"]?["text"]?.stringValue else { continue }
-                    _ = await bot.execute("/_send @\(contactId) json \(ChatBench.textMessage(text))")
-                }
-            }
-        }
+        let botTask = ChatBench.answerEveryText(bot)
         defer { botTask.cancel() }
 
         try await ChatBench.invite(bot, client)
