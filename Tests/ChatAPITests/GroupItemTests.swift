@@ -11,23 +11,6 @@ import Testing
 /// joiner, blocked members' items, `messages=on` removal): three engines on a live relay, driven
 /// by the bot API's command strings, waiting for the events they expect.
 extension GroupTests {
-    /// anna (owner) with ben and cara (members), all three connected to each other; the group's id in each.
-    func threeMemberGroup(_ anna: ChatAPI, _ annaIn: ChatInbox, _ ben: ChatAPI, _ benIn: ChatInbox, _ cara: ChatAPI,
-                          _ caraIn: ChatInbox) async throws -> (Int, Int, Int) {
-        await startUser(anna, "anna")
-        await startUser(ben, "ben")
-        await startUser(cara, "cara")
-        let (benInAnna, _) = try await connect(anna, annaIn, "anna", ben, benIn, "ben")
-        let (caraInAnna, _) = try await connect(anna, annaIn, "anna", cara, caraIn, "cara")
-        let g = try await createGroup(anna, "club")
-        let bg = try await addAndJoin(anna, group: g, contact: benInAnna, ben, benIn)
-        _ = try await annaIn.next("joinedGroupMember")
-        let cg = try await addAndJoin(anna, group: g, contact: caraInAnna, cara, caraIn)
-        _ = try await benIn.next("connectedToGroupMember")
-        _ = try await caraIn.next("connectedToGroupMember")
-        return (g, bg, cg)
-    }
-
     func itemId(_ json: JSONValue) -> Int? { json["chatItems"]?.arrayFirst?["chatItem"]?["meta"]?["itemId"]?.intValue }
 
     func itemText(_ json: JSONValue?) -> String? { json?["chatItem"]?["content"]?["msgContent"]?["text"]?.stringValue }
@@ -55,7 +38,8 @@ extension GroupTests {
             try await withEngine(dir, "anna", relays: [relay.address]) { anna, annaIn in
                 try await withEngine(dir, "ben", relays: [relay.address]) { ben, benIn in
                     try await withEngine(dir, "cara", relays: [relay.address]) { cara, caraIn in
-                        let (g, bg, cg) = try await threeMemberGroup(anna, annaIn, ben, benIn, cara, caraIn)
+                        for (api, name) in [(anna, "anna"), (ben, "ben"), (cara, "cara")] { await startUser(api, name) }
+                        let (g, bg, cg) = try await clubOfThree(anna, annaIn, ben, benIn, cara, caraIn)
                         // Ben becomes a moderator.
                         let benInAnna = try await memberId(anna, group: g, "ben")
                         #expect(await anna.execute("/_member role #\(g) \(benInAnna) moderator")["type"]?.stringValue == "membersRoleUser")

@@ -59,6 +59,21 @@ import Testing
         return joined
     }
 
+    /// "club": anna (owner) with ben and cara (members), invited and joined, ben and cara connected
+    /// to each other (users started by the caller); the group's id at anna, ben and cara.
+    func clubOfThree(_ anna: ChatAPI, _ annaIn: ChatInbox, _ ben: ChatAPI, _ benIn: ChatInbox, _ cara: ChatAPI, _ caraIn: ChatInbox)
+        async throws -> (anna: Int, ben: Int, cara: Int) {
+        let (benInAnna, _) = try await connect(anna, annaIn, "anna", ben, benIn, "ben")
+        let (caraInAnna, _) = try await connect(anna, annaIn, "anna", cara, caraIn, "cara")
+        let g = try await createGroup(anna, "club")
+        let bg = try await addAndJoin(anna, group: g, contact: benInAnna, ben, benIn)
+        _ = try await annaIn.next("joinedGroupMember")
+        let cg = try await addAndJoin(anna, group: g, contact: caraInAnna, cara, caraIn)
+        _ = try await benIn.next("connectedToGroupMember", where: { $0["member"]?["memberProfile"]?["displayName"]?.stringValue == "cara" })
+        _ = try await caraIn.next("connectedToGroupMember", where: { $0["member"]?["memberProfile"]?["displayName"]?.stringValue == "ben" })
+        return (g, bg, cg)
+    }
+
     func memberId(_ api: ChatAPI, group: Int, _ name: String) async throws -> Int {
         let members = await api.execute("/_members #\(group)")
         guard case let .array(list)? = members["group"]?["members"] else { throw TestFailure("no members: \(members)") }

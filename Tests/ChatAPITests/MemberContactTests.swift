@@ -25,26 +25,13 @@ import Testing
 
     func directText(_ event: JSONValue) -> String? { ChatTestSupport.text(event["chatItems"]?.arrayFirst) }
 
-    /// A group of anna (owner) with ben and cara, invited and joined, ben and cara connected to each other.
-    func clubOfThree(_ anna: ChatAPI, _ annaIn: ChatInbox, _ ben: ChatAPI, _ benIn: ChatInbox, _ cara: ChatAPI, _ caraIn: ChatInbox)
-        async throws -> (anna: Int, ben: Int, cara: Int) {
-        let (benInAnna, _) = try await g.connect(anna, annaIn, "anna", ben, benIn, "ben")
-        let (caraInAnna, _) = try await g.connect(anna, annaIn, "anna", cara, caraIn, "cara")
-        let gid = try await g.createGroup(anna, "club")
-        let bg = try await g.addAndJoin(anna, group: gid, contact: benInAnna, ben, benIn)
-        let cg = try await g.addAndJoin(anna, group: gid, contact: caraInAnna, cara, caraIn)
-        _ = try await benIn.next("connectedToGroupMember", where: { $0["member"]?["memberProfile"]?["displayName"]?.stringValue == "cara" })
-        _ = try await caraIn.next("connectedToGroupMember", where: { $0["member"]?["memberProfile"]?["displayName"]?.stringValue == "ben" })
-        return (gid, bg, cg)
-    }
-
     @Test func twoMembersOpenADirectChatThroughTheirGroup() async throws {
         try await withLiveRelay { dir, relay in
             try await withEngine(dir, "anna", relays: [relay.address]) { anna, annaIn in
                 try await withEngine(dir, "ben", relays: [relay.address]) { ben, benIn in
                     try await withEngine(dir, "cara", relays: [relay.address]) { cara, caraIn in
                         for (api, name) in [(anna, "anna"), (ben, "ben"), (cara, "cara")] { await startUser(api, name) }
-                        let (_, bg, cg) = try await clubOfThree(anna, annaIn, ben, benIn, cara, caraIn)
+                        let (_, bg, cg) = try await g.clubOfThree(anna, annaIn, ben, benIn, cara, caraIn)
                         let caraRow = try #require(await member(ben, group: bg, "cara")?["groupMemberId"]?.intValue)
 
                         // Typed errors first: unknown member, a member that is a contact already (the host).
@@ -138,7 +125,7 @@ import Testing
                 try await withEngine(dir, "ben", relays: [relay.address]) { ben, benIn in
                     try await withEngine(dir, "cara", relays: [relay.address]) { cara, caraIn in
                         for (api, name) in [(anna, "anna"), (ben, "ben"), (cara, "cara")] { await startUser(api, name) }
-                        let (gid, bg, cg) = try await clubOfThree(anna, annaIn, ben, benIn, cara, caraIn)
+                        let (gid, bg, cg) = try await g.clubOfThree(anna, annaIn, ben, benIn, cara, caraIn)
                         let caraRow = try #require(await member(ben, group: bg, "cara")?["groupMemberId"]?.intValue)
 
                         // The owner turns direct messages off; both members learn it.
@@ -192,7 +179,7 @@ import Testing
                 try await withEngine(dir, "ben", relays: [relay.address]) { ben, benIn in
                     try await withEngine(dir, "cara", relays: [relay.address]) { cara, caraIn in
                         for (api, name) in [(anna, "anna"), (ben, "ben"), (cara, "cara")] { await startUser(api, name) }
-                        let (gid, bg, cg) = try await clubOfThree(anna, annaIn, ben, benIn, cara, caraIn)
+                        let (gid, bg, cg) = try await g.clubOfThree(anna, annaIn, ben, benIn, cara, caraIn)
                         let updated = await ben.execute(#"/_profile 1 {"displayName": "benjamin", "fullName": "Ben B"}"#)
                         #expect(updated["type"]?.stringValue == "userProfileUpdated", "\(updated)")
                         for (inbox, who) in [(annaIn, "anna"), (caraIn, "cara")] {
@@ -281,7 +268,7 @@ import Testing
                 try await withEngine(dir, "ben", relays: [relay.address]) { ben, benIn in
                     let (bg, caraRow): (Int, Int) = try await withEngine(dir, "cara", relays: [relay.address]) { cara, caraIn in
                         for (api, name) in [(anna, "anna"), (ben, "ben"), (cara, "cara")] { await startUser(api, name) }
-                        let (_, bg, _) = try await clubOfThree(anna, annaIn, ben, benIn, cara, caraIn)
+                        let (_, bg, _) = try await g.clubOfThree(anna, annaIn, ben, benIn, cara, caraIn)
                         return (bg, try #require(await member(ben, group: bg, "cara")?["groupMemberId"]?.intValue))
                     }
                     // Cara is offline: the invitation waits for her.
