@@ -14,17 +14,6 @@ import Testing
 @Suite(.timeLimit(.minutes(3))) struct ChannelEngineTests: LiveRelaySuite {
     func chatError(_ r: JSONValue) -> JSONValue? { r["type"]?.stringValue == "chatCmdError" ? r["chatError"]?["errorType"] : nil }
 
-    /// Two relay users on one engine, each with its relay address (`/r`).
-    func relayAddresses(_ r: ChatAPI) async throws -> [String] {
-        var addresses: [String] = []
-        for (i, name) in ["relay1", "relay2"].enumerated() {
-            _ = await r.execute(ChannelTests.relayUser(name))
-            if i == 0 { _ = await r.execute("/_start") }
-            addresses.append(try #require(await r.execute("/_address \(i + 1)")["connLinkContact"]?["connShortLink"]?.stringValue))
-        }
-        return addresses
-    }
-
     /// `/_public group` makes the channel and invites both relays (`invited`); each relay checks
     /// the channel's link data, makes its own `/g` link and accepts; the owner checks the relay
     /// link, the connections come up, the owner publishes the relays' links and the relays are
@@ -33,7 +22,7 @@ import Testing
     @Test func anOwnerCreatesAChannelAndItsRelaysBecomeActive() async throws {
         try await withLiveRelay { dir, relay in
             try await withEngine(dir, "relays", relays: [relay.address]) { r, rIn in
-                let addresses = try await relayAddresses(r)
+                let addresses = try await makeRelayUsers(r)
                 try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
                     await startUser(o, "owner")
                     let set = await o.execute("/relays name=one \(addresses[0]) name=two \(addresses[1])")
@@ -96,7 +85,7 @@ import Testing
     @Test func aChannelThatCannotBeMadeLeavesNothing() async throws {
         try await withLiveRelay { dir, relay in
             try await withEngine(dir, "relays", relays: [relay.address]) { r, _ in
-                let addresses = try await relayAddresses(r)
+                let addresses = try await makeRelayUsers(r)
                 try await withEngine(dir, "owner", relays: [relay.address]) { o, _ in
                     await startUser(o, "owner")
                     let set = await o.execute("/relays name=one \(addresses[0]) name=two \(addresses[1])")
@@ -124,23 +113,6 @@ import Testing
         }
     }
 
-    /// Makes a channel with both relays of `r` and waits until both are active; returns its id and link.
-    func activeChannel(_ o: ChatAPI, _ oIn: ChatInbox, _ addresses: [String]) async throws -> (Int, String) {
-        await startUser(o, "owner")
-        let set = await o.execute("/relays name=one \(addresses[0]) name=two \(addresses[1])")
-        guard case let .array(relays)? = set["chatRelays"], relays.count == 2 else { throw TestFailure("\(set)") }
-        let ids = relays.compactMap { $0["chatRelayId"]?.intValue }.map(String.init).joined(separator: ",")
-        let created = await o.execute(#"/_public group 1 \#(ids) {"displayName": "news", "fullName": ""}"#)
-        let groupId = try #require(created["groupInfo"]?["groupId"]?.intValue, "\(created)")
-        let link = try #require(created["groupLink"]?["connLinkContact"]?["connShortLink"]?.stringValue)
-        for _ in 0..<2 { _ = try await oIn.next("groupRelayUpdated", where: { $0["groupRelay"]?["relayStatus"]?.stringValue == "active" }) }
-        return (groupId, link)
-    }
-
-    func post(_ o: ChatAPI, _ groupId: Int, _ text: String) async -> JSONValue {
-        await o.execute(#"/_send #\#(groupId) json [{"msgContent": {"type": "text", "text": "\#(text)"}}]"#)
-    }
-
     /// A subscriber plans and joins the channel link: the plan shows the relays; joining goes to
     /// both relays (`x.member`), each accepts and introduces it to the owner; the owner's posts
     /// (as the channel) reach the subscriber once each, `channelRcv`, whichever relay brings them
@@ -148,9 +120,9 @@ import Testing
     @Test func subscribersJoinThroughEveryRelayAndGetPostsOnce() async throws {
         try await withLiveRelay { dir, relay in
             try await withEngine(dir, "relays", relays: [relay.address]) { r, rIn in
-                let addresses = try await relayAddresses(r)
+                let addresses = try await makeRelayUsers(r)
                 try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
-                    let (groupId, link) = try await activeChannel(o, oIn, addresses)
+                    let (groupId, link) = try await makeActiveChannel(o, oIn, addresses)
                     try await withEngine(dir, "subs", relays: [relay.address]) { s, sIn in
                         await startUser(s, "sub1")
                         let plan = await s.execute("/_connect plan 1 \(link)")
@@ -179,10 +151,10 @@ import Testing
                         #expect(known["connectionPlan"]?["groupLinkPlan"]?["type"]?.stringValue == "known", "\(known)")
 
                         // Posts as the channel.
-                        let sent = await post(o, groupId, "one")
+                        let sent = await postToChannel(o, groupId, "one")
                         #expect(sent["type"]?.stringValue == "newChatItems", "\(sent)")
                         #expect(sent["chatItems"]?.arrayFirst?["chatItem"]?["chatDir"]?["type"]?.stringValue == "groupSnd")
-                        _ = await post(o, groupId, "two")
+                        _ = await postToChannel(o, groupId, "two")
                         for expected in ["one", "two"] {
                             let got = try await sIn.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == expected })
                             let item = try #require(got["chatItems"]?.arrayFirst)
@@ -198,7 +170,7 @@ import Testing
                             let got = try await sIn.next("newChatItems", where: { $0["user"]?["userId"]?.intValue == 2 && text($0["chatItems"]?.arrayFirst) == expected })
                             #expect(got["chatItems"]?.arrayFirst?["chatItem"]?["chatDir"]?["type"]?.stringValue == "channelRcv")
                         }
-                        _ = await post(o, groupId, "three")
+                        _ = await postToChannel(o, groupId, "three")
                         for user in [1, 2] {
                             _ = try await sIn.next("newChatItems", where: { $0["user"]?["userId"]?.intValue == user && text($0["chatItems"]?.arrayFirst) == "three" })
                         }
@@ -223,7 +195,7 @@ import Testing
                         }
                         let ownerHeard = try await oIn.next("leftMember")
                         #expect(ownerHeard["member"]?["memberProfile"]?["displayName"]?.stringValue == "sub1", "\(ownerHeard)")
-                        _ = await post(o, groupId, "four")
+                        _ = await postToChannel(o, groupId, "four")
                         _ = try await sIn.next("newChatItems", where: { $0["user"]?["userId"]?.intValue == 2 && text($0["chatItems"]?.arrayFirst) == "four" })
                         let toLeaver = sIn.contains("newChatItems", where: { e in e["user"]?["userId"]?.intValue == 1 && text(e["chatItems"]?.arrayFirst) == "four" })
                         #expect(!toLeaver)
@@ -242,23 +214,23 @@ import Testing
             try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
                 try await withEngine(dir, "subs", relays: [relay.address]) { s, sIn in
                     let groupId = try await withEngine(dir, "relays", relays: [relay.address]) { r, _ in
-                        let addresses = try await relayAddresses(r)
-                        let (groupId, link) = try await activeChannel(o, oIn, addresses)
+                        let addresses = try await makeRelayUsers(r)
+                        let (groupId, link) = try await makeActiveChannel(o, oIn, addresses)
                         await startUser(s, "sub1")
                         #expect(await s.execute("/_connect 1 \(link)")["type"]?.stringValue == "startedConnectionToGroup")
                         for _ in 0..<2 { _ = try await sIn.next("userJoinedGroup") }
-                        _ = await post(o, groupId, "before")
+                        _ = await postToChannel(o, groupId, "before")
                         _ = try await sIn.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == "before" })
                         return groupId
                     }
                     // Both relays down: the post waits on their queues.
-                    let sent = await post(o, groupId, "while down")
+                    let sent = await postToChannel(o, groupId, "while down")
                     #expect(sent["type"]?.stringValue == "newChatItems", "\(sent)")
                     try await withEngine(dir, "relays", relays: [relay.address]) { r, _ in
                         _ = await r.execute("/_start")
                         let got = try await sIn.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == "while down" }, timeout: .seconds(30))
                         #expect(got["chatItems"]?.arrayFirst?["chatItem"]?["chatDir"]?["type"]?.stringValue == "channelRcv")
-                        _ = await post(o, groupId, "after")
+                        _ = await postToChannel(o, groupId, "after")
                         _ = try await sIn.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == "after" })
                         // Every delivery job done and removed.
                         try await waitUntil("the relay's delivery jobs to be done") {
@@ -281,14 +253,14 @@ import Testing
             try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
                 try await withEngine(dir, "subs", relays: [relay.address]) { s, sIn in
                     try await withEngine(dir, "relayA", relays: [relay.address]) { a, _ in
-                        _ = await a.execute(ChannelTests.relayUser("relayA"))
+                        _ = await a.execute(relayUserCommand("relayA"))
                         _ = await a.execute("/_start")
                         let addressA = try #require(await a.execute("/_address 1")["connLinkContact"]?["connShortLink"]?.stringValue)
                         let (groupId, link) = try await withEngine(dir, "relayB", relays: [relay.address]) { b, _ in
-                            _ = await b.execute(ChannelTests.relayUser("relayB"))
+                            _ = await b.execute(relayUserCommand("relayB"))
                             _ = await b.execute("/_start")
                             let addressB = try #require(await b.execute("/_address 1")["connLinkContact"]?["connShortLink"]?.stringValue)
-                            let (groupId, link) = try await activeChannel(o, oIn, [addressA, addressB])
+                            let (groupId, link) = try await makeActiveChannel(o, oIn, [addressA, addressB])
                             await startUser(s, "sub1")
                             #expect(await s.execute("/_connect 1 \(link)")["type"]?.stringValue == "startedConnectionToGroup")
                             for _ in 0..<2 { _ = try await sIn.next("userJoinedGroup") }
@@ -296,13 +268,13 @@ import Testing
                         }
                         _ = link
                         // relayB is down.
-                        _ = await post(o, groupId, "through A")
+                        _ = await postToChannel(o, groupId, "through A")
                         let got = try await sIn.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == "through A" })
                         #expect(got["chatItems"]?.arrayFirst?["chatItem"]?["chatDir"]?["type"]?.stringValue == "channelRcv")
                         // relayB back: it delivers its copy late; the subscriber keeps one item.
                         try await withEngine(dir, "relayB", relays: [relay.address]) { b, _ in
                             _ = await b.execute("/_start")
-                            _ = await post(o, groupId, "both")
+                            _ = await postToChannel(o, groupId, "both")
                             _ = try await sIn.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == "both" })
                             // Both relays brought both posts (relayB's late copy of the first too).
                             let subscriber = s.controller

@@ -13,10 +13,6 @@ import Testing
 @Suite(.timeLimit(.minutes(3))) struct ChannelTests: LiveRelaySuite {
     static let doc = try! BotAPIDoc.load()
 
-    static func relayUser(_ name: String) -> String {
-        #"/_create user {"profile": {"displayName": "\#(name)", "fullName": ""}, "pastTimestamp": false, "userChatRelay": true, "clientService": false}"#
-    }
-
     func chatError(_ r: JSONValue) -> JSONValue? { r["type"]?.stringValue == "chatCmdError" ? r["chatError"]?["errorType"] : nil }
 
     /// A relay user is `userChatRelay: true`; its address is a relay address (`/r`, always a short
@@ -25,7 +21,7 @@ import Testing
         try await withLiveRelay { dir, relay in
             try await withEngine(dir, "relay", relays: [relay.address]) { r, _ in
                 try await withEngine(dir, "owner", relays: [relay.address]) { o, _ in
-                    let created = await r.execute(Self.relayUser("relay1"))
+                    let created = await r.execute(relayUserCommand("relay1"))
                     #expect(created["type"]?.stringValue == "activeUser")
                     #expect(created["user"]?["userChatRelay"]?.boolValue == true)
                     _ = await r.execute("/_start")
@@ -84,7 +80,7 @@ import Testing
     @Test func aRelayAddressRefusesPlainContactRequests() async throws {
         try await withLiveRelay { dir, relay in
             try await withLimitedEngine(dir, "relay", relays: [relay.address], limits: ChatLimits()) { controller, r, rIn in
-                _ = await r.execute(Self.relayUser("relay1"))
+                _ = await r.execute(relayUserCommand("relay1"))
                 _ = await r.execute("/_start")
                 let relayFull = try #require(await r.execute("/_address 1")["connLinkContact"]?["connFullLink"]?.stringValue)
                 await startUser(r, "plain")
@@ -111,10 +107,10 @@ import Testing
     @Test func anOwnerRegistersChatRelaysAndTheyPersist() async throws {
         try await withLiveRelay { dir, relay in
             let (one, two) = try await withEngine(dir, "relays", relays: [relay.address]) { r, _ in
-                _ = await r.execute(Self.relayUser("relay1"))
+                _ = await r.execute(relayUserCommand("relay1"))
                 _ = await r.execute("/_start")
                 let one = try #require(await r.execute("/_address 1")["connLinkContact"]?["connShortLink"]?.stringValue)
-                _ = await r.execute(Self.relayUser("relay2"))
+                _ = await r.execute(relayUserCommand("relay2"))
                 let two = try #require(await r.execute("/_address 2")["connLinkContact"]?["connShortLink"]?.stringValue)
                 return (one, two)
             }

@@ -424,11 +424,6 @@ extension GroupTests {
     }
 }
 
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ d: String) { description = d }
-}
-
 extension GroupTests {
     /// A member's message still in flight when the user was removed reaches the user's engine after
     /// the removal: it is dropped quietly (acknowledged, marked handled, no API event), as in

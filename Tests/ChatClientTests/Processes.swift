@@ -8,11 +8,6 @@ enum Binaries {
     static func url(_ name: String) -> URL { BuildProducts.url(name) }
 }
 
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
 /// A child process driven over pipes, line by line: the client suites' names over the shared
 /// `ChildProcess` (whose waits are resumed by the line they wait for).
 final class LineProcess: Sendable {

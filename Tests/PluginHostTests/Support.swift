@@ -67,11 +67,6 @@ final class CommandLog: Sendable {
     }
 }
 
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ d: String) { description = d }
-}
-
 /// A spec for the C test plugin with a fixed config JSON.
 func testSpec(_ name: String, config: String, isolation: PluginSpec.Isolation = .inProcess, path: String = Build.testPlugin,
               timeout: Duration = .seconds(5), queueLimit: Int = 1000,

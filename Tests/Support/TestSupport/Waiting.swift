@@ -205,3 +205,9 @@ public func returnsWithin<T: Sendable>(_ limit: Duration, _ what: String, _ body
         return result
     }
 }
+
+/// A test's own failure, with what it saw.
+public struct TestFailure: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
