@@ -118,4 +118,33 @@ import Testing
             }
         }
     }
+
+    /// The bot subscribes to another owner's channel (two relays on an engine of their own): the
+    /// channel is listed with the role `subscriber` and no relays (only an owner lists them).
+    @Test func aChannelTheBotSubscribesToIsListedAsSubscriber() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let admin = AdminAPITests()
+        try await admin.withHost(admin.options(dir)) { host, http, token in
+            let relay = try #require(host.relayAddress)
+            let events = HostEvents(host)
+            try await withEngine(dir, "relays", relays: [relay]) { relays, _ in
+                let addresses = try await makeRelayUsers(relays)
+                try await withEngine(dir, "owner", relays: [relay]) { o, oIn in
+                    let (_, link) = try await makeActiveChannel(o, oIn, addresses)
+                    let body = JSONValue.object([("cmd", .string("/_connect \(host.userId) \(link)"))]).description
+                    let joined = json(try await http.post("/api/command", token: token, body: body))
+                    #expect(joined["type"]?.stringValue == "startedConnectionToGroup", "\(joined)")
+                    let channelId = try #require(joined["groupInfo"]?["groupId"]?.intValue)
+                    _ = try await events.inbox.first(where: { $0["type"]?.stringValue == "userJoinedGroup" }, "userJoinedGroup", timeout: .seconds(45))
+
+                    let channels = json(try await http.get("/api/channels", token: token))
+                    let channel = try #require(channels["channels"]?.arrayFirst, "\(channels)")
+                    #expect(channel["groupInfo"]?["groupId"]?.intValue == channelId && channel["groupInfo"]?["useRelays"]?.boolValue == true)
+                    #expect(channel["role"]?.stringValue == "subscriber" && channel["relays"] == nil && channel["relaysError"] == nil, "\(channel)")
+                    #expect(try await http.get("/api/groups/\(channelId)/relays", token: token).status == 422)
+                }
+            }
+        }
+    }
 }
