@@ -31,6 +31,7 @@ from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+from harness import run, start_relay  # noqa: E402
 
 BIN = support.BIN
 ARTIFACTS = os.path.join(os.environ.get("SWIFTPLEX_ARTIFACTS", ".build/test-artifacts"))
@@ -69,11 +70,7 @@ def relay_user(session, relay_address, name):
 
 def main():
     work = tempfile.mkdtemp(prefix="swiftplex-dashboard-channels-")
-    relay = subprocess.Popen([os.path.join(BIN, "swiftplex-relay"), "--data-dir", os.path.join(work, "relay"),
-                              "--listen", "127.0.0.1:0", "--log-level", "warning"], stdout=subprocess.PIPE, text=True)
-    support.started.append(relay)
-    relay_address = relay.stdout.readline().strip()
-    check(relay_address.startswith("smp://"), "the relay printed its address")
+    relay, relay_address = start_relay(os.path.join(work, "relay"))
 
     config = os.path.join(work, "host.yaml")
     with open(config, "w") as f:
@@ -105,7 +102,6 @@ admin:
     lw.ws.close()
     late.stdin.close()
     support.stop(late)
-    support.started.remove(late)
     check(late.returncode == 0, "the third relay's engine stops")
 
     driver = browser()
@@ -196,16 +192,7 @@ admin:
         support.stop(p)
     support.stop(host)
     support.stop(relay)
-    print(f"python-dashboard-channels: {support.passed} passed, 0 failed", flush=True)
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except BaseException:
-        import traceback
-        traceback.print_exc()
-        for proc in support.started:
-            proc.kill()
-        print(f"python-dashboard-channels: {support.passed} passed, 1 failed", flush=True)
-        os._exit(1)
+    run("python-dashboard-channels", main)
