@@ -1,7 +1,7 @@
+import ChatModel
 import Foundation
 import Hummingbird
 import PluginHost
-import ChatModel
 import SwiftplexBase
 
 /// One route of the admin API: the router is built from these, and so is the OpenAPI document
