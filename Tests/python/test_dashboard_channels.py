@@ -135,27 +135,32 @@ admin:
 
         sel = f"#channels li[data-channel='{channel}']"
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, sel))
-        check("news" in driver.find_element(By.CSS_SELECTOR, sel).text and
-              driver.find_element(By.CSS_SELECTOR, sel).get_attribute("data-role") == "owner", "the channel is listed, the bot its owner")
+        def channel_text():
+            return driver.execute_script("const li = document.querySelector(arguments[0]); return li ? li.textContent : ''", sel)
+
+        role = driver.execute_script("return document.querySelector(arguments[0]).dataset.role", sel)
+        check("news" in channel_text() and role == "owner", "the channel is listed, the bot its owner")
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f"#groups li[data-group='{group}']"))
         check(not driver.find_elements(By.CSS_SELECTOR, f"#groups li[data-group='{channel}']") and
               not driver.find_elements(By.CSS_SELECTOR, f"#channels li[data-channel='{group}']"), "the channel is not among the groups, the group not among the channels")
 
         def relay_rows():
-            rows = {}
-            for li in driver.find_elements(By.CSS_SELECTOR, sel + " li[data-relay]"):
-                name = li.find_element(By.CSS_SELECTOR, ".relay-name").text
-                dot = colour(li.find_element(By.CSS_SELECTOR, ".dot").value_of_css_property("background-color"))
-                text = li.find_element(By.CSS_SELECTOR, ".status")
-                rows[name] = (li.get_attribute("data-status"), text.text, dot, colour(text.value_of_css_property("color")))
-            return rows
+            # Read in one script call: the card is redrawn on every relay event, so element
+            # references taken one by one could go stale between reads.
+            rows = driver.execute_script("""
+                return Array.from(document.querySelectorAll(arguments[0] + " li[data-relay]")).map((li) => {
+                  const dot = li.querySelector(".dot"), text = li.querySelector(".status");
+                  return [li.querySelector(".relay-name").textContent, li.dataset.status, text.textContent,
+                          getComputedStyle(dot).backgroundColor, getComputedStyle(text).color];
+                });""", sel)
+            return {name: (status, text, colour(dot), colour(fg)) for name, status, text, dot, fg in rows}
 
         wait.until(lambda d: {n: s[0] for n, s in relay_rows().items()} == {"one": "active", "two": "active", "three": "invited"})
         rows = relay_rows()
         check(rows["one"][1:] == ("Active", GREEN, GREEN) and rows["two"][1:] == ("Active", GREEN, GREEN),
               f"relays one and two are active: green, with the status text ({rows})")
         check(rows["three"][1:] == ("Invited", ORANGE, ORANGE), f"relay three, its engine stopped, stays invited: orange ({rows['three']})")
-        check("2 of 3 relay(s) active" in driver.find_element(By.CSS_SELECTOR, sel).text, "the channel says how many relays are active")
+        check("2 of 3 relay(s) active" in channel_text(), "the channel says how many relays are active")
 
         os.makedirs(ARTIFACTS, exist_ok=True)
         driver.execute_script("document.getElementById('channels-card').scrollIntoView()")
@@ -178,7 +183,7 @@ admin:
         check(marker and driver.execute_script("return window.notReloaded === true"), "without reloading the page")
         check(any("relay three: active" in li.text for li in driver.find_elements(By.CSS_SELECTOR, "#events li[data-type='groupRelayUpdated']")),
               "the event log shows the relay updates with the relay and its status")
-        check("3 of 3 relay(s) active" in driver.find_element(By.CSS_SELECTOR, sel).text, "all three relays active")
+        check("3 of 3 relay(s) active" in channel_text(), "all three relays active")
 
         shot = os.path.join(ARTIFACTS, "dashboard-channels.png")
         driver.execute_script("document.getElementById('channels-card').scrollIntoView()")
