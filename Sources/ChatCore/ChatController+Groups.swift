@@ -151,8 +151,9 @@ extension ChatController {
     }
 
     nonisolated static func readGroupView(_ db: Database, _ groupId: Int64) throws -> GroupView? {
-        guard let g = try GroupRecord.fetchOne(db, key: groupId), !g.deleted else { return nil }
-        let members = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId).order(GroupMemberRecord.Columns.id).fetchAll(db)
+        guard let g = try GroupRecord.fetchOne(db.cachedStatement(sql: "SELECT * FROM chat_group WHERE id = ?"), arguments: [groupId]),
+              !g.deleted else { return nil }
+        let members = try GroupMemberRecord.fetchAll(db.cachedStatement(sql: "SELECT * FROM group_member WHERE group_id = ? ORDER BY id"), arguments: [groupId])
         var profiles: [Int64: Profile] = [:]
         // A contact's profile stands in only for a member without a readable one of its own
         // (``GroupView/member(_:)``): the others' contacts are not read (once per event).
@@ -171,17 +172,22 @@ extension ChatController {
     /// members who invited them — what an item's event shows — and the current members counted
     /// in SQL: each received message's `newChatItems` no longer decodes every member row.
     nonisolated static func readGroupView(_ db: Database, _ groupId: Int64, rows: Set<Int64>) throws -> GroupView? {
-        guard let g = try GroupRecord.fetchOne(db, key: groupId), !g.deleted else { return nil }
+        // Cached statements: this runs for every message received, and GRDB's query interface
+        // would build and prepare each statement anew (a third of this function's time).
+        guard let g = try GroupRecord.fetchOne(db.cachedStatement(sql: "SELECT * FROM chat_group WHERE id = ?"), arguments: [groupId]),
+              !g.deleted else { return nil }
         let user = GroupProtocol.GroupMemberCategory.user.rawValue
-        var members = try GroupMemberRecord
-            .filter(GroupMemberRecord.Columns.groupId == groupId && (GroupMemberRecord.Columns.category == user || rows.contains(GroupMemberRecord.Columns.id)))
-            .order(GroupMemberRecord.Columns.id).fetchAll(db)
+        let named = rows.sorted()
+        let placeholders = named.isEmpty ? "" : " OR id IN (" + Array(repeating: "?", count: named.count).joined(separator: ",") + ")"
+        var members = try GroupMemberRecord.fetchAll(
+            db.cachedStatement(sql: "SELECT * FROM group_member WHERE group_id = ? AND (category = ?\(placeholders)) ORDER BY id"),
+            arguments: StatementArguments([groupId.databaseValue, user.databaseValue] + named.map(\.databaseValue)))
         let inviters = Set(members.compactMap(\.invitedBy)).subtracting(members.map(\.memberId))
         if !inviters.isEmpty {
             members += try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && inviters.contains(GroupMemberRecord.Columns.memberId)).fetchAll(db)
             members.sort { ($0.id ?? 0) < ($1.id ?? 0) }
         }
-        let current = try String.fetchAll(db, sql: "SELECT status FROM group_member WHERE group_id = ?", arguments: [groupId])
+        let current = try String.fetchAll(db.cachedStatement(sql: "SELECT status FROM group_member WHERE group_id = ?"), arguments: [groupId])
             .filter { GroupProtocol.GroupMemberStatus(rawValue: $0)?.isCurrent == true }.count
         var profiles: [Int64: Profile] = [:]
         for id in Set(members.filter { Stored.profile($0.profile) == nil }.compactMap(\.contactId)) {
