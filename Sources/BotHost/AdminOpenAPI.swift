@@ -180,10 +180,13 @@ enum AdminOpenAPI {
         let result = object(["bot": string, "name": string, "outcome": outcome, "failed": boolean, "message": string],
                             order: ["bot", "name", "outcome", "failed", "message"])
         let nullableString: JSONValue = .object([("type", .string("string")), ("nullable", .bool(true))])
+        // Relay mode (`chat_relay:`): {relayAddress, refusedChannels, refusedJoins, channels: [{groupId, name, channelLink,
+        // relayStatus, subscribers, forwarded, deliveriesPending}]}; null for an ordinary bot.
+        let chatRelay: JSONValue = .object([("type", .string("object")), ("nullable", .bool(true))])
         let bot = object(["name": string, "default": boolean, "displayName": string, "dataPrefix": string, "userId": integer, "engineRunning": boolean,
-                          "relaysConnected": integer, "address": nullableString, "plugins": integer, "eventSubscribers": integer],
+                          "relaysConnected": integer, "address": nullableString, "plugins": integer, "eventSubscribers": integer, "chatRelay": chatRelay],
                          order: ["name", "default", "displayName", "dataPrefix", "userId", "engineRunning", "relaysConnected", "address", "plugins",
-                                 "eventSubscribers"])
+                                 "eventSubscribers", "chatRelay"])
         let botReadiness = object(["name": string, "ready": boolean, "engineRunning": boolean, "relaysConnected": integer],
                                   order: ["name", "ready", "engineRunning", "relaysConnected"])
         return .object([
