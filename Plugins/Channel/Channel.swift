@@ -135,6 +135,13 @@ public final class Channel: Plugin {
 
     public static func routes(_ r: inout Routes<Channel>) {
         r.onMessage(.direct) { plugin, message in try plugin.handle(message) }
+        // The relays' progress (invited → accepted → active), as the engine reports it.
+        r.onEvent("groupRelayUpdated") { plugin, event in
+            guard let id = event.json["groupInfo"]?["groupId"]?.int64Value, id == plugin.channelId else { return }
+            let relay = event.json["groupRelay"]
+            let name = relay?["userChatRelay"]?["relayProfile"]?["displayName"]?.stringValue ?? "?"
+            plugin.context.log.info("relay \(name) is \(relay?["relayStatus"]?.stringValue ?? "?")")
+        }
     }
 
     static let postable: Set<String> = ["text", "link"]
