@@ -226,7 +226,8 @@ extension NodeDecoder {
     }
 
     /// `chat_relay:` of the bot or of an entry of `bots:`: `true`/`false`, or a mapping
-    /// (`enabled`, default true; `print_qr`, default false). Nil when relay mode is off.
+    /// (`enabled`, default true; `print_qr`, default false). Nil when relay mode is off (also for
+    /// a key without a value, which takes the default like every key).
     mutating func chatRelay(_ node: ConfigNode, _ path: String) -> HostConfiguration.ChatRelay? {
         if let b = node.boolValue { return b ? HostConfiguration.ChatRelay() : nil }
         guard node.entries != nil || node.isNull else {
