@@ -13,7 +13,8 @@ posts reach every subscriber exactly once, shown as the channel (`channelRcv`); 
 with SIGKILL right after a post and more posts made while it is down, then restarted on its
 data: nothing is lost; a late subscriber gets the history; with relay 2 stopped, a post still
 reaches all three through the restarted relay 1; the relays' status shows per-channel counters;
-connecting to a relay address is refused ("This is a chat relay address…").
+the owner restarted reuses its channel and posts again; connecting to a relay address is refused
+("This is a chat relay address…").
 
 Prints `python channels: N passed, 0 failed`; exits non-zero on the first failure.
 """
@@ -267,6 +268,16 @@ async def channels(work, smp):
         channel = chat_relay["channels"][0]
         check(channel["subscribers"] == 3 and channel["forwarded"] >= 1 and "deliveriesPending" in channel,
               f"relay 1's status shows the channel's counters ({channel})")
+
+        # The owner restarts: its channel plugin reuses the channel (same link) and posts again.
+        stop(owner.process)
+        owner.start()
+        reused = owner.wait_log(r"channel Swiftplex News \(#\d+\) reused; link: (\S+)").group(1)
+        check(reused == link, "the restarted owner's channel plugin reuses its channel")
+        await post("post 11")
+        for s in subs:
+            await s.wait(has(["post 11"]), "post 11 from the restarted owner arrives")
+        check(all(s.posts.count("post 11") == 1 for s in subs), "a post from the restarted owner reached all three once")
 
         for c in (admin, s1.client, s2.client, s3.client):
             c.stop()
