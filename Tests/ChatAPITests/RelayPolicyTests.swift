@@ -56,6 +56,37 @@ import Testing
         }
     }
 
+    /// An owner on the allow-list by its contact link (the `contactLink` of its profile, as a bot
+    /// host publishes it) is served: both relays become active.
+    @Test func anOwnerOnTheAllowListIsServed() async throws {
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "relays", relays: [relay.address]) { r, rIn in
+                let addresses = try await makeRelayUsers(r)
+                try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
+                    await startUser(o, "owner")
+                    let own = await o.execute("/_address 1")
+                    let ownerLink = try #require(own["connLinkContact"]?["connFullLink"]?.stringValue, "\(own)")
+                    let profile = await o.execute(#"/_profile 1 {"displayName": "owner", "fullName": "", "contactLink": "\#(ownerLink)"}"#)
+                    #expect(profile["type"]?.stringValue == "userProfileUpdated", "\(profile)")
+                    let set = await r.execute(#"/_relay policy {"allow": ["https://elsewhere.example/c#x", "\#(ownerLink)"], "maxChannels": 1}"#)
+                    #expect(set["type"]?.stringValue == "cmdOk", "\(set)")
+                    let relays = await o.execute("/relays name=one \(addresses[0]) name=two \(addresses[1])")
+                    guard case let .array(list)? = relays["chatRelays"], list.count == 2 else { throw TestFailure("\(relays)") }
+                    let ids = list.compactMap { $0["chatRelayId"]?.intValue }.map(String.init).joined(separator: ",")
+                    let created = await o.execute(#"/_public group 1 \#(ids) {"displayName": "news", "fullName": ""}"#)
+                    #expect(created["type"]?.stringValue == "publicGroupCreated", "\(created)")
+                    for _ in 0..<2 {
+                        _ = try await oIn.next("groupRelayUpdated", where: { $0["groupRelay"]?["relayStatus"]?.stringValue == "active" })
+                    }
+                    for _ in 0..<2 { _ = try await rIn.next("userJoinedGroup") }
+                    #expect(await r.controller.relayPolicyRefusals.channels == 0)
+                    // Each relay user serves one channel: the cap counts per relay user.
+                    #expect(try await r.controller.relayChannelCounters().count == 2)
+                }
+            }
+        }
+    }
+
     /// `maxSubscribersPerChannel: 1`: the first subscriber joins through both relays, the second
     /// is refused by both; the counters show one subscriber per relay.
     @Test func joinsPastTheSubscriberCapAreRefused() async throws {
