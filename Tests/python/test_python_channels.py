@@ -2,8 +2,8 @@
 
 A real swiftplex-relay process (the SMP relay every party's queues are on); two chat relays, each
 a `swiftplex run` process in relay mode (`chat_relay:`) with the channel-relay plugin and its
-admin API; the channel's owner, a `swiftplex run` process whose `channel` plugin creates the
-channel with both relays and posts what its admin sends it; the admin and three subscribers are
+admin API; the channel's owner, a `swiftplex run` process whose `channel` plugin (isolated in its
+own child process) creates the channel with both relays and posts what its admin sends it; the admin and three subscribers are
 library Clients in this process (subscribers use raw command strings — `/_connect` with the
 channel link — for what the 7.0.2 library has no function for).
 
@@ -109,6 +109,7 @@ plugins:
     config: {{welcome: "Hello"}}
   - name: news
     path: channel
+    isolation: process      # post_to_channel from a child process, over its command frames
     config:
       name: Swiftplex News
       relays:
