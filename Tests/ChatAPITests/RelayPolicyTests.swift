@@ -57,7 +57,8 @@ import Testing
     }
 
     /// An owner on the allow-list by its contact link (the `contactLink` of its profile, as a bot
-    /// host publishes it) is served: both relays become active.
+    /// host publishes it) is served: both relays become active; its second channel is past
+    /// `maxChannels: 1` and refused.
     @Test func anOwnerOnTheAllowListIsServed() async throws {
         try await withLiveRelay { dir, relay in
             try await withEngine(dir, "relays", relays: [relay.address]) { r, rIn in
@@ -80,7 +81,15 @@ import Testing
                     }
                     for _ in 0..<2 { _ = try await rIn.next("userJoinedGroup") }
                     #expect(await r.controller.relayPolicyRefusals.channels == 0)
-                    // Each relay user serves one channel: the cap counts per relay user.
+                    // Each relay user serves one channel: the cap (maxChannels 1, per relay user)
+                    // refuses a second channel at both.
+                    #expect(try await r.controller.relayChannelCounters().count == 2)
+                    let second = await o.execute(#"/_public group 1 \#(ids) {"displayName": "more", "fullName": ""}"#)
+                    #expect(second["type"]?.stringValue == "publicGroupCreated", "\(second)")
+                    for _ in 0..<2 {
+                        _ = try await oIn.next("groupRelayUpdated", where: { $0["groupRelay"]?["relayStatus"]?.stringValue == "rejected" })
+                    }
+                    #expect(await r.controller.relayPolicyRefusals.channels == 2)
                     #expect(try await r.controller.relayChannelCounters().count == 2)
                 }
             }
