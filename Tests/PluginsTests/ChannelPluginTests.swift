@@ -1,3 +1,4 @@
+import CSwiftplexPlugin
 import Foundation
 import PluginABITesting
 import Testing
@@ -79,6 +80,20 @@ import Testing
         #expect(timer.repeatMs == 3_600_000)
         #expect(p.handle(#"{"type":"swiftplex.timer","timerId":\#(timer.id),"name":"post-0"}"#) == nil)
         #expect(chat.sent == ["#5 Breaking news", "@1 Posted to News.", "@2 Admins only.", "@9 Admins only.", "#5 hourly"], "\(chat.sent)")
+        p.stop()
+    }
+
+    /// The versioning rule: a plugin built against ABI 1.1 starts on a host whose table is the
+    /// 1.0 size, and only posting to a channel fails there (no call beyond the table).
+    @Test func onAnABI10HostItRunsButCannotPost() throws {
+        let chat = ChannelChat()
+        chat.host.api.pointee.struct_size = UInt32(MemoryLayout<swiftplex_host_api>.offset(of: \swiftplex_host_api.post_to_channel)!)
+        let p = try startOrRecord(try plugin("channel"), chat.host, Self.config)
+        #expect(chat.owned == [5])
+        let timer = try #require(chat.host.timers.first { $0.name == "post-0" })
+        #expect(p.handle(#"{"type":"swiftplex.timer","timerId":\#(timer.id),"name":"post-0"}"#) == nil)
+        #expect(chat.sent.isEmpty, "\(chat.sent)")
+        #expect(chat.host.logs.contains { $0.message.contains("a scheduled post failed") && $0.message.contains("ABI 1.0 host") })
         p.stop()
     }
 
