@@ -97,7 +97,9 @@ python-test: $(PY_STAMP) browser-deps
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) SWIFTPLEX_ARTIFACTS=.build/test-artifacts \
 	    $(VENV)/bin/python Tests/python/test_dashboard.py && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) SWIFTPLEX_ARTIFACTS=.build/test-artifacts \
-	    $(VENV)/bin/python Tests/python/test_dashboard_bots.py; fi
+	    $(VENV)/bin/python Tests/python/test_dashboard_bots.py && \
+	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) SWIFTPLEX_ARTIFACTS=.build/test-artifacts \
+	    $(VENV)/bin/python Tests/python/test_dashboard_channels.py; fi
 
 # Benchmarks (release build). BENCH=relay|libsimplex|echo ; extra flags in BENCH_ARGS.
 BENCH ?= relay

@@ -32,19 +32,8 @@ from simplex_chat import Client, Profile, SqliteDb
 from simplex_chat.core import ChatAPIError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_python_bot import ProcessOutput, serve, start_relay, stop  # noqa: E402  (shared helpers)
-
-BIN = os.environ["SIMPLEX_LIBS_DIR"]
-passed = 0
-
-
-def check(condition, what):
-    global passed
-    if not condition:
-        print(f"FAILED: {what}", flush=True)
-        os._exit(1)  # library threads must not keep a failed run alive
-    passed += 1
-    print(f"ok: {what}", flush=True)
+from test_python_bot import ProcessOutput, serve  # noqa: E402  (shared helpers)
+from harness import BIN, check, run, start_relay, started, stop  # noqa: E402
 
 
 class Host:
@@ -60,6 +49,7 @@ class Host:
     def start(self):
         self.process = subprocess.Popen([os.path.join(BIN, "swiftplex"), "run", "--config", self.config],
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        started.append(self.process)  # ended by the harness if the run fails
         self.out = ProcessOutput(self.process.stdout, os.path.join(self.work, f"{self.name}.out"))
         self.err = ProcessOutput(self.process.stderr, os.path.join(self.work, f"{self.name}.log"))
 
@@ -226,6 +216,7 @@ async def channels(work, smp):
         await post("post 4")
         relay1.process.send_signal(signal.SIGKILL)
         relay1.process.wait()
+        started.remove(relay1.process)
         check(True, "relay 1 killed with SIGKILL mid-stream")
         for t in ("post 5", "post 6"):
             await post(t)
@@ -296,9 +287,7 @@ def main():
         asyncio.run(channels(work, smp))
     finally:
         stop(relay)
-    print(f"python channels: {passed} passed, 0 failed", flush=True)
-    os._exit(0)
 
 
 if __name__ == "__main__":
-    main()
+    run("python channels", main)
