@@ -444,23 +444,24 @@ public final class BotHost: Service, Sendable {
         return user.userId
     }
 
-    static func ensureAddress(_ api: ChatAPI, userId: Int64, logger: Logger) async throws -> String {
+    static func ensureAddress(_ api: ChatAPI, userId: Int64, relay: Bool = false, logger: Logger) async throws -> String {
+        // A chat relay user's address is its relay address (/r): the engine decides the kind.
+        let what = relay ? "relay address" : "contact address"
         var shown = await api.respond("/_show_address \(userId)")
         if case .success(.userContactLink) = shown {} else {
             let created = await api.respond("/_address \(userId)")
             guard case .success(.userContactLinkCreated) = created else {
-                throw BotHostError("cannot create the bot's contact address: \(Self.describe(created))")
+                throw BotHostError("cannot create the bot's \(what): \(Self.describe(created))")
             }
             shown = await api.respond("/_show_address \(userId)")
-            logger.info("created the bot's contact address")
-            // (A chat relay user's address is its relay address, /r: the engine decides the kind.)
+            logger.info("created the bot's \(what)")
         }
         guard case let .success(.userContactLink(_, contactLink)) = shown else {
-            throw BotHostError("cannot read the bot's contact address: \(Self.describe(shown))")
+            throw BotHostError("cannot read the bot's \(what): \(Self.describe(shown))")
         }
         let link = contactLink.connLinkContact
         guard let text = link.connShortLink ?? Optional(link.connFullLink), !text.isEmpty else {
-            throw BotHostError("the bot's contact address has no link")
+            throw BotHostError("the bot's \(what) has no link")
         }
         return text
     }

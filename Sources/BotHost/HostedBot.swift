@@ -75,7 +75,7 @@ public final class HostedBot: Sendable {
         do {
             let userId = try await BotHost.ensureUser(api, options.profile, logger: logger)
             try await BotHost.expect(api, "/_start", ["chatStarted", "chatRunning"])
-            let address = options.createAddress || options.profile.chatRelay ? try await BotHost.ensureAddress(api, userId: userId, logger: logger) : nil
+            let address = options.createAddress || options.profile.chatRelay ? try await BotHost.ensureAddress(api, userId: userId, relay: options.profile.chatRelay, logger: logger) : nil
             let storage = try PluginStorage(path: BotOptions.pluginStorage(dataDirectory, prefix: options.dataPrefix))
             let box = NIOLockedValueBox<HostedBot?>(nil)
             // Crash safety: each instance's mark of the last received message it handled is kept
