@@ -181,10 +181,13 @@ enum AdminOpenAPI {
         let result = object(["bot": string, "name": string, "outcome": outcome, "failed": boolean, "message": string],
                             order: ["bot", "name", "outcome", "failed", "message"])
         let nullableString: JSONValue = .object([("type", .string("string")), ("nullable", .bool(true))])
+        // Relay mode (`chat_relay:`): {relayAddress, refusedChannels, refusedJoins, channels: [{groupId, name, channelLink,
+        // relayStatus, subscribers, forwarded, deliveriesPending}]}; null for an ordinary bot.
+        let relayMode: JSONValue = .object([("type", .string("object")), ("nullable", .bool(true))])
         let bot = object(["name": string, "default": boolean, "displayName": string, "dataPrefix": string, "userId": integer, "engineRunning": boolean,
-                          "relaysConnected": integer, "address": nullableString, "plugins": integer, "eventSubscribers": integer],
+                          "relaysConnected": integer, "address": nullableString, "plugins": integer, "eventSubscribers": integer, "chatRelay": relayMode],
                          order: ["name", "default", "displayName", "dataPrefix", "userId", "engineRunning", "relaysConnected", "address", "plugins",
-                                 "eventSubscribers"])
+                                 "eventSubscribers", "chatRelay"])
         // A channel's relay as its owner sees it (the engine's `GroupRelay`, SimpleX's JSON).
         let relayStatus: JSONValue = .object([("type", .string("string")), ("enum", .array(RelayStatus.allCases.map { .string($0.rawValue) }))])
         let chatRelay = object(["chatRelayId": integer, "address": string, "relayProfile": schema(.ref("Object")), "domains": array(string),

@@ -175,11 +175,11 @@ struct AdminServer: Service {
             },
             AdminRoute(.get, "/api/status", "Engine running, uptime, version, relays, address, auth failures",
                        answers: [.init(status: "200", description: "OK", schema: .ref("Status"))]) { _, _ in
-                JSONResponse.make(host.statusJSON())
+                JSONResponse.make(await host.statusJSON())
             },
             AdminRoute(.get, "/api/bots", "The host's bots: name, profile name, engine, relays, address, plugins",
                        answers: [.init(status: "200", description: "OK", schema: .ref("Bots"))]) { _, _ in
-                JSONResponse.make(.object([("bots", .array(host.bots.map(host.botJSON)))]))
+                JSONResponse.make(.object([("bots", .array(await host.botsJSON()))]))
             },
             AdminRoute(.get, "/api/plugins", "Plugin instances of every bot (or of ?bot=) with their bot, condition, queue depth and counters",
                        query: bot, answers: [.init(status: "200", description: "OK", schema: .ref("Plugins")), noBot]) { request, _ in
