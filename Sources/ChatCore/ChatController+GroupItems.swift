@@ -38,12 +38,11 @@ extension ChatController {
 
     nonisolated static func groupReactionCounts(_ db: Database, itemIds: [Int64]) throws -> [Int64: [CIReactionCount]] {
         guard !itemIds.isEmpty else { return [:] }
-        let rows = try GroupReactionRecord.filter(itemIds.contains(GroupReactionRecord.Columns.itemId))
-            .select(GroupReactionRecord.Columns.itemId, GroupReactionRecord.Columns.reaction,
-                    sum(GroupReactionRecord.Columns.sent).forKey("mine"), count(GroupReactionRecord.Columns.reaction).forKey("total"))
-            .group(GroupReactionRecord.Columns.itemId, GroupReactionRecord.Columns.reaction)
-            .order(GroupReactionRecord.Columns.itemId, min(Column("created_at")))
-            .asRequest(of: Row.self).fetchAll(db)
+        let placeholders = Array(repeating: "?", count: itemIds.count).joined(separator: ",")
+        let rows = try Row.fetchAll(db.cachedStatement(sql: """
+            SELECT item_id, reaction, sum(sent) AS mine, count(reaction) AS total FROM group_reaction
+            WHERE item_id IN (\(placeholders)) GROUP BY item_id, reaction ORDER BY item_id, min(created_at)
+            """), arguments: StatementArguments(itemIds))
         var out: [Int64: [CIReactionCount]] = [:]
         for row in rows {
             guard let reaction = Stored.decode(MsgReaction.self, row["reaction"]) else { continue }
@@ -522,15 +521,18 @@ extension ChatController {
         let (changed, missing) = try await dbWrite { db -> ([Int64], [UInt64]) in
             var items: [Int64] = []
             var missing: [UInt64] = []
+            // Cached statements: this runs for every member's `sent` and receipt of every message.
+            let find = try db.cachedStatement(sql: "SELECT item_id, status FROM group_snd_status WHERE agent_conn_id = ? AND seq = ? LIMIT 1")
+            let move = try db.cachedStatement(sql: "UPDATE group_snd_status SET status = ? WHERE agent_conn_id = ? AND seq = ?")
             for seq in seqs {
-                let rows = GroupSndStatusRecord.filter(GroupSndStatusRecord.Columns.agentConnId == conn && GroupSndStatusRecord.Columns.seq == Int64(seq))
-                guard let r = try rows.fetchOne(db) else {
+                guard let r = try Row.fetchOne(find, arguments: [conn, Int64(seq)]) else {
                     missing.append(seq)
                     continue
                 }
-                guard from.contains(r.status) else { continue }
-                _ = try rows.updateAll(db, GroupSndStatusRecord.Columns.status.set(to: status))
-                if !items.contains(r.itemId) { items.append(r.itemId) }
+                let itemId: Int64 = r["item_id"]
+                guard let current = r["status"] as ItemStatus?, from.contains(current) else { continue }
+                try move.execute(arguments: [status, conn, Int64(seq)])
+                if !items.contains(itemId) { items.append(itemId) }
             }
             return (try items.filter { try Self.refreshGroupItemStatus(db, itemId: $0) }, missing)
         }
@@ -546,18 +548,18 @@ extension ChatController {
     /// Counted in SQL (an item has a status per member). Whether it changed.
     nonisolated static func refreshGroupItemStatus(_ db: Database, itemId: Int64) throws -> Bool {
         let (rcvd, sent) = (ItemStatus.sndRcvd.rawValue, ItemStatus.sndSent.rawValue)
-        guard let counts = try Row.fetchOne(db, sql: """
+        guard let counts = try Row.fetchOne(db.cachedStatement(sql: """
             SELECT count(*) AS total, coalesce(sum(status = ?), 0) AS rcvd, coalesce(sum(status IN (?, ?)), 0) AS sent
             FROM group_snd_status WHERE item_id = ?
-            """, arguments: [rcvd, sent, rcvd, itemId]),
-            let current = try ItemStatus.fetchOne(db, sql: "SELECT status FROM group_item WHERE id = ?", arguments: [itemId])
+            """), arguments: [rcvd, sent, rcvd, itemId]),
+            let current = try ItemStatus.fetchOne(db.cachedStatement(sql: "SELECT status FROM group_item WHERE id = ?"), arguments: [itemId])
         else { return false }
         let (total, received, sentTo): (Int, Int, Int) = (counts["total"], counts["rcvd"], counts["sent"])
         guard total > 0 else { return false }
         let overall: ItemStatus = received == total ? .sndRcvd : received > 0 ? .sndRcvdPartial
             : sentTo == total ? .sndSent : sentTo > 0 ? .sndSentPartial : .sndNew
         guard overall != current else { return false }
-        _ = try GroupItemRecord.filter(key: itemId).updateAll(db, GroupItemRecord.Columns.status.set(to: overall))
+        try db.cachedStatement(sql: "UPDATE group_item SET status = ? WHERE id = ?").execute(arguments: [overall, itemId])
         return true
     }
 

@@ -158,7 +158,8 @@ extension ChatController {
         // A contact's profile stands in only for a member without a readable one of its own
         // (``GroupView/member(_:)``): the others' contacts are not read (once per event).
         for id in Set(members.filter { Stored.profile($0.profile) == nil }.compactMap(\.contactId)) {
-            if let c = try ContactRecord.fetchOne(db, key: id), let p = Stored.profile(c.profile) { profiles[id] = p }
+            if let text = try String.fetchOne(db.cachedStatement(sql: "SELECT profile FROM contact WHERE id = ?"), arguments: [id]),
+               let p = Stored.profile(text) { profiles[id] = p }
         }
         return GroupView(group: g, members: members, contactProfiles: profiles)
     }
@@ -191,7 +192,8 @@ extension ChatController {
             .filter { GroupProtocol.GroupMemberStatus(rawValue: $0)?.isCurrent == true }.count
         var profiles: [Int64: Profile] = [:]
         for id in Set(members.filter { Stored.profile($0.profile) == nil }.compactMap(\.contactId)) {
-            if let c = try ContactRecord.fetchOne(db, key: id), let p = Stored.profile(c.profile) { profiles[id] = p }
+            if let text = try String.fetchOne(db.cachedStatement(sql: "SELECT profile FROM contact WHERE id = ?"), arguments: [id]),
+               let p = Stored.profile(text) { profiles[id] = p }
         }
         return GroupView(group: g, members: members, contactProfiles: profiles, currentMembers: current)
     }
