@@ -349,6 +349,14 @@ public struct ChannelRelayState: Sendable {
             forwardedCount += 1
             stopServing(.inactive, &run)
             return
+        case .leave?:
+            // An owner left (signed `x.grp.leave`): forwarded to the subscribers, its connection goes.
+            if !targets.isEmpty { run.effects.append(.deliver(fwd, to: targets)) }
+            forwardedCount += 1
+            if owner.memberId == inviter { ownerConnected = false }
+            run.effects.append(.deleteConnection(owner.memberId))
+            run.effects.append(.emit(.leftMember(owner.memberId)))
+            return
         default:
             guard ChannelSignaturePolicy.isForwarded(env) else { throw ChannelError(.invalidState, "\(env.event) is not forwarded in channels") }
         }

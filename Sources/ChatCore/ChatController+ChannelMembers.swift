@@ -233,7 +233,12 @@ extension ChatController {
     /// forwards it to the owner: `leftMember` there), then every connection of the channel is
     /// deleted (`leftMemberUser`). Nil for a group that is no channel the user subscribes to.
     func leaveChannel(groupId: Int64) async throws -> ChatResponse? {
-        guard let c = try await channelRecord(groupId), c.role == ChannelRecord.Role.subscriber.rawValue else { return nil }
+        guard let c = try await channelRecord(groupId) else { return nil }
+        switch ChannelRecord.Role(rawValue: c.role) {
+        case .relay?: return try await leaveChannelAsRelay(groupId: groupId, c) // (+ChannelManagement)
+        case .owner?: return try await leaveChannelAsOwner(groupId: groupId, c)
+        default: break
+        }
         let (u, _) = try await groupAndUser(groupId)
         try requireStarted()
         let effects = try await runSubscriber(groupId, .leave)
@@ -373,11 +378,16 @@ extension ChatController {
         let relays = members.compactMap { m -> SubscriberRelay? in
             guard let id = MemberId(m.memberId), let st = SubscriberRelay.Status(rawValue: m.status), let link = m.relayLink else { return nil }
             let p = view.record(id).flatMap { Stored.json($0.profile) }.flatMap { try? MemberProfile(json: $0) } ?? MemberProfile(displayName: "relay")
-            return SubscriberRelay(memberId: id, link: link, profile: p, status: st)
+            var r = SubscriberRelay(memberId: id, link: link, profile: p, status: st)
+            r.delivered = m.delivered
+            r.firstCopies = m.firstCopies
+            r.rejected = m.rejected
+            r.baseline = m.baseline
+            return r
         }
         let state = ChannelSubscriberState(publicGroupId: pg, channelLink: c.channelLink, memberId: memberId, ownProfile: try Self.memberProfile(u.profile),
                                            profile: profile, owners: Stored.json(c.owners).map(Self.ownerKeys) ?? [], key: try Self.privateKey(c.memberKey),
-                                           requireSignedContent: true, relays: relays)
+                                           requireSignedContent: true, relays: relays, uniqueMessages: c.uniqueMessages)
         if let s = channelRuntime.subscribers[groupId] { return s }
         channelRuntime.subscribers[groupId] = state
         return state
@@ -406,6 +416,10 @@ extension ChatController {
                     m.status = r.status.rawValue
                     m.relayLink = r.link
                     m.connected = r.status == .connected
+                    m.delivered = r.delivered
+                    m.firstCopies = r.firstCopies
+                    m.rejected = r.rejected
+                    m.baseline = r.baseline
                     try m.save(db)
                     let status: GroupProtocol.GroupMemberStatus = switch r.status {
                     case .joining: .accepted
@@ -416,7 +430,7 @@ extension ChatController {
                     try Self.saveChannelGroupMember(db, groupId: groupId, memberId: r.memberId, role: .relay, category: .host, status: status, profile: r.profile, now: now)
                 case let .saveProfile(p):
                     _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("profile").set(to: p.json.description), Column("updated_at").set(to: now))
-                case let .applyContent(env, sender, relay, _):
+                case let .applyContent(env, sender, relay, verification):
                     guard env.event == "x.msg.new", let content = env.params["content"], let msgId = env.msgId else { continue }
                     // The store's dedup across relays (and restarts): (author, shared msg id).
                     let author = switch sender {
@@ -433,6 +447,7 @@ extension ChatController {
                     let relayRow = try rows.filter(GroupMemberRecord.Columns.memberId == relay.text).fetchOne(db)?.id
                     var item = GroupItemRecord(userId: user, groupId: groupId, memberRowId: authorRow ?? relayRow, forwardedByRowId: relayRow,
                                                content: content.description, sharedMsgId: msgId, status: .rcvNew, blocked: false, createdAt: now)
+                    item.msgVerified = verification.rawValue
                     try item.insert(db)
                     _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("chat_ts").set(to: now))
                     items.append((item.id!, sender))
@@ -441,6 +456,7 @@ extension ChatController {
             }
             guard var c = try ChannelRecord.fetchOne(db, key: groupId) else { return items }
             c.owners = Self.ownerKeysJSON(Array(snapshot.owners.values)).description
+            c.uniqueMessages = snapshot.uniqueMessages
             try c.update(db)
             if !snapshot.connectedRelays.isEmpty {
                 _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == snapshot.memberId.text)
@@ -546,6 +562,15 @@ extension ChatController {
             sink.yield(.group(.userJoinedGroup(UserJoinedGroup(user: userModel(u), groupInfo: info, hostMember: h))))
         case let .messageRejected(relay, reason):
             logger.info("a channel message was refused", metadata: ["group": "\(groupId)", "relay": "\(relay)", "reason": "\(reason.text)"])
+        case let .leftMember(id):
+            // An owner left the channel (a member row for it if the subscriber had none).
+            let profile = try await subscriberState(groupId).owners[id]?.profile
+            let now = Timestamp.now()
+            try await dbWrite { db in
+                try Self.saveChannelGroupMember(db, groupId: groupId, memberId: id, role: .owner, category: .pre, status: .left, profile: profile, now: now)
+            }
+            guard let m = try await groupView(groupId).member(id) else { return }
+            sink.yield(.group(.leftMember(UserGroupMember(user: userModel(u), groupInfo: info, member: m))))
         default:
             logger.debug("a channel event is not reported yet", metadata: ["group": "\(groupId)", "event": "\(e)"])
         }

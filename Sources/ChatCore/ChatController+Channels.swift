@@ -122,8 +122,15 @@ extension ChatController {
             guard let id = MemberId(r.memberId), let st = ChannelProtocol.RelayStatus(rawValue: r.status) else { return nil }
             return OwnerRelay(memberId: id, chatRelayId: r.chatRelayId ?? 0, address: r.address ?? "", status: st, relayLink: r.relayLink, connected: r.connected)
         }
+        // Subscribers the relays announced (and who did not leave): `x.grp.relay.new` goes out only when there are some.
+        var subscribers: [MemberId: MemberKey] = [:]
+        for m in members where m.kind == "subscriber" {
+            guard let id = MemberId(m.memberId), let key = m.memberKey.flatMap({ MemberKey(text: $0) }),
+                  let status = view.record(id)?.status, status != GroupProtocol.GroupMemberStatus.left.rawValue else { continue }
+            subscribers[id] = key
+        }
         let state = ChannelOwnerState(publicGroupId: pg, channelLink: c.channelLink, memberId: memberId, ownProfile: try Self.memberProfile(u.profile),
-                                      key: try Self.privateKey(c.memberKey), profile: profile, relays: relays)
+                                      key: try Self.privateKey(c.memberKey), profile: profile, relays: relays, subscribers: subscribers)
         if let s = channelRuntime.owners[groupId] { return s }
         channelRuntime.owners[groupId] = state
         return state
@@ -151,9 +158,16 @@ extension ChatController {
             return RelaySubscriber(memberId: id, key: key, profile: p, status: st)
         }
         let profile = c.publicGroupId == nil ? nil : Stored.json(view.group.profile).flatMap { try? GroupProtocol.GroupProfile(json: $0) }
+        // The latest posts for late joiners (`channel_history`, oldest first).
+        let history = try await dbRead { db in
+            try ChannelHistoryRecord.filter(ChannelHistoryRecord.Columns.groupId == groupId).order(ChannelHistoryRecord.Columns.id).fetchAll(db)
+        }.compactMap { h -> ForwardedElement? in
+            guard case let .forward(f)? = (try? ChannelBatch.decode([UInt8](h.body)))?.first else { return nil }
+            return f
+        }
         let state = ChannelRelayState(channelLink: c.channelLink, ownMemberId: memberId, ownProfile: try Self.memberProfile(u.profile), inviter: inviter,
                                       status: status, publicGroupId: c.publicGroupId.flatMap(Base64URL.decode), profile: profile, owners: owners,
-                                      relayLink: c.relayLink, subscribers: subscribers, history: [], ownerConnected: c.ownerConnected)
+                                      relayLink: c.relayLink, subscribers: subscribers, history: history, ownerConnected: c.ownerConnected)
         if let s = channelRuntime.relays[groupId] { return s }
         channelRuntime.relays[groupId] = state
         return state
@@ -332,14 +346,18 @@ extension ChatController {
     /// `/_get relays #<groupId>`: the channel's relays (owner).
     public func getGroupRelays(groupId: Int64) async throws -> ChatResponse {
         let (u, view) = try await groupAndUser(groupId)
-        guard let c = try await channelRecord(groupId), c.role == ChannelRecord.Role.owner.rawValue else {
-            throw ChatFailure.command("#\(groupId) is not a channel this user owns")
+        guard let c = try await channelRecord(groupId), c.role != ChannelRecord.Role.relay.rawValue else {
+            throw ChatFailure.command("#\(groupId) is not a channel this user owns or subscribes to")
+        }
+        if c.role == ChannelRecord.Role.subscriber.rawValue {
+            // A subscriber's relays, with its counters for each (+ChannelManagement).
+            return .channel(.groupRelays(GroupRelaysList(user: userModel(u), groupInfo: channelInfo(view, c), groupRelays: try await subscriberRelayModels(groupId, view: view))))
         }
         return .channel(.groupRelays(GroupRelaysList(user: userModel(u), groupInfo: channelInfo(view, c), groupRelays: try await groupRelayModels(groupId, view: view))))
     }
 
     /// Sends the contact request with `x.grp.relay.inv` to a relay's address; returns the new connection.
-    private func joinRelayAddress(_ groupId: Int64, relay: MemberId, address: String, info: GroupEnvelope) async throws -> Int64 {
+    func joinRelayAddress(_ groupId: Int64, relay: MemberId, address: String, info: GroupEnvelope) async throws -> Int64 {
         let short: ShortLink
         do { short = try ShortLink(parsing: address) } catch { throw ChatFailure(ChannelError(.invalidLink, "the chat relay address cannot be read: \(error)")) }
         guard case let .contact(link) = try await agentCall({ try await agent.resolve(short) }) else {
@@ -544,7 +562,8 @@ extension ChatController {
         do { env = try GroupMessage.decodeEnvelope(info, asConnInfo: true) } catch { return await refuse("not a channel message: \(error.message)") }
         let own = try Self.memberProfile(u.profile)
         let decision: RelayDirectory.Decision
-        do { decision = try RelayDirectory().invitation(env, ownMemberProfile: own, newMessageId: ChatMessage.newMessageId) } catch {
+        let directory = RelayDirectory(rejectedLinks: try await refusedChannelLinks(userId: u.id))
+        do { decision = try directory.invitation(env, ownMemberProfile: own, newMessageId: ChatMessage.newMessageId) } catch {
             return await refuse(error.text)
         }
         switch decision {
@@ -595,6 +614,7 @@ extension ChatController {
         defer { unlockChannel(groupId) }
         var state = try await relayState(groupId)
         let before = state.profile
+        let lastPost = state.history.last
         let effects: [ChannelRelayEffect]
         do { effects = try state.handle(input, newMessageId: ChatMessage.newMessageId) } catch { throw ChatFailure(error) }
         let now = Timestamp.now()
@@ -631,6 +651,15 @@ extension ChatController {
                 var job = ChannelDeliveryRecord(groupId: groupId, body: Data(try ChannelBatch.encode([.forward(fwd)])),
                                                 recipients: JSONValue.array(to.map { .string($0.text) }).description, createdAt: now)
                 try job.insert(db)
+            }
+            // A post kept for late joiners: stored with the input, the newest `historyLimit` kept.
+            if let post = snapshot.history.last, post != lastPost {
+                var h = ChannelHistoryRecord(groupId: groupId, body: Data(try ChannelBatch.encode([.forward(post)])))
+                try h.insert(db)
+                try db.execute(sql: """
+                    DELETE FROM channel_history WHERE group_id = ? AND id NOT IN
+                    (SELECT id FROM channel_history WHERE group_id = ? ORDER BY id DESC LIMIT ?)
+                    """, arguments: [groupId, groupId, snapshot.historyLimit])
             }
             if snapshot.isOwnerConnected {
                 _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == snapshot.inviter.text)
@@ -684,8 +713,10 @@ extension ChatController {
                     break // performed by the request's handler, which holds the request (+ChannelMembers)
                 case .deliver:
                     kickChannelDeliveries(groupId)
-                case .deleteAllConnections, .rememberRejected:
-                    logger.info("a channel relay step is not wired in yet", metadata: ["group": "\(groupId)", "effect": "\(effect)"])
+                case .deleteAllConnections:
+                    try await stopServingChannel(groupId) // (+ChannelManagement)
+                case let .rememberRejected(link):
+                    try await rememberRefusedChannel(groupId, link)
                 case let .emit(e):
                     try await reportRelayEvent(groupId, e)
                 }
@@ -754,8 +785,13 @@ extension ChatController {
             guard let m = view.member(id) else { return }
             sink.yield(.group(.joinedGroupMember(UserGroupMember(user: userModel(u), groupInfo: info, member: m))))
         case let .leftMember(id):
-            guard let m = view.member(id) else { return }
+            if view.record(id)?.role == GroupProtocol.GroupMemberRole.owner.name { try await markChannelMember(groupId, id, .left) }
+            guard let m = try await groupView(groupId).member(id) else { return }
             sink.yield(.group(.leftMember(UserGroupMember(user: userModel(u), groupInfo: info, member: m))))
+        case let .deletedMemberUser(by):
+            // The owner removed this relay: it forwarded the removal and stopped.
+            guard let m = view.member(by) else { return }
+            sink.yield(.group(.deletedMemberUser(DeletedMemberUser(user: userModel(u), groupInfo: info, member: m, withMessages: false))))
         default:
             logger.debug("a channel event is not reported yet", metadata: ["group": "\(groupId)", "event": "\(e)"])
         }

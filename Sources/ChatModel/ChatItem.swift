@@ -1,3 +1,5 @@
+import SwiftplexBase
+
 /// One item of a chat: a message sent or received (or what is left of a deleted one).
 /// `meta.itemId` is the id used for quoting, editing, deleting and reacting.
 public struct ChatItem: Sendable, Hashable, Codable {
@@ -74,11 +76,16 @@ public struct CIMeta: Sendable, Hashable, Codable {
     public var showGroupAsSender: Bool
     public var createdAt: ChatTimestamp
     public var updatedAt: ChatTimestamp
+    /// A signed message's check (SimpleX `MsgVerified`): `{"type": "signed", "sigStatus":
+    /// "verified"}` or `{"type": "sigMissing"}`; absent for messages that are not checked
+    /// (channel posts are).
+    public var msgVerified: JSONValue?
 
     public init(itemId: Int64, itemTs: ChatTimestamp, itemText: String, itemStatus: CIStatus, sentViaProxy: Bool? = nil, itemSharedMsgId: String? = nil,
                 itemDeleted: CIDeleted? = nil, itemEdited: Bool = false, itemLive: Bool? = nil, userMention: Bool = false, hasLink: Bool = false,
                 deletable: Bool, editable: Bool, forwardedByMember: Int64? = nil, showGroupAsSender: Bool = false, createdAt: ChatTimestamp,
-                updatedAt: ChatTimestamp) {
+                updatedAt: ChatTimestamp, msgVerified: JSONValue? = nil) {
+        self.msgVerified = msgVerified
         self.itemId = itemId
         self.itemTs = itemTs
         self.itemText = itemText
