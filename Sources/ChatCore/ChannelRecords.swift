@@ -83,10 +83,10 @@ enum ChannelStore {
 
     /// Registered after ``registerChannels(_:)`` and every other migration: what lived in memory —
     /// the relay's history for late joiners, the subscriber's per-relay counters — the channels a
-    /// relay's operator left (refused until `/_relay allow`), and the signature check of a
-    /// received channel post (`meta.msgVerified`).
+    /// relay's operator left (refused until `/_relay allow`), the signature check of a received
+    /// channel post (`meta.msgVerified`), and the channel steps still to make (`channel_action`).
     static func registerChannelState(_ m: inout DatabaseMigrator) {
-        m.registerMigration("channels 3: relay history, refused channels, subscriber counters, verified posts") { db in
+        m.registerMigration("channels 3: relay history, refused channels, subscriber counters, verified posts, channel actions") { db in
             try db.execute(sql: """
                 CREATE TABLE channel_history (
                     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -107,6 +107,12 @@ enum ChannelStore {
                 ALTER TABLE channel_member ADD COLUMN rejected INTEGER NOT NULL DEFAULT 0;
                 ALTER TABLE channel_member ADD COLUMN baseline INTEGER NOT NULL DEFAULT 0;
                 ALTER TABLE group_item ADD COLUMN msg_verified TEXT;
+                CREATE TABLE channel_action (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    group_id INTEGER NOT NULL REFERENCES chat_group(id) ON DELETE CASCADE,
+                    action TEXT NOT NULL
+                );
+                CREATE INDEX channel_action_by_group ON channel_action(group_id, id);
                 """)
         }
     }
@@ -258,6 +264,24 @@ struct ChannelDeliveryRecord: ChatRecord {
     var body: Data
     var recipients: String
     var createdAt: String
+
+    enum Columns {
+        static let id = Column("id")
+        static let groupId = Column("group_id")
+    }
+
+    mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
+}
+
+/// `channel_action`: a channel step still to make — the agent call of an effect committed with the
+/// input that asked for it (fetching link data, creating the relay's link, accepting, joining,
+/// allowing, publishing link data) as JSON (``ChannelStep``); removed once made. Steps left by a
+/// crash or a shutdown are made again at start (+ChannelActions).
+struct ChannelActionRecord: ChatRecord {
+    static let databaseTableName = "channel_action"
+    var id: Int64?
+    var groupId: Int64
+    var action: String
 
     enum Columns {
         static let id = Column("id")

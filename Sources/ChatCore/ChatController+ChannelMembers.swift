@@ -350,6 +350,7 @@ extension ChatController {
             var c = record
             c.groupId = gid
             try c.insert(db)
+            try Self.queueChannelSteps(db, groupId: gid, effects.compactMap(ChannelStep.init)) // (+ChannelActions)
             return gid
         }
         channelRuntime.subscribers[groupId] = state
@@ -407,6 +408,7 @@ extension ChatController {
         let snapshot = state
         let user = try await groupView(groupId).group.userId
         let items = try await dbWrite { db -> [(Int64, ContentSender)] in
+            try Self.queueChannelSteps(db, groupId: groupId, effects.compactMap(ChannelStep.init)) // (+ChannelActions)
             var items: [(Int64, ContentSender)] = []
             for e in effects {
                 switch e {
@@ -493,6 +495,8 @@ extension ChatController {
 
     func performSubscriberEffects(_ groupId: Int64, _ effects: [ChannelSubscriberEffect]) async {
         for effect in effects {
+            let step = ChannelStep(effect)
+            if channelStepHeld(step) { continue }
             do {
                 switch effect {
                 case .saveRelay, .saveProfile, .applyContent: break
@@ -529,6 +533,7 @@ extension ChatController {
             } catch {
                 reportChannelRefusal(groupId, error)
             }
+            await channelStepDone(groupId, step) // (+ChannelActions)
         }
     }
 

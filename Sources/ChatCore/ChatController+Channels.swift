@@ -13,8 +13,9 @@ import SwiftplexCrypto
 // order in a task of their own (agent calls; an answer is the machine's next input) and its
 // events reported.
 //
-// Not durable yet (unlike groups' `group_action`): an agent call cut short by a crash or a
-// shutdown is not made again after a restart — the channel then waits in its last stored status.
+// The agent calls that move a channel on are written to `channel_action` with the input that
+// asked for them and made again at start when a crash or a shutdown cut them short
+// (+ChannelActions).
 
 /// The channel machines in memory, the channel connections, and per-channel ordering.
 struct ChannelRuntime {
@@ -28,6 +29,8 @@ struct ChannelRuntime {
     /// Channels whose delivery jobs are being sent, and those with jobs added meanwhile.
     var delivering: Set<Int64> = []
     var redeliver: Set<Int64> = []
+    /// Tests: channel steps are left in `channel_action` (+ChannelActions).
+    var holdSteps = false
 }
 
 struct ChannelConnection: Sendable {
@@ -384,6 +387,7 @@ extension ChatController {
         do { effects = try state.handle(input, newMessageId: ChatMessage.newMessageId) } catch { throw ChatFailure(error) }
         let now = Timestamp.now()
         try await dbWrite { db in
+            try Self.queueChannelSteps(db, groupId: groupId, effects.compactMap(ChannelStep.init)) // (+ChannelActions)
             for e in effects {
                 switch e {
                 case let .saveRelay(r): try Self.saveOwnerRelay(db, groupId: groupId, r, now: now)
@@ -446,6 +450,8 @@ extension ChatController {
     /// Performs the owner's effects in order: agent calls (whose answers are the next inputs) and events.
     func performOwnerEffects(_ groupId: Int64, _ effects: [ChannelOwnerEffect]) async {
         for effect in effects {
+            let step = ChannelStep(effect)
+            if channelStepHeld(step) { continue }
             do {
                 switch effect {
                 case .saveRelay, .saveProfile: break
@@ -477,6 +483,7 @@ extension ChatController {
             } catch {
                 reportChannelRefusal(groupId, error)
             }
+            await channelStepDone(groupId, step) // (+ChannelActions)
         }
     }
 
@@ -600,6 +607,7 @@ extension ChatController {
                 try c.insert(db)
                 var m = ChannelMemberRecord(groupId: gid, memberId: state.inviter.text, kind: "owner", status: "invited")
                 try m.insert(db)
+                try Self.queueChannelSteps(db, groupId: gid, effects.compactMap(ChannelStep.init)) // (+ChannelActions)
                 return gid
             }
             channelRuntime.relays[groupId] = state
@@ -622,6 +630,7 @@ extension ChatController {
         let profileChanged = state.profile != before
         try await dbWrite { db in
             guard var c = try ChannelRecord.fetchOne(db, key: groupId) else { return }
+            try Self.queueChannelSteps(db, groupId: groupId, effects.compactMap(ChannelStep.init)) // (+ChannelActions)
             c.relayStatus = snapshot.status.rawValue
             c.publicGroupId = snapshot.publicGroupId.map(Base64URL.encode)
             c.relayLink = snapshot.relayLink
@@ -682,6 +691,8 @@ extension ChatController {
     /// Performs the relay's effects in order.
     func performRelayEffects(_ groupId: Int64, _ effects: [ChannelRelayEffect]) async {
         for effect in effects {
+            let step = ChannelStep(effect)
+            if channelStepHeld(step) { continue }
             do {
                 switch effect {
                 case .saveStatus, .saveSubscriber: break
@@ -723,6 +734,7 @@ extension ChatController {
             } catch {
                 reportChannelRefusal(groupId, error)
             }
+            await channelStepDone(groupId, step) // (+ChannelActions)
         }
     }
 

@@ -338,4 +338,86 @@ import Testing
             }
         }
     }
+
+    /// Steps cut short are made again at start: the relays' engine stops right after each
+    /// invitation is committed (its steps held in `channel_action`, as a crash would leave them),
+    /// restarted it checks the channel, makes its link and accepts — both relays `active`; a
+    /// subscriber's engine stops right after `/_connect`, restarted it joins through both relays
+    /// and gets posts.
+    @Test func aRelayAndASubscriberStoppedBetweenStepsCarryOnAtStart() async throws {
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
+                await startUser(o, "owner")
+                let groupId = try await withEngine(dir, "relays", relays: [relay.address]) { r, _ in
+                    let addresses = try await makeRelayUsers(r)
+                    await r.controller.holdChannelSteps(true)
+                    let set = await o.execute("/relays name=one \(addresses[0]) name=two \(addresses[1])")
+                    #expect(set["chatRelays"]?.arrayCount == 2, "\(set)")
+                    let created = await o.execute(#"/_public group 1 1,2 {"displayName": "news", "fullName": ""}"#)
+                    let groupId = try #require(created["groupInfo"]?["groupId"]?.intValue, "\(created)")
+                    let relays = r.controller
+                    try await waitUntil("both invitations to be committed with their steps") {
+                        (try? await relays.dbRead { db in try ChannelActionRecord.fetchCount(db) }) == 2
+                    }
+                    return groupId
+                }
+                #expect(!oIn.contains("groupRelayUpdated"))
+                try await withEngine(dir, "relays", relays: [relay.address]) { r, _ in
+                    _ = await r.execute("/_start")
+                    for _ in 0..<2 { _ = try await oIn.next("groupRelayUpdated", where: { $0["groupRelay"]?["relayStatus"]?.stringValue == "active" }, timeout: .seconds(30)) }
+                    let relays = r.controller
+                    try await waitUntil("the relays' steps to be done") {
+                        (try? await relays.dbRead { db in try ChannelActionRecord.fetchCount(db) }) == 0
+                    }
+                    let link = try #require(await o.execute("/_get relays #\(groupId)")["groupInfo"]?["groupProfile"]?["publicGroup"]?["groupLink"]?.stringValue)
+
+                    try await withEngine(dir, "subs", relays: [relay.address]) { s, _ in
+                        await startUser(s, "sub1")
+                        await s.controller.holdChannelSteps(true)
+                        #expect(await s.execute("/_connect 1 \(link)")["type"]?.stringValue == "startedConnectionToGroup")
+                        let held = try await s.controller.dbRead { db in try ChannelActionRecord.fetchCount(db) }
+                        #expect(held == 2)
+                    }
+                    try await withEngine(dir, "subs", relays: [relay.address]) { s, sIn in
+                        _ = await s.execute("/_start")
+                        for _ in 0..<2 { _ = try await sIn.next("userJoinedGroup", timeout: .seconds(30)) }
+                        _ = await postToChannel(o, groupId, "after the restarts")
+                        _ = try await sIn.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == "after the restarts" })
+                        let left = try await s.controller.dbRead { db in try ChannelActionRecord.fetchCount(db) }
+                        #expect(left == 0)
+                    }
+                }
+            }
+        }
+    }
+
+    /// The owner's engine stops right after the relays' acceptances are committed (checking
+    /// their links held); restarted, it checks them, allows, publishes: both relays `active`.
+    @Test func anOwnerStoppedBetweenStepsCarriesOnAtStart() async throws {
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "relays", relays: [relay.address]) { r, _ in
+                let addresses = try await makeRelayUsers(r)
+                let groupId = try await withEngine(dir, "owner", relays: [relay.address]) { o, _ in
+                    await startUser(o, "owner")
+                    await o.controller.holdChannelSteps(true)
+                    _ = await o.execute("/relays name=one \(addresses[0]) name=two \(addresses[1])")
+                    let created = await o.execute(#"/_public group 1 1,2 {"displayName": "news", "fullName": ""}"#)
+                    let groupId = try #require(created["groupInfo"]?["groupId"]?.intValue, "\(created)")
+                    let owner = o.controller
+                    try await waitUntil("both acceptances to be committed with their steps") {
+                        (try? await owner.dbRead { db in try ChannelActionRecord.fetchCount(db) }) == 2
+                    }
+                    let relays = try await ownerRelays(o, groupId)
+                    #expect(relays.values.map { $0["relayStatus"]?.stringValue } == ["invited", "invited"], "\(relays)")
+                    return groupId
+                }
+                try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
+                    _ = await o.execute("/_start")
+                    for _ in 0..<2 { _ = try await oIn.next("groupRelayUpdated", where: { $0["groupRelay"]?["relayStatus"]?.stringValue == "active" }, timeout: .seconds(30)) }
+                    let relays = try await ownerRelays(o, groupId)
+                    #expect(relays.values.map { $0["relayStatus"]?.stringValue } == ["active", "active"], "\(relays)")
+                }
+            }
+        }
+    }
 }
