@@ -386,9 +386,22 @@ extension ChatController {
             r.baseline = m.baseline
             return r
         }
+        // The posts taken lately (`group_msg`): a late copy after the restart is a duplicate for
+        // the counters too. A post as the channel is kept as `#channel`: under each owner here.
+        let owners = Stored.json(c.owners).map(Self.ownerKeys) ?? []
+        let recent = try await dbRead { db -> [(String, String)] in
+            try Row.fetchAll(db, sql: "SELECT author_member_id, shared_msg_id FROM group_msg WHERE group_id = ? ORDER BY rowid DESC LIMIT 2000",
+                             arguments: [groupId]).map { ($0[0], $0[1]) }
+        }
+        var dedup = ForwardDedup()
+        for (author, msgId) in recent.reversed() {
+            for a in author == "#channel" ? owners.map(\.memberId) : MemberId(author).map({ [$0] }) ?? [] {
+                _ = dedup.record(author: a, msgId: msgId, forwardedBy: nil)
+            }
+        }
         let state = ChannelSubscriberState(publicGroupId: pg, channelLink: c.channelLink, memberId: memberId, ownProfile: try Self.memberProfile(u.profile),
-                                           profile: profile, owners: Stored.json(c.owners).map(Self.ownerKeys) ?? [], key: try Self.privateKey(c.memberKey),
-                                           requireSignedContent: true, relays: relays, uniqueMessages: c.uniqueMessages)
+                                           profile: profile, owners: owners, key: try Self.privateKey(c.memberKey),
+                                           requireSignedContent: true, relays: relays, uniqueMessages: c.uniqueMessages, dedup: dedup)
         if let s = channelRuntime.subscribers[groupId] { return s }
         channelRuntime.subscribers[groupId] = state
         return state

@@ -228,6 +228,27 @@ import Testing
                 let addresses = try await makeRelayUsers(r)
                 try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
                     let (groupId, link) = try await makeActiveChannel(o, oIn, addresses)
+                    // The owner's signature over "honest"; relay1 forwards it with "forged".
+                    let c = try #require(try await o.controller.dbRead { db in try ChannelRecord.fetchOne(db, key: Int64(groupId)) })
+                    let key = try ChatController.privateKey(c.memberKey)
+                    let owner = try #require(MemberId(c.memberId))
+                    let publicGroupId = try #require(c.publicGroupId.flatMap(Base64URL.decode))
+                    func post(_ text: String) -> GroupEnvelope {
+                        GroupEnvelope(msgId: "honest-post-id", event: "x.msg.new",
+                                      params: .object([("content", .object([("type", "text"), ("text", .string(text))])), ("asGroup", .bool(true))]))
+                    }
+                    let honest = try ChannelElement.sign(post("honest"), binding: .channel, publicGroupId: publicGroupId, author: owner, key: key)
+                    guard case let .signed(binding, signatures, _) = honest else { throw TestFailure("not signed") }
+                    let forged = ChannelElement.signed(binding: binding, signatures: signatures, body: try GroupMessage.encode(post("forged")))
+                    func forward(_ e: ChannelElement, relayUser: Int) async throws {
+                        let g = try await relayGroup(r, user: relayUser)
+                        let found = try await r.controller.dbRead { db in
+                            try ChannelMemberRecord.filter(ChannelMemberRecord.Columns.groupId == g && Column("kind") == "subscriber").fetchOne(db)?.agentConnId
+                        }
+                        let conn = try #require(found)
+                        let fwd = ForwardedElement(sender: .channel, brokerTs: Int64(Date().timeIntervalSince1970), element: e)
+                        _ = try await r.controller.agent.send(conn, try ChannelBatch.encode([.forward(fwd)]))
+                    }
                     let subGroup = try await withEngine(dir, "subs", relays: [relay.address]) { s, sIn in
                         await startUser(s, "sub1")
                         let started = await s.execute("/_connect 1 \(link)")
@@ -242,27 +263,6 @@ import Testing
                             return brought == [1, 1]
                         }
 
-                        // The owner's signature over "honest"; relay1 forwards it with "forged".
-                        let c = try #require(try await o.controller.dbRead { db in try ChannelRecord.fetchOne(db, key: Int64(groupId)) })
-                        let key = try ChatController.privateKey(c.memberKey)
-                        let owner = try #require(MemberId(c.memberId))
-                        let publicGroupId = try #require(c.publicGroupId.flatMap(Base64URL.decode))
-                        func post(_ text: String) -> GroupEnvelope {
-                            GroupEnvelope(msgId: "honest-post-id", event: "x.msg.new",
-                                          params: .object([("content", .object([("type", "text"), ("text", .string(text))])), ("asGroup", .bool(true))]))
-                        }
-                        let honest = try ChannelElement.sign(post("honest"), binding: .channel, publicGroupId: publicGroupId, author: owner, key: key)
-                        guard case let .signed(binding, signatures, _) = honest else { throw TestFailure("not signed") }
-                        let forged = ChannelElement.signed(binding: binding, signatures: signatures, body: try GroupMessage.encode(post("forged")))
-                        func forward(_ e: ChannelElement, relayUser: Int) async throws {
-                            let g = try await relayGroup(r, user: relayUser)
-                            let found = try await r.controller.dbRead { db in
-                                try ChannelMemberRecord.filter(ChannelMemberRecord.Columns.groupId == g && Column("kind") == "subscriber").fetchOne(db)?.agentConnId
-                            }
-                            let conn = try #require(found)
-                            let fwd = ForwardedElement(sender: .channel, brokerTs: Int64(Date().timeIntervalSince1970), element: e)
-                            _ = try await r.controller.agent.send(conn, try ChannelBatch.encode([.forward(fwd)]))
-                        }
                         try await forward(forged, relayUser: 1)
                         try await waitUntil("the subscriber to refuse the altered post") {
                             await subscriberRelays(s, subGroup)["relay1"]?["relayStats"]?["rejected"]?.intValue == 1
@@ -285,7 +285,7 @@ import Testing
                         return subGroup
                     }
                     // Restarted, the subscriber shows the same counters.
-                    try await withEngine(dir, "subs", relays: [relay.address]) { s, _ in
+                    try await withEngine(dir, "subs", relays: [relay.address]) { s, sIn in
                         _ = await s.execute("/_start")
                         let mine = await subscriberRelays(s, subGroup)
                         #expect(mine["relay1"]?["relayStats"]?["rejected"]?.intValue == 1, "\(mine)")
@@ -293,6 +293,17 @@ import Testing
                         #expect(mine["relay2"]?["relayStats"]?["missed"]?.intValue == 0, "\(mine)")
                         let received = ["relay1", "relay2"].compactMap { mine[$0]?["relayStats"]?["received"]?.intValue }.reduce(0, +)
                         #expect(received == 2, "\(mine)")
+                        // relay1's late copy of the honest post: a duplicate (not a new post), nothing missed any more.
+                        let duplicatesBefore = mine["relay1"]?["relayStats"]?["duplicates"]?.intValue ?? 0
+                        try await forward(honest, relayUser: 1)
+                        try await waitUntil("relay1's late copy to be counted") {
+                            await subscriberRelays(s, subGroup)["relay1"]?["relayStats"]?["duplicates"]?.intValue == duplicatesBefore + 1
+                        }
+                        let later = await subscriberRelays(s, subGroup)
+                        #expect(later["relay1"]?["relayStats"]?["missed"]?.intValue == 0 && later["relay2"]?["relayStats"]?["missed"]?.intValue == 0, "\(later)")
+                        #expect(later["relay1"]?["relayStats"]?["received"]?.intValue == mine["relay1"]?["relayStats"]?["received"]?.intValue, "\(later)")
+                        let again = sIn.contains("newChatItems")
+                        #expect(!again)
                     }
                 }
             }
