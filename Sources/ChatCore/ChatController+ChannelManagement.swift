@@ -236,10 +236,10 @@ extension ChatController {
     }
 
     /// `meta.msgVerified` of a stored check (SimpleX `MsgVerified`).
-    nonisolated static func msgVerifiedJSON(_ stored: String?) -> JSONValue? {
+    nonisolated static func msgVerified(_ stored: String?) -> MsgVerified? {
         switch stored {
-        case MessageVerification.verified.rawValue?: .object([("type", "signed"), ("sigStatus", "verified")])
-        case MessageVerification.sigMissing.rawValue?: .object([("type", "sigMissing")])
+        case MessageVerification.verified.rawValue?: .signed(sigStatus: .verified)
+        case MessageVerification.sigMissing.rawValue?: .sigMissing
         default: nil
         }
     }

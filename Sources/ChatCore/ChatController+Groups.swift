@@ -729,7 +729,7 @@ extension ChatController {
         }
         let meta = CIMeta(itemId: r.id ?? 0, itemTs: r.itemTs.map(Stored.timestamp) ?? created, itemText: hiddenText ?? content.text, itemStatus: r.status.ciStatus, itemSharedMsgId: r.sharedMsgId,
                           itemDeleted: itemDeleted, itemEdited: r.edited, deletable: r.deleted == nil, editable: sent && r.deleted == nil, forwardedByMember: r.forwardedByRowId,
-                          createdAt: created, updatedAt: r.updatedAt.map(Stored.timestamp) ?? created, msgVerified: Self.msgVerifiedJSON(r.msgVerified))
+                          createdAt: created, updatedAt: r.updatedAt.map(Stored.timestamp) ?? created, msgVerified: Self.msgVerified(r.msgVerified))
         // A channel post as the channel is stored as brought by its relay (+ChannelMembers): `channelRcv`.
         let dir: CIDirection = sent ? .groupSnd : author.map { $0.memberRole == .relay ? .channelRcv : .groupRcv(groupMember: $0) } ?? .groupSnd
         let quote = Stored.decode(GroupItemQuote.self, r.quote).map { q -> CIQuote in

@@ -76,6 +76,7 @@ import Testing
         check(ConnectionPlan.self, ConnectionPlan.allTags)
         check(CIStatus.self, CIStatus.allTags)
         check(CIContent.self, CIContent.allTags)
+        check(MsgVerified.self, MsgVerified.allTags)
         #expect(Set(ChatResponse.allTags).count == ChatResponse.allTags.count && Set(ChatEvent.allTags).count == ChatEvent.allTags.count)
     }
 }
