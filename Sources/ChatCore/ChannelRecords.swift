@@ -106,7 +106,10 @@ enum ChannelStore {
                 ALTER TABLE channel_member ADD COLUMN first_copies INTEGER NOT NULL DEFAULT 0;
                 ALTER TABLE channel_member ADD COLUMN rejected INTEGER NOT NULL DEFAULT 0;
                 ALTER TABLE channel_member ADD COLUMN baseline INTEGER NOT NULL DEFAULT 0;
-                ALTER TABLE group_item ADD COLUMN msg_verified TEXT;
+                CREATE TABLE channel_item_check (
+                    item_id INTEGER PRIMARY KEY REFERENCES group_item(id) ON DELETE CASCADE,
+                    msg_verified TEXT NOT NULL
+                );
                 CREATE TABLE channel_action (
                     id INTEGER PRIMARY KEY AUTOINCREMENT,
                     group_id INTEGER NOT NULL REFERENCES chat_group(id) ON DELETE CASCADE,

@@ -22,6 +22,8 @@ enum ChannelStep: Sendable, Hashable {
     case relayFetchChannelLinkData(link: String)
     case relayCreateLink(entityId: MemberId)
     case relayAcceptOwner(owner: MemberId, info: GroupEnvelope)
+    /// A subscriber's `x.member` on the relay's link, accepted with `x.grp.link.inv` (the agent's request id).
+    case relayAcceptSubscriber(member: MemberId, request: Int64, info: GroupEnvelope)
     // Subscriber.
     case subscriberFetchRelayLinkData(link: String)
     case subscriberJoin(relay: MemberId, link: String, info: GroupEnvelope)
@@ -56,9 +58,10 @@ enum ChannelStep: Sendable, Hashable {
 
     var json: JSONValue {
         var fields: [(String, JSONValue)] = []
-        func put(_ step: String, member: MemberId? = nil, link: String? = nil, info: GroupEnvelope? = nil) {
+        func put(_ step: String, member: MemberId? = nil, link: String? = nil, info: GroupEnvelope? = nil, request: Int64? = nil) {
             fields.append(("step", .string(step)))
             if let member { fields.append(("member", .string(member.text))) }
+            if let request { fields.append(("request", .int(request))) }
             if let link { fields.append(("link", .string(link))) }
             if let info { fields.append(("info", info.json)) }
         }
@@ -69,6 +72,7 @@ enum ChannelStep: Sendable, Hashable {
         case let .relayFetchChannelLinkData(link): put("relayFetchChannelLinkData", link: link)
         case let .relayCreateLink(entityId): put("relayCreateLink", member: entityId)
         case let .relayAcceptOwner(owner, info): put("relayAcceptOwner", member: owner, info: info)
+        case let .relayAcceptSubscriber(member, request, info): put("relayAcceptSubscriber", member: member, info: info, request: request)
         case let .subscriberFetchRelayLinkData(link): put("subscriberFetchRelayLinkData", link: link)
         case let .subscriberJoin(relay, link, info): put("subscriberJoin", member: relay, link: link, info: info)
         case let .subscriberAllow(relay, info): put("subscriberAllow", member: relay, info: info)
@@ -87,6 +91,9 @@ enum ChannelStep: Sendable, Hashable {
         case "relayFetchChannelLinkData"?: guard let link else { return nil }; self = .relayFetchChannelLinkData(link: link)
         case "relayCreateLink"?: guard let member else { return nil }; self = .relayCreateLink(entityId: member)
         case "relayAcceptOwner"?: guard let member, let info else { return nil }; self = .relayAcceptOwner(owner: member, info: info)
+        case "relayAcceptSubscriber"?:
+            guard let member, let info, let request = json["request"]?.int64Value else { return nil }
+            self = .relayAcceptSubscriber(member: member, request: request, info: info)
         case "subscriberFetchRelayLinkData"?: guard let link else { return nil }; self = .subscriberFetchRelayLinkData(link: link)
         case "subscriberJoin"?: guard let member, let link, let info else { return nil }; self = .subscriberJoin(relay: member, link: link, info: info)
         case "subscriberAllow"?: guard let member, let info else { return nil }; self = .subscriberAllow(relay: member, info: info)
@@ -165,6 +172,9 @@ extension ChatController {
                 case let .relayFetchChannelLinkData(link): await performRelayEffects(groupId, [.fetchChannelLinkData(link)])
                 case let .relayCreateLink(entityId): await performRelayEffects(groupId, [.createRelayLink(entityId: entityId)])
                 case let .relayAcceptOwner(owner, info): await performRelayEffects(groupId, [.acceptOwner(owner, info: info)])
+                case let .relayAcceptSubscriber(member, request, info):
+                    do { try await acceptChannelSubscriber(groupId, member, request: request, info: info) } catch { reportChannelRefusal(groupId, error) }
+                    await channelStepDone(groupId, step)
                 case let .subscriberFetchRelayLinkData(link): await performSubscriberEffects(groupId, [.fetchRelayLinkData(link)])
                 case let .subscriberJoin(relay, link, info): await performSubscriberEffects(groupId, [.joinRelay(relay, link: link, info: info)])
                 case let .subscriberAllow(relay, info): await performSubscriberEffects(groupId, [.allowConnection(relay, info: info)])
@@ -203,6 +213,10 @@ extension ChatController {
             return true
         case .relayAcceptOwner:
             return c.ownerRequest != nil
+        case let .relayAcceptSubscriber(member, _, _):
+            let s = try await relayState(groupId)
+            guard s.isServing, s.subscribers[member]?.status == .accepted else { return false }
+            return try await channelMemberConn(groupId, member) == nil
         case let .subscriberFetchRelayLinkData(link):
             let s = try await subscriberState(groupId)
             return !s.left && !s.deleted && !s.relays.values.contains { $0.link == link && $0.status != .gone }

@@ -235,6 +235,18 @@ extension ChatController {
         }
     }
 
+    /// The stored signature checks of channel posts (`channel_item_check`) among these items.
+    nonisolated static func channelItemChecks(_ db: Database, itemIds: [Int64]) throws -> [Int64: String] {
+        guard !itemIds.isEmpty else { return [:] }
+        let marks = Array(repeating: "?", count: itemIds.count).joined(separator: ",")
+        var out: [Int64: String] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT item_id, msg_verified FROM channel_item_check WHERE item_id IN (\(marks))",
+                                    arguments: StatementArguments(itemIds)) {
+            out[row["item_id"]] = row["msg_verified"]
+        }
+        return out
+    }
+
     /// `meta.msgVerified` of a stored check (SimpleX `MsgVerified`).
     nonisolated static func msgVerified(_ stored: String?) -> MsgVerified? {
         switch stored {

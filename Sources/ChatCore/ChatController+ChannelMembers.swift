@@ -66,23 +66,34 @@ extension ChatController {
             return true
         }
         let effects: [ChannelRelayEffect]
-        do { effects = try await runRelay(groupId, .joinRequest(info: env)) } catch {
+        do { effects = try await runRelay(groupId, .joinRequest(info: env), request: request) } catch {
             logger.info("a join request to a channel was refused", metadata: ["group": "\(groupId)", "reason": "\(Self.chatError(error))"])
             try? await agent.rejectRequest(request)
             return true
         }
         inBackground {
+            // Written to `channel_action` with the input (+ChannelActions): made again at start if cut short.
             for case let .acceptSubscriber(id, answer) in effects {
-                let body = try GroupMessage.encode(answer, asConnInfo: true)
-                try await self.trackingJoin { () async throws -> ((), Int64) in
-                    let conn = try await self.agentCall { try await self.agent.acceptRequest(request, info: body) }
-                    try await self.setChannelConnection(conn, groupId: groupId, member: id)
-                    return ((), conn)
+                let step = ChannelStep.relayAcceptSubscriber(member: id, request: request, info: answer)
+                if await self.channelStepHeld(step) { continue }
+                do { try await self.acceptChannelSubscriber(groupId, id, request: request, info: answer) } catch {
+                    await self.reportChannelRefusal(groupId, error)
                 }
+                await self.channelStepDone(groupId, step)
             }
             await self.performRelayEffects(groupId, effects.filter { if case .acceptSubscriber = $0 { false } else { true } })
         }
         return true
+    }
+
+    /// Accepts a subscriber's request on the relay's per-channel link with `x.grp.link.inv`.
+    func acceptChannelSubscriber(_ groupId: Int64, _ id: MemberId, request: Int64, info: GroupEnvelope) async throws {
+        let body = try GroupMessage.encode(info, asConnInfo: true)
+        try await trackingJoin { () async throws -> ((), Int64) in
+            let conn = try await agentCall { try await agent.acceptRequest(request, info: body) }
+            try await setChannelConnection(conn, groupId: groupId, member: id)
+            return ((), conn)
+        }
     }
 
     /// Starts sending a channel's delivery jobs (in a task `close()` waits for), unless that runs already.
@@ -462,8 +473,9 @@ extension ChatController {
                     let relayRow = try rows.filter(GroupMemberRecord.Columns.memberId == relay.text).fetchOne(db)?.id
                     var item = GroupItemRecord(userId: user, groupId: groupId, memberRowId: authorRow ?? relayRow, forwardedByRowId: relayRow,
                                                content: content.description, sharedMsgId: msgId, status: .rcvNew, blocked: false, createdAt: now)
-                    item.msgVerified = verification.rawValue
                     try item.insert(db)
+                    // Its signature check (`meta.msgVerified`).
+                    try db.execute(sql: "INSERT INTO channel_item_check (item_id, msg_verified) VALUES (?, ?)", arguments: [item.id, verification.rawValue])
                     _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("chat_ts").set(to: now))
                     items.append((item.id!, sender))
                 default: break

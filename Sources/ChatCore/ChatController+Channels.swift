@@ -617,7 +617,7 @@ extension ChatController {
 
     /// Runs one input through the relay's machine and stores its state; returns the effects.
     @discardableResult
-    func runRelay(_ groupId: Int64, _ input: ChannelRelayInput) async throws -> [ChannelRelayEffect] {
+    func runRelay(_ groupId: Int64, _ input: ChannelRelayInput, request: Int64? = nil) async throws -> [ChannelRelayEffect] {
         await lockChannel(groupId)
         defer { unlockChannel(groupId) }
         var state = try await relayState(groupId)
@@ -630,7 +630,12 @@ extension ChatController {
         let profileChanged = state.profile != before
         try await dbWrite { db in
             guard var c = try ChannelRecord.fetchOne(db, key: groupId) else { return }
-            try Self.queueChannelSteps(db, groupId: groupId, effects.compactMap(ChannelStep.init)) // (+ChannelActions)
+            // (+ChannelActions) A subscriber's acceptance needs its request: `request` is the join's.
+            var steps = effects.compactMap(ChannelStep.init)
+            if let request {
+                for case let .acceptSubscriber(id, info) in effects { steps.append(.relayAcceptSubscriber(member: id, request: request, info: info)) }
+            }
+            try Self.queueChannelSteps(db, groupId: groupId, steps)
             c.relayStatus = snapshot.status.rawValue
             c.publicGroupId = snapshot.publicGroupId.map(Base64URL.encode)
             c.relayLink = snapshot.relayLink

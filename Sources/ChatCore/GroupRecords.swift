@@ -354,9 +354,6 @@ struct GroupItemRecord: ChatRecord {
     /// The item's time when it is not `createdAt`: a forwarded message's `msgTs` (clamped to the
     /// receive time); nil for the user's own items and messages received directly.
     var itemTs: String?
-    /// A channel post's signature check (``ChannelProtocol/MessageVerification``: `verified`,
-    /// `sigMissing`); nil for items that are not checked.
-    var msgVerified: String?
 
     enum Columns {
         static let id = Column("id")

@@ -431,4 +431,38 @@ import Testing
             }
         }
     }
+
+    /// The relays' engine stops right after a subscriber's `x.member` is committed (its
+    /// acceptance held); restarted, each relay accepts it: the subscriber joins through both.
+    @Test func aRelayStoppedBeforeAcceptingASubscriberAcceptsAtStart() async throws {
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
+                try await withEngine(dir, "subs", relays: [relay.address]) { s, sIn in
+                    let groupId = try await withEngine(dir, "relays", relays: [relay.address]) { r, _ in
+                        let addresses = try await makeRelayUsers(r)
+                        let (groupId, link) = try await makeActiveChannel(o, oIn, addresses)
+                        await r.controller.holdChannelSteps(true)
+                        await startUser(s, "sub1")
+                        #expect(await s.execute("/_connect 1 \(link)")["type"]?.stringValue == "startedConnectionToGroup")
+                        let relays = r.controller
+                        try await waitUntil("both relays to commit the join with its acceptance") {
+                            (try? await relays.dbRead { db in try ChannelActionRecord.fetchCount(db) }) == 2
+                        }
+                        return groupId
+                    }
+                    #expect(!sIn.contains("userJoinedGroup"))
+                    try await withEngine(dir, "relays", relays: [relay.address]) { r, _ in
+                        _ = await r.execute("/_start")
+                        for _ in 0..<2 { _ = try await sIn.next("userJoinedGroup", timeout: .seconds(30)) }
+                        _ = await postToChannel(o, groupId, "accepted after the restart")
+                        _ = try await sIn.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == "accepted after the restart" })
+                        let relays = r.controller
+                        try await waitUntil("the relays' steps to be done") {
+                            (try? await relays.dbRead { db in try ChannelActionRecord.fetchCount(db) }) == 0
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
