@@ -92,7 +92,8 @@ public struct ChannelOwnerState: Sendable {
     private let key: Ed25519.PrivateKey
 
     public init(publicGroupId: [UInt8], channelLink: String, memberId: MemberId, ownProfile: MemberProfile, key: Ed25519.PrivateKey,
-                profile: GroupProfile, relays: [OwnerRelay] = [], subscribers: [MemberId: MemberKey] = [:]) {
+                profile: GroupProfile, relays: [OwnerRelay] = [], subscribers: [MemberId: MemberKey] = [:], left: Bool = false) {
+        self.left = left
         self.publicGroupId = publicGroupId
         self.channelLink = channelLink
         self.memberId = memberId

@@ -133,7 +133,8 @@ extension ChatController {
             subscribers[id] = key
         }
         let state = ChannelOwnerState(publicGroupId: pg, channelLink: c.channelLink, memberId: memberId, ownProfile: try Self.memberProfile(u.profile),
-                                      key: try Self.privateKey(c.memberKey), profile: profile, relays: relays, subscribers: subscribers)
+                                      key: try Self.privateKey(c.memberKey), profile: profile, relays: relays, subscribers: subscribers,
+                                      left: view.record(memberId)?.status == GroupProtocol.GroupMemberStatus.left.rawValue)
         if let s = channelRuntime.owners[groupId] { return s }
         channelRuntime.owners[groupId] = state
         return state

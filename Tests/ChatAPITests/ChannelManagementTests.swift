@@ -215,6 +215,15 @@ import Testing
                     }
                 }
             }
+            // Restarted, the owner that left still neither posts nor adds relays.
+            try await withEngine(dir, "owner", relays: [relay.address]) { o, _ in
+                _ = await o.execute("/_start")
+                let chats = await o.execute("/_get chats 1 count=10")
+                let groupId = try #require(chats["chats"]?.arrayFirst?["chatInfo"]?["groupInfo"]?["groupId"]?.intValue, "\(chats)")
+                #expect(await postToChannel(o, groupId, "still gone")["chatError"]?["errorType"]?["code"]?.stringValue == "invalidState")
+                let add = await o.execute("/_add relays #\(groupId) 2")
+                #expect(add["chatError"]?["errorType"]?["code"]?.stringValue == "invalidState", "\(add)")
+            }
         }
     }
 
