@@ -206,6 +206,7 @@ public struct ChatAPI: Sendable {
         case let .getGroupRelays(groupId): return try await c.getGroupRelays(groupId: groupId)
         case let .addGroupRelays(groupId, relayIds): return try await c.addGroupRelays(groupId: groupId, relayIds: relayIds)
         case let .allowRelayGroup(groupId): return try await c.allowRelayGroup(groupId: groupId)
+        case let .setRelayPolicy(policy): return try await c.setRelayPolicy(policy)
         default:
             if let r = try await dispatchGroup(command, idempotencyKey: idempotencyKey) { return r }
             throw ChatFailure(commandError: "this command is not supported by this engine yet")

@@ -71,6 +71,8 @@ public enum ChatCommand: Sendable, Equatable {
     case addGroupRelays(groupId: Int64, relayIds: [Int64])
     /// `/_relay allow #<groupId>`: a chat relay serves a channel it left again when invited.
     case allowRelayGroup(groupId: Int64)
+    /// `/_relay policy <json>`: a chat relay's operator policy (Swiftplex; ChatCore `ChannelRelayPolicy`).
+    case setRelayPolicy(policy: JSONValue)
 
     public enum DeleteMode: String, Sendable, Equatable {
         case broadcast, `internal`, internalMark

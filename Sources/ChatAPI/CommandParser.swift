@@ -115,8 +115,8 @@ public enum CommandParser {
             _ = s.word()
             let g = try s.groupId()
             command = .addGroupRelays(groupId: g, relayIds: try s.idList("relayIds"))
-        case "/_relay":
-            try s.expect("allow")
+        case "/_relay" where s.peekWord() == "allow":
+            _ = s.word()
             command = .allowRelayGroup(groupId: try s.groupId())
         case "/_relays":
             let id = try s.id("userId")
@@ -126,6 +126,9 @@ public enum CommandParser {
             } else {
                 command = .setUserRelays(userId: id, relays: list.split(separator: ",").map { String($0).trimmingCharactersInSet() })
             }
+        case "/_relay" where s.peekWord() == "policy":
+            _ = s.word()
+            command = .setRelayPolicy(policy: try s.jsonObject("RelayPolicy"))
         case "/relays":
             var relays: [ChatRelayEntry] = []
             while let w = s.word() {
