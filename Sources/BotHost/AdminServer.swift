@@ -271,7 +271,7 @@ struct AdminServer: Service {
                 case let other: return Self.commandResult(other)
                 }
             },
-            AdminRoute(.get, "/api/groups/{groupId}/relays", "A bot's channel's chat relays, each with its status (the channel's owner only: /_get relays)",
+            AdminRoute(.get, "/api/groups/{groupId}/relays", "A bot's channel's chat relays, each with its status (/_get relays: the owner's relays; a subscriber's, with relayStats)",
                        query: bot, answers: [.init(status: "200", description: "OK", schema: .ref("GroupRelays")), chatError, noBot]) { request, context in
                 let id = try context.parameters.require("groupId", as: Int64.self)
                 let b = try Self.bot(request, of: host)

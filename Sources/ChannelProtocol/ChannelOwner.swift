@@ -47,6 +47,9 @@ public enum ChannelOwnerInput: Sendable, Hashable {
     case removeRelay(MemberId)
     /// `/_delete #g`.
     case deleteChannel
+    /// `/_leave #g` of the owner (SimpleX `leaveGroupSendMsg`: a signed `x.grp.leave` to the
+    /// members — the relays, which forward it — then its connections go).
+    case leave
     /// A message on a relay's connection.
     case received(from: MemberId, BatchItem)
 }
@@ -84,10 +87,13 @@ public struct ChannelOwnerState: Sendable {
     /// Subscribers who left (each relay forwards the leave: the later copies find it here).
     public private(set) var formerSubscribers: [MemberId: MemberKey] = [:]
     public private(set) var deleted = false
+    /// The owner left the channel (`/_leave`): it neither posts nor manages relays.
+    public private(set) var left = false
     private let key: Ed25519.PrivateKey
 
     public init(publicGroupId: [UInt8], channelLink: String, memberId: MemberId, ownProfile: MemberProfile, key: Ed25519.PrivateKey,
-                profile: GroupProfile, relays: [OwnerRelay] = [], subscribers: [MemberId: MemberKey] = [:]) {
+                profile: GroupProfile, relays: [OwnerRelay] = [], subscribers: [MemberId: MemberKey] = [:], left: Bool = false) {
+        self.left = left
         self.publicGroupId = publicGroupId
         self.channelLink = channelLink
         self.memberId = memberId
@@ -146,6 +152,7 @@ public struct ChannelOwnerState: Sendable {
 
     private func requireLive() throws(ChannelError) {
         guard !deleted else { throw ChannelError(.invalidState, "the channel is deleted") }
+        guard !left else { throw ChannelError(.invalidState, "the owner left the channel") }
     }
 
     mutating func apply(_ input: ChannelOwnerInput, _ run: inout ChannelRun<ChannelOwnerEffect>) throws(ChannelError) {
@@ -256,6 +263,19 @@ public struct ChannelOwnerState: Sendable {
             for t in activeRelays { run.effects.append(.send(item, to: t)) }
             deleted = true
             for id in relays.keys.sorted() where relays[id]!.connected { run.effects.append(.deleteConnection(id)) }
+        case .leave:
+            try requireLive()
+            let item = try signed(run.envelope(.leave))
+            let targets = relays.values.filter { $0.connected && $0.status.isCurrent }.map(\.memberId).sorted()
+            for t in targets { run.effects.append(.send(item, to: t)) }
+            left = true
+            for id in relays.keys.sorted() where relays[id]!.connected || relays[id]!.status.isCurrent {
+                var r = relays[id]!
+                r.connected = false
+                save(r, &run)
+                run.effects.append(.deleteConnection(id))
+            }
+            run.effects.append(.emit(.leftMemberUser))
         case let .received(from, item):
             try received(from, item, &run)
         }

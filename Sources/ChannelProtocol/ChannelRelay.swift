@@ -121,6 +121,9 @@ public struct ChannelRelayState: Sendable {
     public private(set) var subscribers: [MemberId: RelaySubscriber] = [:]
     /// The latest forwarded posts, served to new subscribers (SimpleX `sendHistory`).
     public private(set) var history: [ForwardedElement] = []
+    /// The shared msg ids of `history`, in its order: a post that comes again (the owner's
+    /// message redelivered after a restart, before its acknowledgement) is not forwarded twice.
+    private var historyMsgIds: [String?] = []
     public let historyLimit: Int
     /// Posts and events forwarded (for the host's counters).
     public private(set) var forwardedCount = 0
@@ -150,6 +153,7 @@ public struct ChannelRelayState: Sendable {
         for sub in subscribers { self.subscribers[sub.memberId] = sub }
         self.historyLimit = historyLimit
         self.history = Array(history.suffix(historyLimit))
+        historyMsgIds = self.history.map { try? $0.element.envelope().msgId }
         self.ownerConnected = ownerConnected
         self.forwardedCount = forwardedCount
     }
@@ -323,8 +327,13 @@ public struct ChannelRelayState: Sendable {
         case nil:
             guard ChannelSignaturePolicy.isForwarded(env) else { throw ChannelError(.invalidState, "\(env.event) is not forwarded in channels") }
             if env.event == "x.msg.new" {
+                if let id = env.msgId, historyMsgIds.contains(id) { return } // a repeat: forwarded already
                 history.append(fwd)
-                if history.count > historyLimit { history.removeFirst(history.count - historyLimit) }
+                historyMsgIds.append(env.msgId)
+                if history.count > historyLimit {
+                    history.removeFirst(history.count - historyLimit)
+                    historyMsgIds.removeFirst(historyMsgIds.count - historyLimit)
+                }
             }
         case let .info(p)?:
             guard ChannelProfiles.publicGroupId(of: p) == pg else { throw ChannelError(.linkDataMismatch, "x.grp.info changes the channel's publicGroupId") }
@@ -348,6 +357,14 @@ public struct ChannelRelayState: Sendable {
             if !targets.isEmpty { run.effects.append(.deliver(fwd, to: targets)) }
             forwardedCount += 1
             stopServing(.inactive, &run)
+            return
+        case .leave?:
+            // An owner left (signed `x.grp.leave`): forwarded to the subscribers, its connection goes.
+            if !targets.isEmpty { run.effects.append(.deliver(fwd, to: targets)) }
+            forwardedCount += 1
+            if owner.memberId == inviter { ownerConnected = false }
+            run.effects.append(.deleteConnection(owner.memberId))
+            run.effects.append(.emit(.leftMember(owner.memberId)))
             return
         default:
             guard ChannelSignaturePolicy.isForwarded(env) else { throw ChannelError(.invalidState, "\(env.event) is not forwarded in channels") }

@@ -344,6 +344,9 @@ public struct ChannelSubscriberState: Sendable {
             deleted = true
             run.effects.append(.deleteAllConnections)
             run.effects.append(.emit(.groupDeleted))
+        case .leave?:
+            // An owner left the channel.
+            run.effects.append(.emit(.leftMember(author.memberId)))
         default:
             break
         }

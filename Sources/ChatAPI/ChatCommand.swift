@@ -67,6 +67,10 @@ public enum ChatCommand: Sendable, Equatable {
     case newPublicGroup(userId: Int64, incognito: Bool, relayIds: [Int64], profile: JSONValue)
     /// `/_get relays #<groupId>`: a channel's relays (owner).
     case getGroupRelays(groupId: Int64)
+    /// `/_add relays #<groupId> <relayId,…>`: more chat relays for a channel (owner).
+    case addGroupRelays(groupId: Int64, relayIds: [Int64])
+    /// `/_relay allow #<groupId>`: a chat relay serves a channel it left again when invited.
+    case allowRelayGroup(groupId: Int64)
     /// `/_relay policy <json>`: a chat relay's operator policy (Swiftplex; ChatCore `ChannelRelayPolicy`).
     case setRelayPolicy(policy: JSONValue)
 

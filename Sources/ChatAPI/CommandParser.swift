@@ -111,6 +111,13 @@ public enum CommandParser {
             }
             let relayIds = try s.idList("relayIds")
             command = .newPublicGroup(userId: id, incognito: incognito, relayIds: relayIds, profile: try s.jsonObject("GroupProfile"))
+        case "/_add" where s.peekWord() == "relays":
+            _ = s.word()
+            let g = try s.groupId()
+            command = .addGroupRelays(groupId: g, relayIds: try s.idList("relayIds"))
+        case "/_relay" where s.peekWord() == "allow":
+            _ = s.word()
+            command = .allowRelayGroup(groupId: try s.groupId())
         case "/_relays":
             let id = try s.id("userId")
             let list = s.rest()

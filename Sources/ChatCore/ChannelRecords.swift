@@ -80,6 +80,76 @@ enum ChannelStore {
                 """)
         }
     }
+
+    /// Registered after ``registerChannels(_:)`` and every other migration: what lived in memory —
+    /// the relay's history for late joiners, the subscriber's per-relay counters — the channels a
+    /// relay's operator left (refused until `/_relay allow`), the signature check of a received
+    /// channel post (`meta.msgVerified`), and the channel steps still to make (`channel_action`).
+    static func registerChannelState(_ m: inout DatabaseMigrator) {
+        m.registerMigration("channels 3: relay history, refused channels, subscriber counters, verified posts, channel actions") { db in
+            try db.execute(sql: """
+                CREATE TABLE channel_history (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    group_id INTEGER NOT NULL REFERENCES chat_group(id) ON DELETE CASCADE,
+                    body BLOB NOT NULL
+                );
+                CREATE INDEX channel_history_by_group ON channel_history(group_id, id);
+                CREATE TABLE channel_refused (
+                    user_id INTEGER NOT NULL REFERENCES user(id) ON DELETE CASCADE,
+                    channel_link TEXT NOT NULL,
+                    group_id INTEGER REFERENCES chat_group(id) ON DELETE SET NULL,
+                    created_at TEXT NOT NULL,
+                    PRIMARY KEY (user_id, channel_link)
+                );
+                ALTER TABLE channel ADD COLUMN unique_messages INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE channel_member ADD COLUMN delivered INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE channel_member ADD COLUMN first_copies INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE channel_member ADD COLUMN rejected INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE channel_member ADD COLUMN baseline INTEGER NOT NULL DEFAULT 0;
+                CREATE TABLE channel_item_check (
+                    item_id INTEGER PRIMARY KEY REFERENCES group_item(id) ON DELETE CASCADE,
+                    msg_verified TEXT NOT NULL
+                );
+                CREATE TABLE channel_action (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    group_id INTEGER NOT NULL REFERENCES chat_group(id) ON DELETE CASCADE,
+                    action TEXT NOT NULL
+                );
+                CREATE INDEX channel_action_by_group ON channel_action(group_id, id);
+                """)
+        }
+    }
+}
+
+/// `channel_history`: a relay's latest forwarded posts (the forward encoded as a one-item batch),
+/// served to subscribers who join later; the newest ``ChannelRelayState/historyLimit`` are kept.
+struct ChannelHistoryRecord: ChatRecord {
+    static let databaseTableName = "channel_history"
+    var id: Int64?
+    var groupId: Int64
+    var body: Data
+
+    enum Columns {
+        static let id = Column("id")
+        static let groupId = Column("group_id")
+    }
+
+    mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
+}
+
+/// `channel_refused`: a channel (by its link) a chat relay user's operator left; its invitations
+/// are answered `x.grp.relay.reject` until `/_relay allow #g`.
+struct ChannelRefusedRecord: ChatRecord {
+    static let databaseTableName = "channel_refused"
+    var userId: Int64
+    var channelLink: String
+    var groupId: Int64?
+    var createdAt: String
+
+    enum Columns {
+        static let userId = Column("user_id")
+        static let channelLink = Column("channel_link")
+    }
 }
 
 /// `channel`: a channel group as this user takes part in it — `owner` (its keys: the channel
@@ -106,6 +176,8 @@ struct ChannelRecord: ChatRecord {
     var ownerConnected: Bool = false
     var ownerRequest: Int64?
     var createdAt: String
+    /// Subscriber: distinct owner messages taken (the base of each relay's `missed`).
+    var uniqueMessages: Int = 0
 
     enum Role: String { case owner, relay, subscriber }
 
@@ -131,6 +203,13 @@ struct ChannelMemberRecord: ChatRecord {
     var relayLink: String?
     var connected: Bool = false
     var memberKey: String?
+    /// Subscriber's counters of a relay (``SubscriberRelay``): verified owner messages it
+    /// brought, those it brought first, those refused, and the distinct messages taken before it
+    /// connected.
+    var delivered: Int = 0
+    var firstCopies: Int = 0
+    var rejected: Int = 0
+    var baseline: Int = 0
 
     enum Columns {
         static let groupId = Column("group_id")
@@ -188,6 +267,24 @@ struct ChannelDeliveryRecord: ChatRecord {
     var body: Data
     var recipients: String
     var createdAt: String
+
+    enum Columns {
+        static let id = Column("id")
+        static let groupId = Column("group_id")
+    }
+
+    mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
+}
+
+/// `channel_action`: a channel step still to make — the agent call of an effect committed with the
+/// input that asked for it (fetching link data, creating the relay's link, accepting, joining,
+/// allowing, publishing link data) as JSON (``ChannelStep``); removed once made. Steps left by a
+/// crash or a shutdown are made again at start (+ChannelActions).
+struct ChannelActionRecord: ChatRecord {
+    static let databaseTableName = "channel_action"
+    var id: Int64?
+    var groupId: Int64
+    var action: String
 
     enum Columns {
         static let id = Column("id")

@@ -70,23 +70,34 @@ extension ChatController {
             return true
         }
         let effects: [ChannelRelayEffect]
-        do { effects = try await runRelay(groupId, .joinRequest(info: env)) } catch {
+        do { effects = try await runRelay(groupId, .joinRequest(info: env), request: request) } catch {
             logger.info("a join request to a channel was refused", metadata: ["group": "\(groupId)", "reason": "\(Self.chatError(error))"])
             try? await agent.rejectRequest(request)
             return true
         }
         inBackground {
+            // Written to `channel_action` with the input (+ChannelActions): made again at start if cut short.
             for case let .acceptSubscriber(id, answer) in effects {
-                let body = try GroupMessage.encode(answer, asConnInfo: true)
-                try await self.trackingJoin { () async throws -> ((), Int64) in
-                    let conn = try await self.agentCall { try await self.agent.acceptRequest(request, info: body) }
-                    try await self.setChannelConnection(conn, groupId: groupId, member: id)
-                    return ((), conn)
+                let step = ChannelStep.relayAcceptSubscriber(member: id, request: request, info: answer)
+                if await self.channelStepHeld(step) { continue }
+                do { try await self.acceptChannelSubscriber(groupId, id, request: request, info: answer) } catch {
+                    await self.reportChannelRefusal(groupId, error)
                 }
+                await self.channelStepDone(groupId, step)
             }
             await self.performRelayEffects(groupId, effects.filter { if case .acceptSubscriber = $0 { false } else { true } })
         }
         return true
+    }
+
+    /// Accepts a subscriber's request on the relay's per-channel link with `x.grp.link.inv`.
+    func acceptChannelSubscriber(_ groupId: Int64, _ id: MemberId, request: Int64, info: GroupEnvelope) async throws {
+        let body = try GroupMessage.encode(info, asConnInfo: true)
+        try await trackingJoin { () async throws -> ((), Int64) in
+            let conn = try await agentCall { try await agent.acceptRequest(request, info: body) }
+            try await setChannelConnection(conn, groupId: groupId, member: id)
+            return ((), conn)
+        }
     }
 
     /// Starts sending a channel's delivery jobs (in a task `close()` waits for), unless that runs already.
@@ -237,7 +248,12 @@ extension ChatController {
     /// forwards it to the owner: `leftMember` there), then every connection of the channel is
     /// deleted (`leftMemberUser`). Nil for a group that is no channel the user subscribes to.
     func leaveChannel(groupId: Int64) async throws -> ChatResponse? {
-        guard let c = try await channelRecord(groupId), c.role == ChannelRecord.Role.subscriber.rawValue else { return nil }
+        guard let c = try await channelRecord(groupId) else { return nil }
+        switch ChannelRecord.Role(rawValue: c.role) {
+        case .relay?: return try await leaveChannelAsRelay(groupId: groupId, c) // (+ChannelManagement)
+        case .owner?: return try await leaveChannelAsOwner(groupId: groupId, c)
+        default: break
+        }
         let (u, _) = try await groupAndUser(groupId)
         try requireStarted()
         let effects = try await runSubscriber(groupId, .leave)
@@ -349,6 +365,7 @@ extension ChatController {
             var c = record
             c.groupId = gid
             try c.insert(db)
+            try Self.queueChannelSteps(db, groupId: gid, effects.compactMap(ChannelStep.init)) // (+ChannelActions)
             return gid
         }
         channelRuntime.subscribers[groupId] = state
@@ -377,11 +394,29 @@ extension ChatController {
         let relays = members.compactMap { m -> SubscriberRelay? in
             guard let id = MemberId(m.memberId), let st = SubscriberRelay.Status(rawValue: m.status), let link = m.relayLink else { return nil }
             let p = view.record(id).flatMap { Stored.json($0.profile) }.flatMap { try? MemberProfile(json: $0) } ?? MemberProfile(displayName: "relay")
-            return SubscriberRelay(memberId: id, link: link, profile: p, status: st)
+            var r = SubscriberRelay(memberId: id, link: link, profile: p, status: st)
+            r.delivered = m.delivered
+            r.firstCopies = m.firstCopies
+            r.rejected = m.rejected
+            r.baseline = m.baseline
+            return r
+        }
+        // The posts taken lately (`group_msg`): a late copy after the restart is a duplicate for
+        // the counters too. A post as the channel is kept as `#channel`: under each owner here.
+        let owners = Stored.json(c.owners).map(Self.ownerKeys) ?? []
+        let recent = try await dbRead { db -> [(String, String)] in
+            try Row.fetchAll(db, sql: "SELECT author_member_id, shared_msg_id FROM group_msg WHERE group_id = ? ORDER BY rowid DESC LIMIT 2000",
+                             arguments: [groupId]).map { ($0[0], $0[1]) }
+        }
+        var dedup = ForwardDedup()
+        for (author, msgId) in recent.reversed() {
+            for a in author == "#channel" ? owners.map(\.memberId) : MemberId(author).map({ [$0] }) ?? [] {
+                _ = dedup.record(author: a, msgId: msgId, forwardedBy: nil)
+            }
         }
         let state = ChannelSubscriberState(publicGroupId: pg, channelLink: c.channelLink, memberId: memberId, ownProfile: try Self.memberProfile(u.profile),
-                                           profile: profile, owners: Stored.json(c.owners).map(Self.ownerKeys) ?? [], key: try Self.privateKey(c.memberKey),
-                                           requireSignedContent: true, relays: relays)
+                                           profile: profile, owners: owners, key: try Self.privateKey(c.memberKey),
+                                           requireSignedContent: true, relays: relays, uniqueMessages: c.uniqueMessages, dedup: dedup)
         if let s = channelRuntime.subscribers[groupId] { return s }
         channelRuntime.subscribers[groupId] = state
         return state
@@ -401,6 +436,7 @@ extension ChatController {
         let snapshot = state
         let user = try await groupView(groupId).group.userId
         let items = try await dbWrite { db -> [(Int64, ContentSender)] in
+            try Self.queueChannelSteps(db, groupId: groupId, effects.compactMap(ChannelStep.init)) // (+ChannelActions)
             var items: [(Int64, ContentSender)] = []
             for e in effects {
                 switch e {
@@ -410,6 +446,10 @@ extension ChatController {
                     m.status = r.status.rawValue
                     m.relayLink = r.link
                     m.connected = r.status == .connected
+                    m.delivered = r.delivered
+                    m.firstCopies = r.firstCopies
+                    m.rejected = r.rejected
+                    m.baseline = r.baseline
                     try m.save(db)
                     let status: GroupProtocol.GroupMemberStatus = switch r.status {
                     case .joining: .accepted
@@ -420,7 +460,7 @@ extension ChatController {
                     try Self.saveChannelGroupMember(db, groupId: groupId, memberId: r.memberId, role: .relay, category: .host, status: status, profile: r.profile, now: now)
                 case let .saveProfile(p):
                     _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("profile").set(to: p.json.description), Column("updated_at").set(to: now))
-                case let .applyContent(env, sender, relay, _):
+                case let .applyContent(env, sender, relay, verification):
                     guard env.event == "x.msg.new", let content = env.params["content"], let msgId = env.msgId else { continue }
                     // The store's dedup across relays (and restarts): (author, shared msg id).
                     let author = switch sender {
@@ -438,6 +478,8 @@ extension ChatController {
                     var item = GroupItemRecord(userId: user, groupId: groupId, memberRowId: authorRow ?? relayRow, forwardedByRowId: relayRow,
                                                content: content.description, sharedMsgId: msgId, status: .rcvNew, blocked: false, createdAt: now)
                     try item.insert(db)
+                    // Its signature check (`meta.msgVerified`).
+                    try db.execute(sql: "INSERT INTO channel_item_check (item_id, msg_verified) VALUES (?, ?)", arguments: [item.id, verification.rawValue])
                     _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("chat_ts").set(to: now))
                     items.append((item.id!, sender))
                 default: break
@@ -445,6 +487,7 @@ extension ChatController {
             }
             guard var c = try ChannelRecord.fetchOne(db, key: groupId) else { return items }
             c.owners = Self.ownerKeysJSON(Array(snapshot.owners.values)).description
+            c.uniqueMessages = snapshot.uniqueMessages
             try c.update(db)
             if !snapshot.connectedRelays.isEmpty {
                 _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == snapshot.memberId.text)
@@ -481,6 +524,8 @@ extension ChatController {
 
     func performSubscriberEffects(_ groupId: Int64, _ effects: [ChannelSubscriberEffect]) async {
         for effect in effects {
+            let step = ChannelStep(effect)
+            if channelStepHeld(step) { continue }
             do {
                 switch effect {
                 case .saveRelay, .saveProfile, .applyContent: break
@@ -517,6 +562,7 @@ extension ChatController {
             } catch {
                 reportChannelRefusal(groupId, error)
             }
+            await channelStepDone(groupId, step) // (+ChannelActions)
         }
     }
 
@@ -550,6 +596,15 @@ extension ChatController {
             sink.yield(.group(.userJoinedGroup(UserJoinedGroup(user: userModel(u), groupInfo: info, hostMember: h))))
         case let .messageRejected(relay, reason):
             logger.info("a channel message was refused", metadata: ["group": "\(groupId)", "relay": "\(relay)", "reason": "\(reason.text)"])
+        case let .leftMember(id):
+            // An owner left the channel (a member row for it if the subscriber had none).
+            let profile = try await subscriberState(groupId).owners[id]?.profile
+            let now = Timestamp.now()
+            try await dbWrite { db in
+                try Self.saveChannelGroupMember(db, groupId: groupId, memberId: id, role: .owner, category: .pre, status: .left, profile: profile, now: now)
+            }
+            guard let m = try await groupView(groupId).member(id) else { return }
+            sink.yield(.group(.leftMember(UserGroupMember(user: userModel(u), groupInfo: info, member: m))))
         default:
             logger.debug("a channel event is not reported yet", metadata: ["group": "\(groupId)", "event": "\(e)"])
         }

@@ -13,8 +13,9 @@ import SwiftplexCrypto
 // order in a task of their own (agent calls; an answer is the machine's next input) and its
 // events reported.
 //
-// Not durable yet (unlike groups' `group_action`): an agent call cut short by a crash or a
-// shutdown is not made again after a restart — the channel then waits in its last stored status.
+// The agent calls that move a channel on are written to `channel_action` with the input that
+// asked for them and made again at start when a crash or a shutdown cut them short
+// (+ChannelActions).
 
 /// The channel machines in memory, the channel connections, and per-channel ordering.
 struct ChannelRuntime {
@@ -28,6 +29,8 @@ struct ChannelRuntime {
     /// Channels whose delivery jobs are being sent, and those with jobs added meanwhile.
     var delivering: Set<Int64> = []
     var redeliver: Set<Int64> = []
+    /// Tests: channel steps are left in `channel_action` (+ChannelActions).
+    var holdSteps = false
 }
 
 struct ChannelConnection: Sendable {
@@ -122,8 +125,16 @@ extension ChatController {
             guard let id = MemberId(r.memberId), let st = ChannelProtocol.RelayStatus(rawValue: r.status) else { return nil }
             return OwnerRelay(memberId: id, chatRelayId: r.chatRelayId ?? 0, address: r.address ?? "", status: st, relayLink: r.relayLink, connected: r.connected)
         }
+        // Subscribers the relays announced (and who did not leave): `x.grp.relay.new` goes out only when there are some.
+        var subscribers: [MemberId: MemberKey] = [:]
+        for m in members where m.kind == "subscriber" {
+            guard let id = MemberId(m.memberId), let key = m.memberKey.flatMap({ MemberKey(text: $0) }),
+                  let status = view.record(id)?.status, status != GroupProtocol.GroupMemberStatus.left.rawValue else { continue }
+            subscribers[id] = key
+        }
         let state = ChannelOwnerState(publicGroupId: pg, channelLink: c.channelLink, memberId: memberId, ownProfile: try Self.memberProfile(u.profile),
-                                      key: try Self.privateKey(c.memberKey), profile: profile, relays: relays)
+                                      key: try Self.privateKey(c.memberKey), profile: profile, relays: relays, subscribers: subscribers,
+                                      left: view.record(memberId)?.status == GroupProtocol.GroupMemberStatus.left.rawValue)
         if let s = channelRuntime.owners[groupId] { return s }
         channelRuntime.owners[groupId] = state
         return state
@@ -151,9 +162,16 @@ extension ChatController {
             return RelaySubscriber(memberId: id, key: key, profile: p, status: st)
         }
         let profile = c.publicGroupId == nil ? nil : Stored.json(view.group.profile).flatMap { try? GroupProtocol.GroupProfile(json: $0) }
+        // The latest posts for late joiners (`channel_history`, oldest first).
+        let history = try await dbRead { db in
+            try ChannelHistoryRecord.filter(ChannelHistoryRecord.Columns.groupId == groupId).order(ChannelHistoryRecord.Columns.id).fetchAll(db)
+        }.compactMap { h -> ForwardedElement? in
+            guard case let .forward(f)? = (try? ChannelBatch.decode([UInt8](h.body)))?.first else { return nil }
+            return f
+        }
         let state = ChannelRelayState(channelLink: c.channelLink, ownMemberId: memberId, ownProfile: try Self.memberProfile(u.profile), inviter: inviter,
                                       status: status, publicGroupId: c.publicGroupId.flatMap(Base64URL.decode), profile: profile, owners: owners,
-                                      relayLink: c.relayLink, subscribers: subscribers, history: [], ownerConnected: c.ownerConnected)
+                                      relayLink: c.relayLink, subscribers: subscribers, history: history, ownerConnected: c.ownerConnected)
         if let s = channelRuntime.relays[groupId] { return s }
         channelRuntime.relays[groupId] = state
         return state
@@ -332,14 +350,18 @@ extension ChatController {
     /// `/_get relays #<groupId>`: the channel's relays (owner).
     public func getGroupRelays(groupId: Int64) async throws -> ChatResponse {
         let (u, view) = try await groupAndUser(groupId)
-        guard let c = try await channelRecord(groupId), c.role == ChannelRecord.Role.owner.rawValue else {
-            throw ChatFailure.command("#\(groupId) is not a channel this user owns")
+        guard let c = try await channelRecord(groupId), c.role != ChannelRecord.Role.relay.rawValue else {
+            throw ChatFailure.command("#\(groupId) is not a channel this user owns or subscribes to")
+        }
+        if c.role == ChannelRecord.Role.subscriber.rawValue {
+            // A subscriber's relays, with its counters for each (+ChannelManagement).
+            return .channel(.groupRelays(GroupRelaysList(user: userModel(u), groupInfo: channelInfo(view, c), groupRelays: try await subscriberRelayModels(groupId, view: view))))
         }
         return .channel(.groupRelays(GroupRelaysList(user: userModel(u), groupInfo: channelInfo(view, c), groupRelays: try await groupRelayModels(groupId, view: view))))
     }
 
     /// Sends the contact request with `x.grp.relay.inv` to a relay's address; returns the new connection.
-    private func joinRelayAddress(_ groupId: Int64, relay: MemberId, address: String, info: GroupEnvelope) async throws -> Int64 {
+    func joinRelayAddress(_ groupId: Int64, relay: MemberId, address: String, info: GroupEnvelope) async throws -> Int64 {
         let short: ShortLink
         do { short = try ShortLink(parsing: address) } catch { throw ChatFailure(ChannelError(.invalidLink, "the chat relay address cannot be read: \(error)")) }
         guard case let .contact(link) = try await agentCall({ try await agent.resolve(short) }) else {
@@ -366,6 +388,7 @@ extension ChatController {
         do { effects = try state.handle(input, newMessageId: ChatMessage.newMessageId) } catch { throw ChatFailure(error) }
         let now = Timestamp.now()
         try await dbWrite { db in
+            try Self.queueChannelSteps(db, groupId: groupId, effects.compactMap(ChannelStep.init)) // (+ChannelActions)
             for e in effects {
                 switch e {
                 case let .saveRelay(r): try Self.saveOwnerRelay(db, groupId: groupId, r, now: now)
@@ -428,6 +451,8 @@ extension ChatController {
     /// Performs the owner's effects in order: agent calls (whose answers are the next inputs) and events.
     func performOwnerEffects(_ groupId: Int64, _ effects: [ChannelOwnerEffect]) async {
         for effect in effects {
+            let step = ChannelStep(effect)
+            if channelStepHeld(step) { continue }
             do {
                 switch effect {
                 case .saveRelay, .saveProfile: break
@@ -459,6 +484,7 @@ extension ChatController {
             } catch {
                 reportChannelRefusal(groupId, error)
             }
+            await channelStepDone(groupId, step) // (+ChannelActions)
         }
     }
 
@@ -544,7 +570,8 @@ extension ChatController {
         do { env = try GroupMessage.decodeEnvelope(info, asConnInfo: true) } catch { return await refuse("not a channel message: \(error.message)") }
         let own = try Self.memberProfile(u.profile)
         let decision: RelayDirectory.Decision
-        do { decision = try RelayDirectory().invitation(env, ownMemberProfile: own, newMessageId: ChatMessage.newMessageId) } catch {
+        let directory = RelayDirectory(rejectedLinks: try await refusedChannelLinks(userId: u.id))
+        do { decision = try directory.invitation(env, ownMemberProfile: own, newMessageId: ChatMessage.newMessageId) } catch {
             return await refuse(error.text)
         }
         switch decision {
@@ -588,6 +615,7 @@ extension ChatController {
                 try c.insert(db)
                 var m = ChannelMemberRecord(groupId: gid, memberId: state.inviter.text, kind: "owner", status: "invited")
                 try m.insert(db)
+                try Self.queueChannelSteps(db, groupId: gid, effects.compactMap(ChannelStep.init)) // (+ChannelActions)
                 return gid
             }
             channelRuntime.relays[groupId] = state
@@ -597,11 +625,12 @@ extension ChatController {
 
     /// Runs one input through the relay's machine and stores its state; returns the effects.
     @discardableResult
-    func runRelay(_ groupId: Int64, _ input: ChannelRelayInput) async throws -> [ChannelRelayEffect] {
+    func runRelay(_ groupId: Int64, _ input: ChannelRelayInput, request: Int64? = nil) async throws -> [ChannelRelayEffect] {
         await lockChannel(groupId)
         defer { unlockChannel(groupId) }
         var state = try await relayState(groupId)
         let before = state.profile
+        let lastPost = state.history.last
         let effects: [ChannelRelayEffect]
         do { effects = try state.handle(input, newMessageId: ChatMessage.newMessageId) } catch { throw ChatFailure(error) }
         let now = Timestamp.now()
@@ -609,6 +638,12 @@ extension ChatController {
         let profileChanged = state.profile != before
         try await dbWrite { db in
             guard var c = try ChannelRecord.fetchOne(db, key: groupId) else { return }
+            // (+ChannelActions) A subscriber's acceptance needs its request: `request` is the join's.
+            var steps = effects.compactMap(ChannelStep.init)
+            if let request {
+                for case let .acceptSubscriber(id, info) in effects { steps.append(.relayAcceptSubscriber(member: id, request: request, info: info)) }
+            }
+            try Self.queueChannelSteps(db, groupId: groupId, steps)
             c.relayStatus = snapshot.status.rawValue
             c.publicGroupId = snapshot.publicGroupId.map(Base64URL.encode)
             c.relayLink = snapshot.relayLink
@@ -639,6 +674,15 @@ extension ChatController {
                                                 recipients: JSONValue.array(to.map { .string($0.text) }).description, createdAt: now)
                 try job.insert(db)
             }
+            // A post kept for late joiners: stored with the input, the newest `historyLimit` kept.
+            if let post = snapshot.history.last, post != lastPost {
+                var h = ChannelHistoryRecord(groupId: groupId, body: Data(try ChannelBatch.encode([.forward(post)])))
+                try h.insert(db)
+                try db.execute(sql: """
+                    DELETE FROM channel_history WHERE group_id = ? AND id NOT IN
+                    (SELECT id FROM channel_history WHERE group_id = ? ORDER BY id DESC LIMIT ?)
+                    """, arguments: [groupId, groupId, snapshot.historyLimit])
+            }
             if snapshot.isOwnerConnected {
                 _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == snapshot.inviter.text)
                     .updateAll(db, Column("status").set(to: GroupProtocol.GroupMemberStatus.connected.rawValue))
@@ -660,6 +704,8 @@ extension ChatController {
     /// Performs the relay's effects in order.
     func performRelayEffects(_ groupId: Int64, _ effects: [ChannelRelayEffect]) async {
         for effect in effects {
+            let step = ChannelStep(effect)
+            if channelStepHeld(step) { continue }
             do {
                 switch effect {
                 case .saveStatus, .saveSubscriber: break
@@ -691,14 +737,17 @@ extension ChatController {
                     break // performed by the request's handler, which holds the request (+ChannelMembers)
                 case .deliver:
                     kickChannelDeliveries(groupId)
-                case .deleteAllConnections, .rememberRejected:
-                    logger.info("a channel relay step is not wired in yet", metadata: ["group": "\(groupId)", "effect": "\(effect)"])
+                case .deleteAllConnections:
+                    try await stopServingChannel(groupId) // (+ChannelManagement)
+                case let .rememberRejected(link):
+                    try await rememberRefusedChannel(groupId, link)
                 case let .emit(e):
                     try await reportRelayEvent(groupId, e)
                 }
             } catch {
                 reportChannelRefusal(groupId, error)
             }
+            await channelStepDone(groupId, step) // (+ChannelActions)
         }
     }
 
@@ -761,8 +810,13 @@ extension ChatController {
             guard let m = view.member(id) else { return }
             sink.yield(.group(.joinedGroupMember(UserGroupMember(user: userModel(u), groupInfo: info, member: m))))
         case let .leftMember(id):
-            guard let m = view.member(id) else { return }
+            if view.record(id)?.role == GroupProtocol.GroupMemberRole.owner.name { try await markChannelMember(groupId, id, .left) }
+            guard let m = try await groupView(groupId).member(id) else { return }
             sink.yield(.group(.leftMember(UserGroupMember(user: userModel(u), groupInfo: info, member: m))))
+        case let .deletedMemberUser(by):
+            // The owner removed this relay: it forwarded the removal and stopped.
+            guard let m = view.member(by) else { return }
+            sink.yield(.group(.deletedMemberUser(DeletedMemberUser(user: userModel(u), groupInfo: info, member: m, withMessages: false))))
         default:
             logger.debug("a channel event is not reported yet", metadata: ["group": "\(groupId)", "event": "\(e)"])
         }

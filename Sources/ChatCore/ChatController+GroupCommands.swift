@@ -187,7 +187,8 @@ extension ChatController {
 
     /// `/_remove #<groupId> <ids>[ messages=on]` (`userDeletedMembers`).
     public func removeMembers(groupId: Int64, memberIds: [Int64], withMessages: Bool) async throws -> ChatResponse {
-        try await runOnMembers(groupId: groupId, memberIds: memberIds, action: .remove, input: { .remove($0, messages: withMessages) }) {
+        if let removed = try await removeChannelRelays(groupId: groupId, memberIds: memberIds) { return removed } // a channel's relays (+ChannelManagement)
+        return try await runOnMembers(groupId: groupId, memberIds: memberIds, action: .remove, input: { .remove($0, messages: withMessages) }) {
             .userDeletedMembers(UserDeletedMembers(user: $0, groupInfo: $1, members: $2, withMessages: withMessages))
         }
     }

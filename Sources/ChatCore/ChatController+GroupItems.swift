@@ -32,8 +32,8 @@ extension ChatController {
     /// A group item as the API shows it, with its reaction counts.
     func groupItemModels(_ records: [GroupItemRecord], view: GroupView) async throws -> [ChatItem] {
         let ids = records.compactMap(\.id)
-        let counts = try await dbRead { db in try Self.groupReactionCounts(db, itemIds: ids) }
-        return records.map { groupItemModel($0, view: view, reactions: counts[$0.id ?? 0] ?? []) }
+        let (counts, checks) = try await dbRead { db in (try Self.groupReactionCounts(db, itemIds: ids), try Self.channelItemChecks(db, itemIds: ids)) }
+        return records.map { groupItemModel($0, view: view, reactions: counts[$0.id ?? 0] ?? [], verified: checks[$0.id ?? 0]) }
     }
 
     nonisolated static func groupReactionCounts(_ db: Database, itemIds: [Int64]) throws -> [Int64: [CIReactionCount]] {

@@ -746,7 +746,7 @@ extension ChatController {
     }
 
     /// A group item as the API shows it.
-    func groupItemModel(_ r: GroupItemRecord, view: GroupView, reactions: [CIReactionCount] = []) -> ChatItem {
+    func groupItemModel(_ r: GroupItemRecord, view: GroupView, reactions: [CIReactionCount] = [], verified: String? = nil) -> ChatItem {
         let content = Stored.decode(MsgContent.self, r.content) ?? .text("")
         let created = Stored.timestamp(r.createdAt)
         let sent = r.memberRowId == nil
@@ -781,7 +781,7 @@ extension ChatController {
         }
         let meta = CIMeta(itemId: r.id ?? 0, itemTs: r.itemTs.map(Stored.timestamp) ?? created, itemText: hiddenText ?? content.text, itemStatus: r.status.ciStatus, itemSharedMsgId: r.sharedMsgId,
                           itemDeleted: itemDeleted, itemEdited: r.edited, deletable: r.deleted == nil, editable: sent && r.deleted == nil, forwardedByMember: r.forwardedByRowId,
-                          createdAt: created, updatedAt: r.updatedAt.map(Stored.timestamp) ?? created)
+                          createdAt: created, updatedAt: r.updatedAt.map(Stored.timestamp) ?? created, msgVerified: Self.msgVerified(verified))
         // A channel post as the channel is stored as brought by its relay (+ChannelMembers): `channelRcv`.
         let dir: CIDirection = sent ? .groupSnd : author.map { $0.memberRole == .relay ? .channelRcv : .groupRcv(groupMember: $0) } ?? .groupSnd
         let quote = Stored.decode(GroupItemQuote.self, r.quote).map { q -> CIQuote in

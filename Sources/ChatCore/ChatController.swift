@@ -111,6 +111,7 @@ public actor ChatController {
         inBackground { await self.resumeConnectionDeletions() }
         inBackground { await self.resumeGroupActions() }
         inBackground { await self.resumeChannelDeliveries() }
+        inBackground { await self.resumeChannelActions() } // (+ChannelActions)
         try await withThrowingTaskGroup(of: Void.self) { group in
             // `stopRunning()` (before the databases are replaced) ends the run as a cancel would.
             group.addTask { for await _ in stopRequests { return } }

@@ -125,6 +125,7 @@ final class ChatStore: Sendable {
         MemberContactStore.register(&m)
         GroupStore.registerDeliveryStatuses(&m)
         ChannelStore.registerChannels(&m)
+        ChannelStore.registerChannelState(&m)
         return m
     }
 }

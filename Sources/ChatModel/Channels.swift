@@ -27,7 +27,8 @@ public struct UserChatRelays: Sendable, Hashable, Codable {
     }
 }
 
-/// `publicGroupCreated`: a channel was made, its link published and its relays invited.
+/// `publicGroupCreated`: a channel was made, its link published and its relays invited; also the
+/// payload of `groupRelaysAdded` (the same fields).
 public struct PublicGroupCreated: Sendable, Hashable, Codable {
     public var user: User
     public var groupInfo: GroupInfo
@@ -51,7 +52,8 @@ public struct AddRelayResult: Sendable, Hashable, Codable {
     }
 }
 
-/// `publicGroupCreationFailed`: no channel was made; why, per relay.
+/// `publicGroupCreationFailed`: no channel was made; why, per relay; also the payload of
+/// `groupRelaysAddFailed`.
 public struct PublicGroupCreationFailed: Sendable, Hashable, Codable {
     public var user: User
     public var addRelayResults: [AddRelayResult]
@@ -111,8 +113,15 @@ public enum ChannelResponse: Sendable, Hashable, Codable {
     case groupRelays(GroupRelaysList)
     /// `/connect` of a channel link: joining through its relays has started.
     case startedConnectionToGroup(UserGroup)
+    /// `/_add relays #g …`: the relays were invited (`{user, groupInfo, groupLink, groupRelays}`).
+    case groupRelaysAdded(PublicGroupCreated)
+    /// `/_add relays #g …`: no relay was added; why, per relay (`{user, addRelayResults}`).
+    case groupRelaysAddFailed(PublicGroupCreationFailed)
+    /// `/_relay allow #g`: a chat relay serves a channel it left again when invited.
+    case relayGroupAllowed(UserGroup)
 
-    public static let types: [ChatMessageType] = [.userChatRelays, .publicGroupCreated, .publicGroupCreationFailed, .groupRelays, .startedConnectionToGroup]
+    public static let types: [ChatMessageType] = [.userChatRelays, .publicGroupCreated, .publicGroupCreationFailed, .groupRelays, .startedConnectionToGroup,
+                                                  .groupRelaysAdded, .groupRelaysAddFailed, .relayGroupAllowed]
 
     public var type: ChatMessageType {
         switch self {
@@ -121,6 +130,9 @@ public enum ChannelResponse: Sendable, Hashable, Codable {
         case .publicGroupCreationFailed: .publicGroupCreationFailed
         case .groupRelays: .groupRelays
         case .startedConnectionToGroup: .startedConnectionToGroup
+        case .groupRelaysAdded: .groupRelaysAdded
+        case .groupRelaysAddFailed: .groupRelaysAddFailed
+        case .relayGroupAllowed: .relayGroupAllowed
         }
     }
 
@@ -132,6 +144,9 @@ public enum ChannelResponse: Sendable, Hashable, Codable {
         case .publicGroupCreationFailed: self = .publicGroupCreationFailed(try PublicGroupCreationFailed(from: decoder))
         case .groupRelays: self = .groupRelays(try GroupRelaysList(from: decoder))
         case .startedConnectionToGroup: self = .startedConnectionToGroup(try UserGroup(from: decoder))
+        case .groupRelaysAdded: self = .groupRelaysAdded(try PublicGroupCreated(from: decoder))
+        case .groupRelaysAddFailed: self = .groupRelaysAddFailed(try PublicGroupCreationFailed(from: decoder))
+        case .relayGroupAllowed: self = .relayGroupAllowed(try UserGroup(from: decoder))
         default: throw ModelDecodingError(.unknownTag, type: "ChannelResponse", value: type.rawValue, path: decoder.codingPath)
         }
     }
@@ -148,7 +163,9 @@ public enum ChannelResponse: Sendable, Hashable, Codable {
         case let .publicGroupCreated(p): try p.encode(to: encoder)
         case let .publicGroupCreationFailed(p): try p.encode(to: encoder)
         case let .groupRelays(p): try p.encode(to: encoder)
-        case let .startedConnectionToGroup(p): try p.encode(to: encoder)
+        case let .startedConnectionToGroup(p), let .relayGroupAllowed(p): try p.encode(to: encoder)
+        case let .groupRelaysAdded(p): try p.encode(to: encoder)
+        case let .groupRelaysAddFailed(p): try p.encode(to: encoder)
         }
     }
 }
@@ -185,5 +202,24 @@ public enum ChannelChatEvent: Sendable, Hashable, Codable {
         case let .groupRelayUpdated(p): try p.encode(to: encoder)
         case let .groupLinkDataUpdated(p): try p.encode(to: encoder)
         }
+    }
+}
+
+/// **Swiftplex** extension of `GroupRelay` (`relayStats`, only in a subscriber's `/_get relays`):
+/// what this relay brought to the subscriber since it joined through it. `received`: verified
+/// owner messages that came through this relay first; `duplicates`: verified copies that another
+/// relay had brought first; `missed`: messages taken through other relays since this relay
+/// connected that it never brought; `rejected`: messages refused (bad or missing signature,
+/// altered, authored by the relay) — never shown.
+public struct RelayStats: Sendable, Hashable, Codable {
+    public var received: Int
+    public var duplicates: Int
+    public var missed: Int
+    public var rejected: Int
+    public init(received: Int, duplicates: Int, missed: Int, rejected: Int) {
+        self.received = received
+        self.duplicates = duplicates
+        self.missed = missed
+        self.rejected = rejected
     }
 }

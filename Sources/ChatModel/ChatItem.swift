@@ -1,3 +1,5 @@
+import SwiftplexBase
+
 /// One item of a chat: a message sent or received (or what is left of a deleted one).
 /// `meta.itemId` is the id used for quoting, editing, deleting and reacting.
 public struct ChatItem: Sendable, Hashable, Codable {
@@ -74,11 +76,15 @@ public struct CIMeta: Sendable, Hashable, Codable {
     public var showGroupAsSender: Bool
     public var createdAt: ChatTimestamp
     public var updatedAt: ChatTimestamp
+    /// A signed message's check (SimpleX `MsgVerified`); absent for messages that are not
+    /// checked (channel posts are).
+    public var msgVerified: MsgVerified?
 
     public init(itemId: Int64, itemTs: ChatTimestamp, itemText: String, itemStatus: CIStatus, sentViaProxy: Bool? = nil, itemSharedMsgId: String? = nil,
                 itemDeleted: CIDeleted? = nil, itemEdited: Bool = false, itemLive: Bool? = nil, userMention: Bool = false, hasLink: Bool = false,
                 deletable: Bool, editable: Bool, forwardedByMember: Int64? = nil, showGroupAsSender: Bool = false, createdAt: ChatTimestamp,
-                updatedAt: ChatTimestamp) {
+                updatedAt: ChatTimestamp, msgVerified: MsgVerified? = nil) {
+        self.msgVerified = msgVerified
         self.itemId = itemId
         self.itemTs = itemTs
         self.itemText = itemText
@@ -139,6 +145,38 @@ public enum CIDeleted: Sendable, Hashable, Codable {
             try c.tag("moderated")
             try c.encodeIfPresent(ts, forKey: "deletedTs")
             try c.encode(member, forKey: "byGroupMember")
+        }
+    }
+}
+
+/// The signature status of a signed message (SimpleX `MsgSigStatus`).
+public enum MsgSigStatus: String, StringEnum { case verified, signedNoKey }
+
+/// A message's signature check (SimpleX `MsgVerified`, `meta.msgVerified`): `{"type": "signed",
+/// "sigStatus"}` or `{"type": "sigMissing"}`.
+public enum MsgVerified: Sendable, Hashable, Codable {
+    case signed(sigStatus: MsgSigStatus)
+    case sigMissing
+
+    public static let allTags = ["signed", "sigMissing"]
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: FieldKey.self)
+        switch try c.tag() {
+        case "signed": self = .signed(sigStatus: try c.decode(MsgSigStatus.self, forKey: "sigStatus"))
+        case "sigMissing": self = .sigMissing
+        case let t: throw c.unknown(t, in: "MsgVerified")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: FieldKey.self)
+        switch self {
+        case let .signed(status):
+            try c.tag("signed")
+            try c.encode(status, forKey: "sigStatus")
+        case .sigMissing:
+            try c.tag("sigMissing")
         }
     }
 }

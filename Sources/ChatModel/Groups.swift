@@ -378,14 +378,17 @@ public struct GroupRelay: Sendable, Hashable, Codable {
     public var relayStatus: RelayStatus
     public var relayLink: String?
     public var relayCap: RelayCapabilities
+    /// **Swiftplex**: a subscriber's counters for this relay (``RelayStats``); absent at the owner.
+    public var relayStats: RelayStats?
     public init(groupRelayId: Int64, groupMemberId: Int64, userChatRelay: UserChatRelay, relayStatus: RelayStatus, relayLink: String? = nil,
-                relayCap: RelayCapabilities = RelayCapabilities()) {
+                relayCap: RelayCapabilities = RelayCapabilities(), relayStats: RelayStats? = nil) {
         self.groupRelayId = groupRelayId
         self.groupMemberId = groupMemberId
         self.userChatRelay = userChatRelay
         self.relayStatus = relayStatus
         self.relayLink = relayLink
         self.relayCap = relayCap
+        self.relayStats = relayStats
     }
 }
 

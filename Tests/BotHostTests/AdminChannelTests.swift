@@ -142,7 +142,11 @@ import Testing
                     let channel = try #require(channels["channels"]?.arrayFirst, "\(channels)")
                     #expect(channel["groupInfo"]?["groupId"]?.intValue == channelId && channel["groupInfo"]?["useRelays"]?.boolValue == true)
                     #expect(channel["role"]?.stringValue == "subscriber" && channel["relays"] == nil && channel["relaysError"] == nil, "\(channel)")
-                    #expect(try await http.get("/api/groups/\(channelId)/relays", token: token).status == 422)
+                    // A subscriber's relays come with its per-relay counters (docs/channels.md §9).
+                    let relaysAnswer = try await http.get("/api/groups/\(channelId)/relays", token: token)
+                    #expect(relaysAnswer.status == 200)
+                    let subscribed = json(relaysAnswer)
+                    #expect(subscribed["relays"]?.arrayCount == 2 && subscribed["relays"]?.arrayFirst?["relayStats"]?["rejected"]?.intValue == 0, "\(subscribed)")
                 }
             }
         }

@@ -198,6 +198,26 @@ import Testing
         #expect(net.relayStates["rela"]?.forwardedCount == 2)
     }
 
+    /// The owner's post coming again to a relay (redelivered after a restart, before it was
+    /// acknowledged) is not forwarded or kept twice — also by a relay restored from its store.
+    @Test func aRepeatedPostIsForwardedOnce() throws {
+        var net = channel()
+        net.post("once")
+        let stored = net.relayStates["rela"]!
+        let element = try #require(stored.history.last?.element)
+        let restored = ChannelRelayState(
+            channelLink: stored.channelLink, ownMemberId: stored.ownMemberId, ownProfile: stored.ownProfile, inviter: stored.inviter, status: stored.status,
+            publicGroupId: stored.publicGroupId, profile: stored.profile, owners: Array(stored.owners.values), relayLink: stored.relayLink,
+            subscribers: Array(stored.subscribers.values), history: stored.history, ownerConnected: stored.isOwnerConnected)
+        for var r in [stored, restored] {
+            let effects = try r.handle(.received(from: net.id("owner"), .element(element), brokerTs: net.brokerTs), newMessageId: { "repeat" })
+            #expect(effects.isEmpty, "\(effects)")
+            #expect(r.history.count == 1)
+        }
+        net.post("next")
+        #expect(net.relayStates["rela"]?.history.count == 2)
+    }
+
     @Test func newRelayIsAnnouncedToSubscribers() {
         var net = ChannelNet(relays: ["rela", "relb", "relc"])
         net.addRelays(["rela", "relb"])

@@ -16,8 +16,8 @@ import Testing
     }
 
     @Test func anUnknownTypeTagIsAnUnknownTagErrorNamingTheTypeTheTagAndWhere() throws {
-        let e = try #require(modelError(ChatResponse.self, #"{"type":"groupRelaysAdded","user":{}}"#))
-        #expect(e.code == .unknownTag && e.type == "ChatResponse" && e.value == "groupRelaysAdded" && e.path == ["type"])
+        let e = try #require(modelError(ChatResponse.self, #"{"type":"remoteHostList","user":{}}"#))
+        #expect(e.code == .unknownTag && e.type == "ChatResponse" && e.value == "remoteHostList" && e.path == ["type"])
         let nested = try #require(modelError(ChatEvent.self, #"{"type":"chatError","chatError":{"type":"error","errorType":{"type":"somethingNew"}}}"#))
         #expect(nested.code == .unknownTag && nested.type == "ChatErrorType" && nested.path == ["chatError", "errorType", "type"])
         let status = try #require(modelError(CIStatus.self, #"{"type":"sndLost"}"#))
@@ -76,6 +76,7 @@ import Testing
         check(ConnectionPlan.self, ConnectionPlan.allTags)
         check(CIStatus.self, CIStatus.allTags)
         check(CIContent.self, CIContent.allTags)
+        check(MsgVerified.self, MsgVerified.allTags)
         #expect(Set(ChatResponse.allTags).count == ChatResponse.allTags.count && Set(ChatEvent.allTags).count == ChatEvent.allTags.count)
     }
 }

@@ -34,7 +34,8 @@ public func makeActiveChannel(_ o: ChatAPI, _ oIn: ChatInbox, _ addresses: [Stri
     let created = await o.execute(#"/_public group 1 \#(ids) {"displayName": "news", "fullName": ""}"#)
     guard let groupId = created["groupInfo"]?["groupId"]?.intValue,
           let link = created["groupLink"]?["connLinkContact"]?["connShortLink"]?.stringValue else { throw TestFailure("\(created)") }
-    for _ in 0..<2 { _ = try await oIn.next("groupRelayUpdated", where: { $0["groupRelay"]?["relayStatus"]?.stringValue == "active" }) }
+    // (30 s: under a full parallel test run the relays' steps take longer.)
+    for _ in 0..<2 { _ = try await oIn.next("groupRelayUpdated", where: { $0["groupRelay"]?["relayStatus"]?.stringValue == "active" }, timeout: .seconds(30)) }
     return (groupId, link)
 }
 
