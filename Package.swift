@@ -271,6 +271,7 @@ let package = Package(
             name: "ChatTestSupport",
             dependencies: [
                 "Agent", "ChatAPI", "ChatCore", "ChatModel", "RelayProtocol", "RelayServer", "SwiftplexBase", "TestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],

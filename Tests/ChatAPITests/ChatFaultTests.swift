@@ -120,7 +120,7 @@ func say(_ api: ChatAPI, to contact: Int, _ t: String) async -> JSONValue {
             try await withEngine(dir, "a", relays: [relay.address]) { a, aInbox in
                 try await withEngine(dir, "b", relays: [relay.address]) { b, bInbox in
                     let (ben, _) = try await connectPair(a, aInbox, b, bInbox)
-                    let fault = try DatabaseQueue(path: dir.appendingPathComponent("b_chat.db").path)
+                    let fault = try sideConnection(dir.appendingPathComponent("b_chat.db").path)
                     try await fault.write { db in
                         try db.execute(sql: "CREATE TRIGGER fault BEFORE INSERT ON chat_item WHEN NEW.sent = 0 BEGIN SELECT RAISE(ABORT, 'injected fault'); END")
                     }

@@ -16,7 +16,7 @@ import Testing
                 }
                 // Anna's engine stored ben's `x.direct.del` (the contact is `deleted`) and stopped
                 // before its agent deleted the connection.
-                let chat = try DatabaseQueue(path: dir.appendingPathComponent("anna_chat.db").path)
+                let chat = try sideConnection(dir.appendingPathComponent("anna_chat.db").path)
                 try await chat.write { db in
                     try db.execute(sql: "UPDATE contact SET status = 'deleted' WHERE id = ?", arguments: [benInAnna])
                 }

@@ -288,7 +288,7 @@ final class WireLog {
                         await w.run(bot, "/_start")
                         let link = try #require(await w.run(bot, "/_address 1")["connLinkContact"]?["connFullLink"]?.stringValue)
                         await w.run(bot, #"/_address_settings 1 {"businessAddress": false, "autoAccept": {"acceptIncognito": false}}"#)
-                        let fault = try DatabaseQueue(path: dir.appendingPathComponent("bot_chat.db").path)
+                        let fault = try sideConnection(dir.appendingPathComponent("bot_chat.db").path)
                         try await fault.write { db in
                             try db.execute(sql: "CREATE TRIGGER fault BEFORE INSERT ON contact_request BEGIN SELECT RAISE(ABORT, 'injected fault'); END")
                         }
