@@ -101,16 +101,29 @@ extension ChatController {
         for id in ids { kickChannelDeliveries(id) }
     }
 
-    /// Sends a channel's delivery jobs in order: each job's batch to each of its subscribers (the
-    /// cursor saved every 50), then the job is removed. A subscriber whose connection is gone is
-    /// skipped; a network fault is retried with backoff, the job kept.
+    /// Subscribers a delivery job sends to in one agent transaction; the job's cursor is saved
+    /// after each such batch.
+    static let channelDeliveryBatch = 50
+
+    /// Sends a channel's delivery jobs in order: each job's batch to its subscribers, 50 at a time
+    /// in one agent transaction (``Agent/sendMany(_:to:)``, each send with its idempotency key),
+    /// the cursor saved after each 50, then the job is removed. A subscriber whose connection is
+    /// gone is skipped; a network or store fault is retried with backoff, the job kept.
     func drainChannelDeliveries(_ groupId: Int64) async {
         defer { channelRuntime.delivering.remove(groupId) }
         var attempts = 0
         while !closing {
             channelRuntime.redeliver.remove(groupId)
-            guard let job = try? await dbRead({ db in
-                try ChannelDeliveryRecord.filter(ChannelDeliveryRecord.Columns.groupId == groupId).order(ChannelDeliveryRecord.Columns.id).fetchOne(db)
+            // The next job and the subscribers' connections, in one read.
+            guard let (job, conns) = try? await dbRead({ db -> (ChannelDeliveryRecord, [String: Int64])? in
+                guard let job = try ChannelDeliveryRecord.filter(ChannelDeliveryRecord.Columns.groupId == groupId).order(ChannelDeliveryRecord.Columns.id).fetchOne(db) else {
+                    return nil
+                }
+                var conns: [String: Int64] = [:]
+                let rows = try Row.fetchAll(db, sql: "SELECT member_id, agent_conn_id FROM channel_member WHERE group_id = ? AND agent_conn_id IS NOT NULL",
+                                            arguments: [groupId])
+                for row in rows { conns[row["member_id"]] = row["agent_conn_id"] }
+                return (job, conns)
             }) else {
                 if channelRuntime.redeliver.contains(groupId) { continue }
                 return
@@ -122,21 +135,19 @@ extension ChatController {
             } ?? []).compactMap(MemberId.init)
             let body = [UInt8](job.body)
             do {
-                var sent = 0
-                while let id = remaining.first, !closing {
-                    if let conn = try await channelMemberConn(groupId, id) {
-                        do {
-                            _ = try await agent.sendKeyed(conn, body, idempotencyKey: "chdl:\(jobId):\(id.text)")
-                        } catch let e as AgentError where e.code == .wrongState || e.code == .unknownConnection {
-                            logger.info("a channel delivery skipped a subscriber whose connection is not up", metadata: ["group": "\(groupId)"])
-                        }
+                while !remaining.isEmpty, !closing {
+                    let batch = remaining.prefix(Self.channelDeliveryBatch)
+                    let sends = batch.compactMap { id in conns[id.text].map { (connection: $0, idempotencyKey: "chdl:\(jobId):\(id.text)") } }
+                    let outcomes = try await agent.sendMany(body, to: sends)
+                    let skipped = outcomes.filter { if case .refused = $0 { true } else { false } }.count
+                    if skipped > 0 || sends.count < batch.count {
+                        logger.info("a channel delivery skipped subscribers whose connection is not up",
+                                    metadata: ["group": "\(groupId)", "skipped": "\(skipped + batch.count - sends.count)"])
                     }
-                    remaining.removeFirst()
-                    sent += 1
-                    if sent % 50 == 0 {
-                        let left = JSONValue.array(remaining.map { .string($0.text) }).description
-                        try await dbWrite { db in _ = try ChannelDeliveryRecord.filter(key: jobId).updateAll(db, Column("recipients").set(to: left)) }
-                    }
+                    remaining.removeFirst(batch.count)
+                    if remaining.isEmpty { break }
+                    let left = JSONValue.array(remaining.map { .string($0.text) }).description
+                    try await dbWrite { db in _ = try ChannelDeliveryRecord.filter(key: jobId).updateAll(db, Column("recipients").set(to: left)) }
                 }
                 if closing { return }
                 try await dbWrite { db in _ = try ChannelDeliveryRecord.deleteOne(db, key: jobId) }
