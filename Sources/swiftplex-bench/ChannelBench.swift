@@ -138,7 +138,7 @@ struct ChannelBench: AsyncParsableCommand {
                 try await group.waitForAll()
             }
         }
-        try await wait("joins", progress: { "\(state.joinedEnds)/\(2 * n) subscriber ends, \(state.relayEnds)/\(2 * n) relay ends" },
+        try await wait("joins", progress: { "\(state.joinedEnds)/\(2 * n) subscriber ends, \(state.relayEnds)/\(2 * n) relay ends, \(state.errors) chatErrors" },
                        until: { state.joinedEnds >= 2 * n && state.relayEnds >= 2 * n })
         try await joining.value
         let setupEnd = ContinuousClock.now
@@ -224,6 +224,8 @@ struct ChannelBench: AsyncParsableCommand {
             switch event["type"]?.stringValue {
             case "groupRelayUpdated" where event["groupRelay"]?["relayStatus"]?.stringValue == "active":
                 state.relayActive()
+            case "chatError":
+                state.error(engine, event)
             case "joinedGroupMember" where engine == nil:
                 state.relayEnd()
             case "userJoinedGroup" where engine != nil:
@@ -249,6 +251,7 @@ private final class FanState: Sendable {
         var relaysActive = 0
         var relayEnds = 0
         var joinedEnds = 0
+        var errors = 0
         var users: [Int: Int] = [:]
         /// Per post: when each (engine, user) first showed it.
         var firsts: [[Int64: UInt64]]
@@ -262,6 +265,12 @@ private final class FanState: Sendable {
     func relayEnd() { s.withLockedValue { $0.relayEnds += 1 } }
     var relayEnds: Int { s.withLockedValue { $0.relayEnds } }
     func joinedEnd() { s.withLockedValue { $0.joinedEnds += 1 } }
+    /// `chatError` events: the first few are printed (a join that fails shows here), all counted.
+    func error(_ engine: Int?, _ event: JSONValue) {
+        let n = s.withLockedValue { $0.errors += 1; return $0.errors }
+        if n <= 5 { print("  chatError in \(engine.map { "subscriber engine \($0)" } ?? "the relays' or the owner's engine"): \(event["chatError"] ?? event)") }
+    }
+    var errors: Int { s.withLockedValue { $0.errors } }
     var joinedEnds: Int { s.withLockedValue { $0.joinedEnds } }
     func addUsers(engine: Int, count: Int) { s.withLockedValue { $0.users[engine] = count } }
     func users(engine: Int) -> Int { s.withLockedValue { $0.users[engine] ?? 0 } }
