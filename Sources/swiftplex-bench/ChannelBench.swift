@@ -21,7 +21,8 @@ struct ChannelBench: AsyncParsableCommand {
         abstract: "One post fanned out to N subscribers through 2 chat relays, against a relay-only fan-out of the same bytes to 2N queues.",
         discussion: """
             Set-up (printed as it goes): a relay server in this process (rate limits off: a few \
-            connections make thousands of queues), an engine with two relay users, an owner engine \
+            connections make thousands of queues; a queue holds up to 100,000 messages: the relays' \
+            link queues take a thousand join requests at once), an engine with two relay users, an owner engine \
             with channel `bench` on both relays, and --subscribers users spread over --engines \
             subscriber engines, each joining the channel through both relays. Then, alternating so \
             that both see the same machine: the baseline (2N envelopes of the agent's size, two \
@@ -59,8 +60,8 @@ struct ChannelBench: AsyncParsableCommand {
         print("warning: debug build; figures mean little (use: swift build -c release)")
         #endif
         let n = subscribers
-        print("channel benchmark: \(n) subscribers on \(engines) engines, 2 chat relays (one engine), \(posts) posts after \(warmup) warm-up; baseline: \(2 * n) queues, \(Self.envelopeBytes)-byte bodies; one in-process relay server (durable, rate limits off)")
-        let (dir, logger, server) = try await ChatBench.startRelay(label: "channel") { $0.unlimitRates(); $0.maxNewQueuesPerConnection = .max; $0.maxStoredMessages = .max; $0.maxStoredBytes = .max }
+        print("channel benchmark: \(n) subscribers on \(engines) engines, 2 chat relays (one engine), \(posts) posts after \(warmup) warm-up; baseline: \(2 * n) queues, \(Self.envelopeBytes)-byte bodies; one in-process relay server (durable, rate limits and per-queue quota off)")
+        let (dir, logger, server) = try await ChatBench.startRelay(label: "channel") { $0.unlimitRates(); $0.queueQuota = 100_000; $0.maxNewQueuesPerConnection = .max; $0.maxStoredMessages = .max; $0.maxStoredBytes = .max }
         defer { try? FileManager.default.removeItem(at: dir) }
         let state = FanState(subscribers: n, posts: warmup + posts)
         var tasks: [Task<Void, any Error>] = []
