@@ -399,6 +399,7 @@ extension ChatController {
         await lockChannel(groupId)
         defer { unlockChannel(groupId) }
         var state = try await subscriberState(groupId)
+        let relaysBefore = state.relays, ownersBefore = state.owners
         let effects: [ChannelSubscriberEffect]
         do { effects = try state.handle(input, newMessageId: ChatMessage.newMessageId) } catch {
             channelRuntime.subscribers[groupId] = state // a refused forward counts against its relay
@@ -406,10 +407,17 @@ extension ChatController {
         }
         let now = Timestamp.now()
         let snapshot = state
-        let user = try await groupView(groupId).group.userId
+        // A forward (every copy of every post) moves only its relay's counters, which live in
+        // memory: the relay's stored row and the channel's owners are written only when they change.
+        let toStore = effects.filter { e in
+            guard case let .saveRelay(r) = e, let old = relaysBefore[r.memberId] else { return true }
+            return old.status != r.status || old.link != r.link || old.profile != r.profile
+        }
+        let ownersChanged = snapshot.owners != ownersBefore
         let items = try await dbWrite { db -> [(Int64, ContentSender)] in
             var items: [(Int64, ContentSender)] = []
-            for e in effects {
+            var userId: Int64?
+            for e in toStore {
                 switch e {
                 case let .saveRelay(r):
                     var m = try ChannelMemberRecord.filter(ChannelMemberRecord.Columns.groupId == groupId && ChannelMemberRecord.Columns.memberId == r.memberId.text).fetchOne(db)
@@ -442,6 +450,8 @@ extension ChatController {
                     case let .member(id): try rows.filter(GroupMemberRecord.Columns.memberId == id.text).fetchOne(db)?.id
                     }
                     let relayRow = try rows.filter(GroupMemberRecord.Columns.memberId == relay.text).fetchOne(db)?.id
+                    if userId == nil { userId = try GroupRecord.fetchOne(db, key: groupId)?.userId }
+                    guard let user = userId else { continue }
                     var item = GroupItemRecord(userId: user, groupId: groupId, memberRowId: authorRow ?? relayRow, forwardedByRowId: relayRow,
                                                content: content.description, sharedMsgId: msgId, status: .rcvNew, blocked: false, createdAt: now)
                     try item.insert(db)
@@ -450,9 +460,10 @@ extension ChatController {
                 default: break
                 }
             }
-            guard var c = try ChannelRecord.fetchOne(db, key: groupId) else { return items }
-            c.owners = Self.ownerKeysJSON(Array(snapshot.owners.values)).description
-            try c.update(db)
+            if ownersChanged, var c = try ChannelRecord.fetchOne(db, key: groupId) {
+                c.owners = Self.ownerKeysJSON(Array(snapshot.owners.values)).description
+                try c.update(db)
+            }
             if !snapshot.connectedRelays.isEmpty {
                 _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == snapshot.memberId.text)
                     .updateAll(db, Column("status").set(to: GroupProtocol.GroupMemberStatus.connected.rawValue))
