@@ -399,7 +399,7 @@ extension ChatController {
         await lockChannel(groupId)
         defer { unlockChannel(groupId) }
         var state = try await subscriberState(groupId)
-        let relaysBefore = state.relays, ownersBefore = state.owners
+        let relaysBefore = state.relays, ownersBefore = state.owners, connectedBefore = !state.connectedRelays.isEmpty
         let effects: [ChannelSubscriberEffect]
         do { effects = try state.handle(input, newMessageId: ChatMessage.newMessageId) } catch {
             channelRuntime.subscribers[groupId] = state // a refused forward counts against its relay
@@ -414,7 +414,15 @@ extension ChatController {
             return old.status != r.status || old.link != r.link || old.profile != r.profile
         }
         let ownersChanged = snapshot.owners != ownersBefore
-        let items = try await dbWrite { db -> [(Int64, ContentSender)] in
+        let nowConnected = !connectedBefore && !snapshot.connectedRelays.isEmpty
+        let writes = ownersChanged || nowConnected || toStore.contains { e in
+            switch e {
+            case .saveRelay, .saveProfile, .applyContent: true
+            default: false
+            }
+        }
+        // A copy the subscriber has already (dedup) leaves nothing to write.
+        let items = !writes ? [] : try await dbWrite { db -> [(Int64, ContentSender)] in
             var items: [(Int64, ContentSender)] = []
             var userId: Int64?
             for e in toStore {
@@ -464,7 +472,7 @@ extension ChatController {
                 c.owners = Self.ownerKeysJSON(Array(snapshot.owners.values)).description
                 try c.update(db)
             }
-            if !snapshot.connectedRelays.isEmpty {
+            if nowConnected {
                 _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == snapshot.memberId.text)
                     .updateAll(db, Column("status").set(to: GroupProtocol.GroupMemberStatus.connected.rawValue))
             }
