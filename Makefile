@@ -27,13 +27,15 @@ plugins:
 	$(SWIFT) build --product auto-reply
 	$(SWIFT) build --product broadcast
 	$(SWIFT) build --product group-moderator
+	$(SWIFT) build --product channel-relay
+	$(SWIFT) build --product channel
 
 # The main job: the bot host on config/bot.yaml — an embedded relay on 127.0.0.1:5223, an
 # auto-accept plugin with a welcome and an echoing auto-reply plugin. It prints the relay address
 # and the bot's contact address (link and QR code); talk to it with swiftplex-chat. Ctrl-C stops.
 CONFIG ?= config/bot.yaml
 run: deps
-	@for p in swiftplex swiftplex-plugin-runner swiftplex-chat auto-accept auto-reply broadcast group-moderator; do \
+	@for p in swiftplex swiftplex-plugin-runner swiftplex-chat auto-accept auto-reply broadcast group-moderator channel-relay channel; do \
 	  echo "building $$p"; $(SWIFT) build --product $$p || exit 1; done
 	$$($(SWIFT) build --show-bin-path)/swiftplex run --config $(CONFIG)
 
@@ -42,7 +44,7 @@ run: deps
 # Products the tests run as processes or load with dlopen.
 ENGINE_SUITES := ChatAPITests|ChatModelTests|ChatServerTests|AgentTests
 TEST_PRODUCTS := simplex swiftplex swiftplex-plugin-runner swiftplex-test-plugin swiftplex-relay swiftplex-chat \
-	auto-accept auto-reply broadcast group-moderator
+	auto-accept auto-reply broadcast group-moderator channel-relay channel
 test: deps
 	$(SWIFT) build --build-tests
 	@for p in $(TEST_PRODUCTS); do echo "building $$p"; $(SWIFT) build --product $$p || exit 1; done
@@ -89,12 +91,15 @@ python-test: $(PY_STAMP) browser-deps
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_python_bot.py && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_python_groups.py && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_python_group_bot.py && \
+	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_python_channels.py && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_db_archive.py && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_ws_api.py && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) SWIFTPLEX_ARTIFACTS=.build/test-artifacts \
 	    $(VENV)/bin/python Tests/python/test_dashboard.py && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) SWIFTPLEX_ARTIFACTS=.build/test-artifacts \
-	    $(VENV)/bin/python Tests/python/test_dashboard_bots.py; fi
+	    $(VENV)/bin/python Tests/python/test_dashboard_bots.py && \
+	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) SWIFTPLEX_ARTIFACTS=.build/test-artifacts \
+	    $(VENV)/bin/python Tests/python/test_dashboard_channels.py; fi
 
 # Benchmarks (release build). BENCH=relay|libsimplex|echo ; extra flags in BENCH_ARGS.
 BENCH ?= relay

@@ -22,6 +22,8 @@ let package = Package(
         .library(name: "auto-accept", type: .dynamic, targets: ["AutoAccept"]),
         .library(name: "auto-reply", type: .dynamic, targets: ["AutoReply"]),
         .library(name: "broadcast", type: .dynamic, targets: ["Broadcast"]),
+        .library(name: "channel-relay", type: .dynamic, targets: ["ChannelRelay"]),
+        .library(name: "channel", type: .dynamic, targets: ["Channel"]),
         .library(name: "group-moderator", type: .dynamic, targets: ["GroupModerator"]),
     ],
     dependencies: [
@@ -278,6 +280,8 @@ let package = Package(
         .target(name: "AutoAccept", dependencies: ["SwiftplexPluginKit"], path: "Plugins/AutoAccept"),
         .target(name: "AutoReply", dependencies: ["SwiftplexPluginKit"], path: "Plugins/AutoReply"),
         .target(name: "Broadcast", dependencies: ["SwiftplexPluginKit"], path: "Plugins/Broadcast"),
+        .target(name: "ChannelRelay", dependencies: ["SwiftplexPluginKit"], path: "Plugins/ChannelRelay"),
+        .target(name: "Channel", dependencies: ["SwiftplexPluginKit"], path: "Plugins/Channel"),
         .target(name: "GroupModerator", dependencies: ["SwiftplexPluginKit"], path: "Plugins/GroupModerator"),
 
         // The bot host's typed YAML configuration (libyaml only; no engine dependency).

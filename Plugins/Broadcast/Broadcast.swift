@@ -14,31 +14,8 @@ public final class Broadcast: Plugin {
         var notice: String
     }
 
-    /// One admin: the contact id and the local display name it must have.
-    struct Admin: Hashable {
-        let contactId: Int64
-        let localName: String
-
-        init(contactId: Int64, localName: String) {
-            self.contactId = contactId
-            self.localName = localName
-        }
-
-        /// `"12:alice"`; anything else is a config error that shows the form.
-        init(_ text: String, field: String) throws(PluginError) {
-            guard let colon = text.firstIndex(of: ":") else {
-                throw PluginError.config(field, "\"\(text)\" is a bare name; an admin is \"<contact id>:<local display name>\", e.g. \"1:\(text)\" (the bot logs each contact's id)")
-            }
-            let id = text[..<colon]
-            let name = String(text[text.index(after: colon)...])
-            guard let contactId = Int64(id), contactId > 0 else {
-                throw PluginError.config(field, "\"\(text)\": the contact id before ':' must be a positive number, as in \"1:alice\"")
-            }
-            guard !name.isEmpty else { throw PluginError.config(field, "\"\(text)\": the local display name after ':' is missing, as in \"1:alice\"") }
-            self.contactId = contactId
-            self.localName = name
-        }
-    }
+    /// One admin: the contact id and the local display name it must have (SwiftplexPluginKit's ``AdminContact``).
+    typealias Admin = AdminContact
 
     public static let name = "broadcast"
     public static let version = "1.0.0"

@@ -1,3 +1,4 @@
+import ChatModel
 import Foundation
 import Hummingbird
 import PluginHost
@@ -180,10 +181,25 @@ enum AdminOpenAPI {
         let result = object(["bot": string, "name": string, "outcome": outcome, "failed": boolean, "message": string],
                             order: ["bot", "name", "outcome", "failed", "message"])
         let nullableString: JSONValue = .object([("type", .string("string")), ("nullable", .bool(true))])
+        // Relay mode (`chat_relay:`): {relayAddress, refusedChannels, refusedJoins, channels: [{groupId, name, channelLink,
+        // relayStatus, subscribers, forwarded, deliveriesPending}]}; null for an ordinary bot.
+        let relayMode: JSONValue = .object([("type", .string("object")), ("nullable", .bool(true))])
         let bot = object(["name": string, "default": boolean, "displayName": string, "dataPrefix": string, "userId": integer, "engineRunning": boolean,
-                          "relaysConnected": integer, "address": nullableString, "plugins": integer, "eventSubscribers": integer],
+                          "relaysConnected": integer, "address": nullableString, "plugins": integer, "eventSubscribers": integer, "chatRelay": relayMode],
                          order: ["name", "default", "displayName", "dataPrefix", "userId", "engineRunning", "relaysConnected", "address", "plugins",
-                                 "eventSubscribers"])
+                                 "eventSubscribers", "chatRelay"])
+        // A channel's relay as its owner sees it (the engine's `GroupRelay`, SimpleX's JSON).
+        let relayStatus: JSONValue = .object([("type", .string("string")), ("enum", .array(RelayStatus.allCases.map { .string($0.rawValue) }))])
+        let chatRelay = object(["chatRelayId": integer, "address": string, "relayProfile": schema(.ref("Object")), "domains": array(string),
+                                "preset": boolean, "enabled": boolean, "deleted": boolean],
+                               order: ["chatRelayId", "address", "relayProfile", "domains", "preset", "enabled", "deleted"])
+        let groupRelay = object(["groupRelayId": integer, "groupMemberId": integer, "userChatRelay": chatRelay, "relayStatus": schema(.ref("RelayStatus")),
+                                 "relayCap": schema(.ref("Object"))],
+                                order: ["groupRelayId", "groupMemberId", "userChatRelay", "relayStatus", "relayCap"])
+        let role: JSONValue = .object([("type", .string("string")), ("enum", .array(["owner", "relay", "subscriber"].map(JSONValue.string)))])
+        // `relays` (owner) or `relaysError` (the engine refused /_get relays) only for the owner.
+        let channel = object(["groupInfo": schema(.ref("Object")), "role": role], order: ["groupInfo", "role"])
+            .adding("relays", array(schema(.ref("GroupRelay")))).adding("relaysError", string)
         let botReadiness = object(["name": string, "ready": boolean, "engineRunning": boolean, "relaysConnected": integer],
                                   order: ["name", "ready", "engineRunning", "relaysConnected"])
         return .object([
@@ -206,6 +222,13 @@ enum AdminOpenAPI {
                 ("Address", object(["bot": string, "link": string, "qrSvg": string], order: ["bot", "link", "qrSvg"])),
                 ("GroupMembers", object(["bot": string, "groupInfo": schema(.ref("Object")), "members": array(schema(.ref("Object")))],
                                         order: ["bot", "groupInfo", "members"])),
+                ("RelayStatus", relayStatus),
+                ("GroupRelay", groupRelay),
+                ("GroupRelays", object(["bot": string, "groupInfo": schema(.ref("Object")), "relays": array(schema(.ref("GroupRelay")))],
+                                       order: ["bot", "groupInfo", "relays"])),
+                ("Channel", channel),
+                ("Channels", object(["bot": string, "channels": array(schema(.ref("Channel"))), "total": integer, "offset": integer, "limit": integer],
+                                    order: ["bot", "channels", "total", "offset", "limit"])),
             ])),
             ("responses", .object([("Error", .object([("description", .string("A typed error")),
                                                      ("content", .object([("application/json", .object([("schema", schema(.ref("Error")))]))]))]))])),
@@ -254,5 +277,15 @@ enum Dashboard {
         headers[.contentSecurityPolicy] = "default-src 'self'; img-src 'self' data: blob:; connect-src 'self' ws: wss:; frame-ancestors 'none'"
         headers[.init("X-Content-Type-Options")!] = "nosniff"
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: file.bytes)))
+    }
+}
+
+extension JSONValue {
+    /// An object schema with one more optional property.
+    fileprivate func adding(_ name: String, _ schema: JSONValue) -> JSONValue {
+        guard case var .object(fields) = self, let i = fields.firstIndex(where: { $0.0 == "properties" }), case var .object(properties) = fields[i].1 else { return self }
+        properties.append((name, schema))
+        fields[i].1 = .object(properties)
+        return .object(fields)
     }
 }

@@ -175,11 +175,11 @@ struct AdminServer: Service {
             },
             AdminRoute(.get, "/api/status", "Engine running, uptime, version, relays, address, auth failures",
                        answers: [.init(status: "200", description: "OK", schema: .ref("Status"))]) { _, _ in
-                JSONResponse.make(host.statusJSON())
+                JSONResponse.make(await host.statusJSON())
             },
             AdminRoute(.get, "/api/bots", "The host's bots: name, profile name, engine, relays, address, plugins",
                        answers: [.init(status: "200", description: "OK", schema: .ref("Bots"))]) { _, _ in
-                JSONResponse.make(.object([("bots", .array(host.bots.map(host.botJSON)))]))
+                JSONResponse.make(.object([("bots", .array(await host.botsJSON()))]))
             },
             AdminRoute(.get, "/api/plugins", "Plugin instances of every bot (or of ?bot=) with their bot, condition, queue depth and counters",
                        query: bot, answers: [.init(status: "200", description: "OK", schema: .ref("Plugins")), noBot]) { request, _ in
@@ -270,6 +270,31 @@ struct AdminServer: Service {
                                                       ("members", .array(members.group.members.map { ChatAPI.encodeValue($0) }))]))
                 case let other: return Self.commandResult(other)
                 }
+            },
+            AdminRoute(.get, "/api/groups/{groupId}/relays", "A bot's channel's chat relays, each with its status (the channel's owner only: /_get relays)",
+                       query: bot, answers: [.init(status: "200", description: "OK", schema: .ref("GroupRelays")), chatError, noBot]) { request, context in
+                let id = try context.parameters.require("groupId", as: Int64.self)
+                let b = try Self.bot(request, of: host)
+                switch await b.api.respond("/_get relays #\(id)") {
+                case let .success(.channel(.groupRelays(list))):
+                    return JSONResponse.make(.object([("bot", .string(b.name)), ("groupInfo", ChatAPI.encodeValue(list.groupInfo)),
+                                                      ("relays", .array(list.groupRelays.map { ChatAPI.encodeValue($0) }))]))
+                case let other: return Self.commandResult(other)
+                }
+            },
+            AdminRoute(.get, "/api/channels", "A bot's channels (groups with useRelays), paged: its role in each and, where it is the owner, each relay with its status",
+                       query: page, answers: [.init(status: "200", description: "OK", schema: .ref("Channels")), noBot]) { request, _ in
+                let page = try Page(request)
+                let b = try Self.bot(request, of: host)
+                let list: GroupsList
+                switch await b.api.respond("/_groups \(b.userId)") {
+                case let .success(.group(.groupsList(l))): list = l
+                case let other: return Self.commandResult(other)
+                }
+                let channels = list.groups.filter(\.useRelays)
+                var entries: [JSONValue] = []
+                for info in page.slice(channels) { entries.append(await Self.channelJSON(info, bot: b)) }
+                return JSONResponse.make(page.json(sliced: entries, total: channels.count, key: "channels", bot: b.name))
             },
             AdminRoute(.post, "/api/groups/{groupId}/messages", "Send a text message to a bot's group",
                        query: bot, body: .textMessage, answers: [chatResponse, chatError, noBot]) { request, context in
@@ -366,6 +391,25 @@ struct AdminServer: Service {
         ])
     }
 
+    /// A channel for ``routeTable()``'s `/api/channels`: its `GroupInfo`, the bot's role in it
+    /// (`owner`, `relay` or `subscriber`) and its relays — the owner's, with their status, from
+    /// `/_get relays`; a relay's own status is `groupInfo.relayOwnStatus`. A list the engine
+    /// refuses is left out with its error (`relaysError`), not failing the whole list.
+    static func channelJSON(_ info: GroupInfo, bot: HostedBot) async -> JSONValue {
+        let role: String = switch info.membership.memberRole {
+        case .owner: "owner"
+        case .relay: "relay"
+        default: "subscriber"
+        }
+        var fields: [(String, JSONValue)] = [("groupInfo", ChatAPI.encodeValue(info)), ("role", .string(role))]
+        guard role == "owner" else { return .object(fields) }
+        switch await bot.api.respond("/_get relays #\(info.groupId)") {
+        case let .success(.channel(.groupRelays(list))): fields.append(("relays", .array(list.groupRelays.map { ChatAPI.encodeValue($0) })))
+        case let other: fields.append(("relaysError", .string(BotHost.describe(other))))
+        }
+        return .object(fields)
+    }
+
     /// A Chat API response: 200 with its JSON, or 422 with the chat error of a failure.
     static func commandResult(_ r: Result<ChatResponse, ChatFailure>) -> Response {
         switch r {
@@ -426,9 +470,18 @@ struct Page {
     }
 
     func json(_ all: [JSONValue], key: String, bot: String) -> JSONValue {
-        let slice = offset < all.count ? Array(all[offset..<min(all.count, offset + limit)]) : []
-        return .object([("bot", .string(bot)), (key, .array(slice)), ("total", .int(Int64(all.count))), ("offset", .int(Int64(offset))),
-                        ("limit", .int(Int64(limit)))])
+        json(sliced: slice(all), total: all.count, key: key, bot: bot)
+    }
+
+    /// The entries of this page.
+    func slice<T>(_ all: [T]) -> [T] {
+        offset < all.count ? Array(all[offset..<min(all.count, offset + limit)]) : []
+    }
+
+    /// The page's answer for entries already sliced (made only for the page's entries).
+    func json(sliced: [JSONValue], total: Int, key: String, bot: String) -> JSONValue {
+        .object([("bot", .string(bot)), (key, .array(sliced)), ("total", .int(Int64(total))), ("offset", .int(Int64(offset))),
+                 ("limit", .int(Int64(limit)))])
     }
 }
 

@@ -371,7 +371,7 @@ public final class BotHost: Service, Sendable {
     }
 
     /// One bot in `/api/bots` and `/api/status`.
-    func botJSON(_ bot: HostedBot) -> JSONValue {
+    func botJSON(_ bot: HostedBot) async -> JSONValue {
         .object([
             ("name", .string(bot.name)),
             ("default", .bool(bot === defaultBot)),
@@ -383,12 +383,19 @@ public final class BotHost: Service, Sendable {
             ("address", bot.address.map(JSONValue.string) ?? .null),
             ("plugins", .int(Int64(bot.plugins.statuses().count))),
             ("eventSubscribers", .int(Int64(bot.events.subscriberCount))),
+            ("chatRelay", await bot.relayStatusJSON()),
         ])
+    }
+
+    func botsJSON() async -> [JSONValue] {
+        var out: [JSONValue] = []
+        for b in bots { out.append(await botJSON(b)) }
+        return out
     }
 
     /// The host as a whole; `address`, `plugins` and `eventSubscribers` are the first bot's,
     /// `bots` lists every bot.
-    func statusJSON() -> JSONValue {
+    func statusJSON() async -> JSONValue {
         let elapsed = ContinuousClock.now - startedAt
         let relays: [JSONValue] = {
             switch options.relays {
@@ -407,43 +414,54 @@ public final class BotHost: Service, Sendable {
             ("plugins", .int(Int64(plugins.statuses().count))),
             ("authFailures", .int(Int64(authFailures))),
             ("eventSubscribers", .int(Int64(events.subscriberCount))),
-            ("bots", .array(bots.map(botJSON))),
+            ("bots", .array(await botsJSON())),
         ])
     }
 
     // MARK: Start-up steps
 
     static func ensureUser(_ api: ChatAPI, _ profile: BotHostOptions.Profile, logger: Logger) async throws -> Int64 {
-        if case let .success(.activeUser(user)) = await api.respond("/user") { return user.userId }
+        if case let .success(.activeUser(user)) = await api.respond("/user") {
+            // A bot's kind is fixed when its user is made: switching would strand its contacts,
+            // groups or channels, so a mismatch stops the start with what to do.
+            if user.userChatRelay != profile.chatRelay {
+                throw BotHostError(profile.chatRelay
+                    ? "bot \"\(profile.displayName)\" was created as an ordinary bot and cannot become a chat relay (chat_relay:); give the relay its own data_dir (or bots[].data)"
+                    : "bot \"\(profile.displayName)\" was created as a chat relay; keep chat_relay: in its configuration, or give the bot its own data_dir (or bots[].data)")
+            }
+            return user.userId
+        }
         let newUser: JSONValue = .object([
             ("profile", .object([("displayName", .string(profile.displayName)), ("fullName", .string(profile.fullName)),
                                  ("peerType", .string(profile.peerType))])),
-            ("pastTimestamp", .bool(false)), ("userChatRelay", .bool(false)), ("clientService", .bool(false)),
+            ("pastTimestamp", .bool(false)), ("userChatRelay", .bool(profile.chatRelay)), ("clientService", .bool(false)),
         ])
         let created = await api.respond("/_create user \(newUser.description)")
         guard case let .success(.activeUser(user)) = created else {
             throw BotHostError("cannot create the bot user \"\(profile.displayName)\": \(Self.describe(created))")
         }
-        logger.info("created the bot user", metadata: ["name": "\(profile.displayName)"])
+        logger.info(profile.chatRelay ? "created the bot user as a chat relay" : "created the bot user", metadata: ["name": "\(profile.displayName)"])
         return user.userId
     }
 
-    static func ensureAddress(_ api: ChatAPI, userId: Int64, logger: Logger) async throws -> String {
+    static func ensureAddress(_ api: ChatAPI, userId: Int64, relay: Bool = false, logger: Logger) async throws -> String {
+        // A chat relay user's address is its relay address (/r): the engine decides the kind.
+        let what = relay ? "relay address" : "contact address"
         var shown = await api.respond("/_show_address \(userId)")
         if case .success(.userContactLink) = shown {} else {
             let created = await api.respond("/_address \(userId)")
             guard case .success(.userContactLinkCreated) = created else {
-                throw BotHostError("cannot create the bot's contact address: \(Self.describe(created))")
+                throw BotHostError("cannot create the bot's \(what): \(Self.describe(created))")
             }
             shown = await api.respond("/_show_address \(userId)")
-            logger.info("created the bot's contact address")
+            logger.info("created the bot's \(what)")
         }
         guard case let .success(.userContactLink(_, contactLink)) = shown else {
-            throw BotHostError("cannot read the bot's contact address: \(Self.describe(shown))")
+            throw BotHostError("cannot read the bot's \(what): \(Self.describe(shown))")
         }
         let link = contactLink.connLinkContact
         guard let text = link.connShortLink ?? Optional(link.connFullLink), !text.isEmpty else {
-            throw BotHostError("the bot's contact address has no link")
+            throw BotHostError("the bot's \(what) has no link")
         }
         return text
     }

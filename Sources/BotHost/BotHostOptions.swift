@@ -19,6 +19,9 @@ public struct BotHostOptions: Sendable {
         public var peerType: String
         /// Put the plugins' commands in the profile's command menu.
         public var publishCommands: Bool
+        /// Relay mode: the bot is a chat relay user (`userChatRelay`), its address a relay
+        /// address (`/r`). Fixed when the user is created: a bot is never switched.
+        public var chatRelay = false
 
         public init(displayName: String, fullName: String = "", peerType: String = "bot", publishCommands: Bool = true) {
             self.displayName = displayName

@@ -40,6 +40,8 @@ public final class HostedBot: Sendable {
     private let menuChanges: AsyncStream<Void>
     private let menuChangeSink: AsyncStream<Void>.Continuation
     private let state = NIOLockedValueBox(State())
+    /// Relay mode: the channels the relay serves with their counters, as last read (every 2 s).
+    private let relayChannels = NIOLockedValueBox<[RelayChannelCounters]>([])
 
     private struct State {
         var engineRunning = false
@@ -73,7 +75,7 @@ public final class HostedBot: Sendable {
         do {
             let userId = try await BotHost.ensureUser(api, options.profile, logger: logger)
             try await BotHost.expect(api, "/_start", ["chatStarted", "chatRunning"])
-            let address = options.createAddress ? try await BotHost.ensureAddress(api, userId: userId, logger: logger) : nil
+            let address = options.createAddress || options.profile.chatRelay ? try await BotHost.ensureAddress(api, userId: userId, relay: options.profile.chatRelay, logger: logger) : nil
             let storage = try PluginStorage(path: BotOptions.pluginStorage(dataDirectory, prefix: options.dataPrefix))
             let box = NIOLockedValueBox<HostedBot?>(nil)
             // Crash safety: each instance's mark of the last received message it handled is kept
@@ -117,6 +119,8 @@ public final class HostedBot: Sendable {
     }
 
     var engineRunning: Bool { state.withLockedValue { $0.engineRunning } }
+    /// Relay mode: the bot is a chat relay and ``address`` is its relay address (`/r`).
+    public var isChatRelay: Bool { options.profile.chatRelay }
     /// The plugin list last applied to this bot.
     public var appliedPlugins: [PluginSpec] { state.withLockedValue { $0.appliedPlugins } }
 
@@ -127,6 +131,9 @@ public final class HostedBot: Sendable {
             group.addTask { await self.plugins.runWatchdog() }
             group.addTask {
                 for await _ in self.menuChanges { await self.publishProfile() }
+            }
+            if self.isChatRelay {
+                group.addTask { await self.watchRelayChannels() }
             }
             group.addTask {
                 for await encoded in self.pluginEvents.events {
@@ -171,6 +178,39 @@ public final class HostedBot: Sendable {
     /// The agent database (for the outbox figure of `/metrics`).
     func agentDatabase(_ dataDirectory: URL) -> URL {
         URL(fileURLWithPath: Self.databasePrefix(dataDirectory, prefix: options.dataPrefix) + "_agent.db")
+    }
+
+    // MARK: Relay mode
+
+    /// Reads the served channels' counters every 2 s for the status (``relayStatusJSON``) and
+    /// logs a channel's counters when they changed (at most every 10 s per channel).
+    private func watchRelayChannels() async {
+        var logged: [Int64: (RelayChannelCounters, ContinuousClock.Instant)] = [:]
+        while !Task.isCancelled {
+            if let channels = try? await controller.relayChannelCounters() {
+                relayChannels.withLockedValue { $0 = channels }
+                let now = ContinuousClock.now
+                for c in channels {
+                    if let (last, at) = logged[c.groupId], last == c || now - at < .seconds(10) { continue }
+                    logged[c.groupId] = (c, now)
+                    logger.info("relay channel", metadata: ["channel": "\(c.name)", "group": "\(c.groupId)", "status": "\(c.relayStatus)",
+                                                            "subscribers": "\(c.subscribers)", "forwarded": "\(c.forwarded)",
+                                                            "deliveriesPending": "\(c.deliveriesPending)"])
+                }
+            }
+            try? await Task.sleep(for: .seconds(2))
+        }
+    }
+
+    /// Relay mode's part of the status: the relay address, the policy's refusals and each
+    /// served channel's counters; null for an ordinary bot.
+    func relayStatusJSON() async -> JSONValue {
+        guard isChatRelay else { return .null }
+        let channels = (try? await controller.relayChannelCounters()) ?? relayChannels.withLockedValue { $0 }
+        let refused = await controller.relayPolicyRefusals
+        return .object([("relayAddress", address.map(JSONValue.string) ?? .null),
+                        ("refusedChannels", .int(Int64(refused.channels))), ("refusedJoins", .int(Int64(refused.joins))),
+                        ("channels", .array(channels.map(\.json)))])
     }
 
     // MARK: Profile

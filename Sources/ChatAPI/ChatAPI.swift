@@ -204,6 +204,7 @@ public struct ChatAPI: Sendable {
         case let .newPublicGroup(userId, incognito, relayIds, profile):
             return try await c.createPublicGroup(userId: userId, incognito: incognito, relayIds: relayIds, profile: profile)
         case let .getGroupRelays(groupId): return try await c.getGroupRelays(groupId: groupId)
+        case let .setRelayPolicy(policy): return try await c.setRelayPolicy(policy)
         default:
             if let r = try await dispatchGroup(command, idempotencyKey: idempotencyKey) { return r }
             throw ChatFailure(commandError: "this command is not supported by this engine yet")

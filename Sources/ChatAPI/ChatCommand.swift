@@ -67,6 +67,8 @@ public enum ChatCommand: Sendable, Equatable {
     case newPublicGroup(userId: Int64, incognito: Bool, relayIds: [Int64], profile: JSONValue)
     /// `/_get relays #<groupId>`: a channel's relays (owner).
     case getGroupRelays(groupId: Int64)
+    /// `/_relay policy <json>`: a chat relay's operator policy (Swiftplex; ChatCore `ChannelRelayPolicy`).
+    case setRelayPolicy(policy: JSONValue)
 
     public enum DeleteMode: String, Sendable, Equatable {
         case broadcast, `internal`, internalMark

@@ -119,6 +119,9 @@ public enum CommandParser {
             } else {
                 command = .setUserRelays(userId: id, relays: list.split(separator: ",").map { String($0).trimmingCharactersInSet() })
             }
+        case "/_relay" where s.peekWord() == "policy":
+            _ = s.word()
+            command = .setRelayPolicy(policy: try s.jsonObject("RelayPolicy"))
         case "/relays":
             var relays: [ChatRelayEntry] = []
             while let w = s.word() {

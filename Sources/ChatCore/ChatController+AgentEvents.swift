@@ -187,7 +187,8 @@ extension ChatController {
     private func statusChanged(_ conn: Int64, seqs: [UInt64], to status: ItemStatus, from: [ItemStatus]) async throws {
         // The contact, the move and the moved items with their reactions: one database access.
         guard let (record, moved) = try await dbWrite({ db -> (ContactRecord, MovedItems)? in
-            guard let c = try ContactRecord.filter(ContactRecord.Columns.agentConnId == conn).fetchOne(db), let contactId = c.id else { return nil }
+            guard let c = try ContactRecord.fetchOne(db.cachedStatement(sql: "SELECT * FROM contact WHERE agent_conn_id = ?"), arguments: [conn]),
+                  let contactId = c.id else { return nil }
             return (c, try Self.moveAndRead(db, contactId: contactId, seqs: seqs, to: status, from: from))
         }) else { return }
         let row = ContactRow(record)
@@ -217,7 +218,8 @@ extension ChatController {
     /// ``moveStatus(_:contactId:seqs:to:from:)``, then the moved items read back with their reactions.
     nonisolated static func moveAndRead(_ db: Database, contactId: Int64, seqs: [UInt64], to status: ItemStatus, from: [ItemStatus]) throws -> MovedItems {
         let (updated, unstored) = try moveStatus(db, contactId: contactId, seqs: seqs, to: status, from: from)
-        let items = try updated.compactMap { id in try ChatItemRecord.fetchOne(db, key: id).map { (record: $0, reactions: try reactionCounts(db, itemId: id)) } }
+        let byId = try db.cachedStatement(sql: "SELECT * FROM chat_item WHERE id = ?")
+        let items = try updated.compactMap { id in try ChatItemRecord.fetchOne(byId, arguments: [id]).map { (record: $0, reactions: try reactionCounts(db, itemId: id)) } }
         return MovedItems(items: items, unstored: unstored)
     }
 
@@ -227,16 +229,21 @@ extension ChatController {
         throws -> (updated: [Int64], unstored: [UInt64]) {
         var ids: [Int64] = []
         var unstored: [UInt64] = []
-        let mine = ChatItemRecord.filter(ChatItemRecord.Columns.contactId == contactId)
+        // Cached statements: this runs for every `sent` and every receipt.
+        let bySeq = try db.cachedStatement(sql: "SELECT id, sent, status FROM chat_item WHERE contact_id = ? AND agent_seq = ? ORDER BY id")
+        let move = try db.cachedStatement(sql: "UPDATE chat_item SET status = ? WHERE id = ?")
         for seq in seqs {
-            let bySeq = mine.filter(ChatItemRecord.Columns.agentSeq == Int64(seq))
-            if var found = try bySeq.filter(ChatItemRecord.Columns.sent == true && from.contains(ChatItemRecord.Columns.status)).fetchOne(db) {
-                found.status = status
-                try found.update(db, columns: [ChatItemRecord.Columns.status])
-                ids.append(found.id!)
-            } else if try bySeq.isEmpty(db) {
+            let rows = try Row.fetchAll(bySeq, arguments: [contactId, Int64(seq)])
+            if rows.isEmpty {
                 unstored.append(seq)
+                continue
             }
+            guard let found = rows.first(where: { row in
+                (row["sent"] as Bool? ?? false) && (row["status"] as ItemStatus?).map(from.contains) == true
+            }) else { continue }
+            let id: Int64 = found["id"]
+            try move.execute(arguments: [status, id])
+            ids.append(id)
         }
         return (ids, unstored)
     }

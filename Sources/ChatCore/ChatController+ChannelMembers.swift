@@ -65,6 +65,10 @@ extension ChatController {
             try? await agent.rejectRequest(request)
             return true
         }
+        if relayPolicyRefusal(joinTo: groupId) != nil { // the operator's policy (+RelayPolicy)
+            try? await agent.rejectRequest(request)
+            return true
+        }
         let effects: [ChannelRelayEffect]
         do { effects = try await runRelay(groupId, .joinRequest(info: env)) } catch {
             logger.info("a join request to a channel was refused", metadata: ["group": "\(groupId)", "reason": "\(Self.chatError(error))"])

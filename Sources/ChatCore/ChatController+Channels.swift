@@ -555,6 +555,13 @@ extension ChatController {
             inBackground { _ = try await agent.acceptRequest(request, info: body) }
         case let .serve(state, effects):
             guard case let .relayInvitation(inv)? = try? env.channelMessage() else { return await refuse("not an invitation") }
+            if await relayPolicyRefusal(invitation: inv, userId: u.id) != nil {
+                // The operator's policy (+RelayPolicy): answered like a refused rejoin, nothing kept.
+                let body = try GroupMessage.encode(ChannelMessage.relayReject(.unknown("relay_policy")).envelope(msgId: ChatMessage.newMessageId()), asConnInfo: true)
+                let agent = self.agent
+                inBackground { _ = try await agent.acceptRequest(request, info: body) }
+                return
+            }
             let userId = u.id
             let now = Timestamp.now()
             let ownText = try Stored.text(u.profile)

@@ -133,10 +133,12 @@ extension ChatController {
     /// `/_groups <userId>[ @<contactId>][ <search>]` (`groupsList`).
     public func listGroups(userId: Int64, contactId: Int64?, search: String?) async throws -> ChatResponse {
         let u = try await user(userId)
-        let views = try await dbRead { db -> [GroupView] in
+        let (views, channels) = try await dbRead { db -> ([GroupView], [Int64: ChannelRecord]) in
             let ids = try GroupRecord.filter(GroupRecord.Columns.userId == userId && GroupRecord.Columns.deleted == false)
                 .order(GroupRecord.Columns.id).fetchAll(db).compactMap(\.id)
-            return try ids.compactMap { try Self.readGroupView(db, $0) }
+            // Channels are listed as the API shows them elsewhere: `useRelays`, a relay's own status.
+            let channels = try ChannelRecord.filter(ids.contains(ChannelRecord.Columns.groupId)).fetchAll(db)
+            return (try ids.compactMap { try Self.readGroupView(db, $0) }, Dictionary(channels.map { ($0.groupId, $0) }, uniquingKeysWith: { a, _ in a }))
         }
         let groups = views.filter { v in
             if let contactId, !v.others.contains(where: { $0.contactId == contactId }) { return false }
@@ -146,7 +148,7 @@ extension ChatController {
             }
             return true
         }
-        return .group(.groupsList(GroupsList(user: userModel(u), groups: groups.map(\.info))))
+        return .group(.groupsList(GroupsList(user: userModel(u), groups: groups.map { v in channels[v.group.id ?? 0].map { channelInfo(v, $0) } ?? v.info })))
     }
 
     /// A command on named members (role, block, remove): the group and its user, the members

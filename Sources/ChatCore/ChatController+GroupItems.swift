@@ -562,10 +562,11 @@ extension ChatController {
     }
 
     func reportGroupItemStatuses(_ groupId: Int64, itemIds: [Int64]) async throws {
-        guard let view = try await dbRead({ db in try Self.readGroupView(db, groupId) }) else { return }
-        let records = try await dbRead { db in
-            try GroupItemRecord.filter(itemIds.contains(GroupItemRecord.Columns.id)).order(GroupItemRecord.Columns.id).fetchAll(db)
-        }
+        guard let (records, view) = try await dbRead({ db -> ([GroupItemRecord], GroupView)? in
+            let records = try GroupItemRecord.filter(itemIds.contains(GroupItemRecord.Columns.id)).order(GroupItemRecord.Columns.id).fetchAll(db)
+            let rows = Self.memberRows(shownBy: records)
+            return try Self.readGroupView(db, groupId, rows: rows).map { (records, $0) }
+        }) else { return }
         guard !records.isEmpty else { return }
         let u = try await user(view.group.userId)
         let info = view.info

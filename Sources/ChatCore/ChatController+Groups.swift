@@ -76,6 +76,9 @@ struct GroupView: Sendable {
     var group: GroupRecord
     var members: [GroupMemberRecord]
     var contactProfiles: [Int64: Profile]
+    /// Set when `members` holds only some of the group's rows (``ChatController/readGroupView(_:_:rows:)``):
+    /// the count of current members, which `info` cannot take from them.
+    var currentMembers: Int?
 
     var membership: GroupMemberRecord? { members.first { $0.category == GroupProtocol.GroupMemberCategory.user.rawValue } }
     var others: [GroupMemberRecord] { members.filter { $0.category != GroupProtocol.GroupMemberCategory.user.rawValue } }
@@ -116,7 +119,7 @@ struct GroupView: Sendable {
             groupMemberId: 0, groupId: group.id ?? 0, indexInGroup: 0, memberId: "", memberRole: .observer, memberCategory: .user,
             memberStatus: .unknown, invitedBy: .unknown, localDisplayName: "", memberProfile: LocalProfile(profileId: 0, profile: Profile(displayName: "")),
             memberContactProfileId: 0, createdAt: Stored.timestamp(group.createdAt), updatedAt: Stored.timestamp(group.updatedAt))
-        let current = members.filter { GroupProtocol.GroupMemberStatus(rawValue: $0.status)?.isCurrent == true }.count
+        let current = currentMembers ?? members.filter { GroupProtocol.GroupMemberStatus(rawValue: $0.status)?.isCurrent == true }.count
         return GroupInfo(groupId: group.id ?? 0, localDisplayName: group.localDisplayName, groupProfile: profile,
                          fullGroupPreferences: Self.fullPreferences(profile.groupPreferences), membership: me,
                          createdAt: Stored.timestamp(group.createdAt), updatedAt: Stored.timestamp(group.updatedAt),
@@ -148,8 +151,9 @@ extension ChatController {
     }
 
     nonisolated static func readGroupView(_ db: Database, _ groupId: Int64) throws -> GroupView? {
-        guard let g = try GroupRecord.fetchOne(db, key: groupId), !g.deleted else { return nil }
-        let members = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId).order(GroupMemberRecord.Columns.id).fetchAll(db)
+        guard let g = try GroupRecord.fetchOne(db.cachedStatement(sql: "SELECT * FROM chat_group WHERE id = ?"), arguments: [groupId]),
+              !g.deleted else { return nil }
+        let members = try GroupMemberRecord.fetchAll(db.cachedStatement(sql: "SELECT * FROM group_member WHERE group_id = ? ORDER BY id"), arguments: [groupId])
         var profiles: [Int64: Profile] = [:]
         // A contact's profile stands in only for a member without a readable one of its own
         // (``GroupView/member(_:)``): the others' contacts are not read (once per event).
@@ -157,6 +161,39 @@ extension ChatController {
             if let c = try ContactRecord.fetchOne(db, key: id), let p = Stored.profile(c.profile) { profiles[id] = p }
         }
         return GroupView(group: g, members: members, contactProfiles: profiles)
+    }
+
+    /// The member rows that showing these items needs: authors, moderators, quoted authors.
+    nonisolated static func memberRows(shownBy records: [GroupItemRecord]) -> Set<Int64> {
+        Set(records.flatMap { r in [r.memberRowId, r.deletedByRowId, Stored.decode(GroupItemQuote.self, r.quote)?.authorRowId].compactMap { $0 } })
+    }
+
+    /// A view with only the member rows an event names (`rows`), the user's membership and the
+    /// members who invited them — what an item's event shows — and the current members counted
+    /// in SQL: each received message's `newChatItems` no longer decodes every member row.
+    nonisolated static func readGroupView(_ db: Database, _ groupId: Int64, rows: Set<Int64>) throws -> GroupView? {
+        // Cached statements: this runs for every message received, and GRDB's query interface
+        // would build and prepare each statement anew (a third of this function's time).
+        guard let g = try GroupRecord.fetchOne(db.cachedStatement(sql: "SELECT * FROM chat_group WHERE id = ?"), arguments: [groupId]),
+              !g.deleted else { return nil }
+        let user = GroupProtocol.GroupMemberCategory.user.rawValue
+        let named = rows.sorted()
+        let placeholders = named.isEmpty ? "" : " OR id IN (" + Array(repeating: "?", count: named.count).joined(separator: ",") + ")"
+        var members = try GroupMemberRecord.fetchAll(
+            db.cachedStatement(sql: "SELECT * FROM group_member WHERE group_id = ? AND (category = ?\(placeholders)) ORDER BY id"),
+            arguments: StatementArguments([groupId.databaseValue, user.databaseValue] + named.map(\.databaseValue)))
+        let inviters = Set(members.compactMap(\.invitedBy)).subtracting(members.map(\.memberId))
+        if !inviters.isEmpty {
+            members += try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && inviters.contains(GroupMemberRecord.Columns.memberId)).fetchAll(db)
+            members.sort { ($0.id ?? 0) < ($1.id ?? 0) }
+        }
+        let current = try String.fetchAll(db.cachedStatement(sql: "SELECT status FROM group_member WHERE group_id = ?"), arguments: [groupId])
+            .filter { GroupProtocol.GroupMemberStatus(rawValue: $0)?.isCurrent == true }.count
+        var profiles: [Int64: Profile] = [:]
+        for id in Set(members.filter { Stored.profile($0.profile) == nil }.compactMap(\.contactId)) {
+            if let c = try ContactRecord.fetchOne(db, key: id), let p = Stored.profile(c.profile) { profiles[id] = p }
+        }
+        return GroupView(group: g, members: members, contactProfiles: profiles, currentMembers: current)
     }
 
     /// A group's machine, restored from the store on first use.
@@ -602,6 +639,19 @@ extension ChatController {
             || !outcome.reactions.isEmpty || !outcome.memberContacts.isEmpty else { return }
         let u = try await user(userId)
         let user = userModel(u)
+        // Only items received (the common case: a message): a view of their authors suffices.
+        if outcome.events.isEmpty, outcome.updatedItems.isEmpty, outcome.deletedItems.isEmpty, outcome.reactions.isEmpty, outcome.memberContacts.isEmpty {
+            let ids = outcome.receivedItems
+            guard let (records, view) = try await dbRead({ db -> ([GroupItemRecord], GroupView)? in
+                let records = try GroupItemRecord.filter(ids.contains(GroupItemRecord.Columns.id)).order(GroupItemRecord.Columns.id).fetchAll(db)
+                let rows = Self.memberRows(shownBy: records)
+                return try Self.readGroupView(db, groupId, rows: rows).map { (records, $0) }
+            }) else { return }
+            let info = view.info
+            let items = try await groupItemModels(records, view: view).map { AChatItem(chatInfo: .group(groupInfo: info), chatItem: $0) }
+            sink.yield(.newChatItems(user: user, chatItems: items))
+            return
+        }
         guard let view = try await dbRead({ db in try Self.readGroupView(db, groupId) }) else { return }
         let info = view.info
         var contacts: [Int64: Contact] = [:]

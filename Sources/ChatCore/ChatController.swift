@@ -67,6 +67,8 @@ public actor ChatController {
     var groupRuntime = GroupRuntime()
     /// Channels: machines in memory, channel connections, per-channel order (``ChannelRuntime``).
     var channelRuntime = ChannelRuntime()
+    /// A chat relay's operator policy (+RelayPolicy).
+    var relayPolicy = RelayPolicyState()
     /// Every user, decoded, in id order: read once, dropped whenever the user table is written
     /// (``userWrite(_:)``). Most commands and every received message name a user; this spares them
     /// a database round trip and a profile decode.

@@ -1,6 +1,7 @@
 import ChatModel
 import Foundation
 import GRDB
+import Synchronization
 import SwiftplexBase
 
 // The chat database's rows as GRDB records (columns in snake_case). Each table's JSON columns
@@ -11,8 +12,63 @@ import SwiftplexBase
 protocol ChatRecord: Codable, Sendable, FetchableRecord, MutablePersistableRecord {}
 
 extension ChatRecord {
-    static var databaseColumnDecodingStrategy: DatabaseColumnDecodingStrategy { .convertFromSnakeCase }
-    static var databaseColumnEncodingStrategy: DatabaseColumnEncodingStrategy { .convertToSnakeCase }
+    static var databaseColumnDecodingStrategy: DatabaseColumnDecodingStrategy { .custom(SnakeCaseColumns.key(forColumn:)) }
+    static var databaseColumnEncodingStrategy: DatabaseColumnEncodingStrategy { .custom(SnakeCaseColumns.column(forKey:)) }
+}
+
+/// Records' properties are camel case, their columns snake case. GRDB's own snake-case strategies
+/// convert the name again for every column of every row read or written (a few percent of a
+/// message's CPU in the echo bench's profile); the names are few and fixed, so each is converted
+/// once and looked up after.
+enum SnakeCaseColumns {
+    private struct Key: CodingKey {
+        let stringValue: String
+        init(stringValue: String) { self.stringValue = stringValue }
+        var intValue: Int? { nil }
+        init?(intValue: Int) { nil }
+    }
+
+    private static let keys = Mutex<[String: Key]>([:])
+    private static let columns = Mutex<[String: String]>([:])
+
+    @Sendable static func key(forColumn column: String) -> any CodingKey {
+        if let known = keys.withLock({ $0[column] }) { return known }
+        let key = Key(stringValue: camelCase(column))
+        keys.withLock { $0[column] = key }
+        return key
+    }
+
+    @Sendable static func column(forKey key: any CodingKey) -> String {
+        let name = key.stringValue
+        if let known = columns.withLock({ $0[name] }) { return known }
+        let column = snakeCase(name)
+        columns.withLock { $0[name] = column }
+        return column
+    }
+
+    /// `contact_id` → `contactId` (the names are ASCII, no leading or doubled underscores).
+    static func camelCase(_ column: String) -> String {
+        let parts = column.split(separator: "_")
+        guard let first = parts.first else { return column }
+        return parts.dropFirst().reduce(String(first)) { $0 + $1.prefix(1).uppercased() + $1.dropFirst() }
+    }
+
+    /// `contactId` → `contact_id`, `peerURLHost` → `peer_url_host`: a word starts at an upper-case
+    /// letter after a lower-case letter or a digit, and at the last upper-case letter of a run
+    /// that a lower-case letter follows (as Foundation's and GRDB's `convertToSnakeCase`).
+    static func snakeCase(_ key: String) -> String {
+        let chars = Array(key)
+        var out = ""
+        for (i, ch) in chars.enumerated() {
+            if ch.isUppercase, i > 0 {
+                let before = chars[i - 1]
+                let after: Character? = i + 1 < chars.count ? chars[i + 1] : nil
+                if before.isLowercase || before.isNumber || (before.isUppercase && after?.isLowercase == true) { out.append("_") }
+            }
+            out += ch.lowercased()
+        }
+        return out
+    }
 }
 
 /// `user`: one identity.

@@ -389,7 +389,7 @@ public struct GroupRelay: Sendable, Hashable, Codable {
     }
 }
 
-public enum RelayStatus: String, StringEnum { case new, invited, accepted, acknowledgedRoster, active, inactive, rejected }
+public enum RelayStatus: String, StringEnum, CaseIterable { case new, invited, accepted, acknowledgedRoster, active, inactive, rejected }
 
 /// A chat relay the user has configured (`/relays`); `relayProfile` is a ``RelayProfile``.
 public struct UserChatRelay: Sendable, Hashable, Codable {

@@ -70,7 +70,7 @@ extension HostConfiguration {
 }
 
 extension NodeDecoder {
-    static let topKeys = ["data_dir", "log_level", "bot", "relays", "embedded_relay", "address", "plugin_dirs", "plugins", "peer_relays", "ws_api", "admin", "log", "bots"]
+    static let topKeys = ["data_dir", "log_level", "bot", "relays", "embedded_relay", "address", "plugin_dirs", "plugins", "peer_relays", "ws_api", "admin", "log", "bots", "chat_relay"]
 
     /// Decodes the whole file; nil when something required is missing or wrong (the problems
     /// are in `sink` either way).
@@ -98,7 +98,7 @@ extension NodeDecoder {
         let botsNode = f("bots")
         var bot: HostConfiguration.Bot?
         if botsNode != nil {
-            for key in ["bot", "address", "plugins"] {
+            for key in ["bot", "address", "plugins", "chat_relay"] {
                 if f(key) != nil, let keyNode = root.entries?.first(where: { $0.key == key }) {
                     sink.add(keyNode.keyMark, "\(key): with bots: given, each bot has its own \(key == "bot" ? "profile (display_name, …)" : key); move it into the entries of bots")
                 }
@@ -153,13 +153,15 @@ extension NodeDecoder {
 
         var plugins: [HostConfiguration.Plugin] = []
         if botsNode == nil, let n = f("plugins") { plugins = pluginList(n, "plugins", directory: directory) }
+        var chatRelay: HostConfiguration.ChatRelay?
+        if botsNode == nil, let n = f("chat_relay") { chatRelay = self.chatRelay(n, "chat_relay") }
 
         var bots: [HostConfiguration.BotEntry] = []
         if let botsNode {
             bots = botList(botsNode, directory: directory) ?? []
         } else if let bot {
             bots = [HostConfiguration.BotEntry(name: HostConfiguration.defaultBotName, data: HostConfiguration.defaultBotName, profile: bot,
-                                               address: address, plugins: plugins, keyPath: "", mark: root.mark)]
+                                               address: address, plugins: plugins, chatRelay: chatRelay, keyPath: "", mark: root.mark)]
         }
 
         var webSocketAPI: HostConfiguration.WebSocketAPI?
@@ -223,6 +225,22 @@ extension NodeDecoder {
         return HostConfiguration.Bot(displayName: displayName, fullName: fullName, peerType: peerType, publishCommands: publishCommands)
     }
 
+    /// `chat_relay:` of the bot or of an entry of `bots:`: `true`/`false`, or a mapping
+    /// (`enabled`, default true; `print_qr`, default false). Nil when relay mode is off (also for
+    /// a key without a value, which takes the default like every key).
+    mutating func chatRelay(_ node: ConfigNode, _ path: String) -> HostConfiguration.ChatRelay? {
+        if let b = node.boolValue { return b ? HostConfiguration.ChatRelay() : nil }
+        guard node.entries != nil || node.isNull else {
+            expected("true, false or a mapping (enabled, print_qr)", node, path)
+            return nil
+        }
+        guard let f = fields(node, path, known: ["enabled", "print_qr"]) else { return nil }
+        var relay = HostConfiguration.ChatRelay()
+        if let v = f("print_qr") { relay.printQR = bool(v, f.path("print_qr")) ?? false }
+        if let v = f("enabled"), bool(v, f.path("enabled")) == false { return nil }
+        return relay
+    }
+
     /// `address:` of the bot or of an entry of `bots:` (defaults where it says nothing).
     mutating func address(_ node: ConfigNode, _ path: String) -> HostConfiguration.Address {
         var address = HostConfiguration.Address(enabled: true, printQR: true)
@@ -257,7 +275,7 @@ extension NodeDecoder {
         return plugins
     }
 
-    static let botEntryKeys = ["name", "data"] + profileKeys + ["address", "plugins"]
+    static let botEntryKeys = ["name", "data"] + profileKeys + ["address", "plugins", "chat_relay"]
 
     /// `bots:` — every entry decoded, names and data prefixes unique; nil when any entry is wrong
     /// (the problems are in `sink`).
@@ -318,12 +336,13 @@ extension NodeDecoder {
             let profile = self.profile(f)
             let address = f("address").map { self.address($0, f.path("address")) } ?? HostConfiguration.Address(enabled: true, printQR: true)
             let plugins = f("plugins").map { pluginList($0, f.path("plugins"), directory: directory) } ?? []
+            let chatRelay = f("chat_relay").flatMap { self.chatRelay($0, f.path("chat_relay")) }
             guard let name, let data, let profile else {
                 ok = false
                 continue
             }
             bots.append(HostConfiguration.BotEntry(name: name, data: data, profile: profile, address: address, plugins: plugins,
-                                                   keyPath: path + ".", mark: item.mark))
+                                                   chatRelay: chatRelay, keyPath: path + ".", mark: item.mark))
         }
         return ok && bots.count == items.count ? bots : nil
     }

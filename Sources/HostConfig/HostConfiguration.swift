@@ -100,11 +100,21 @@ public struct HostConfiguration: Sendable, Hashable {
         public var profile: Bot
         public var address: Address
         public var plugins: [Plugin]
+        /// `chat_relay:`: the bot runs as a chat relay user (relay mode); nil for an ordinary bot.
+        public var chatRelay: ChatRelay? = nil
         /// Where its keys are: `""` for a `bot:` config, `bots[N].` for an entry of `bots:`
         /// (messages about a plugin's `config:` name `<keyPath>plugins[M].config`).
         public var keyPath: String
         /// Where the entry starts.
         public var mark: ConfigMark
+    }
+
+    /// Relay mode (`chat_relay:`): the bot is a chat relay user — created with `userChatRelay`,
+    /// its address a relay address (`/r`) that channel owners invite it through.
+    public struct ChatRelay: Sendable, Hashable {
+        /// Print the relay address as a QR code too.
+        public var printQR: Bool = false
+        public init(printQR: Bool = false) { self.printQR = printQR }
     }
 
     /// The name and data prefix of the one bot of a `bot:` configuration.

@@ -1,5 +1,6 @@
 import CSwiftplexPlugin
 import Foundation
+import SwiftplexBase
 
 /// What the host offers a plugin instance through `swiftplex_host_api`. In the host process
 /// these are answered locally; in an isolated plugin's child process they are forwarded to the
@@ -12,6 +13,31 @@ package protocol HostServices: AnyObject, Sendable {
     func timerStart(name: String, delayMs: UInt64, repeatMs: UInt64) -> UInt64
     func timerCancel(_ id: UInt64) -> Bool
     func setCommands(_ json: String) -> Bool
+}
+
+extension HostServices {
+    /// `post_to_channel` (ABI 1.1): made of Chat API commands, so it is the same in the host and
+    /// in an isolated plugin's child (whose `command` goes to the host): `/_get relays #<id>`
+    /// must show a channel whose member the bot is as `owner`, then `/_send #<id> json` posts.
+    func postToChannel(_ channelId: Int64, contentJSON: String) -> String {
+        func refused(_ message: String) -> String {
+            JSONValue.object([("type", .string("chatCmdError")),
+                              ("chatError", .object([("type", .string("error")),
+                                                     ("errorType", .object([("type", .string("commandError")), ("message", .string(message))]))]))]).description
+        }
+        guard let content = try? JSONValue.parse(contentJSON), case .object = content else {
+            return refused("post_to_channel: the content is not a JSON object (a MsgContent such as {\"type\":\"text\",\"text\":\"…\"})")
+        }
+        let relays = command("/_get relays #\(channelId)")
+        guard let answer = try? JSONValue.parse(relays), answer["type"]?.stringValue == "groupRelays" else {
+            return refused("post_to_channel: #\(channelId) is not a channel of this bot")
+        }
+        guard answer["groupInfo"]?["membership"]?["memberRole"]?.stringValue == "owner" else {
+            return refused("post_to_channel: the bot does not own channel #\(channelId)")
+        }
+        let message = JSONValue.array([.object([("msgContent", content), ("mentions", .object([]))])])
+        return command("/_send #\(channelId) json \(message.description)")
+    }
 }
 
 /// The C callback table for one instance, pointing back at its `HostServices`.
@@ -55,7 +81,10 @@ final class HostAPITable: @unchecked Sendable {
                 guard let json else { return Int32(SWIFTPLEX_ERROR) }
                 return HostAPITable.services(ctx).setCommands(String(cString: json)) ? Int32(SWIFTPLEX_OK) : Int32(SWIFTPLEX_ERROR)
             },
-            free_string: { free($0) }
+            free_string: { free($0) },
+            post_to_channel: { ctx, channelId, content in
+                strdup(HostAPITable.services(ctx).postToChannel(channelId, contentJSON: content.map { String(cString: $0) } ?? ""))
+            }
         ))
     }
 

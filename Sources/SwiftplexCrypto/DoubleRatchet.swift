@@ -74,6 +74,30 @@ public struct DoubleRatchet: Sendable, Codable {
         var skippedAt: Int64?
         /// ``DoubleRatchet/received`` when the key was skipped.
         var receivedBefore: UInt64?
+
+        enum CodingKeys: String, CodingKey { case headerKey, number, messageKey, skippedAt, receivedBefore }
+
+        init(headerKey: [UInt8], number: UInt32, messageKey: [UInt8], skippedAt: Int64?, receivedBefore: UInt64?) {
+            (self.headerKey, self.number, self.messageKey, self.skippedAt, self.receivedBefore) = (headerKey, number, messageKey, skippedAt, receivedBefore)
+        }
+
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            headerKey = try c.decodeBytes(.headerKey)
+            number = try c.decode(UInt32.self, forKey: .number)
+            messageKey = try c.decodeBytes(.messageKey)
+            skippedAt = try c.decodeIfPresent(Int64.self, forKey: .skippedAt)
+            receivedBefore = try c.decodeIfPresent(UInt64.self, forKey: .receivedBefore)
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(Data(headerKey), forKey: .headerKey)
+            try c.encode(number, forKey: .number)
+            try c.encode(Data(messageKey), forKey: .messageKey)
+            try c.encodeIfPresent(skippedAt, forKey: .skippedAt)
+            try c.encodeIfPresent(receivedBefore, forKey: .receivedBefore)
+        }
     }
 
     var dhSendingSecret: [UInt8]
@@ -301,5 +325,63 @@ public struct DoubleRatchet: Sendable, Codable {
 
     static func readBigEndian(_ b: ArraySlice<UInt8>) -> UInt32 {
         b.reduce(0) { ($0 << 8) | UInt32($1) }
+    }
+}
+
+// MARK: - Stored form
+
+/// A state is stored as JSON by the agent on every message sent and received: its keys are
+/// written as base64 strings (`Data`), not as arrays of numbers, which cost a JSON number per byte
+/// to write and to read. States saved as arrays by earlier versions still read.
+extension DoubleRatchet {
+    enum CodingKeys: String, CodingKey {
+        case dhSendingSecret, dhReceiving, rootKey, chainSending, chainReceiving, headerSending, headerReceiving
+        case nextHeaderSending, nextHeaderReceiving, sentInChain, receivedInChain, previousChainLength, skipped, received
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            dhSendingSecret: try c.decodeBytes(.dhSendingSecret), dhReceiving: try c.decodeBytesIfPresent(.dhReceiving),
+            rootKey: try c.decodeBytes(.rootKey),
+            chainSending: try c.decodeBytesIfPresent(.chainSending), chainReceiving: try c.decodeBytesIfPresent(.chainReceiving),
+            headerSending: try c.decodeBytesIfPresent(.headerSending), headerReceiving: try c.decodeBytesIfPresent(.headerReceiving),
+            nextHeaderSending: try c.decodeBytes(.nextHeaderSending), nextHeaderReceiving: try c.decodeBytes(.nextHeaderReceiving),
+            sentInChain: try c.decodeIfPresent(UInt32.self, forKey: .sentInChain) ?? 0,
+            receivedInChain: try c.decodeIfPresent(UInt32.self, forKey: .receivedInChain) ?? 0,
+            previousChainLength: try c.decodeIfPresent(UInt32.self, forKey: .previousChainLength) ?? 0,
+            skipped: try c.decodeIfPresent([SkippedKey].self, forKey: .skipped) ?? [],
+            received: try c.decodeIfPresent(UInt64.self, forKey: .received))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(Data(dhSendingSecret), forKey: .dhSendingSecret)
+        try c.encodeIfPresent(dhReceiving.map { Data($0) }, forKey: .dhReceiving)
+        try c.encode(Data(rootKey), forKey: .rootKey)
+        try c.encodeIfPresent(chainSending.map { Data($0) }, forKey: .chainSending)
+        try c.encodeIfPresent(chainReceiving.map { Data($0) }, forKey: .chainReceiving)
+        try c.encodeIfPresent(headerSending.map { Data($0) }, forKey: .headerSending)
+        try c.encodeIfPresent(headerReceiving.map { Data($0) }, forKey: .headerReceiving)
+        try c.encode(Data(nextHeaderSending), forKey: .nextHeaderSending)
+        try c.encode(Data(nextHeaderReceiving), forKey: .nextHeaderReceiving)
+        try c.encode(sentInChain, forKey: .sentInChain)
+        try c.encode(receivedInChain, forKey: .receivedInChain)
+        try c.encode(previousChainLength, forKey: .previousChainLength)
+        try c.encode(skipped, forKey: .skipped)
+        try c.encodeIfPresent(received, forKey: .received)
+    }
+}
+
+extension KeyedDecodingContainer {
+    /// Bytes stored as base64 (`Data`) or, by earlier versions, as an array of numbers.
+    func decodeBytes(_ key: Key) throws -> [UInt8] {
+        if let data = try? decode(Data.self, forKey: key) { return [UInt8](data) }
+        return try decode([UInt8].self, forKey: key)
+    }
+
+    func decodeBytesIfPresent(_ key: Key) throws -> [UInt8]? {
+        guard contains(key), try !decodeNil(forKey: key) else { return nil }
+        return try decodeBytes(key)
     }
 }

@@ -24,8 +24,9 @@ public final class PluginContext: @unchecked Sendable {
         guard host.pointee.abi_version == SWIFTPLEX_PLUGIN_ABI_VERSION else {
             throw PluginError(.host, "host ABI version \(host.pointee.abi_version), plugin ABI version \(SWIFTPLEX_PLUGIN_ABI_VERSION)")
         }
-        guard Int(host.pointee.struct_size) >= MemoryLayout<swiftplex_host_api>.size else {
-            throw PluginError(.host, "the host's callback table is \(host.pointee.struct_size) bytes, expected \(MemoryLayout<swiftplex_host_api>.size)")
+        // ABI 1.0's table is enough; fields added since (post_to_channel) are checked when used.
+        guard Int(host.pointee.struct_size) >= Self.hostTableSize10 else {
+            throw PluginError(.host, "the host's callback table is \(host.pointee.struct_size) bytes, expected at least \(Self.hostTableSize10)")
         }
         let t = host.pointee
         guard t.command != nil, t.log != nil, t.storage_get != nil, t.storage_set != nil, t.timer_start != nil,
@@ -35,6 +36,42 @@ public final class PluginContext: @unchecked Sendable {
         self.host = host
         storage = PluginStorage(host: host)
         log = PluginLog(host: host)
+    }
+
+    /// The size of an ABI 1.0 host table (everything before `post_to_channel`).
+    static let hostTableSize10 = MemoryLayout<swiftplex_host_api>.offset(of: \swiftplex_host_api.post_to_channel)!
+
+    /// Whether the host has `post_to_channel` (ABI 1.1).
+    public var canPostToChannel: Bool {
+        Int(host.pointee.struct_size) >= MemoryLayout<swiftplex_host_api>.size && host.pointee.post_to_channel != nil
+    }
+
+    // MARK: Channels
+
+    /// Posts a message as the channel to a channel the bot owns (its group id, as `/_public group`
+    /// answered it): the host's `post_to_channel` (ABI 1.1). Throws when the group is no channel
+    /// the bot owns, the channel has no active relay, or the host is older than ABI 1.1.
+    @discardableResult
+    public func post(toChannel channelId: Int64, content: JSONValue) throws(PluginError) -> ChatEvent {
+        try ensureRunning()
+        guard canPostToChannel else { throw PluginError(.host, "post(toChannel:): the host has no post_to_channel (ABI 1.0 host)") }
+        let t = host.pointee
+        guard let raw = content.text.withCString({ t.post_to_channel!(t.context, channelId, $0) }) else {
+            throw PluginError(.command, "post(toChannel:): the host returned no response")
+        }
+        defer { t.free_string!(raw) }
+        let json = try JSONValue.parse(String(cString: raw), as: .command)
+        let response = try ChatEvent(json: json)
+        if response.type == "chatCmdError" || response.type == "chatError" {
+            throw PluginError(.command, "post(toChannel:): \(Self.errorSummary(json["chatError"]))")
+        }
+        return response
+    }
+
+    /// Posts a text as the channel (``post(toChannel:content:)``).
+    @discardableResult
+    public func post(toChannel channelId: Int64, text: String) throws(PluginError) -> ChatEvent {
+        try post(toChannel: channelId, content: .sorted(["type": "text", "text": .string(text)]))
     }
 
     // MARK: Chat API

@@ -36,11 +36,22 @@ struct RelayAbuseBench: AsyncParsableCommand {
     var unlimitedRates = false
     @Flag(name: .customLong("attackers-in-process"), help: "Run the attackers in this process, beside the relay (their own CPU then counts against it), instead of a child process.")
     var attackersInProcess = false
+    @Option(name: .customLong("attackers-cpus"), help: "Run the attackers' process on these CPUs only (a taskset list, e.g. 1), as remote attackers would not use the relay's CPUs; run the bench itself with `taskset -c 0` so that the relay and the good client keep to the others.")
+    var attackersCPUs: String?
 
     func validate() throws {
         guard attackers >= 0, attackers <= 2000 else { throw ValidationError("--attackers must be 0…2000") }
         guard (1...300).contains(seconds) else { throw ValidationError("--seconds must be 1…300") }
         guard size >= 8, size <= RelayLimits.maxMessageBodyLength else { throw ValidationError("--size must be 8…\(RelayLimits.maxMessageBodyLength)") }
+        if let attackersCPUs {
+            guard !attackersInProcess else { throw ValidationError("--attackers-cpus needs the attackers in their own process") }
+            guard !attackersCPUs.isEmpty, attackersCPUs.allSatisfy({ $0.isNumber || $0 == "," || $0 == "-" }) else {
+                throw ValidationError("--attackers-cpus takes a CPU list such as 1 or 2-3")
+            }
+            guard FileManager.default.isExecutableFile(atPath: AttackerProcess.taskset) else {
+                throw ValidationError("--attackers-cpus needs \(AttackerProcess.taskset) (util-linux)")
+            }
+        }
         if let only, only.split(separator: ",").contains(where: { Behaviour(rawValue: String($0)) == nil }) {
             throw ValidationError("--only takes \(Behaviour.allCases.map(\.rawValue).joined(separator: ", "))")
         }
@@ -54,6 +65,13 @@ struct RelayAbuseBench: AsyncParsableCommand {
         case unsignedSendFlood = "send-flood"
         case garbageBlocks = "garbage"
         case slowReader = "slow-reader"
+    }
+
+    /// This process's CPU list (`Cpus_allowed_list` of /proc/self/status).
+    static func allowedCPUs() -> String? {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
+        return status.split(separator: "\n").first { $0.hasPrefix("Cpus_allowed_list:") }
+            .map { $0.dropFirst("Cpus_allowed_list:".count).trimmingCharacters(in: .whitespaces) }
     }
 
     private var behaviours: [Behaviour] {
@@ -79,6 +97,7 @@ struct RelayAbuseBench: AsyncParsableCommand {
         if unlimitedRates { config.unlimitRates() }
         let server = try await RelayServer.start(configuration: config, group: serverGroup, logger: logger)
         print("relay-abuse: \(attackers) misbehaving connections (\(behaviours.map(\.rawValue).joined(separator: ", "))), \(seconds) s per phase, \(size)-byte messages, \(threads) relay event-loop threads")
+        print("CPUs: relay and good client \(Self.allowedCPUs() ?? "?"), attackers \(attackersInProcess ? "the same (in process)" : attackersCPUs ?? "any")")
 
         // The good client: a recipient connection and a sender connection, one secured queue.
         let recipient = try await RelayConnection.connect(to: server.address, group: goodGroup)
@@ -120,7 +139,7 @@ struct RelayAbuseBench: AsyncParsableCommand {
             }
             attackSummary = counters.summary
         } else {
-            let child = try AttackerProcess(relay: server.address, address: address.senderId, attackers: attackers, behaviours: behaviours)
+            let child = try AttackerProcess(relay: server.address, address: address.senderId, attackers: attackers, behaviours: behaviours, cpus: attackersCPUs)
             try await Task.sleep(for: .seconds(1))
             loaded = try await good.measure(seconds: seconds)
             statsDuring = server.stats
@@ -200,12 +219,18 @@ struct RelayAbuseAttackers: AsyncParsableCommand {
 final class AttackerProcess {
     private let process: SpawnedProcess
 
-    init(relay: RelayAddress, address: [UInt8], attackers: Int, behaviours: [RelayAbuseBench.Behaviour]) throws {
-        process = try SpawnedProcess(
-            try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"),
-            ["relay-abuse-attackers", "--relay", relay.description, "--address", Base64URL.encode(address),
-             "--attackers", "\(attackers)", "--only", behaviours.map(\.rawValue).joined(separator: ",")],
-            stderr: .inherit)
+    static let taskset = "/usr/bin/taskset"
+
+    /// `cpus`: a CPU list the child is started on (through taskset), else wherever this process may run.
+    init(relay: RelayAddress, address: [UInt8], attackers: Int, behaviours: [RelayAbuseBench.Behaviour], cpus: String? = nil) throws {
+        let exe = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        let arguments = ["relay-abuse-attackers", "--relay", relay.description, "--address", Base64URL.encode(address),
+                         "--attackers", "\(attackers)", "--only", behaviours.map(\.rawValue).joined(separator: ",")]
+        if let cpus {
+            process = try SpawnedProcess(Self.taskset, ["-c", cpus, exe] + arguments, stderr: .inherit)
+        } else {
+            process = try SpawnedProcess(exe, arguments, stderr: .inherit)
+        }
     }
 
     /// Closes the child's standard input (it stops), waits for it and returns what it printed.

@@ -83,6 +83,8 @@ actor ChatClient {
         case "/ms", "/members": await listMembers(rest)
         case "/l", "/leave": await leaveGroup(rest)
         case "/create" where rest.hasPrefix("link"): await createGroupLink(String(Self.split(rest).1))
+        case "/relays": await chatRelays(line)
+        case "/public": await newChannel(rest)
         default:
             if line.hasPrefix("@") {
                 await send(line)
@@ -113,6 +115,13 @@ actor ChatClient {
         /ms <group>        list the group's members
         /l <group>         leave the group
         /create link #<group>  the group's link (anyone can join with /c <link>; created on first use)
+        /relays            list your chat relays (with the ids /public group takes)
+        /relays name=<name> <address> [name=<name> <address> …]
+                           set your chat relays (replaces the list; <address> is a relay's /r link)
+        /public group relays=<id>[,<id>…] #<channel>
+                           create a channel served by those chat relays (you post, subscribers read)
+        /c <channel link>  subscribe to a channel (through each of its relays)
+        #<channel> <text>  post to a channel you own (subscribers see it as the channel)
         /help              this list
         /q                 quit (also end of input, Ctrl-C)
         any other /command is passed to the Chat API as it is and its JSON answer printed
@@ -134,6 +143,9 @@ actor ChatClient {
         case "sentInvitation" where r["connection"]?["groupLinkId"] != nil:
             terminal.line("request to join the group sent; you are in when the host's client answers")
         case "sentInvitation": terminal.line("contact request sent; you are connected when it is accepted")
+        case "startedConnectionToGroup":
+            let g = EventText.group(r["groupInfo"])
+            terminal.line("joining channel #\(g) through its relays; you are subscribed when a relay answers")
         case "contactAlreadyExists":
             terminal.line("you are already connected to \(Sanitize.line(r["contact"]?["localDisplayName"]?.stringValue ?? "this contact"))")
         default: terminal.line("cannot connect: \(EventText.errorWords(r))")
@@ -235,6 +247,58 @@ actor ChatClient {
             terminal.line("sent to @\(Sanitize.line(name)): \(Sanitize.text(text))")
         } else {
             terminal.line("not sent to \(Sanitize.line(name)): \(EventText.errorWords(r))")
+        }
+    }
+
+    // MARK: - Channels
+
+    /// `/relays` (list) and `/relays name=<name> <address> …` (set, then list): the engine's
+    /// command as typed, its answer as lines.
+    private func chatRelays(_ line: String) async {
+        let setting = line.split(separator: " ").count > 1
+        let r = await api.execute(line)
+        guard r["type"]?.stringValue == "userChatRelays", case let .array(relays)? = r["chatRelays"] else {
+            return terminal.line("cannot \(setting ? "set" : "list") the chat relays: \(EventText.errorWords(r))")
+        }
+        if relays.isEmpty { return terminal.line("no chat relays (/relays name=<name> <address> sets them)") }
+        terminal.line("your chat relays (/public group relays=<id>,… #<channel> uses them):")
+        for relay in relays {
+            let id = relay["chatRelayId"]?.intValue.map(String.init) ?? "?"
+            terminal.line("  \(id) \(EventText.relayName(relay)): \(Sanitize.line(relay["address"]?.stringValue ?? "?"))")
+        }
+    }
+
+    /// `/public group relays=<id>[,<id>…] #<name>` (SimpleX's CLI form): a channel with those
+    /// chat relays; the answer's relays with their status, and the channel's link.
+    private func newChannel(_ argument: String) async {
+        let usage = "usage: /public group relays=<id>[,<id>…] #<channel> (/relays lists the ids)"
+        let (keyword, rest) = Self.split(argument)
+        let (relaysWord, nameWord) = Self.split(rest)
+        guard keyword == "group", relaysWord.hasPrefix("relays=") else { return terminal.line(usage) }
+        let ids = relaysWord.dropFirst("relays=".count).split(separator: ",", omittingEmptySubsequences: false)
+        guard !ids.isEmpty, ids.allSatisfy({ Int64($0) != nil }) else { return terminal.line(usage) }
+        let name = Self.unquote(nameWord.hasPrefix("#") ? String(nameWord.dropFirst()) : nameWord)
+        guard !name.isEmpty else { return terminal.line(usage) }
+        let profile = JSONValue.object([("displayName", .string(name)), ("fullName", .string(""))])
+        let r = await api.execute("/_public group \(userId) \(ids.joined(separator: ",")) \(profile)")
+        switch r["type"]?.stringValue {
+        case "publicGroupCreated":
+            let g = EventText.group(r["groupInfo"])
+            terminal.line("group #\(g) is created")
+            terminal.line("wait for selected relay(s) to join, then you can invite members via group link")
+            for relay in r["groupRelays"]?.arrayValue ?? [] { terminal.line(EventText.relayStatusLine(relay)) }
+            if let link = r["groupLink"]?["connLinkContact"]?["connShortLink"]?.stringValue {
+                terminal.line("#\(g) link (subscribers join with /c <link>):")
+                printLink(link)
+            }
+        case "publicGroupCreationFailed":
+            terminal.line("cannot create channel #\(Sanitize.line(name)): no relay could be invited")
+            for result in r["addRelayResults"]?.arrayValue ?? [] {
+                let why = result["relayError"].map { EventText.errorWords(.object([("chatError", $0)])) } ?? "ok"
+                terminal.line("  - relay \(EventText.relayName(result["relay"] ?? .null)): \(why)")
+            }
+        default:
+            terminal.line("cannot create channel #\(Sanitize.line(name)): \(EventText.errorWords(r))")
         }
     }
 

@@ -26,6 +26,10 @@ enum EventText {
                 let content = item["chatItem"]?["content"]
                 if item["chatInfo"]?["type"]?.stringValue == "group" {
                     let g = group(item["chatInfo"]?["groupInfo"])
+                    // A channel's post as the channel (SimpleX's CLI: `#news> text`), not as the relay that brought it.
+                    if item["chatItem"]?["chatDir"]?["type"]?.stringValue == "channelRcv", content?["type"]?.stringValue == "rcvMsgContent" {
+                        return "#\(g)> \(text(content?["msgContent"]))"
+                    }
                     switch content?["type"]?.stringValue {
                     case "rcvMsgContent": return "#\(g) \(memberName(item["chatItem"]?["chatDir"]?["groupMember"]))> \(text(content?["msgContent"]))"
                     case "sndMsgContent": return "sent to #\(g): \(text(content?["msgContent"]))"
@@ -54,10 +58,28 @@ enum EventText {
             let g = group(event["groupInfo"])
             return ["#\(g): \(name(event["contact"])) invites you to join the group (/j \(quoted(g)) to join)"]
         case "userJoinedGroup":
+            if event["groupInfo"]?["membership"]?["memberRole"]?.stringValue == "relay" {
+                return ["#\(group(event["groupInfo"])): you joined the group as relay"]
+            }
+            if event["groupInfo"]?["useRelays"]?.boolValue == true {
+                return ["#\(group(event["groupInfo"])): subscribed through relay \(memberName(event["hostMember"]))"]
+            }
             if event["groupInfo"]?["membership"]?["memberStatus"]?.stringValue == "pending_review" {
                 return ["#\(group(event["groupInfo"])): you joined the group; a moderator reviews you before you can take part"]
             }
             return ["#\(group(event["groupInfo"])): you joined the group"]
+        case "groupLinkConnecting" where event["groupInfo"]?["useRelays"]?.boolValue == true:
+            return ["#\(group(event["groupInfo"])): joining the channel through relay \(memberName(event["hostMember"]))"]
+        case "groupRelayUpdated":
+            return ["#\(group(event["groupInfo"])): relay \(relayName(event["groupRelay"]?["userChatRelay"] ?? .null)) is \(Sanitize.line(event["groupRelay"]?["relayStatus"]?.stringValue ?? "?"))"]
+        case "groupLinkDataUpdated" where event["relaysChanged"]?.boolValue == true:
+            // SimpleX's CLI prints its groupLinkRelaysUpdated so: the relays, then the link.
+            var lines = ["#\(group(event["groupInfo"])): group link relays updated, current relays:"]
+            lines += (event["groupRelays"]?.arrayValue ?? []).map(relayStatusLine)
+            if let link = event["groupLink"]?["connLinkContact"]?["connShortLink"]?.stringValue {
+                lines += ["group link:", Sanitize.line(link)]
+            }
+            return lines
         case "groupLinkConnecting":
             return ["#\(group(event["groupInfo"])): joining the group through its link (host \(memberName(event["hostMember"])))"]
         case "joinedGroupMember":
@@ -122,6 +144,19 @@ enum EventText {
     /// A group member's local name, sanitised.
     static func memberName(_ member: JSONValue?) -> String {
         Sanitize.line(member?["localDisplayName"]?.stringValue ?? member?["memberProfile"]?["displayName"]?.stringValue ?? "?")
+    }
+
+    /// A chat relay's name (`UserChatRelay`): its profile's display name, else its id.
+    static func relayName(_ relay: JSONValue) -> String {
+        if let name = relay["relayProfile"]?["displayName"]?.stringValue, !name.isEmpty { return Sanitize.line(name) }
+        return "id \(relay["chatRelayId"]?.intValue.map(String.init) ?? "?")"
+    }
+
+    /// A channel relay's line (`GroupRelay`), as SimpleX's CLI: `  - relay id 1: active` (with its name).
+    static func relayStatusLine(_ relay: JSONValue) -> String {
+        let chatRelay = relay["userChatRelay"] ?? .null
+        let id = chatRelay["chatRelayId"]?.intValue.map(String.init) ?? "?"
+        return "  - relay id \(id) (\(relayName(chatRelay))): \(Sanitize.line(relay["relayStatus"]?.stringValue ?? "?"))"
     }
 
     static func quoted(_ name: String) -> String { name.contains(" ") ? "'\(name)'" : name }

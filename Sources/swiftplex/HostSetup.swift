@@ -95,8 +95,9 @@ struct HostSetup {
                 case let .success(path): specs.append(spec(plugin, keyPath: entry.keyPath, index: index, path: path))
                 }
             }
-            let profile = BotHostOptions.Profile(displayName: entry.profile.displayName, fullName: entry.profile.fullName,
+            var profile = BotHostOptions.Profile(displayName: entry.profile.displayName, fullName: entry.profile.fullName,
                                                  peerType: entry.profile.peerType.rawValue, publishCommands: entry.profile.publishCommands)
+            profile.chatRelay = entry.chatRelay != nil
             var bot = BotOptions(name: entry.name, dataPrefix: entry.data, profile: profile, createAddress: entry.address.enabled, plugins: specs)
             bot.requestsPerMinute = entry.address.requestsPerMinute
             bot.maxPendingRequests = entry.address.maxPendingRequests

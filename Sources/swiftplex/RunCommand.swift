@@ -78,7 +78,11 @@ struct RunCommand: AsyncParsableCommand {
         // One bot: `bot address: …`, `plugin NAME: …`; several: `bot BOT address: …`, `plugin BOT/NAME: …`.
         let several = host.bots.count > 1
         for (bot, entry) in zip(host.bots, configuration.bots) {
-            if let address = bot.address {
+            if let address = bot.address, let relay = entry.chatRelay {
+                // Relay mode: the relay address channel owners register with `/relays name=… <address>`.
+                print(several ? "bot \(bot.name) relay address: \(address)" : "relay address: \(address)")
+                if relay.printQR { AddressPrinter.printQR(address) }
+            } else if let address = bot.address {
                 print(several ? "bot \(bot.name) address: \(address)" : "bot address: \(address)")
                 if entry.address.printQR { AddressPrinter.printQR(address) }
             }

@@ -228,10 +228,49 @@ extension GroupTests {
                         #expect(prefs["member_"]?["memberProfile"]?["displayName"]?.stringValue == "anna")
                         let off2 = await cara.execute(#"/_reaction #\#(cg) \#(annaInCara) on {"type": "emoji", "emoji": "👍"}"#)
                         #expect(off2["chatError"]?["errorType"]?["type"]?.stringValue == "commandError", "\(off2)")
+
+                        // A reply quoting ben; then every item of every engine shows the same
+                        // through the view of only the members it names as through the whole group's.
+                        let benSays = await send(ben, group: bg, "quote me")
+                        let benSaysInCara = try #require(itemId(try await received(caraIn, "quote me", from: "ben")))
+                        _ = benSays
+                        let reply = await cara.execute(#"/_send #\#(cg) json [{"msgContent": {"type": "text", "text": "quoted"}, "quotedItemId": \#(benSaysInCara)}]"#)
+                        #expect(reply["type"]?.stringValue == "newChatItems", "\(reply)")
+                        let replyInBen = try await received(benIn, "quoted", from: "cara")["chatItems"]?.arrayFirst?["chatItem"]
+                        #expect(replyInBen?["quotedItem"]?["chatDir"]?["type"]?.stringValue == "groupSnd", "\(replyInBen ?? .null)")
+                        _ = try await received(annaIn, "quoted", from: "cara")
+                        for (api, group) in [(anna, g), (ben, bg), (cara, cg)] { try await expectNarrowViewsAgree(api, group: group) }
                     }
                 }
             }
         }
+    }
+
+    /// Each item, and the group's info, rendered through ``ChatController/readGroupView(_:_:rows:)``
+    /// (the members the item names) equal those rendered through the whole group's view.
+    func expectNarrowViewsAgree(_ api: ChatAPI, group: Int, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let core = api.controller
+        let (records, full) = try await core.dbRead { db -> ([GroupItemRecord], GroupView?) in
+            (try GroupItemRecord.fetchAll(db, sql: "SELECT * FROM group_item WHERE group_id = ? ORDER BY id", arguments: [group]), try ChatController.readGroupView(db, Int64(group)))
+        }
+        let whole = try #require(full, sourceLocation: sourceLocation)
+        #expect(records.count >= 3, sourceLocation: sourceLocation)
+        var narrowed = 0
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        for record in records {
+            let narrow = try await core.dbRead { db in try ChatController.readGroupView(db, Int64(group), rows: ChatController.memberRows(shownBy: [record])) }
+            let view = try #require(narrow, sourceLocation: sourceLocation)
+            #expect(Set(view.members.map(\.id)).isSubset(of: Set(whole.members.map(\.id))), sourceLocation: sourceLocation)
+            if view.members.count < whole.members.count { narrowed += 1 }
+            let a = String(decoding: try encoder.encode(await core.groupItemModel(record, view: whole)), as: UTF8.self)
+            let b = String(decoding: try encoder.encode(await core.groupItemModel(record, view: view)), as: UTF8.self)
+            #expect(a == b, "item \(record.id ?? 0)", sourceLocation: sourceLocation)
+            let infoA = String(decoding: try encoder.encode(whole.info), as: UTF8.self)
+            let infoB = String(decoding: try encoder.encode(view.info), as: UTF8.self)
+            #expect(infoA == infoB, sourceLocation: sourceLocation)
+        }
+        #expect(narrowed > 0, "the user's own items need fewer members than the group has", sourceLocation: sourceLocation)
     }
 
     /// A member who joins late gets the group's recent messages from its host (history, as

@@ -172,6 +172,32 @@ func ratchetPair() throws -> (joiner: DoubleRatchet, inviter: DoubleRatchet) {
         #expect(try old.decrypt(skippedFrame, associatedData: ad) == [0])
     }
 
+    /// Keys are stored as base64 strings; a state stored by an earlier version, with keys as arrays
+    /// of numbers, still reads and goes on decrypting.
+    @Test func keysAreStoredAsBase64AndOldArrayStatesStillRead() throws {
+        var (a, b) = try ratchetPair()
+        let skippedFrame = try a.encrypt([0], associatedData: ad)
+        _ = try b.decrypt(try a.encrypt([1], associatedData: ad), associatedData: ad)
+        let json = try JSONSerialization.jsonObject(with: JSONEncoder().encode(b)) as! [String: Any]
+        let rootKey = try #require(json["rootKey"] as? String)
+        #expect(Data(base64Encoded: rootKey)?.count == 32)
+        let skipped = try #require((json["skipped"] as? [[String: Any]])?.first)
+        #expect(skipped["messageKey"] is String)
+        // The earlier form: every byte a number.
+        func arrays(_ value: Any) -> Any {
+            if let dict = value as? [String: Any] { return dict.mapValues(arrays) }
+            if let list = value as? [Any] { return list.map(arrays) }
+            if let text = value as? String, let data = Data(base64Encoded: text) { return [UInt8](data).map { Int($0) } }
+            return value
+        }
+        let oldForm = try JSONSerialization.data(withJSONObject: arrays(json))
+        #expect(String(decoding: oldForm, as: UTF8.self).contains("\"rootKey\":["))
+        var old = try JSONDecoder().decode(DoubleRatchet.self, from: oldForm)
+        #expect(try old.decrypt(skippedFrame, associatedData: ad) == [0])
+        #expect(try old.decrypt(try a.encrypt([2], associatedData: ad), associatedData: ad) == [2])
+        #expect(try a.decrypt(try old.encrypt([3], associatedData: ad), associatedData: ad) == [3])
+    }
+
     @Test func wipeZeroesAnOwnedBuffer() {
         var key = Sodium.randomBytes(32)
         Sodium.wipe(&key)

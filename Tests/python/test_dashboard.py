@@ -22,10 +22,11 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_ws_api as support  # noqa: E402  (the process and WebSocket helpers)
 
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+from harness import run
 
 BIN = support.BIN
 ARTIFACTS = os.path.join(os.environ.get("SWIFTPLEX_ARTIFACTS", ".build/test-artifacts"))
@@ -170,16 +171,7 @@ plugins:
     support.stop(person)
     support.stop(host)
     support.stop(relay)
-    print(f"python-dashboard: {support.passed} passed, 0 failed", flush=True)
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except BaseException:
-        import traceback
-        traceback.print_exc()
-        for proc in support.started:
-            proc.kill()
-        print(f"python-dashboard: {support.passed} passed, 1 failed", flush=True)
-        os._exit(1)
+    run("python-dashboard", main)

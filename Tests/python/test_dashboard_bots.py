@@ -16,11 +16,12 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_ws_api as support  # noqa: E402
-from test_dashboard import ARTIFACTS, browser  # noqa: E402
+import test_ws_api as support
+from test_dashboard import ARTIFACTS, browser
 
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+from harness import run
 
 BIN = support.BIN
 check = support.check
@@ -125,16 +126,7 @@ bots:
     person.stdin.close()
     support.stop(person)
     support.stop(host)
-    print(f"python-dashboard-bots: {support.passed} passed, 0 failed", flush=True)
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except BaseException:
-        import traceback
-        traceback.print_exc()
-        for proc in support.started:
-            proc.kill()
-        print(f"python-dashboard-bots: {support.passed} passed, 1 failed", flush=True)
-        os._exit(1)
+    run("python-dashboard-bots", main)

@@ -25,17 +25,7 @@ from simplex_chat.core import ChatAPIError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_python_bot import serve, start_relay, stop  # noqa: E402  (shared helpers)
-
-BIN = os.environ["SIMPLEX_LIBS_DIR"]
-passed = 0
-
-
-def check(condition, what):
-    global passed
-    if not condition:
-        raise AssertionError(what)
-    passed += 1
-
+from harness import check, run
 
 
 async def chat_error(api, cmd):
@@ -135,14 +125,7 @@ def main():
         asyncio.run(archive(work))
     finally:
         stop(relay)
-    print(f"python db archive: {passed} passed, 0 failed", flush=True)
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except BaseException:
-        import traceback
-        traceback.print_exc()
-        print(f"python db archive: {passed} passed, 1 failed", flush=True)
-        os._exit(1)
+    run("python db archive", main)

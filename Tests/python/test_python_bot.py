@@ -18,27 +18,7 @@ import tempfile
 import threading
 
 from simplex_chat import Client, Profile, SqliteDb
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.environ["SIMPLEX_LIBS_DIR"]
-passed = 0
-
-
-def check(condition, what):
-    global passed
-    if not condition:
-        print(f"FAILED: {what}", flush=True)
-        os._exit(1)  # not sys.exit: library threads must not keep a failed run alive
-    passed += 1
-    print(f"ok: {what}", flush=True)
-
-
-def start_relay(data_dir):
-    relay = subprocess.Popen([os.path.join(BIN, "swiftplex-relay"), "--data-dir", data_dir, "--listen", "127.0.0.1:0",
-                              "--log-level", "warning"], stdout=subprocess.PIPE, text=True)
-    address = relay.stdout.readline().strip()
-    check(address.startswith("smp://"), f"relay printed its address {address}")
-    return relay, address
+from harness import ROOT, check, run, start_relay, stop
 
 
 class ProcessOutput:
@@ -99,15 +79,6 @@ async def serve(client):
     while not client._serving and not task.done():
         await asyncio.sleep(0)
     return task
-
-
-def stop(process):
-    process.terminate()
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 async def talk(client_db, link, steps):
@@ -304,14 +275,7 @@ def main():
     stop(contact_holder["bot2"])
     asyncio.run(clients_among_themselves(work))
     stop(relay)
-    print(f"python: {passed} passed, 0 failed", flush=True)
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except BaseException:
-        import traceback
-        traceback.print_exc()
-        print(f"python: {passed} passed, 1 failed", flush=True)
-        os._exit(1)
+    run("python", main)

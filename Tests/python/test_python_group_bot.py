@@ -19,17 +19,7 @@ from simplex_chat import Client, Profile, SqliteDb
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_python_bot import serve, start_bot, start_relay, stop  # noqa: E402  (shared helpers)
-
-passed = 0
-
-
-def check(condition, what):
-    global passed
-    if not condition:
-        print(f"FAILED: {what}", flush=True)
-        os._exit(1)  # library threads must not keep a failed run alive
-    passed += 1
-    print(f"ok: {what}", flush=True)
+from harness import check, run
 
 
 def sender(message):
@@ -109,14 +99,7 @@ def main():
     finally:
         stop(bot)
         stop(relay)
-    print(f"python group bot: {passed} passed, 0 failed", flush=True)
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except BaseException:
-        import traceback
-        traceback.print_exc()
-        print(f"python group bot: {passed} passed, 1 failed", flush=True)
-        os._exit(1)
+    run("python group bot", main)

@@ -29,18 +29,7 @@ from simplex_chat import Bot, Client, Profile, SqliteDb
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_python_bot import serve, start_relay, stop  # noqa: E402  (shared helpers)
-
-BIN = os.environ["SIMPLEX_LIBS_DIR"]
-passed = 0
-
-
-def check(condition, what):
-    global passed
-    if not condition:
-        print(f"FAILED: {what}", flush=True)
-        os._exit(1)  # library threads must not keep a failed run alive
-    passed += 1
-    print(f"ok: {what}", flush=True)
+from harness import check, run
 
 
 class Events:
@@ -79,7 +68,6 @@ def of_type(tag, **fields):
 
 def member_name(member):
     return member["memberProfile"]["displayName"]
-
 
 
 async def groups(work):
@@ -349,14 +337,7 @@ def main():
         asyncio.run(scenarios(work))
     finally:
         stop(relay)
-    print(f"python groups: {passed} passed, 0 failed", flush=True)
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except BaseException:
-        import traceback
-        traceback.print_exc()
-        print(f"python groups: {passed} passed, 1 failed", flush=True)
-        os._exit(1)
+    run("python groups", main)

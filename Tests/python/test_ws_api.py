@@ -17,7 +17,6 @@ import os
 import queue
 import re
 import subprocess
-import sys
 import tempfile
 import threading
 import urllib.error
@@ -25,23 +24,9 @@ import urllib.request
 
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
+from harness import BIN, TIMEOUT, check, run, started, stop
 
-BIN = os.environ["SIMPLEX_LIBS_DIR"]
 TOKEN = "python-ws-token-0123456789"
-TIMEOUT = 60
-passed = 0
-started = []  # processes to end when a check fails
-
-
-def check(condition, what):
-    global passed
-    if not condition:
-        print(f"FAILED: {what}", flush=True)
-        for p in started:
-            p.kill()
-        os._exit(1)
-    passed += 1
-    print(f"ok: {what}", flush=True)
 
 
 class Lines:
@@ -73,15 +58,6 @@ class Lines:
             m = re.search(pattern, line)
             if m:
                 return m
-
-
-def stop(process):
-    process.terminate()
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 def start_chat(data_dir, relay, name, token=None):
@@ -274,16 +250,7 @@ admin:
     restored = subprocess.run([swiftplex, "restore", archive, "--config", config, "--replace"], capture_output=True, text=True)
     check(restored.returncode == 0 and "restored:" in restored.stdout, f"swiftplex restore --replace once the bot stopped ({restored.stderr.strip()})")
     stop(relay)
-    print(f"python-ws: {passed} passed, 0 failed", flush=True)
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except BaseException:
-        import traceback
-        traceback.print_exc()
-        for p in started:
-            p.kill()
-        print(f"python-ws: {passed} passed, 1 failed", flush=True)
-        os._exit(1)
+    run("python-ws", main)

@@ -68,7 +68,7 @@ async function signIn() {
   $("login-panel").hidden = true;
   $("main").hidden = false;
   $("logout").hidden = false;
-  await Promise.all([refreshPlugins(), refreshRequests(), refreshContacts(), refreshGroups(), refreshAddress()].map(guard));
+  await Promise.all([refreshPlugins(), refreshRequests(), refreshContacts(), refreshGroups(), refreshChannels(), refreshAddress()].map(guard));
   openEvents();
   refreshTimer = setInterval(() => { guard(refreshStatus()); guard(refreshPlugins()); }, 5000);
 }
@@ -98,7 +98,7 @@ async function chooseBot(name) {
   // Not live again until the chosen bot's stream is open.
   $("events-state").textContent = "connecting"; $("events-state").className = "pill";
   $("events").replaceChildren();
-  await Promise.all([refreshRequests(), refreshContacts(), refreshGroups(), refreshAddress()].map(guard));
+  await Promise.all([refreshRequests(), refreshContacts(), refreshGroups(), refreshChannels(), refreshAddress()].map(guard));
   openEvents();
 }
 
@@ -171,9 +171,12 @@ async function refreshContacts() {
   if (total > contacts.length) $("contacts").append(el("li", { class: "muted" }, (total - contacts.length) + " more"));
 }
 
-// Each group with its members (name, role, state), from the admin API.
+// Each group with its members (name, role, state), from the admin API. Channels (groups with
+// `useRelays`) have their own card.
 async function refreshGroups() {
-  const { groups, total } = await api("GET", forBot("/api/groups?limit=100"));
+  const answer = await api("GET", forBot("/api/groups?limit=100"));
+  const groups = answer.groups.filter((g) => !g.useRelays);
+  const total = answer.total - (answer.groups.length - groups.length);
   const items = await Promise.all(groups.map(async (g) => {
     const { members } = await api("GET", forBot("/api/groups/" + g.groupId + "/members"));
     return el("li", { "data-group": g.groupId },
@@ -184,6 +187,57 @@ async function refreshGroups() {
   }));
   $("groups").replaceChildren(...(items.length ? items : [el("li", { class: "muted" }, "no groups yet")]));
   if (total > groups.length) $("groups").append(el("li", { class: "muted" }, (total - groups.length) + " more"));
+}
+
+// A relay status's colour, as SimpleX's apps show it (relayStatusIndicator): green when active,
+// orange on the way there (new, invited, accepted, acknowledgedRoster), red when it no longer
+// serves (inactive, rejected).
+function relayColour(status) {
+  if (status === "active") return "relay-ok";
+  if (status === "inactive" || status === "rejected") return "relay-bad";
+  return "relay-warn";
+}
+
+// SimpleX's status texts (RelayStatus.text).
+const RELAY_STATUS_TEXT = { new: "New", invited: "Invited", accepted: "Accepted", acknowledgedRoster: "Accepted",
+  active: "Active", inactive: "Inactive", rejected: "Rejected" };
+
+// A relay's name: its profile's display name, else its address's host.
+function relayName(r) {
+  const c = r.userChatRelay || {};
+  if (c.relayProfile && c.relayProfile.displayName) return c.relayProfile.displayName;
+  try { return new URL(c.address).host || "relay " + c.chatRelayId; } catch { return "relay " + c.chatRelayId; }
+}
+
+function statusView(status) {
+  return [el("span", { class: "dot " + relayColour(status) }),
+    el("span", { class: "status " + relayColour(status) }, RELAY_STATUS_TEXT[status] || status)];
+}
+
+// Each channel with the bot's role in it; the owner's relays each with its status (a coloured
+// dot and the status text), a relay's own status.
+async function refreshChannels() {
+  const { channels, total } = await api("GET", forBot("/api/channels?limit=100"));
+  const items = channels.map((c) => {
+    const g = c.groupInfo;
+    const li = el("li", { "data-channel": g.groupId, "data-role": c.role }, el("span", { class: "name" }, g.groupProfile.displayName));
+    if (c.role === "owner") {
+      const relays = c.relays || [];
+      const active = relays.filter((r) => r.relayStatus === "active").length;
+      li.append(el("span", { class: "muted" }, "#" + g.groupId + " · you: owner · " + active + " of " + relays.length + " relay(s) active"));
+      if (c.relaysError) li.append(el("span", { class: "error" }, c.relaysError));
+      li.append(el("ul", { class: "relays" }, ...relays.map((r) => el("li", { "data-relay": r.groupRelayId, "data-status": r.relayStatus },
+        ...statusView(r.relayStatus), " ", el("span", { class: "relay-name" }, relayName(r))))));
+    } else if (c.role === "relay") {
+      const own = g.relayOwnStatus || "new";
+      li.append(el("span", { class: "muted" }, "#" + g.groupId + " · you: relay · "), ...statusView(own));
+    } else {
+      li.append(el("span", { class: "muted" }, "#" + g.groupId + " · you: subscriber · " + g.membership.memberStatus));
+    }
+    return li;
+  });
+  $("channels").replaceChildren(...(items.length ? items : [el("li", { class: "muted" }, "no channels yet")]));
+  if (total > channels.length) $("channels").append(el("li", { class: "muted" }, (total - channels.length) + " more"));
 }
 
 async function refreshAddress() {
@@ -209,12 +263,16 @@ function summary(e) {
   const who = (e.contact && e.contact.localDisplayName) || (e.contactRequest && e.contactRequest.localDisplayName)
     || (e.groupInfo && e.groupInfo.groupProfile && "#" + e.groupInfo.groupProfile.displayName) || "";
   const items = Array.isArray(e.chatItems) ? e.chatItems.length + " item(s)" : "";
-  return [who, items, e.transportHost || ""].filter(Boolean).join(" · ");
+  const relay = e.groupRelay ? "relay " + relayName(e.groupRelay) + ": " + e.groupRelay.relayStatus : "";
+  return [who, items, relay, e.transportHost || ""].filter(Boolean).join(" · ");
 }
 
 // Events after which the groups card is read again.
 const GROUP_EVENTS = ["groupCreated", "userJoinedGroup", "joinedGroupMember", "connectedToGroupMember", "memberRole",
   "memberBlockedForAll", "deletedMember", "deletedMemberUser", "leftMember", "groupDeleted", "groupUpdated", "receivedGroupInvitation"];
+
+// Events after which the channels card is read again (as well as GROUP_EVENTS).
+const CHANNEL_EVENTS = ["groupRelayUpdated", "groupLinkDataUpdated"];
 
 function openEvents() {
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
@@ -232,7 +290,8 @@ function openEvents() {
     if (["receivedContactRequest", "contactRequestRejected", "acceptingContactRequest"].includes(e.type)) guard(refreshRequests());
     if (["contactConnected", "contactDeletedByContact", "contactUpdated", "acceptingContactRequest"].includes(e.type)) guard(refreshContacts());
     if (e.type === "hostConnected" || e.type === "hostDisconnected") guard(refreshStatus());
-    if (GROUP_EVENTS.includes(e.type)) guard(refreshGroups());
+    if (GROUP_EVENTS.includes(e.type)) { guard(refreshGroups()); guard(refreshChannels()); }
+    if (CHANNEL_EVENTS.includes(e.type)) guard(refreshChannels());
   };
 }
 
@@ -252,7 +311,8 @@ document.addEventListener("DOMContentLoaded", () => {
     out.textContent = "…";
     try { out.textContent = JSON.stringify(await api("POST", forBot("/api/command"), { cmd: $("command").value }), null, 2); }
     catch (e) { out.textContent = e.message; if (e instanceof Unauthorized) showLogin("The token was refused."); return; }
-    guard(refreshGroups());  // a command may have made or changed a group (responses are not events)
+    guard(refreshGroups());  // a command may have made or changed a group or a channel (responses are not events)
+    guard(refreshChannels());
   });
   if (token()) signIn(); else showLogin();
 });

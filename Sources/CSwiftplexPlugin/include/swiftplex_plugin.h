@@ -1,11 +1,16 @@
 /*
- * swiftplex_plugin.h — the Swiftplex plugin ABI, version 1.
+ * swiftplex_plugin.h — the Swiftplex plugin ABI, version 1 (revision 1.1: post_to_channel).
  *
  * A plugin is a shared object that exports one C function, `swiftplex_plugin_entry`, returning
  * a descriptor: what the plugin is (ABI version, struct size, name, version, the events it
  * wants, the JSON Schema of its configuration) and its vtable (start, handle_event, stop).
  * The host gives the plugin a table of callbacks: run a Chat API command, log, per-plugin
- * key-value storage, timers, and the bot command menu.
+ * key-value storage, timers, the bot command menu, and (1.1) posting to a channel.
+ *
+ * Versioning: abi_version changes only for incompatible changes. Within a version the tables
+ * only grow, by fields appended at their end; struct_size says which fields a table has, so a
+ * plugin checks struct_size before it uses a field added after 1.0, and a host accepts any
+ * table at least as large as the 1.0 one.
  *
  * Only C types and JSON text cross this boundary, so a plugin built out of tree — in Swift with
  * SwiftplexPluginKit, or in C, Rust, Zig — loads as long as its ABI version matches.
@@ -101,9 +106,24 @@ typedef struct swiftplex_host_api {
      */
     int32_t (*set_commands)(void *context, const char *commands_json);
 
-    /* Frees a string returned by command or storage_get. */
+    /* Frees a string returned by command, storage_get or post_to_channel. */
     void (*free_string)(char *string);
+
+    /*
+     * Added in ABI 1.1 (struct_size larger than offsetof(swiftplex_host_api, post_to_channel)
+     * tells that the host has it; check before calling — a 1.0 host's table ends above).
+     *
+     * Posts one message to a channel the bot owns (a group made with `/_public group`), as the
+     * channel: `channel_id` is its group id, `content_json` a MsgContent object such as
+     * {"type":"text","text":"Hello"}. Returns the response JSON object: {"type":"newChatItems",…},
+     * or {"type":"chatCmdError",…} when the group is no channel the bot owns, the content is not
+     * a JSON object, or the channel has no active relay. Never NULL; free it with free_string.
+     */
+    char *(*post_to_channel)(void *context, int64_t channel_id, const char *content_json);
 } swiftplex_host_api;
+
+/* The size of an ABI 1.0 host table (before post_to_channel). */
+#define SWIFTPLEX_HOST_API_SIZE_1_0 (offsetof(swiftplex_host_api, post_to_channel))
 
 /* A running plugin instance, owned by the plugin. */
 typedef void swiftplex_plugin_instance;

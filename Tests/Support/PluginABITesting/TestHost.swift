@@ -77,7 +77,15 @@ public final class TestHost: @unchecked Sendable {
                 host.lock.withLock { host._menu = String(cString: json) }
                 return Int32(SWIFTPLEX_OK)
             },
-            free_string: { free($0) }
+            free_string: { free($0) },
+            post_to_channel: { ctx, channelId, content in
+                // Recorded as the `/_send` the real host ends with (after checking the channel).
+                let host = TestHost.from(ctx)
+                let body = content.map { String(cString: $0) } ?? "null"
+                let command = "/_send #\(channelId) json [{\"msgContent\":\(body),\"mentions\":{}}]"
+                let respond = host.lock.withLock { host._commands.append(command); return host._respond }
+                return strdup(respond(command))
+            }
         ))
         api.pointee.context = Unmanaged.passUnretained(self).toOpaque()
     }

@@ -1,0 +1,191 @@
+import ChannelProtocol
+import ChatModel
+import Foundation
+import GRDB
+import GroupProtocol
+import SwiftplexBase
+
+// The chat relay's operator policy: which channels a relay user serves and how many subscribers
+// each may have. A relay serves every channel that invites it unless a policy is set
+// (`/_relay policy <json>`, what the bot host's channel-relay plugin sends at start). The policy
+// is consulted at two points only, each a single call in the relay's request handlers
+// (+Channels `relayAddressRequest`, +ChannelMembers `channelLinkRequest`); the channel machines
+// themselves are not changed by it.
+
+/// What an operator allows (every field optional; absent = no limit).
+public struct ChannelRelayPolicy: Sendable, Equatable {
+    /// Channel links (`/c#…`) or owners' contact links (the `contactLink` of the inviting owner's
+    /// profile) whose invitations are served; nil serves every channel.
+    public var allow: [String]?
+    /// Channels served at most (those not yet refused, left or removed).
+    public var maxChannels: Int?
+    /// Subscribers per channel at most (accepted and connected ones).
+    public var maxSubscribersPerChannel: Int?
+    /// New channels (invitations taken) per hour at most.
+    public var channelsPerHour: Int?
+    /// Subscriber joins per channel per minute at most.
+    public var joinsPerMinute: Int?
+
+    public init(allow: [String]? = nil, maxChannels: Int? = nil, maxSubscribersPerChannel: Int? = nil,
+                channelsPerHour: Int? = nil, joinsPerMinute: Int? = nil) {
+        self.allow = allow
+        self.maxChannels = maxChannels
+        self.maxSubscribersPerChannel = maxSubscribersPerChannel
+        self.channelsPerHour = channelsPerHour
+        self.joinsPerMinute = joinsPerMinute
+    }
+
+    /// `{"allow": [link…], "maxChannels": n, "maxSubscribersPerChannel": n, "channelsPerHour": n,
+    /// "joinsPerMinute": n}`; unknown keys, wrong types and numbers below 1 are refused.
+    public init(json: JSONValue) throws(ChatFailure) {
+        guard case let .object(fields) = json else { throw ChatFailure(commandError: "a relay policy is a JSON object") }
+        func count(_ key: String, _ v: JSONValue) throws(ChatFailure) -> Int? {
+            if v == .null { return nil }
+            guard let n = v.intValue, n >= 1 else { throw ChatFailure(commandError: "relay policy: \(key) must be a whole number of at least 1") }
+            return n
+        }
+        for (key, value) in fields {
+            switch key {
+            case "allow":
+                if value == .null { allow = nil; continue }
+                guard let list = value.arrayValue else { throw ChatFailure(commandError: "relay policy: allow must be a list of links") }
+                var links: [String] = []
+                for item in list {
+                    guard let s = item.stringValue, !s.isEmpty else { throw ChatFailure(commandError: "relay policy: allow must be a list of links") }
+                    links.append(s)
+                }
+                allow = links
+            case "maxChannels": maxChannels = try count(key, value)
+            case "maxSubscribersPerChannel": maxSubscribersPerChannel = try count(key, value)
+            case "channelsPerHour": channelsPerHour = try count(key, value)
+            case "joinsPerMinute": joinsPerMinute = try count(key, value)
+            default: throw ChatFailure(commandError: "relay policy: unknown key \(key)")
+            }
+        }
+    }
+}
+
+/// The policy and what it counts, in the controller.
+struct RelayPolicyState {
+    var policy = ChannelRelayPolicy()
+    var channelArrivals: [ContinuousClock.Instant] = []
+    var joinArrivals: [Int64: [ContinuousClock.Instant]] = [:]
+    /// Refusals since the controller started: channel invitations and subscriber joins.
+    var refusedChannels = 0
+    var refusedJoins = 0
+}
+
+/// One channel a relay user serves, with its counters (the bot host's status).
+public struct RelayChannelCounters: Sendable, Equatable {
+    public var groupId: Int64
+    public var name: String
+    public var channelLink: String
+    public var relayStatus: String
+    /// Subscribers accepted or connected.
+    public var subscribers: Int
+    /// Owner events forwarded since the engine started.
+    public var forwarded: Int
+    /// Deliveries (one forward to one subscriber) still waiting in the channel's delivery jobs.
+    public var deliveriesPending: Int
+
+    public var json: JSONValue {
+        .object([("groupId", .int(groupId)), ("name", .string(name)), ("channelLink", .string(channelLink)),
+                 ("relayStatus", .string(relayStatus)), ("subscribers", .int(Int64(subscribers))),
+                 ("forwarded", .int(Int64(forwarded))), ("deliveriesPending", .int(Int64(deliveriesPending)))])
+    }
+}
+
+extension ChatController {
+    /// `/_relay policy <json>`: replaces the relay policy (``ChannelRelayPolicy``); `cmdOk`.
+    public func setRelayPolicy(_ json: JSONValue) throws -> ChatResponse {
+        relayPolicy.policy = try ChannelRelayPolicy(json: json)
+        logger.info("chat relay policy set", metadata: ["policy": "\(json.description)"])
+        return .cmdOk(user: nil)
+    }
+
+    public var currentRelayPolicy: ChannelRelayPolicy { relayPolicy.policy }
+    /// Invitations and joins the relay policy refused since the controller started.
+    public var relayPolicyRefusals: (channels: Int, joins: Int) { (relayPolicy.refusedChannels, relayPolicy.refusedJoins) }
+
+    /// Why the policy refuses an owner's invitation, or nil to serve it. Counts it when served.
+    func relayPolicyRefusal(invitation inv: GroupRelayInvitation, userId: Int64) async -> String? {
+        let p = relayPolicy.policy
+        var why: String?
+        if let allow = p.allow {
+            let ownerLink = inv.fromMemberProfile.json["contactLink"]?.stringValue
+            if !allow.contains(inv.groupLink) && !(ownerLink.map(allow.contains) ?? false) { why = "the channel and its owner are not on the allow list" }
+        }
+        if why == nil, let cap = p.maxChannels {
+            let served = (try? await dbRead { db in
+                try Int.fetchOne(db, sql: """
+                    SELECT COUNT(*) FROM channel c JOIN chat_group g ON g.id = c.group_id
+                    WHERE g.user_id = ? AND c.role = ? AND c.relay_status NOT IN ('inactive', 'rejected')
+                    """, arguments: [userId, ChannelRecord.Role.relay.rawValue])
+            }) ?? 0
+            if served >= cap { why = "the relay serves \(served) channels, its cap" }
+        }
+        let now = ContinuousClock.now
+        if why == nil, let perHour = p.channelsPerHour {
+            relayPolicy.channelArrivals.removeAll { now - $0 > .seconds(3600) }
+            if relayPolicy.channelArrivals.count >= perHour { why = "more than \(perHour) new channels this hour" }
+        }
+        if let why {
+            relayPolicy.refusedChannels += 1
+            logger.info("a channel invitation was refused by the relay policy", metadata: ["reason": "\(why)"])
+            return why
+        }
+        relayPolicy.channelArrivals.append(now)
+        return nil
+    }
+
+    /// Why the policy refuses a subscriber's join to a channel, or nil to take it.
+    func relayPolicyRefusal(joinTo groupId: Int64) -> String? {
+        let p = relayPolicy.policy
+        var why: String?
+        if let cap = p.maxSubscribersPerChannel, let state = channelRuntime.relays[groupId] {
+            let n = state.subscribers.values.filter { $0.status == .accepted || $0.status == .connected }.count
+            if n >= cap { why = "the channel has \(n) subscribers at this relay, its cap" }
+        }
+        let now = ContinuousClock.now
+        if why == nil, let perMinute = p.joinsPerMinute {
+            relayPolicy.joinArrivals[groupId, default: []].removeAll { now - $0 > .seconds(60) }
+            if relayPolicy.joinArrivals[groupId, default: []].count >= perMinute { why = "more than \(perMinute) joins this minute" }
+        }
+        if let why {
+            relayPolicy.refusedJoins += 1
+            logger.info("a subscriber's join was refused by the relay policy", metadata: ["group": "\(groupId)", "reason": "\(why)"])
+            return why
+        }
+        if p.joinsPerMinute != nil { relayPolicy.joinArrivals[groupId, default: []].append(now) }
+        return nil
+    }
+
+    /// Every channel the relay users of this engine serve, with its counters.
+    public func relayChannelCounters() async throws -> [RelayChannelCounters] {
+        let rows = try await dbRead { db in
+            try Row.fetchAll(db, sql: """
+                SELECT c.group_id, c.channel_link, c.relay_status, g.local_display_name FROM channel c JOIN chat_group g ON g.id = c.group_id
+                WHERE c.role = ? ORDER BY c.group_id
+                """, arguments: [ChannelRecord.Role.relay.rawValue]).map { r -> (Int64, String, String, String) in
+                (r["group_id"], r["channel_link"], (r["relay_status"] as String?) ?? "", r["local_display_name"])
+            }
+        }
+        let pending = try await dbRead { db -> [Int64: Int] in
+            var pending: [Int64: Int] = [:]
+            for j in try Row.fetchAll(db, sql: "SELECT group_id, recipients FROM channel_delivery") {
+                let gid: Int64 = j["group_id"]
+                let text: String = j["recipients"]
+                pending[gid, default: 0] += Stored.json(text)?.arrayValue?.count ?? 0
+            }
+            return pending
+        }
+        var out: [RelayChannelCounters] = []
+        for (gid, link, status, name) in rows {
+            let state = try? await relayState(gid)
+            let subs = state?.subscribers.values.filter { $0.status == .accepted || $0.status == .connected }.count ?? 0
+            out.append(RelayChannelCounters(groupId: gid, name: name, channelLink: link, relayStatus: status, subscribers: subs,
+                                            forwarded: state?.forwardedCount ?? 0, deliveriesPending: pending[gid] ?? 0))
+        }
+        return out
+    }
+}

@@ -1,0 +1,293 @@
+"""Channels end to end: separate processes, the official Python library (7.0.2) on libsimplex.so.
+
+A real swiftplex-relay process (the SMP relay every party's queues are on); two chat relays, each
+a `swiftplex run` process in relay mode (`chat_relay:`) with the channel-relay plugin and its
+admin API; the channel's owner, a `swiftplex run` process whose `channel` plugin (isolated in its
+own child process) creates the channel with both relays and posts what its admin sends it; the admin and three subscribers are
+library Clients in this process (subscribers use raw command strings — `/_connect` with the
+channel link — for what the 7.0.2 library has no function for).
+
+Checked, each by the events and output it produces (never a timed wait):
+channel created and both relays active at the owner; two subscribers joined through both relays;
+posts reach every subscriber exactly once, shown as the channel (`channelRcv`); relay 1 killed
+with SIGKILL right after a post and more posts made while it is down, then restarted on its
+data: nothing is lost; a late subscriber gets the history; with relay 2 stopped, a post still
+reaches all three through the restarted relay 1; the relays' status shows per-channel counters;
+the owner restarted reuses its channel and posts again; connecting to a relay address is refused
+("This is a chat relay address…").
+
+Prints `python channels: N passed, 0 failed`; exits non-zero on the first failure.
+"""
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import urllib.request
+
+from simplex_chat import Client, Profile, SqliteDb
+from simplex_chat.core import ChatAPIError
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_python_bot import ProcessOutput, serve  # noqa: E402  (shared helpers)
+from harness import BIN, check, run, start_relay, started, stop  # noqa: E402
+
+
+class Host:
+    """A `swiftplex run` process on a YAML file; stdout and stderr read as they arrive."""
+
+    def __init__(self, work, name, yaml):
+        self.work, self.name = work, name
+        self.config = os.path.join(work, f"{name}.yaml")
+        with open(self.config, "w") as f:
+            f.write(yaml)
+        self.start()
+
+    def start(self):
+        self.process = subprocess.Popen([os.path.join(BIN, "swiftplex"), "run", "--config", self.config],
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        started.append(self.process)  # ended by the harness if the run fails
+        self.out = ProcessOutput(self.process.stdout, os.path.join(self.work, f"{self.name}.out"))
+        self.err = ProcessOutput(self.process.stderr, os.path.join(self.work, f"{self.name}.log"))
+
+    def wait_out(self, pattern, timeout=90):
+        return self.out.wait_for(pattern, timeout)
+
+    def wait_log(self, pattern, timeout=90):
+        return self.err.wait_for(pattern, timeout)
+
+    def status(self):
+        """GET /api/status with the admin token."""
+        address = self.out.wait_for(r"admin API: http://(\S+)").group(1)
+        with open(os.path.join(self.work, f"{self.name}-data", "admin.token")) as f:
+            token = f.read().strip()
+        request = urllib.request.Request(f"http://{address}/api/status", headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=30) as r:
+            return json.loads(r.read())
+
+
+def relay_yaml(name, smp, display):
+    return f"""data_dir: {name}-data
+log_level: info
+bot:
+  display_name: {display}
+chat_relay: true
+relays: ["{smp}"]
+admin:
+  listen: 127.0.0.1:0
+plugins:
+  - name: policy
+    path: channel-relay
+    config: {{max_channels: 10, max_subscribers_per_channel: 100}}
+"""
+
+
+def owner_yaml(smp, relay1, relay2):
+    return f"""data_dir: owner-data
+log_level: info
+bot:
+  display_name: News Desk
+relays: ["{smp}"]
+address:
+  print_qr: false
+plugins:
+  - name: welcome
+    path: auto-accept
+    config: {{welcome: "Hello"}}
+  - name: news
+    path: channel
+    isolation: process      # post_to_channel from a child process, over its command frames
+    config:
+      name: Swiftplex News
+      relays:
+        - {{name: one, address: "{relay1}"}}
+        - {{name: two, address: "{relay2}"}}
+      admins: ["1:admin"]
+      notice: "Only admins post."
+"""
+
+
+class Subscriber:
+    """A library Client that joins the channel and records every channel post it gets."""
+
+    def __init__(self, work, name):
+        self.name = name
+        self.client = Client(profile=Profile(display_name=name), db=SqliteDb(file_prefix=os.path.join(work, name)))
+        self.posts = []          # texts of channelRcv items, in arrival order
+        self.joined = 0          # userJoinedGroup events (one per relay)
+        self.changed = asyncio.Condition()
+        self.client.on_event("newChatItems")(self._items)
+        self.client.on_event("userJoinedGroup")(self._joined)
+
+    async def _items(self, event):
+        async with self.changed:
+            for ci in event["chatItems"]:
+                item = ci["chatItem"]
+                if item["chatDir"]["type"] == "channelRcv":
+                    self.posts.append(item["content"]["msgContent"].get("text"))
+            self.changed.notify_all()
+
+    async def _joined(self, event):
+        async with self.changed:
+            self.joined += 1
+            self.changed.notify_all()
+
+    async def wait(self, predicate, what, timeout=90):
+        try:
+            async with self.changed:
+                await asyncio.wait_for(self.changed.wait_for(lambda: predicate(self)), timeout)
+        except asyncio.TimeoutError:
+            check(False, f"{self.name}: {what} (posts {self.posts}, joined {self.joined})")
+
+    async def join(self, link):
+        r = await self.client.api.send_chat_cmd(f"/_connect 1 {link}")
+        check(r["type"] == "startedConnectionToGroup", f"{self.name} starts joining the channel ({r['type']})")
+
+
+async def channels(work, smp):
+    os.chdir(work)
+    relay1 = Host(work, "relay1", relay_yaml("relay1", smp, "Relay One"))
+    relay2 = Host(work, "relay2", relay_yaml("relay2", smp, "Relay Two"))
+    r1 = relay1.wait_out(r"relay address: (\S+)").group(1)
+    r2 = relay2.wait_out(r"relay address: (\S+)").group(1)
+    check("/r?" in r1 and "/r?" in r2, "both relays in relay mode print their relay addresses (/r links)")
+    relay1.wait_log(r"relay policy: at most 10 channels")
+
+    owner = Host(work, "owner", owner_yaml(smp, r1, r2))
+    link = owner.wait_log(r"channel Swiftplex News \(#\d+\) created with 2 relays; link: (\S+)").group(1)
+    check("/c?" in link, "the owner's channel plugin created the channel with both relays and logged its /c link")
+    owner.wait_log(r"relay one is active")
+    owner.wait_log(r"relay two is active")
+    check(True, "both relays are active at the owner (groupRelayUpdated)")
+    relay1.wait_log(r"serving channel #\d+")
+    relay2.wait_log(r"serving channel #\d+")
+    bot_address = owner.wait_out(r"bot address: (\S+)").group(1)
+
+    admin = Client(profile=Profile(display_name="admin"), db=SqliteDb(file_prefix=os.path.join(work, "admin")))
+    answers: asyncio.Queue = asyncio.Queue()
+    admin.on_message(chat_type="direct", content_type="text")(lambda m: answers.put(m.text or ""))
+    subs = [Subscriber(work, n) for n in ("sub1", "sub2", "sub3")]
+    s1, s2, s3 = subs
+
+    async with admin, s1.client, s2.client, s3.client:
+        tasks = [await serve(c) for c in (admin, s1.client, s2.client, s3.client)]
+
+        # The relay address is no link to connect to.
+        try:
+            answer = await s1.client.api.send_chat_cmd(f"/_connect 1 {r1}")
+            check(False, f"connecting to a relay address is refused (got {answer['type']})")
+        except ChatAPIError as e:
+            error = e.chat_error or {}
+            check(error.get("errorType", {}).get("type") == "channelError" and error["errorType"].get("code") == "relayAddress"
+                  and error["errorType"].get("message") == "This is a chat relay address, it cannot be used to connect.",
+                  f"connecting to a relay address is refused with a typed error ({error})")
+
+        for s in (s1, s2):
+            await s.join(link)
+        for s in (s1, s2):
+            await s.wait(lambda x: x.joined >= 2, "joined through both relays")
+        check(True, "two subscribers joined through both relays (userJoinedGroup per relay)")
+
+        contact = await admin.connect_to(bot_address, timeout=90)
+        check(contact["profile"]["displayName"] == "News Desk", "the admin is connected to the owner bot")
+
+        async def post(text):
+            await admin.api.api_send_text_message(["direct", contact["contactId"]], text)
+            while True:
+                answer = await asyncio.wait_for(answers.get(), 90)
+                if answer.startswith("Posted") or answer.startswith("Not posted"):
+                    break
+            check(answer == "Posted to Swiftplex News.", f"the owner posted {text!r} ({answer})")
+
+        def has(texts):
+            return lambda s: all(t in s.posts for t in texts)
+
+        first = ["post 1", "post 2", "post 3"]
+        for t in first:
+            await post(t)
+        for s in (s1, s2):
+            await s.wait(has(first), "posts 1-3 arrive")
+        check(True, "posts 1-3 reached both subscribers")
+
+        # Relay 1 dies hard right after a post; two more posts while it is down.
+        await post("post 4")
+        relay1.process.send_signal(signal.SIGKILL)
+        relay1.process.wait()
+        started.remove(relay1.process)
+        check(True, "relay 1 killed with SIGKILL mid-stream")
+        for t in ("post 5", "post 6"):
+            await post(t)
+        down = ["post 4", "post 5", "post 6"]
+        for s in (s1, s2):
+            await s.wait(has(down), "posts 4-6 arrive through relay 2")
+        check(True, "posts made while relay 1 was down reached both subscribers")
+
+        relay1.start()
+        relay1.wait_out(r"relay address: (\S+)")
+        relay1.wait_log(r"relay policy: at most 10 channels")
+        check(True, "relay 1 restarted on its data")
+        later = ["post 7", "post 8", "post 9"]
+        for t in later:
+            await post(t)
+        for s in (s1, s2):
+            await s.wait(has(later), "posts 7-9 arrive")
+
+        # A late subscriber gets the history (from the relays' last posts).
+        await s3.join(link)
+        await s3.wait(lambda x: x.joined >= 2, "the late subscriber joined through both relays")
+        history = first + down + later
+        await s3.wait(has(history), "the late subscriber gets the history")
+        check(True, "the late subscriber got posts 1-9 as history")
+
+        # Relay 2 stops: the restarted relay 1 alone brings the next post to all three.
+        stop(relay2.process)
+        await post("post 10")
+        for s in subs:
+            await s.wait(has(["post 10"]), "post 10 arrives through the restarted relay 1")
+        check(True, "with relay 2 stopped, post 10 reached all three subscribers through the restarted relay 1")
+
+        everything = history + ["post 10"]
+        for s in subs:
+            counts = {t: s.posts.count(t) for t in everything}
+            check(all(n == 1 for n in counts.values()) and len(s.posts) == len(everything),
+                  f"{s.name} has every post exactly once ({counts}, {len(s.posts)} in all)")
+
+        status = relay1.status()
+        chat_relay = status["bots"][0]["chatRelay"]
+        channel = chat_relay["channels"][0]
+        check(channel["subscribers"] == 3 and channel["forwarded"] >= 1 and "deliveriesPending" in channel,
+              f"relay 1's status shows the channel's counters ({channel})")
+
+        # The owner restarts: its channel plugin reuses the channel (same link) and posts again.
+        stop(owner.process)
+        owner.start()
+        reused = owner.wait_log(r"channel Swiftplex News \(#\d+\) reused; link: (\S+)").group(1)
+        check(reused == link, "the restarted owner's channel plugin reuses its channel")
+        await post("post 11")
+        for s in subs:
+            await s.wait(has(["post 11"]), "post 11 from the restarted owner arrives")
+        check(all(s.posts.count("post 11") == 1 for s in subs), "a post from the restarted owner reached all three once")
+
+        for c in (admin, s1.client, s2.client, s3.client):
+            c.stop()
+        for t in tasks:
+            await t
+    for h in (relay1, owner):
+        stop(h.process)
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="swiftplex-python-channels-")
+    relay, smp = start_relay(os.path.join(work, "smp"))
+    os.environ["SWIFTPLEX_SERVERS"] = smp
+    try:
+        asyncio.run(channels(work, smp))
+    finally:
+        stop(relay)
+
+
+if __name__ == "__main__":
+    run("python channels", main)
