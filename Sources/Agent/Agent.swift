@@ -392,20 +392,35 @@ public actor Agent {
     /// sends) on one connection could each start from the same ratchet state and one would undo
     /// the other.
     func withConnectionLock<T>(_ id: Int64, _ body: () async throws -> T) async rethrows -> T {
+        await acquireConnectionLock(id)
+        defer { releaseConnectionLock(id) }
+        return try await body()
+    }
+
+    /// Takes connection `id`'s lock, waiting for its turn (see ``withConnectionLock(_:_:)``).
+    func acquireConnectionLock(_ id: Int64) async {
         if connectionLocks[id] != nil {
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in connectionLocks[id]!.append(c) }
         } else {
             connectionLocks[id] = []
         }
-        defer {
-            if var waiting = connectionLocks[id], !waiting.isEmpty {
-                let next = waiting.removeFirst()
-                connectionLocks[id] = waiting // still held: handed to the next waiter
-                next.resume()
-            } else {
-                connectionLocks[id] = nil
-            }
+    }
+
+    /// Takes connection `id`'s lock if nobody holds it; false (nothing taken) otherwise.
+    func tryConnectionLock(_ id: Int64) -> Bool {
+        guard connectionLocks[id] == nil else { return false }
+        connectionLocks[id] = []
+        return true
+    }
+
+    /// Lets go of connection `id`'s lock: handed to the next waiter, if any.
+    func releaseConnectionLock(_ id: Int64) {
+        if var waiting = connectionLocks[id], !waiting.isEmpty {
+            let next = waiting.removeFirst()
+            connectionLocks[id] = waiting // still held: handed to the next waiter
+            next.resume()
+        } else {
+            connectionLocks[id] = nil
         }
-        return try await body()
     }
 }

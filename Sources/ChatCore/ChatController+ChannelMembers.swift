@@ -116,16 +116,29 @@ extension ChatController {
         for id in ids { kickChannelDeliveries(id) }
     }
 
-    /// Sends a channel's delivery jobs in order: each job's batch to each of its subscribers (the
-    /// cursor saved every 50), then the job is removed. A subscriber whose connection is gone is
-    /// skipped; a network fault is retried with backoff, the job kept.
+    /// Subscribers a delivery job sends to in one agent transaction; the job's cursor is saved
+    /// after each such batch.
+    static let channelDeliveryBatch = 50
+
+    /// Sends a channel's delivery jobs in order: each job's batch to its subscribers, 50 at a time
+    /// in one agent transaction (``Agent/sendMany(_:to:)``, each send with its idempotency key),
+    /// the cursor saved after each 50, then the job is removed. A subscriber whose connection is
+    /// gone is skipped; a network or store fault is retried with backoff, the job kept.
     func drainChannelDeliveries(_ groupId: Int64) async {
         defer { channelRuntime.delivering.remove(groupId) }
         var attempts = 0
         while !closing {
             channelRuntime.redeliver.remove(groupId)
-            guard let job = try? await dbRead({ db in
-                try ChannelDeliveryRecord.filter(ChannelDeliveryRecord.Columns.groupId == groupId).order(ChannelDeliveryRecord.Columns.id).fetchOne(db)
+            // The next job and the subscribers' connections, in one read.
+            guard let (job, conns) = try? await dbRead({ db -> (ChannelDeliveryRecord, [String: Int64])? in
+                guard let job = try ChannelDeliveryRecord.filter(ChannelDeliveryRecord.Columns.groupId == groupId).order(ChannelDeliveryRecord.Columns.id).fetchOne(db) else {
+                    return nil
+                }
+                var conns: [String: Int64] = [:]
+                let rows = try Row.fetchAll(db, sql: "SELECT member_id, agent_conn_id FROM channel_member WHERE group_id = ? AND agent_conn_id IS NOT NULL",
+                                            arguments: [groupId])
+                for row in rows { conns[row["member_id"]] = row["agent_conn_id"] }
+                return (job, conns)
             }) else {
                 if channelRuntime.redeliver.contains(groupId) { continue }
                 return
@@ -137,21 +150,19 @@ extension ChatController {
             } ?? []).compactMap(MemberId.init)
             let body = [UInt8](job.body)
             do {
-                var sent = 0
-                while let id = remaining.first, !closing {
-                    if let conn = try await channelMemberConn(groupId, id) {
-                        do {
-                            _ = try await agent.sendKeyed(conn, body, idempotencyKey: "chdl:\(jobId):\(id.text)")
-                        } catch let e as AgentError where e.code == .wrongState || e.code == .unknownConnection {
-                            logger.info("a channel delivery skipped a subscriber whose connection is not up", metadata: ["group": "\(groupId)"])
-                        }
+                while !remaining.isEmpty, !closing {
+                    let batch = remaining.prefix(Self.channelDeliveryBatch)
+                    let sends = batch.compactMap { id in conns[id.text].map { (connection: $0, idempotencyKey: "chdl:\(jobId):\(id.text)") } }
+                    let outcomes = try await agent.sendMany(body, to: sends)
+                    let skipped = outcomes.filter { if case .refused = $0 { true } else { false } }.count
+                    if skipped > 0 || sends.count < batch.count {
+                        logger.info("a channel delivery skipped subscribers whose connection is not up",
+                                    metadata: ["group": "\(groupId)", "skipped": "\(skipped + batch.count - sends.count)"])
                     }
-                    remaining.removeFirst()
-                    sent += 1
-                    if sent % 50 == 0 {
-                        let left = JSONValue.array(remaining.map { .string($0.text) }).description
-                        try await dbWrite { db in _ = try ChannelDeliveryRecord.filter(key: jobId).updateAll(db, Column("recipients").set(to: left)) }
-                    }
+                    remaining.removeFirst(batch.count)
+                    if remaining.isEmpty { break }
+                    let left = JSONValue.array(remaining.map { .string($0.text) }).description
+                    try await dbWrite { db in _ = try ChannelDeliveryRecord.filter(key: jobId).updateAll(db, Column("recipients").set(to: left)) }
                 }
                 if closing { return }
                 try await dbWrite { db in _ = try ChannelDeliveryRecord.deleteOne(db, key: jobId) }
@@ -427,6 +438,8 @@ extension ChatController {
         await lockChannel(groupId)
         defer { unlockChannel(groupId) }
         var state = try await subscriberState(groupId)
+        let relaysBefore = state.relays, ownersBefore = state.owners, connectedBefore = !state.connectedRelays.isEmpty
+        let uniqueBefore = state.uniqueMessages
         let effects: [ChannelSubscriberEffect]
         do { effects = try state.handle(input, newMessageId: ChatMessage.newMessageId) } catch {
             channelRuntime.subscribers[groupId] = state // a refused forward counts against its relay
@@ -434,12 +447,26 @@ extension ChatController {
         }
         let now = Timestamp.now()
         let snapshot = state
-        let user = try await groupView(groupId).group.userId
+        // A forward (every copy of every post) moves its relay's counters: one UPDATE of them (they
+        // must survive a restart: `relayStats`); the relay's member rows and the channel's owners
+        // are written only when they change, and the channel's count of unique messages only then.
+        let ownersChanged = snapshot.owners != ownersBefore
+        let uniqueChanged = snapshot.uniqueMessages != uniqueBefore
+        let nowConnected = !connectedBefore && !snapshot.connectedRelays.isEmpty
+        let countersOnly: @Sendable (SubscriberRelay) -> Bool = { r in
+            guard let old = relaysBefore[r.memberId] else { return false }
+            return old.status == r.status && old.link == r.link && old.profile == r.profile
+        }
         let items = try await dbWrite { db -> [(Int64, ContentSender)] in
             try Self.queueChannelSteps(db, groupId: groupId, effects.compactMap(ChannelStep.init)) // (+ChannelActions)
             var items: [(Int64, ContentSender)] = []
+            var userId: Int64?
             for e in effects {
                 switch e {
+                case let .saveRelay(r) where countersOnly(r):
+                    try db.cachedStatement(sql: """
+                        UPDATE channel_member SET delivered = ?, first_copies = ?, rejected = ?, baseline = ? WHERE group_id = ? AND member_id = ?
+                        """).execute(arguments: [r.delivered, r.firstCopies, r.rejected, r.baseline, groupId, r.memberId.text])
                 case let .saveRelay(r):
                     var m = try ChannelMemberRecord.filter(ChannelMemberRecord.Columns.groupId == groupId && ChannelMemberRecord.Columns.memberId == r.memberId.text).fetchOne(db)
                         ?? ChannelMemberRecord(groupId: groupId, memberId: r.memberId.text, kind: "relay", status: r.status.rawValue)
@@ -475,6 +502,8 @@ extension ChatController {
                     case let .member(id): try rows.filter(GroupMemberRecord.Columns.memberId == id.text).fetchOne(db)?.id
                     }
                     let relayRow = try rows.filter(GroupMemberRecord.Columns.memberId == relay.text).fetchOne(db)?.id
+                    if userId == nil { userId = try GroupRecord.fetchOne(db, key: groupId)?.userId }
+                    guard let user = userId else { continue }
                     var item = GroupItemRecord(userId: user, groupId: groupId, memberRowId: authorRow ?? relayRow, forwardedByRowId: relayRow,
                                                content: content.description, sharedMsgId: msgId, status: .rcvNew, blocked: false, createdAt: now)
                     try item.insert(db)
@@ -485,11 +514,12 @@ extension ChatController {
                 default: break
                 }
             }
-            guard var c = try ChannelRecord.fetchOne(db, key: groupId) else { return items }
-            c.owners = Self.ownerKeysJSON(Array(snapshot.owners.values)).description
-            c.uniqueMessages = snapshot.uniqueMessages
-            try c.update(db)
-            if !snapshot.connectedRelays.isEmpty {
+            if ownersChanged || uniqueChanged, var c = try ChannelRecord.fetchOne(db, key: groupId) {
+                c.owners = Self.ownerKeysJSON(Array(snapshot.owners.values)).description
+                c.uniqueMessages = snapshot.uniqueMessages
+                try c.update(db)
+            }
+            if nowConnected {
                 _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == snapshot.memberId.text)
                     .updateAll(db, Column("status").set(to: GroupProtocol.GroupMemberStatus.connected.rawValue))
             }

@@ -839,6 +839,10 @@ extension ChatController {
     /// Handles an agent event if it is of a channel connection; returns false for others.
     func handleChannelAgentEvent(_ event: AgentEvent) async throws -> Bool {
         guard let conn = event.connectionId, let ref = try await channelConnection(conn) else { return false }
+        switch event {
+        case .confirmation, .connected, .message: break
+        default: return true // the rest (a delivery's `sent`, receipts) is not a channel input: no store read for it
+        }
         guard let c = try await channelRecord(ref.groupId) else { return false }
         let groupId = ref.groupId
         let role = ChannelRecord.Role(rawValue: c.role)
