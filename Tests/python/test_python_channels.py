@@ -14,7 +14,9 @@ with SIGKILL right after a post and more posts made while it is down, then resta
 data: nothing is lost; a late subscriber gets the history; with relay 2 stopped, a post still
 reaches all three through the restarted relay 1; the relays' status shows per-channel counters;
 the owner restarted reuses its channel and posts again; connecting to a relay address is refused
-("This is a chat relay address…").
+("This is a chat relay address…"); relay 1's operator leaves the channel (admin API), refuses the
+owner's new invitation (`rejected`) until `/_relay allow`, then serves again: the subscribers
+rejoin it and, with relay 2 stopped, a post reaches all three through relay 1 alone.
 
 Prints `python channels: N passed, 0 failed`; exits non-zero on the first failure.
 """
@@ -26,6 +28,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 
 from simplex_chat import Client, Profile, SqliteDb
@@ -59,14 +62,23 @@ class Host:
     def wait_log(self, pattern, timeout=90):
         return self.err.wait_for(pattern, timeout)
 
-    def status(self):
-        """GET /api/status with the admin token."""
+    def admin(self, path, body=None):
+        """An admin API call with the token (GET, or POST with a JSON body)."""
         address = self.out.wait_for(r"admin API: http://(\S+)").group(1)
         with open(os.path.join(self.work, f"{self.name}-data", "admin.token")) as f:
             token = f.read().strip()
-        request = urllib.request.Request(f"http://{address}/api/status", headers={"Authorization": f"Bearer {token}"})
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"http://{address}{path}", data=data, method="GET" if data is None else "POST",
+                                         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=30) as r:
             return json.loads(r.read())
+
+    def status(self):
+        return self.admin("/api/status")
+
+    def command(self, cmd):
+        """POST /api/command: the Chat API's answer."""
+        return self.admin("/api/command", {"cmd": cmd})
 
 
 def relay_yaml(name, smp, display):
@@ -91,6 +103,8 @@ log_level: info
 bot:
   display_name: News Desk
 relays: ["{smp}"]
+admin:
+  listen: 127.0.0.1:0
 address:
   print_qr: false
 plugins:
@@ -270,6 +284,55 @@ async def channels(work, smp):
         for s in subs:
             await s.wait(has(["post 11"]), "post 11 from the restarted owner arrives")
         check(all(s.posts.count("post 11") == 1 for s in subs), "a post from the restarted owner reached all three once")
+
+        # Relay 1's operator leaves the channel: it refuses the owner's new invitation (rejected)
+        # until allowed again; then it serves again and the subscribers rejoin it.
+        relay2.start()
+        relay2.wait_out(r"relay address: (\S+)")
+        channel1 = relay1.status()["bots"][0]["chatRelay"]["channels"][0]
+        left = relay1.command(f"/_leave #{channel1['groupId']}")
+        check(left["type"] == "leftMemberUser", f"relay 1 leaves the channel ({left['type']})")
+        owned = owner.admin("/api/channels")["channels"][0]
+        owner_group = owned["groupInfo"]["groupId"]
+        relay_one = next(r["userChatRelay"]["chatRelayId"] for r in owned["relays"] if r["userChatRelay"]["address"] == r1)
+
+        def relay_one_status():
+            """The status of relay 1's latest membership (each invitation makes a new one)."""
+            relays = owner.admin(f"/api/groups/{owner_group}/relays")["relays"]
+            return max((r for r in relays if r["userChatRelay"]["chatRelayId"] == relay_one), key=lambda r: r["groupRelayId"])["relayStatus"]
+
+        def until(predicate, what, seconds=90):
+            deadline = time.monotonic() + seconds
+            while not predicate():
+                if time.monotonic() > deadline:
+                    check(False, what)
+                time.sleep(0.2)  # polling the owner's admin API; each look is a real request
+
+        until(lambda: relay_one_status() == "inactive", "the owner sees relay 1 inactive after it left")
+        check(True, "the owner sees relay 1 inactive after it left")
+        await post("post 12")
+        for s in subs:
+            await s.wait(has(["post 12"]), "post 12 arrives through relay 2")
+        again = owner.command(f"/_add relays #{owner_group} {relay_one}")
+        check(again["type"] == "groupRelaysAdded", f"the owner invites relay 1 again ({again['type']})")
+        until(lambda: relay_one_status() == "rejected", "relay 1 refuses the channel it left (rejected)")
+        check(True, "relay 1 refuses the channel it left: the owner sees it rejected")
+        allowed = relay1.command(f"/_relay allow #{channel1['groupId']}")
+        check(allowed["type"] == "relayGroupAllowed", f"relay 1's operator allows the channel again ({allowed['type']})")
+        joined_before = {s.name: s.joined for s in subs}
+        once = owner.command(f"/_add relays #{owner_group} {relay_one}")
+        check(once["type"] == "groupRelaysAdded", f"the owner invites relay 1 once more ({once['type']})")
+        until(lambda: relay_one_status() == "active", "relay 1 serves the channel again (active)")
+        for s in subs:  # told of the relay by relay 2 (x.grp.relay.new), each joins it: userJoinedGroup
+            await s.wait(lambda x, n=joined_before[s.name]: x.joined > n, "rejoins relay 1")
+        check(True, "relay 1 is active again and the three subscribers rejoined it")
+        # Relay 2 stops: post 13 can only come through relay 1.
+        stop(relay2.process)
+        await post("post 13")
+        for s in subs:
+            await s.wait(has(["post 13"]), "post 13 arrives through relay 1 alone")
+        check(all(s.posts.count(t) == 1 for s in subs for t in ("post 12", "post 13")),
+              "posts 12 and 13 reached all three once, 13 through the re-admitted relay 1 alone")
 
         for c in (admin, s1.client, s2.client, s3.client):
             c.stop()
