@@ -16,7 +16,10 @@ reaches all three through the restarted relay 1; the relays' status shows per-ch
 the owner restarted reuses its channel and posts again; connecting to a relay address is refused
 ("This is a chat relay address…"); relay 1's operator leaves the channel (admin API), refuses the
 owner's new invitation (`rejected`) until `/_relay allow`, then serves again: the subscribers
-rejoin it and, with relay 2 stopped, a post reaches all three through relay 1 alone.
+rejoin it and, with relay 2 stopped, a post reaches all three through relay 1 alone; a relay that
+alters a post (relay 1's stored history edited while it is stopped, as its operator could): a
+fourth subscriber refuses that copy by the owner's signature, counts it against relay 1
+(`relayStats.rejected`) and shows relay 2's honest copy once.
 
 Prints `python channels: N passed, 0 failed`; exits non-zero on the first failure.
 """
@@ -25,6 +28,7 @@ import asyncio
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -159,6 +163,7 @@ class Subscriber:
     async def join(self, link):
         r = await self.client.api.send_chat_cmd(f"/_connect 1 {link}")
         check(r["type"] == "startedConnectionToGroup", f"{self.name} starts joining the channel ({r['type']})")
+        self.group = r["groupInfo"]["groupId"]
 
 
 async def channels(work, smp):
@@ -185,9 +190,10 @@ async def channels(work, smp):
     admin.on_message(chat_type="direct", content_type="text")(lambda m: answers.put(m.text or ""))
     subs = [Subscriber(work, n) for n in ("sub1", "sub2", "sub3")]
     s1, s2, s3 = subs
+    s4 = Subscriber(work, "sub4")  # joins at the end, when relay 1 has altered a post
 
-    async with admin, s1.client, s2.client, s3.client:
-        tasks = [await serve(c) for c in (admin, s1.client, s2.client, s3.client)]
+    async with admin, s1.client, s2.client, s3.client, s4.client:
+        tasks = [await serve(c) for c in (admin, s1.client, s2.client, s3.client, s4.client)]
 
         # The relay address is no link to connect to.
         try:
@@ -334,11 +340,49 @@ async def channels(work, smp):
         check(all(s.posts.count(t) == 1 for s in subs for t in ("post 12", "post 13")),
               "posts 12 and 13 reached all three once, 13 through the re-admitted relay 1 alone")
 
-        for c in (admin, s1.client, s2.client, s3.client):
+        # A relay that alters a post: relay 1's stored history is edited while it is stopped (as
+        # its operator could: the signed post is in its database). A new subscriber gets the
+        # history from both relays, refuses relay 1's altered copy (the owner's signature no
+        # longer matches) and shows relay 2's.
+        stop(relay1.process)
+        db = sqlite3.connect(os.path.join(work, "relay1-data", "bot_chat.db"))
+        altered = 0
+        # (The channel it serves since it was allowed again is its newest channel group.)
+        for row_id, body in db.execute("SELECT id, body FROM channel_history WHERE group_id = (SELECT max(group_id) FROM channel_history)").fetchall():
+            if b'"text":"post 13"' in body:
+                db.execute("UPDATE channel_history SET body = ? WHERE id = ?", (body.replace(b'"text":"post 13"', b'"text":"post XY"'), row_id))
+                altered += 1
+        db.commit()
+        db.close()
+        check(altered == 1, f"relay 1's copy of post 13 altered in its history ({altered})")
+        relay1.start()
+        relay1.wait_out(r"relay address: (\S+)")
+        relay2.start()
+        relay2.wait_out(r"relay address: (\S+)")
+        await s4.join(link)
+        await s4.wait(lambda x: x.joined >= 2, "the fourth subscriber joined through both relays")
+
+        async def relay_stats():
+            answer = await s4.client.api.send_chat_cmd(f"/_get relays #{s4.group}")
+            return [r.get("relayStats") or {} for r in answer["groupRelays"]]
+
+        deadline = time.monotonic() + 90
+        while sum(st.get("rejected", 0) for st in await relay_stats()) < 1:
+            if time.monotonic() > deadline:
+                check(False, f"the altered copy is refused and counted ({await relay_stats()})")
+            await asyncio.sleep(0.2)  # polling the subscriber's own counters
+        await s4.wait(has(["post 13"]), "the honest copy of post 13 arrives from relay 2")
+        stats = await relay_stats()
+        check(sorted(st.get("rejected", 0) for st in stats) == [0, 1],
+              f"one relay's copy was refused by its signature, the other relay's none ({stats})")
+        check("post XY" not in s4.posts and s4.posts.count("post 13") == 1,
+              f"the altered post is never shown; the honest post 13 once ({s4.posts})")
+
+        for c in (admin, s1.client, s2.client, s3.client, s4.client):
             c.stop()
         for t in tasks:
             await t
-    for h in (relay1, owner):
+    for h in (relay1, relay2, owner):
         stop(h.process)
 
 
