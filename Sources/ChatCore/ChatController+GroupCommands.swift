@@ -127,7 +127,9 @@ extension ChatController {
     /// `/_members #<groupId>`: the members but the user (`groupMembers`).
     public func listMembers(groupId: Int64) async throws -> ChatResponse {
         let (u, view) = try await groupAndUser(groupId)
-        return .group(.groupMembers(GroupMembers(user: userModel(u), group: Group(groupInfo: view.info, members: view.others.map(view.member)))))
+        // A channel's group as every other channel answer shows it (`useRelays`, a relay's own status).
+        let info = try await channelRecord(groupId).map { channelInfo(view, $0) } ?? view.info
+        return .group(.groupMembers(GroupMembers(user: userModel(u), group: Group(groupInfo: info, members: view.others.map(view.member)))))
     }
 
     /// `/_groups <userId>[ @<contactId>][ <search>]` (`groupsList`).

@@ -149,6 +149,11 @@ import Testing
                         #expect(renamed["type"]?.stringValue == "chatCmdError", "\(renamed)")
                         let known = await s.execute("/_connect plan 1 \(link)")
                         #expect(known["connectionPlan"]?["groupLinkPlan"]?["type"]?.stringValue == "known", "\(known)")
+                        // Member lists show the channel as a channel, at the subscriber and the owner.
+                        for (api, group) in [(s, subGroup), (o, groupId)] {
+                            let members = await api.execute("/_members #\(group)")
+                            #expect(members["group"]?["groupInfo"]?["useRelays"]?.boolValue == true, "\(members)")
+                        }
 
                         // Posts as the channel.
                         let sent = await postToChannel(o, groupId, "one")
