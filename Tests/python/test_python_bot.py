@@ -48,11 +48,16 @@ class ProcessOutput:
         with self.changed:
             return "".join(self.lines)
 
-    def wait_for(self, pattern, timeout=60):
+    def mark(self):
+        """Where the output is now: `wait_for(..., since=mark)` looks only at what comes after."""
+        with self.changed:
+            return len(self.lines)
+
+    def wait_for(self, pattern, timeout=60, since=0):
         found = []
 
         def match():
-            m = re.search(pattern, "".join(self.lines))
+            m = re.search(pattern, "".join(self.lines[since:]))
             if m:
                 found.append(m)
             return m is not None or self.ended
