@@ -182,7 +182,10 @@ extension ChatController {
         var out: [RelayChannelCounters] = []
         for (gid, link, status, name) in rows {
             let state = try? await relayState(gid)
-            let subs = state?.subscribers.values.filter { $0.status == .accepted || $0.status == .connected }.count ?? 0
+            // A relay that left (`rejected`) or was removed (`inactive`) serves nobody, whatever
+            // its machine last knew of the subscribers.
+            let serving = status != ChatModel.RelayStatus.rejected.rawValue && status != ChatModel.RelayStatus.inactive.rawValue
+            let subs = !serving ? 0 : state?.subscribers.values.filter { $0.status == .accepted || $0.status == .connected }.count ?? 0
             out.append(RelayChannelCounters(groupId: gid, name: name, channelLink: link, relayStatus: status, subscribers: subs,
                                             forwarded: state?.forwardedCount ?? 0, deliveriesPending: pending[gid] ?? 0))
         }

@@ -298,6 +298,8 @@ async def channels(work, smp):
         mark = owner.err.mark()
         left = relay1.command(f"/_leave #{channel1['groupId']}")
         check(left["type"] == "leftMemberUser", f"relay 1 leaves the channel ({left['type']})")
+        after = relay1.status()["bots"][0]["chatRelay"]["channels"][0]
+        check(after["relayStatus"] == "rejected" and after["subscribers"] == 0, f"relay 1's status: the channel it left, no subscribers ({after})")
         owned = owner.admin("/api/channels")["channels"][0]
         owner_group = owned["groupInfo"]["groupId"]
         relay_one = next(r["userChatRelay"]["chatRelayId"] for r in owned["relays"] if r["userChatRelay"]["address"] == r1)
