@@ -576,14 +576,9 @@ extension ChatController {
                         try await agentCall { try await agent.allow(conn, info: body) }
                     }
                 case let .send(item, to):
-                    if let conn = try await channelMemberConn(groupId, to) {
-                        _ = try await agentCall { try await agent.send(conn, try ChannelBatch.encode([item])) }
-                    }
+                    try await sendChannelItem(groupId, item, to: to)
                 case let .deleteConnection(id):
-                    if let conn = try await channelMemberConn(groupId, id) {
-                        do { try await agent.deleteConnection(conn) } catch let e as AgentError where e.code == .unknownConnection {}
-                        channelRuntime.connections?[conn] = nil
-                    }
+                    try await deleteChannelConnection(groupId, member: id)
                 case .deleteAllConnections:
                     try await deleteChannelConnections(groupId)
                 case let .emit(e):

@@ -99,6 +99,19 @@ extension ChatController {
         }
     }
 
+    /// The `send` effect of every channel role: one item, as a one-item batch, to a member's connection.
+    func sendChannelItem(_ groupId: Int64, _ item: BatchItem, to member: MemberId) async throws {
+        guard let conn = try await channelMemberConn(groupId, member) else { return }
+        _ = try await agentCall { try await agent.send(conn, try ChannelBatch.encode([item])) }
+    }
+
+    /// The `deleteConnection` effect of every channel role: the member's connection, if it still has one.
+    func deleteChannelConnection(_ groupId: Int64, member: MemberId) async throws {
+        guard let conn = try await channelMemberConn(groupId, member) else { return }
+        do { try await agent.deleteConnection(conn) } catch let e as AgentError where e.code == .unknownConnection {}
+        channelRuntime.connections?[conn] = nil
+    }
+
     nonisolated static func privateKey(_ text: String?) throws -> Ed25519.PrivateKey {
         guard let text, let bytes = Base64URL.decode(text) else { throw ChatFailure.chat(.groupInternal(message: "a channel key is missing")) }
         return try Ed25519.PrivateKey(secretBytes: bytes)
@@ -470,14 +483,9 @@ extension ChatController {
                     let published = try await publishChannelLinkData(groupId, data)
                     await feedOwner(groupId, .linkDataPublished(relays: published))
                 case let .send(item, to):
-                    if let conn = try await channelMemberConn(groupId, to) {
-                        _ = try await agentCall { try await agent.send(conn, try ChannelBatch.encode([item])) }
-                    }
+                    try await sendChannelItem(groupId, item, to: to)
                 case let .deleteConnection(id):
-                    if let conn = try await channelMemberConn(groupId, id) {
-                        do { try await agent.deleteConnection(conn) } catch let e as AgentError where e.code == .unknownConnection {}
-                        channelRuntime.connections?[conn] = nil
-                    }
+                    try await deleteChannelConnection(groupId, member: id)
                 case let .emit(e):
                     try await reportOwnerEvent(groupId, e)
                 }
@@ -725,14 +733,9 @@ extension ChatController {
                         return ((), conn)
                     }
                 case let .send(item, to):
-                    if let conn = try await channelMemberConn(groupId, to) {
-                        _ = try await agentCall { try await agent.send(conn, try ChannelBatch.encode([item])) }
-                    }
+                    try await sendChannelItem(groupId, item, to: to)
                 case let .deleteConnection(id):
-                    if let conn = try await channelMemberConn(groupId, id) {
-                        do { try await agent.deleteConnection(conn) } catch let e as AgentError where e.code == .unknownConnection {}
-                        channelRuntime.connections?[conn] = nil
-                    }
+                    try await deleteChannelConnection(groupId, member: id)
                 case .acceptSubscriber:
                     break // performed by the request's handler, which holds the request (+ChannelMembers)
                 case .deliver:
