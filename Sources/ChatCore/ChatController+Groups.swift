@@ -154,14 +154,18 @@ extension ChatController {
         guard let g = try GroupRecord.fetchOne(db.cachedStatement(sql: "SELECT * FROM chat_group WHERE id = ?"), arguments: [groupId]),
               !g.deleted else { return nil }
         let members = try GroupMemberRecord.fetchAll(db.cachedStatement(sql: "SELECT * FROM group_member WHERE group_id = ? ORDER BY id"), arguments: [groupId])
+        return GroupView(group: g, members: members, contactProfiles: try standInProfiles(db, members))
+    }
+
+    /// Contacts' profiles for the members without a readable one of their own — only those stand
+    /// in (``GroupView/member(_:)``); the others' contacts are not read (this runs once per event).
+    private nonisolated static func standInProfiles(_ db: Database, _ members: [GroupMemberRecord]) throws -> [Int64: Profile] {
         var profiles: [Int64: Profile] = [:]
-        // A contact's profile stands in only for a member without a readable one of its own
-        // (``GroupView/member(_:)``): the others' contacts are not read (once per event).
         for id in Set(members.filter { Stored.profile($0.profile) == nil }.compactMap(\.contactId)) {
             if let text = try String.fetchOne(db.cachedStatement(sql: "SELECT profile FROM contact WHERE id = ?"), arguments: [id]),
                let p = Stored.profile(text) { profiles[id] = p }
         }
-        return GroupView(group: g, members: members, contactProfiles: profiles)
+        return profiles
     }
 
     /// The member rows that showing these items needs: authors, moderators, quoted authors.
@@ -190,12 +194,7 @@ extension ChatController {
         }
         let current = try String.fetchAll(db.cachedStatement(sql: "SELECT status FROM group_member WHERE group_id = ?"), arguments: [groupId])
             .filter { GroupProtocol.GroupMemberStatus(rawValue: $0)?.isCurrent == true }.count
-        var profiles: [Int64: Profile] = [:]
-        for id in Set(members.filter { Stored.profile($0.profile) == nil }.compactMap(\.contactId)) {
-            if let text = try String.fetchOne(db.cachedStatement(sql: "SELECT profile FROM contact WHERE id = ?"), arguments: [id]),
-               let p = Stored.profile(text) { profiles[id] = p }
-        }
-        return GroupView(group: g, members: members, contactProfiles: profiles, currentMembers: current)
+        return GroupView(group: g, members: members, contactProfiles: try standInProfiles(db, members), currentMembers: current)
     }
 
     /// A group's machine, restored from the store on first use.
