@@ -42,6 +42,21 @@ def browser():
     return webdriver.Chrome(options=options, service=service)
 
 
+def open_browser():
+    """Headless Chromium, quit with the run's processes if the run fails; and its wait."""
+    driver = browser()
+    support.started.append(type("Quit", (), {"kill": lambda self: driver.quit()})())
+    return driver, WebDriverWait(driver, support.TIMEOUT)
+
+
+def sign_in(driver, wait, token):
+    """Enters the admin token on the dashboard's sign-in form and waits for the dashboard."""
+    wait.until(lambda d: d.find_element(By.ID, "token").is_displayed())
+    driver.find_element(By.ID, "token").send_keys(token)
+    driver.find_element(By.ID, "login").click()
+    wait.until(lambda d: d.find_element(By.ID, "main").is_displayed())
+
+
 def main():
     work = tempfile.mkdtemp(prefix="swiftplex-dashboard-")
     relay = subprocess.Popen([os.path.join(BIN, "swiftplex-relay"), "--data-dir", os.path.join(work, "relay"),
@@ -81,9 +96,7 @@ plugins:
     p = support.Session(f"ws://127.0.0.1:{person_port}/")
     person_user = p.command("/user")["user"]["userId"]
 
-    driver = browser()
-    support.started.append(type("Quit", (), {"kill": lambda self: driver.quit()})())
-    wait = WebDriverWait(driver, support.TIMEOUT)
+    driver, wait = open_browser()
     try:
         driver.get(base + "/")
         wait.until(lambda d: d.find_element(By.ID, "token").is_displayed())

@@ -17,10 +17,10 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_ws_api as support
-from test_dashboard import ARTIFACTS, browser
+from test_dashboard import ARTIFACTS, open_browser, sign_in
 
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import Select, WebDriverWait
+from selenium.webdriver.support.ui import Select
 from harness import run
 
 BIN = support.BIN
@@ -70,15 +70,10 @@ bots:
     check("user" in me, f"the person has a user ({me})")
     person_user = me["user"]["userId"]
 
-    driver = browser()
-    support.started.append(type("Quit", (), {"kill": lambda self: driver.quit()})())
-    wait = WebDriverWait(driver, support.TIMEOUT)
+    driver, wait = open_browser()
     try:
         driver.get(base + "/")
-        wait.until(lambda d: d.find_element(By.ID, "token").is_displayed())
-        driver.find_element(By.ID, "token").send_keys(token)
-        driver.find_element(By.ID, "login").click()
-        wait.until(lambda d: d.find_element(By.ID, "main").is_displayed())
+        sign_in(driver, wait, token)
         wait.until(lambda d: d.find_element(By.ID, "bot-choice").is_displayed())
         chooser = Select(driver.find_element(By.ID, "bot-select"))
         check([o.get_attribute("value") for o in chooser.options] == ["alpha", "beta"], "the bot selector lists both bots, alpha first")

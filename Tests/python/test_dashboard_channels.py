@@ -19,22 +19,18 @@ Run by `make python-test` with SIMPLEX_LIBS_DIR set to the build directory. Prin
 import json
 import os
 import re
-import shutil
 import sys
 import subprocess
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_ws_api as support  # noqa: E402  (the process and WebSocket helpers)
+from test_dashboard import ARTIFACTS, open_browser, sign_in  # noqa: E402  (the browser and its sign-in)
 
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 from harness import run, start_relay  # noqa: E402
 
 BIN = support.BIN
-ARTIFACTS = os.path.join(os.environ.get("SWIFTPLEX_ARTIFACTS", ".build/test-artifacts"))
 check = support.check
 
 GREEN, ORANGE, RED = "rgb(27, 135, 63)", "rgb(224, 134, 0)", "rgb(198, 40, 40)"  # dashboard.css --ok, --warn, --bad
@@ -44,15 +40,6 @@ def colour(css):
     """A computed CSS colour as `rgb(r, g, b)` (Chromium writes opaque ones `rgba(r, g, b, 1)`)."""
     m = re.fullmatch(r"rgba?\((\d+), (\d+), (\d+)(?:, 1)?\)", css)
     return f"rgb({m.group(1)}, {m.group(2)}, {m.group(3)})" if m else css
-
-
-def browser():
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,1500"):
-        options.add_argument(arg)
-    service = Service(executable_path=shutil.which("chromedriver") or "/usr/bin/chromedriver")
-    return webdriver.Chrome(options=options, service=service)
 
 
 def relay_user(session, relay_address, name):
@@ -104,15 +91,10 @@ admin:
     support.stop(late)
     check(late.returncode == 0, "the third relay's engine stops")
 
-    driver = browser()
-    support.started.append(type("Quit", (), {"kill": lambda self: driver.quit()})())
-    wait = WebDriverWait(driver, support.TIMEOUT)
+    driver, wait = open_browser()
     try:
         driver.get(base + "/")
-        wait.until(lambda d: d.find_element(By.ID, "token").is_displayed())
-        driver.find_element(By.ID, "token").send_keys(token)
-        driver.find_element(By.ID, "login").click()
-        wait.until(lambda d: d.find_element(By.ID, "main").is_displayed())
+        sign_in(driver, wait, token)
         wait.until(lambda d: d.find_element(By.ID, "events-state").text == "live")
         wait.until(lambda d: any("no channels yet" in li.text for li in d.find_elements(By.CSS_SELECTOR, "#channels li")))
         check(True, "signed in; the channels card says there are none yet")
