@@ -62,8 +62,12 @@ import SwiftplexBase
             #expect(token.count == 64)
             // Open: health and readiness. Everything else needs the token.
             #expect(try await http.get("/healthz").status == 200)
-            let ready = try await http.get("/readyz")
-            #expect(ready.status == 200 && (json(ready))["ready"]?.boolValue == true)
+            // Ready once the engine's relay connection is up, which a loaded machine may take a
+            // moment after the start (readiness has no event: the sanctioned poll).
+            try await eventually(timeout: .seconds(30), "/readyz to answer ready without a token") {
+                let ready = try await http.get("/readyz")
+                return ready.status == 200 && self.json(ready)["ready"]?.boolValue == true
+            }
             let missing = try await http.get("/api/status")
             #expect(missing.status == 401)
             #expect((json(missing))["error"]?["type"]?.stringValue == "unauthorized")
