@@ -2,13 +2,26 @@
 SHELL := /bin/bash
 SWIFT ?= swift
 SYSTEM_PACKAGES := libsodium-dev libyaml-dev libsqlite3-dev pkg-config zbar-tools
+# The throwaway PostgreSQL server of `make test` (the relay's PostgreSQL store, docs/postgres.md).
+TEST_PACKAGES := postgresql-15
+PG_BIN ?= /usr/lib/postgresql/15/bin
 
-.PHONY: run test python-test browser-deps deps build release bench clean plugins fuzz fuzz-build fuzz-seeds
+.PHONY: run test python-test browser-deps test-deps deps build release bench clean plugins fuzz fuzz-build fuzz-seeds
 
 # Installs the system libraries Swiftplex links against, when they are missing.
 deps:
 	@missing=""; \
 	for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing system packages:$$missing"; \
+	  if [ "$$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+# What only the tests need (PostgreSQL 15 from Debian), when it is missing.
+test-deps:
+	@missing=""; \
+	for p in $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing system packages:$$missing"; \
 	  if [ "$$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
@@ -45,13 +58,20 @@ run: deps
 ENGINE_SUITES := ChatAPITests|ChatModelTests|ChatServerTests|AgentTests
 TEST_PRODUCTS := simplex swiftplex swiftplex-plugin-runner swiftplex-test-plugin swiftplex-relay swiftplex-chat \
 	auto-accept auto-reply broadcast group-moderator channel-relay channel
-test: deps
+test: deps test-deps
 	$(SWIFT) build --build-tests
 	@for p in $(TEST_PRODUCTS); do echo "building $$p"; $(SWIFT) build --product $$p || exit 1; done
 	@# The Swift tests run in two processes (the engine suites, then the rest), which keeps the
-	@# number of live relays, engines and child processes in one process moderate.
-	@set -o pipefail; for half in --filter --skip; do \
-	  $(SWIFT) test --skip-build $$half "$(ENGINE_SUITES)" 2>&1 | tee .build/test$$half.log || exit 1; done
+	@# number of live relays, engines and child processes in one process moderate. A throwaway
+	@# PostgreSQL 15 (Tests/Support/postgres/cluster.sh: initdb into a temporary directory, a free
+	@# port on 127.0.0.1) serves the relay's PostgreSQL tests through SWIFTPLEX_TEST_POSTGRES; it is
+	@# stopped and removed at the end, whatever the tests did.
+	@set -o pipefail; pgdir=$$(mktemp -d /tmp/swiftplex-pg.XXXXXX); \
+	trap 'PG_BIN=$(PG_BIN) Tests/Support/postgres/cluster.sh stop '"$$pgdir" EXIT; \
+	url=$$(PG_BIN=$(PG_BIN) Tests/Support/postgres/cluster.sh start $$pgdir) || exit 1; \
+	echo "PostgreSQL for the tests: $$url"; \
+	for half in --filter --skip; do \
+	  SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build $$half "$(ENGINE_SUITES)" 2>&1 | tee .build/test$$half.log || exit 1; done
 	@cat .build/test--filter.log .build/test--skip.log > .build/test.log
 	@n=0; for k in $$(grep -oE 'Test run with [0-9]+ tests?' .build/test.log | grep -oE '[0-9]+'); do n=$$((n + k)); done; \
 	  echo "swift: $$n passed, 0 failed"

@@ -41,6 +41,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
         .package(url: "https://github.com/weichsel/ZIPFoundation.git", from: "0.9.20"),
+        // The relay's PostgreSQL store (RelayPostgres only).
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // System libraries (Debian: libsodium-dev, libyaml-dev).
@@ -97,6 +99,21 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // The relay's PostgreSQL store (`swiftplex-relay --store postgresql://…`): the store seam of
+        // RelayServer over postgres-nio. Only the relay program, the benchmark and the relay's
+        // tests link it.
+        .target(
+            name: "RelayPostgres",
+            dependencies: [
+                "RelayServer",
+                "RelayProtocol",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .target(
@@ -314,6 +331,7 @@ let package = Package(
             name: "swiftplex-relay",
             dependencies: [
                 "RelayServer",
+                "RelayPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -329,6 +347,7 @@ let package = Package(
             dependencies: [
                 "Agent",
                 "RelayServer",
+                "RelayPostgres",
                 "RelayClient",
                 "SimplexLib",
                 "ChatAPI",
@@ -455,6 +474,7 @@ let package = Package(
             name: "RelayServerTests",
             dependencies: [
                 "RelayServer",
+                "RelayPostgres",
                 "RelayClient",
                 "swiftplex-relay",
                 "TestSupport",

@@ -32,13 +32,17 @@ public struct RelayConfiguration: Sendable {
     public var deliveryCacheBytes: Int
     /// The wall clock for message timestamps and expiry (tests substitute a manual one).
     public var clock: any RelayClock
+    /// On a store that loads queues on demand (PostgreSQL): how many queues are kept in memory
+    /// besides those in use (least recently used dropped first). The SQLite store keeps every queue.
+    public var queueCacheSize: Int = 100_000
 
     // MARK: Resource limits (each refusal is counted in `swiftplex_relay_limit_refusals_total{limit=…}`)
 
     /// Connections open at once (TLS handshakes included); more are closed as they are accepted.
     /// Keep it below the process's open-file limit (`ulimit -n`).
     public var maxConnections: Int
-    /// Queues in total; `NEW` beyond gets `QUOTA`. Each queue's metadata is kept in memory.
+    /// Queues in total; `NEW` beyond gets `QUOTA`. On SQLite each queue's metadata is kept in
+    /// memory; on PostgreSQL only ``queueCacheSize`` of them (and those in use).
     public var maxQueues: Int
     /// `NEW`s one connection may send in any ``newQueueWindow``; more get `QUOTA`.
     public var maxNewQueuesPerConnection: Int

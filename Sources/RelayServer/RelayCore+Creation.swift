@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import RelayProtocol
 import SwiftplexCrypto
 
@@ -22,15 +21,22 @@ extension RelayCore {
         let stored = StoredQueue(recipientId: rid, senderId: sid, recipientKey: recipientKey.wireBytes, boxKey: boxKey.secretBytes,
                                  senderKey: nil, enabled: true, linkId: nil, mode: mode)
         let now = self.now
-        store.submit(owner: owner, { db in try RelayStore.insertQueue(db, stored, now: now) }) { [self] result in
+        let onDemand = store.loadsOnDemand
+        let capacity = configuration.queueCacheSize
+        store.insertQueue(stored, now: now, owner: owner) { [self] result in
             switch result {
             case .success:
                 let n = state.withLockedValue { s -> Int in
                     s.creating -= 1
+                    if onDemand { s.evictLeastRecentlyUsed(capacity: capacity - 1) }
                     s.queues[rid] = QueueState(recipientId: rid, senderId: sid, recipientKey: recipientKey, boxKey: boxKey,
                                                senderKey: nil, enabled: true, linkId: nil, mode: mode, count: 0)
                     s.senders[sid] = rid
                     s.stats.queues += 1
+                    if onDemand {
+                        s.tick += 1
+                        s.queues[rid]!.lastUsed = s.tick
+                    }
                     return s.stats.queues
                 }
                 metrics.queuesCreated.increment()

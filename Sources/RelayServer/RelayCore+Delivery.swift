@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import RelayProtocol
 import SwiftplexCrypto
 
@@ -48,7 +47,7 @@ extension RelayCore {
     /// hands it to the current subscriber.
     func fetchNext(_ rid: [UInt8], after: Int64) {
         let notBefore = oldestAllowed
-        store.read({ db in try RelayStore.oldestMessage(db, recipientId: rid, after: after, notBefore: notBefore) }) { [self] result in
+        store.oldestMessage(recipientId: rid, after: after, notBefore: notBefore) { [self] result in
             if case let .failure(e) = result { logger.error("relay store read failed", metadata: ["error": "\(e)"]) }
             let message = (try? result.get()) ?? nil
             let next = state.withLockedValue { s -> Next in
@@ -110,7 +109,7 @@ extension RelayCore {
         case .noMessage:
             reply(.error(.noMessage))
         case let .acked(seq, next):
-            store.submit(owner: owner, { db in try RelayStore.deleteMessage(db, seq: seq) }) { [self] result in
+            store.deleteMessage(seq: seq, owner: owner) { [self] result in
                 switch result {
                 case .success:
                     // Runs in commit order with the sweep's completion: whichever deleted the row,

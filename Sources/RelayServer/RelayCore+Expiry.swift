@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import RelayProtocol
 import SwiftplexCrypto
 
@@ -14,15 +13,24 @@ extension RelayCore {
     func sweepExpired() async throws -> Int {
         let cutoff = oldestAllowed
         let total: Int = try await withCheckedThrowingContinuation { cont in
-            store.submit({ db in try RelayStore.deleteExpired(db, before: cutoff) }) { [self] result in
+            let onDemand = store.loadsOnDemand
+            store.deleteExpired(before: cutoff) { [self] result in
                 switch result {
                 case let .failure(e):
                     cont.resume(throwing: e)
                 case let .success(removed):
                     let total = state.withLockedValue { s -> Int in
                         var total = 0
-                        for (rid, seq, bytes) in removed {
-                            guard var q = s.queues[rid] else { continue }
+                        for m in removed {
+                            let (rid, seq, bytes) = (m.recipientId, m.seq, m.bytes)
+                            guard var q = s.queues[rid] else {
+                                // Not in memory (a store that loads on demand): counted in the totals only.
+                                if onDemand {
+                                    s.stats.storedBytes -= bytes
+                                    total += 1
+                                }
+                                continue
+                            }
                             if q.ackedUndeleted.remove(seq) != nil {
                                 s.queues[rid] = q
                                 continue

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import RelayProtocol
 import SwiftplexCrypto
 
@@ -37,7 +36,7 @@ extension RelayCore {
         case .get:
             getMessage(rid, reply: reply)
         case .off:
-            store.submit(owner: owner, { db in try RelayStore.disable(db, recipientId: rid) }) { [self] result in
+            store.disable(recipientId: rid, owner: owner) { [self] result in
                 switch result {
                 case .success:
                     let found = state.withLockedValue { s -> Bool in
@@ -54,7 +53,7 @@ extension RelayCore {
             deleteQueue(rid, owner: owner, reply: reply)
         case let .linkSet(data):
             let linkId = state.withLockedValue { $0.queues[rid]?.linkId } ?? Sodium.randomBytes(RelayLimits.entityIdLength)
-            store.submit(owner: owner, bytes: data.count, { db in try RelayStore.setLink(db, recipientId: rid, linkId: linkId, data: data) }) { [self] result in
+            store.setLink(recipientId: rid, linkId: linkId, data: data, owner: owner) { [self] result in
                 switch result {
                 case .success:
                     let found = state.withLockedValue { s -> Bool in
@@ -71,7 +70,7 @@ extension RelayCore {
                 }
             }
         case .linkDelete:
-            store.submit(owner: owner, { db in try RelayStore.setLink(db, recipientId: rid, linkId: nil, data: nil) }) { [self] result in
+            store.setLink(recipientId: rid, linkId: nil, data: nil, owner: owner) { [self] result in
                 switch result {
                 case .success:
                     let found = state.withLockedValue { s -> Bool in
@@ -107,7 +106,7 @@ extension RelayCore {
         case .same: return reply(.ok)
         case .write: break
         }
-        store.submit(owner: owner, { db in try RelayStore.setSenderKey(db, recipientId: rid, key: key.wireBytes) }) { [self] result in
+        store.setSenderKey(recipientId: rid, key: key.wireBytes, owner: owner) { [self] result in
             switch result {
             case let .success(changed):
                 let accepted = state.withLockedValue { s -> Bool in
@@ -137,7 +136,7 @@ extension RelayCore {
         guard let after else { return authFailed(reply) }
         guard let after else { return reply(.error(.prohibited)) }
         let notBefore = oldestAllowed
-        store.read({ db in try RelayStore.oldestMessage(db, recipientId: rid, after: after, notBefore: notBefore) }) { [self] result in
+        store.oldestMessage(recipientId: rid, after: after, notBefore: notBefore) { [self] result in
             switch result {
             case let .failure(e):
                 state.withLockedValue { s in
@@ -161,7 +160,7 @@ extension RelayCore {
     }
 
     func deleteQueue(_ rid: [UInt8], owner: UInt64, reply: @escaping Reply) {
-        store.submit(owner: owner, { db in try RelayStore.deleteQueue(db, recipientId: rid) }) { [self] result in
+        store.deleteQueue(recipientId: rid, owner: owner) { [self] result in
             if case let .failure(e) = result { return storeFailed(e, reply) }
             let remaining = state.withLockedValue { s -> Int? in
                 guard let q = s.queues.removeValue(forKey: rid) else { return nil }

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import RelayProtocol
 import SwiftplexCrypto
 
@@ -67,9 +66,7 @@ extension RelayCore {
         }
         let id = Sodium.randomBytes(RelayLimits.entityIdLength)
         let timestamp = now
-        store.submit(owner: owner, bytes: size, { db in
-            try RelayStore.insertMessage(db, recipientId: rid, id: id, timestamp: timestamp, flags: flags.rawValue, body: body)
-        }) { [self] result in
+        store.insertMessage(recipientId: rid, id: id, timestamp: timestamp, flags: flags.rawValue, body: body, owner: owner) { [self] result in
             switch result {
             case let .failure(e):
                 let queueGone = state.withLockedValue { s -> Bool in
@@ -120,9 +117,10 @@ extension RelayCore {
     // MARK: - Links
 
     func readLink(linkId: [UInt8], reply: @escaping Reply) {
-        let known = state.withLockedValue { $0.links[linkId] != nil }
+        // On a store that loads on demand the link may be in the store only: it is always read.
+        let known = store.loadsOnDemand || state.withLockedValue { $0.links[linkId] != nil }
         guard known else { return authFailed(reply) }
-        store.read({ db in try RelayStore.linkData(db, linkId: linkId) }) { [self] result in
+        store.linkData(linkId: linkId) { [self] result in
             switch result {
             case let .success(data?): reply(.linkData(data))
             case .success(nil): authFailed(reply)

@@ -1,6 +1,5 @@
 import Foundation
 import Metrics
-import GRDB
 import Logging
 import NIOConcurrencyHelpers
 import RelayProtocol
@@ -8,8 +7,9 @@ import SwiftplexCrypto
 
 /// The relay's queues and their delivery state, over a durable ``RelayStore``.
 ///
-/// Queue metadata lives in memory (loaded at start) and in SQLite; message bodies live only in
-/// SQLite. Every state change happens under one lock; signature checks and encryption run outside
+/// Queue metadata lives in the store and in memory — every queue, loaded at start, on a store that
+/// loads everything (SQLite), or the queues in use and a bounded cache of recently used ones,
+/// loaded on demand (PostgreSQL; see ``RelayCore+Residency``); message bodies live only in the store. Every state change happens under one lock; signature checks and encryption run outside
 /// it. Each queue has at most one subscriber and at most one message in flight to it.
 ///
 /// This file holds the state, loading, connections and dispatch; the commands live by capability in
@@ -57,6 +57,10 @@ final class RelayCore: Sendable {
         /// Committed, undelivered messages kept in memory in `seq` order (a suffix of what waits
         /// in the database, or all of it — see ``State/advance(_:notBefore:)``).
         var cached: [StoredMessage] = []
+        /// Commands under way on this queue (on a store that loads on demand: it stays in memory until they are answered).
+        var pins = 0
+        /// When it was last used (``State/tick``), for evicting the least recently used.
+        var lastUsed: UInt64 = 0
     }
 
     struct State: Sendable {
@@ -68,6 +72,8 @@ final class RelayCore: Sendable {
         var cachedBytes = 0
         /// `NEW`s accepted whose insert is not yet committed (count against `maxQueues`).
         var creating = 0
+        /// Counts uses of queues (``QueueState/lastUsed``).
+        var tick: UInt64 = 0
 
         mutating func dropCache(_ q: inout QueueState, throughSeq seq: Int64 = .max) {
             while let first = q.cached.first, first.seq <= seq {
@@ -111,7 +117,7 @@ final class RelayCore: Sendable {
     typealias Target = (subscriber: any RelaySubscriber, key: BoxKey)
 
     let state = NIOLockedValueBox(State())
-    let store: RelayStore
+    let store: any RelayQueueStore
     let configuration: RelayConfiguration
     let metrics = RelayMetrics()
     /// The relay-wide rates every connection's budget also takes from.
@@ -122,7 +128,7 @@ final class RelayCore: Sendable {
     let dummyEd25519 = AuthPublicKey.ed25519(Ed25519.PrivateKey().publicKey)
     let dummyX25519 = AuthPublicKey.x25519(X25519.PrivateKey().publicKey)
 
-    init(store: RelayStore, configuration: RelayConfiguration, logger: Logger) throws {
+    init(store: any RelayQueueStore, configuration: RelayConfiguration, logger: Logger) throws {
         self.store = store
         self.configuration = configuration
         self.logger = logger
@@ -132,9 +138,19 @@ final class RelayCore: Sendable {
     /// Loads queue metadata and message counts from the store. A row that cannot be a valid queue
     /// is skipped, logged (without its contents) and counted; the others load.
     func load() async throws {
-        let (loaded, counts) = try await store.perform { db in
-            (try RelayStore.loadQueues(db), try RelayStore.messageCounts(db))
+        if store.loadsOnDemand {
+            // Queues are loaded as they are used; only the totals the limits need are read now.
+            let totals = try await store.totals()
+            state.withLockedValue { s in
+                s.stats.queues = totals.queues
+                s.stats.storedMessages = totals.messages
+                s.stats.storedBytes = totals.bytes
+            }
+            recordStorage()
+            metrics.queues.record(stats.queues)
+            return
         }
+        let (loaded, counts) = try await store.loadAll()
         var corrupt = loaded.corruptRows
         state.withLockedValue { s in
             for q in loaded.queues {
@@ -201,6 +217,30 @@ final class RelayCore: Sendable {
 
     /// Handles one decoded command; `reply` is called exactly once, possibly later and on another thread.
     func handle(_ t: Transmission, _ command: ClientCommand, session: SessionKeys, from conn: any RelaySubscriber, reply: @escaping Reply) {
+        dispatch(t, command, session: session, from: conn, loaded: false, reply: reply)
+    }
+
+    /// `loaded`: on a store that loads on demand, the queue was looked up in the store already
+    /// (if it is still not in memory, it does not exist).
+    func dispatch(_ t: Transmission, _ command: ClientCommand, session: SessionKeys, from conn: any RelaySubscriber, loaded: Bool,
+                  reply unpinnedReply: @escaping Reply) {
+        var reply = unpinnedReply
+        if store.loadsOnDemand, t.entityId.count == RelayLimits.entityIdLength {
+            let key: QueueKey? = switch command.party {
+            case .recipient: .recipient(t.entityId)
+            case .sender: .sender(t.entityId)
+            default: nil
+            }
+            if let key {
+                if let pinned = pin(key, unpinnedReply) {
+                    reply = pinned
+                } else if !loaded {
+                    return loadQueue(key, owner: conn.connectionId, reply: unpinnedReply) { [self] in
+                        dispatch(t, command, session: session, from: conn, loaded: true, reply: unpinnedReply)
+                    }
+                }
+            }
+        }
         switch command.party {
         case .anyone:
             guard t.entityId.isEmpty else { return reply(.error(.noEntity)) }

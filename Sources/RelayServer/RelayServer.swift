@@ -42,15 +42,32 @@ public final class RelayServer: Sendable {
 
     /// Creates the data directory and identity if needed, opens the store, loads the queues and
     /// starts listening. Returns once the listener is bound.
-    public static func start(configuration: RelayConfiguration, group: any EventLoopGroup, logger: Logger) async throws -> RelayServer {
+    /// `store`: where queues and messages are kept; nil for the SQLite file `relay.db` in the data
+    /// directory (the default). The PostgreSQL store comes from the `RelayPostgres` module.
+    package static func start(configuration: RelayConfiguration, store: (any RelayQueueStore)?, group: any EventLoopGroup,
+                              logger: Logger) async throws -> RelayServer {
         if let password = configuration.newQueuePassword, !RelayAddress.isValidPassword(password) {
             throw RelayServerError(.configuration, "the queue-creation password must be 1–\(RelayLimits.maxPasswordLength) characters of A–Z a–z 0–9 and -._~!$&'()*+,;=")
         }
         let identity = try RelayIdentity.loadOrCreate(in: configuration.dataDirectory)
-        let store = try RelayStore(path: configuration.dataDirectory.appendingPathComponent("relay.db"))
+        let store = try store ?? RelayStore(path: configuration.dataDirectory.appendingPathComponent("relay.db"))
+        return try await start(configuration: configuration, identity: identity, store: store, group: group, logger: logger)
+    }
+
+    public static func start(configuration: RelayConfiguration, group: any EventLoopGroup, logger: Logger) async throws -> RelayServer {
+        try await start(configuration: configuration, store: nil, group: group, logger: logger)
+    }
+
+    private static func start(configuration: RelayConfiguration, identity: RelayIdentity, store: any RelayQueueStore, group: any EventLoopGroup,
+                              logger: Logger) async throws -> RelayServer {
         let core = try RelayCore(store: store, configuration: configuration, logger: logger)
-        try await core.load()
-        try await core.sweepExpired()
+        do {
+            try await core.load()
+            try await core.sweepExpired()
+        } catch {
+            try? await store.closeStore()
+            throw error
+        }
         let sslContext = try identity.makeServerTLSContext()
         let children = NIOLockedValueBox<[ObjectIdentifier: any Channel]>([:])
 
@@ -96,7 +113,7 @@ public final class RelayServer: Sendable {
         do {
             listener = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
         } catch {
-            try? store.close()
+            try? await store.closeStore()
             throw RelayServerError(.bind, "cannot listen on \(configuration.host):\(configuration.port): \(error)")
         }
         let port = listener.localAddress?.port ?? configuration.port
@@ -133,7 +150,7 @@ public final class RelayServer: Sendable {
         let open = children.withLockedValue { Array($0.values) }
         for channel in open { try? await channel.close() }
         await core.store.barrier()
-        try? core.store.close()
+        try? await core.store.closeStore()
         logger.info("relay stopped")
     }
 }

@@ -10,7 +10,7 @@ public struct RelayServerError: CodedError {
     public let code: Code
     public let message: String
 
-    init(_ code: Code, _ message: String) {
+    package init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
     }

@@ -6,142 +6,87 @@ import NIOCore
 import RelayProtocol
 
 /// A queue as persisted by the relay.
-struct StoredQueue: Sendable {
-    var recipientId: [UInt8]
-    var senderId: [UInt8]
-    var recipientKey: [UInt8]
-    var boxKey: [UInt8]
-    var senderKey: [UInt8]?
-    var enabled: Bool
-    var linkId: [UInt8]?
-    var mode: QueueMode
+package struct StoredQueue: Sendable {
+    package var recipientId: [UInt8]
+    package var senderId: [UInt8]
+    package var recipientKey: [UInt8]
+    package var boxKey: [UInt8]
+    package var senderKey: [UInt8]?
+    package var enabled: Bool
+    package var linkId: [UInt8]?
+    package var mode: QueueMode
+
+    package init(recipientId: [UInt8], senderId: [UInt8], recipientKey: [UInt8], boxKey: [UInt8], senderKey: [UInt8]?, enabled: Bool,
+                 linkId: [UInt8]?, mode: QueueMode) {
+        self.recipientId = recipientId
+        self.senderId = senderId
+        self.recipientKey = recipientKey
+        self.boxKey = boxKey
+        self.senderKey = senderKey
+        self.enabled = enabled
+        self.linkId = linkId
+        self.mode = mode
+    }
 }
 
 /// What loading the queue table found: the queues that could be read, and how many rows could
 /// not (each skipped, so that one damaged row does not keep the relay from starting).
-struct LoadedQueues: Sendable {
-    var queues: [StoredQueue]
-    var corruptRows: Int
+package struct LoadedQueues: Sendable {
+    package var queues: [StoredQueue]
+    package var corruptRows: Int
+
+    package init(queues: [StoredQueue], corruptRows: Int) {
+        self.queues = queues
+        self.corruptRows = corruptRows
+    }
 }
 
 /// A message as persisted by the relay (as the sender sent it; sealed again on delivery).
-struct StoredMessage: Sendable {
+package struct StoredMessage: Sendable {
     /// Position in the relay's global insertion order; per queue, delivery follows it.
-    var seq: Int64
-    var id: [UInt8]
-    var timestamp: Int64
-    var flags: UInt8
-    var body: [UInt8]
+    package var seq: Int64
+    package var id: [UInt8]
+    package var timestamp: Int64
+    package var flags: UInt8
+    package var body: [UInt8]
+
+    package init(seq: Int64, id: [UInt8], timestamp: Int64, flags: UInt8, body: [UInt8]) {
+        self.seq = seq
+        self.id = id
+        self.timestamp = timestamp
+        self.flags = flags
+        self.body = body
+    }
 }
 
-/// Durable storage of queues and messages in SQLite (WAL, `synchronous=FULL`).
+/// Durable storage of queues and messages in SQLite (WAL, `synchronous=FULL`): the default
+/// ``RelayQueueStore``; it loads every queue's metadata at start.
 ///
 /// All access goes through one serial writer that commits in groups: operations submitted while a
 /// commit is in progress are run together in the next transaction, so a burst of N SENDs costs one
 /// fsync instead of N. Each operation is a single statement, so one failure does not undo the
-/// others; its completion is called only after the transaction is durable.
-///
-/// Fairness: each operation belongs to an owner (a connection; ``globalOwner`` for the relay's own
-/// work). A group takes operations from the owners round-robin, each owner's in the order it
-/// submitted them, and holds at most ``batchBytes`` of large writes (message bodies over
-/// ``smallWriteBytes``): one connection's pile of 16 KB `SEND`s fills its share of a group, not
-/// the group, and a small write waits for at most the commit under way and its own.
-/// ``globalOwner``'s operations are fences: they run only after everything submitted before them.
+/// others; its completion is called only after the transaction is durable. Groups are formed by
+/// ``GroupCommitSchedule`` (fair between connections, fences for the relay's own work), which the
+/// PostgreSQL store shares.
 final class RelayStore: Sendable {
     /// The owner of operations that are not a connection's (load, expiry sweep, barrier).
-    static let globalOwner: UInt64 = 0
+    static let globalOwner = GroupCommit.globalOwner
     /// Large-write bytes one group transaction takes at most (one large write always fits).
-    static let batchBytes = 128 << 10
+    static let batchBytes = GroupCommit.batchBytes
     /// Writes up to this size are small: they are never held back by the byte budget.
-    static let smallWriteBytes = 2 << 10
+    static let smallWriteBytes = GroupCommit.smallWriteBytes
     /// Operations one group transaction takes at most.
-    static let maxBatchOperations = 4096
+    static let maxBatchOperations = GroupCommit.maxBatchOperations
 
     private struct Operation: Sendable {
         let run: @Sendable (Database) throws -> Void
         let complete: @Sendable (Error?) -> Void
-        let bytes: Int
-        /// Submission order over all owners (for fences).
-        let order: UInt64
-    }
-
-    /// Operations waiting for a group, per owner; `owners` in round-robin order.
-    private struct Pending {
-        var lanes: [UInt64: CircularBuffer<Operation>] = [:]
-        var owners: [UInt64] = []
-        var draining = false
-        var submitted: UInt64 = 0
-        /// The last group took only small writes while large ones waited (the next one takes both).
-        var lastWasSmallOnly = false
-
-        mutating func append(_ op: Operation, owner: UInt64) {
-            if lanes[owner] == nil {
-                lanes[owner] = CircularBuffer()
-                owners.append(owner)
-            }
-            lanes[owner]!.append(op)
-        }
-
-        /// One operation per owner per round, until nothing more fits (with `smallOnly`, no large write).
-        private mutating func collect(smallOnly: Bool) -> [Operation] {
-            var batch: [Operation] = []
-            var largeBytes = 0
-            var candidates = owners
-            while !candidates.isEmpty, batch.count < RelayStore.maxBatchOperations {
-                var next: [UInt64] = []
-                var took = false
-                for owner in candidates {
-                    guard batch.count < RelayStore.maxBatchOperations, let op = lanes[owner]?.first else { continue }
-                    if owner == RelayStore.globalOwner,
-                       lanes.contains(where: { $0.key != owner && ($0.value.first?.order ?? .max) < op.order }) {
-                        next.append(owner) // a fence: only once nothing older waits
-                        continue
-                    }
-                    let large = op.bytes > RelayStore.smallWriteBytes
-                    if large, smallOnly { continue }
-                    // Over the budget: this owner's turn in this group is over (its later operations wait behind it).
-                    if large, largeBytes > 0, largeBytes + op.bytes > RelayStore.batchBytes { continue }
-                    if large { largeBytes += op.bytes }
-                    batch.append(lanes[owner]!.removeFirst())
-                    took = true
-                    if !lanes[owner]!.isEmpty { next.append(owner) }
-                }
-                if !took { break }
-                candidates = next
-            }
-            return batch
-        }
-
-        /// The next group: one operation per owner per round, until nothing more fits.
-        mutating func nextBatch() -> [Operation] {
-            // Small writes go ahead of large ones: while both wait, every other group takes only
-            // small writes (each owner's up to its first large one), so a small write waits for at
-            // most the group under way and a group of small writes — not a group full of 16 KB
-            // bodies. Groups alternate, so large writes are never starved by a stream of small ones.
-            var heads = (small: false, large: false)
-            for owner in owners {
-                guard let op = lanes[owner]?.first else { continue }
-                if op.bytes > RelayStore.smallWriteBytes { heads.large = true } else { heads.small = true }
-            }
-            let smallOnly = heads.small && heads.large && !lastWasSmallOnly
-            var batch = collect(smallOnly: smallOnly)
-            // Nothing small could go yet (a fence waiting for older large writes): a normal group.
-            if smallOnly, batch.isEmpty { batch = collect(smallOnly: false) }
-            lastWasSmallOnly = smallOnly && !batch.isEmpty
-            // Emptied lanes are dropped; the round-robin order moves on by one for the next group.
-            owners.removeAll { owner in
-                guard let lane = lanes[owner], !lane.isEmpty else { lanes[owner] = nil; return true }
-                return false
-            }
-            if owners.count > 1 { owners.append(owners.removeFirst()) }
-            return batch
-        }
     }
 
     private let pool: DatabasePool
     private let queue = DispatchQueue(label: "swiftplex.relay.store")
     private let readers = DispatchQueue(label: "swiftplex.relay.store.read", attributes: .concurrent)
-    private let pending = NIOLockedValueBox(Pending())
+    private let pending = NIOLockedValueBox(GroupCommitSchedule<Operation>())
 
     /// WAL checkpoints: SQLite would run one inside the commit that takes the log past 1,000
     /// pages, holding up every operation of that group and all that wait behind it (a 4 MB copy
@@ -251,15 +196,13 @@ final class RelayStore: Sendable {
                              completion: @escaping @Sendable (Result<T, Error>) -> Void) {
         let result = NIOLockedValueBox<T?>(nil)
         let startDrain = pending.withLockedValue { state -> Bool in
-            state.submitted += 1
             let op = Operation(
                 run: { db in result.withLockedValue { $0 = nil }; let v = try body(db); result.withLockedValue { $0 = v } },
                 complete: { error in
                     if let error { completion(.failure(error)) } else { completion(.success(result.withLockedValue { $0! })) }
-                },
-                bytes: bytes, order: state.submitted
+                }
             )
-            state.append(op, owner: owner)
+            state.append(op, bytes: bytes, owner: owner)
             if state.draining { return false }
             state.draining = true
             return true
@@ -276,7 +219,7 @@ final class RelayStore: Sendable {
 
     private func drain() {
         while true {
-            let batch = pending.withLockedValue { state -> [Operation] in
+            let batch = pending.withLockedValue { state -> [GroupCommitSchedule<Operation>.Operation] in
                 let ops = state.nextBatch()
                 if ops.isEmpty { state.draining = false }
                 return ops
@@ -289,7 +232,7 @@ final class RelayStore: Sendable {
                         // Every operation is one statement, which SQLite applies atomically, so a
                         // failing one leaves the others of the batch intact without a savepoint.
                         for (i, op) in batch.enumerated() {
-                            do { try op.run(db) } catch { errors[i] = error }
+                            do { try op.payload.run(db) } catch { errors[i] = error }
                         }
                         return .commit
                     }
@@ -299,14 +242,14 @@ final class RelayStore: Sendable {
             }
             // Before the completions: a checkpoint it starts is queued before `close` (after a barrier) waits for them.
             noteWritten(batch)
-            for (i, op) in batch.enumerated() { op.complete(errors[i]) }
+            for (i, op) in batch.enumerated() { op.payload.complete(errors[i]) }
         }
     }
 
     /// Counts what a group wrote (a page per operation, plus its bytes) and starts a checkpoint on
     /// the checkpointer once enough was written; if the log has outgrown ``walHardLimitPages``
     /// because checkpoints beside the writer never caught up with it, empties it here, between groups.
-    private func noteWritten(_ batch: [Operation]) {
+    private func noteWritten(_ batch: [GroupCommitSchedule<Operation>.Operation]) {
         let pages = batch.reduce(0) { $0 + 1 + $1.bytes / 4096 }
         let (start, inline) = wal.withLockedValue { w -> (Bool, Bool) in
             w.pagesSinceCheckpoint += pages
@@ -460,6 +403,183 @@ final class RelayStore: Sendable {
         try Row.fetchAll(db, sql: "DELETE FROM message WHERE created_at < ? RETURNING recipient_id, seq, length(body) AS bytes", arguments: [cutoff]).compactMap {
             guard let rid = blob($0, "recipient_id"), let seq = Int64.fromDatabaseValue($0["seq"] as DatabaseValue) else { return nil }
             return (rid, seq, Int.fromDatabaseValue($0["bytes"] as DatabaseValue) ?? 0)
+        }
+    }
+}
+
+// MARK: - The store seam
+
+extension RelayStore: RelayQueueStore {
+    var loadsOnDemand: Bool { false }
+
+    func loadAll() async throws -> (LoadedQueues, [[UInt8]: (count: Int, bytes: Int)]) {
+        try await perform { db in (try Self.loadQueues(db), try Self.messageCounts(db)) }
+    }
+
+    func totals() async throws -> RelayStoreTotals {
+        try await perform { db in
+            let queues = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM queue") ?? 0
+            let row = try Row.fetchOne(db, sql: "SELECT COUNT(*) AS n, COALESCE(SUM(length(body)), 0) AS bytes FROM message")
+            return RelayStoreTotals(queues: queues, messages: row?["n"] ?? 0, bytes: row?["bytes"] ?? 0)
+        }
+    }
+
+    func loadQueue(_ key: QueueKey, owner: UInt64, completion: @escaping @Sendable (Result<LoadedQueue?, Error>) -> Void) {
+        submit(owner: owner, { db -> LoadedQueue? in
+            let (column, id) = switch key {
+            case let .recipient(id): ("recipient_id", id)
+            case let .sender(id): ("sender_id", id)
+            }
+            guard let row = try Row.fetchOne(db, sql: "SELECT recipient_id, sender_id, recipient_key, box_key, sender_key, enabled, link_id, mode FROM queue WHERE \(column) = ?",
+                                             arguments: [Data(id)]) else { return nil }
+            let q = Self.queue(from: row)
+            guard let rid = Self.blob(row, "recipient_id") else { return LoadedQueue(queue: nil, count: 0, bytes: 0) }
+            let counts = try Row.fetchOne(db, sql: "SELECT COUNT(*) AS n, COALESCE(SUM(length(body)), 0) AS bytes FROM message WHERE recipient_id = ?", arguments: [Data(rid)])
+            return LoadedQueue(queue: q, count: counts?["n"] ?? 0, bytes: counts?["bytes"] ?? 0)
+        }, completion: completion)
+    }
+
+    func insertQueue(_ q: StoredQueue, now: Int64, owner: UInt64, completion: @escaping @Sendable (Result<Void, Error>) -> Void) {
+        submit(owner: owner, { db in try Self.insertQueue(db, q, now: now) }, completion: completion)
+    }
+
+    func setSenderKey(recipientId: [UInt8], key: [UInt8], owner: UInt64, completion: @escaping @Sendable (Result<Bool, Error>) -> Void) {
+        submit(owner: owner, { db in try Self.setSenderKey(db, recipientId: recipientId, key: key) }, completion: completion)
+    }
+
+    func disable(recipientId: [UInt8], owner: UInt64, completion: @escaping @Sendable (Result<Void, Error>) -> Void) {
+        submit(owner: owner, { db in try Self.disable(db, recipientId: recipientId) }, completion: completion)
+    }
+
+    func deleteQueue(recipientId: [UInt8], owner: UInt64, completion: @escaping @Sendable (Result<Void, Error>) -> Void) {
+        submit(owner: owner, { db in try Self.deleteQueue(db, recipientId: recipientId) }, completion: completion)
+    }
+
+    func setLink(recipientId: [UInt8], linkId: [UInt8]?, data: [UInt8]?, owner: UInt64, completion: @escaping @Sendable (Result<Void, Error>) -> Void) {
+        submit(owner: owner, bytes: data?.count ?? 0, { db in try Self.setLink(db, recipientId: recipientId, linkId: linkId, data: data) }, completion: completion)
+    }
+
+    func insertMessage(recipientId: [UInt8], id: [UInt8], timestamp: Int64, flags: UInt8, body: [UInt8], owner: UInt64,
+                       completion: @escaping @Sendable (Result<Int64, Error>) -> Void) {
+        submit(owner: owner, bytes: body.count, { db in
+            try Self.insertMessage(db, recipientId: recipientId, id: id, timestamp: timestamp, flags: flags, body: body)
+        }, completion: completion)
+    }
+
+    func deleteMessage(seq: Int64, owner: UInt64, completion: @escaping @Sendable (Result<Void, Error>) -> Void) {
+        submit(owner: owner, { db in try Self.deleteMessage(db, seq: seq) }, completion: completion)
+    }
+
+    func deleteExpired(before cutoff: Int64, completion: @escaping @Sendable (Result<[ExpiredMessage], Error>) -> Void) {
+        submit({ db in try Self.deleteExpired(db, before: cutoff).map { ExpiredMessage(recipientId: $0.recipientId, seq: $0.seq, bytes: $0.bytes) } },
+               completion: completion)
+    }
+
+    func oldestMessage(recipientId: [UInt8], after: Int64, notBefore: Int64, completion: @escaping @Sendable (Result<StoredMessage?, Error>) -> Void) {
+        read({ db in try Self.oldestMessage(db, recipientId: recipientId, after: after, notBefore: notBefore) }, completion: completion)
+    }
+
+    func linkData(linkId: [UInt8], completion: @escaping @Sendable (Result<[UInt8]?, Error>) -> Void) {
+        read({ db in try Self.linkData(db, linkId: linkId) }, completion: completion)
+    }
+
+    func closeStore() async throws {
+        try close()
+    }
+
+    // MARK: Copy
+
+    func copyCounts() async throws -> (queues: Int, messages: Int) {
+        let counts = try await perform { db in
+            [try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM queue") ?? 0, try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM message") ?? 0]
+        }
+        return (counts[0], counts[1])
+    }
+
+    private static func bytes(_ row: Row, _ column: String) -> [UInt8]? {
+        Data.fromDatabaseValue(row[column] as DatabaseValue).map { [UInt8]($0) }
+    }
+
+    func copyQueues(after: [UInt8]?, limit: Int) async throws -> [CopiedQueue] {
+        try await perform { db in
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT recipient_id, sender_id, recipient_key, box_key, sender_key, enabled, link_id, link_data, created_at, mode
+                FROM queue WHERE recipient_id > ? ORDER BY recipient_id LIMIT ?
+                """, arguments: [Data(after ?? []), limit])
+            return rows.map { row in
+                CopiedQueue(recipientId: Self.bytes(row, "recipient_id") ?? [], senderId: Self.bytes(row, "sender_id") ?? [],
+                            recipientKey: Self.bytes(row, "recipient_key") ?? [], boxKey: Self.bytes(row, "box_key") ?? [],
+                            senderKey: Self.bytes(row, "sender_key"), enabled: row["enabled"] ?? 0, linkId: Self.bytes(row, "link_id"),
+                            linkData: Self.bytes(row, "link_data"), createdAt: row["created_at"] ?? 0, mode: row["mode"] ?? "M")
+            }
+        }
+    }
+
+    func copyMessages(after: Int64, limit: Int) async throws -> [CopiedMessage] {
+        try await perform { db in
+            try Row.fetchAll(db, sql: "SELECT seq, recipient_id, message_id, created_at, flags, body FROM message WHERE seq > ? ORDER BY seq LIMIT ?",
+                             arguments: [after, limit]).map { row in
+                CopiedMessage(seq: row["seq"] ?? 0, recipientId: Self.bytes(row, "recipient_id") ?? [], messageId: Self.bytes(row, "message_id") ?? [],
+                              createdAt: row["created_at"] ?? 0, flags: row["flags"] ?? 0, body: Self.bytes(row, "body") ?? [])
+            }
+        }
+    }
+
+    func copyWrite(queues: [CopiedQueue], messages: [CopiedMessage]) async throws {
+        // One transaction of its own (all or nothing); the copy runs with no relay on the store.
+        await barrier()
+        try await pool.write { db in
+            for q in queues {
+                try db.execute(sql: """
+                    INSERT INTO queue (recipient_id, sender_id, recipient_key, box_key, sender_key, enabled, link_id, link_data, created_at, mode)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """, arguments: [Data(q.recipientId), Data(q.senderId), Data(q.recipientKey), Data(q.boxKey), q.senderKey.map { Data($0) },
+                                     q.enabled, q.linkId.map { Data($0) }, q.linkData.map { Data($0) }, q.createdAt, q.mode])
+            }
+            for m in messages {
+                try db.execute(sql: "INSERT INTO message (seq, recipient_id, message_id, created_at, flags, body) VALUES (?, ?, ?, ?, ?, ?)",
+                               arguments: [m.seq, Data(m.recipientId), Data(m.messageId), m.createdAt, m.flags, Data(m.body)])
+            }
+        }
+    }
+
+    func copyClear() async throws {
+        await barrier()
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM message")
+            try db.execute(sql: "DELETE FROM queue")
+        }
+    }
+}
+
+/// Opens (creating if missing, 0600) the SQLite store at `path` — for the relay program's
+/// `--store FILE` and `store copy`, outside this module.
+package func openSQLiteRelayStore(_ path: URL) throws -> any RelayQueueStore {
+    try RelayStore(path: path)
+}
+
+/// Benchmarks only (`swiftplex-bench relay-store`): adds `count` queues to the SQLite store at
+/// `path` in one transaction, fast — ids derived from their number, every queue with the same
+/// (valid) keys — so that a relay holding a million queues can be measured without a million `NEW`s.
+package func insertSyntheticQueues(sqlitePath path: URL, count: Int, recipientKey: [UInt8], boxKey: [UInt8]) throws {
+    let store = try RelayStore(path: path)
+    defer { try? store.close() }
+    try store.insertSynthetic(count: count, recipientKey: recipientKey, boxKey: boxKey)
+}
+
+extension RelayStore {
+    fileprivate func insertSynthetic(count: Int, recipientKey: [UInt8], boxKey: [UInt8]) throws {
+        try pool.write { db in
+            let statement = try db.makeStatement(sql: "INSERT INTO queue (recipient_id, sender_id, recipient_key, box_key, enabled, created_at, mode) VALUES (?, ?, ?, ?, 1, 0, 'M')")
+            let rk = Data(recipientKey), box = Data(boxKey)
+            for i in 0..<count {
+                var id = [UInt8](repeating: 0, count: RelayLimits.entityIdLength)
+                for b in 0..<8 { id[b + 1] = UInt8(truncatingIfNeeded: i >> (8 * b)) }
+                id[0] = 0x52
+                let rid = Data(id)
+                id[0] = 0x53
+                try statement.execute(arguments: [rid, Data(id), rk, box])
+            }
         }
     }
 }

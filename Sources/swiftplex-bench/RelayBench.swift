@@ -62,14 +62,15 @@ struct RelayBench: AsyncParsableCommand {
         try await group.shutdownGracefully()
     }
 
-    private func runRelay(group: any EventLoopGroup, messages: Int) async throws -> Summary {
+    /// One run through an in-process relay on `store` (nil: SQLite in a temporary directory).
+    func runRelay(group: any EventLoopGroup, messages: Int, store: (any RelayQueueStore)? = nil) async throws -> Summary {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-bench-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dir) }
         var logger = Logger(label: "bench.relay")
         logger.logLevel = .warning
         var config = RelayConfiguration(dataDirectory: dir, host: "127.0.0.1", port: 0, queueQuota: 1024)
         if unlimitedRates { config.unlimitRates() }
-        let server = try await RelayServer.start(configuration: config, group: group, logger: logger)
+        let server = try await RelayServer.start(configuration: config, store: store, group: group, logger: logger)
 
         struct Pair {
             var sender: RelayConnection

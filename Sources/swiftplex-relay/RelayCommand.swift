@@ -5,6 +5,7 @@ import Metrics
 import NIOCore
 import NIOPosix
 import Prometheus
+import RelayPostgres
 import RelayProtocol
 import RelayServer
 import ServiceLifecycle
@@ -17,12 +18,22 @@ struct RelayCommand: AsyncParsableCommand {
         discussion: """
             On first start the relay creates its identity in the data directory and prints its \
             address, smp://<fingerprint>@host:port. Give that address to clients: they refuse \
-            any relay whose certificate does not match the fingerprint.
-            """
+            any relay whose certificate does not match the fingerprint. Queues and messages are \
+            kept in relay.db in the data directory, or where --store says (an SQLite file or \
+            postgresql://user@host:port/database?schema=name, docs/postgres.md); \
+            `swiftplex-relay store copy` moves them between stores.
+            """,
+        subcommands: [StoreCommand.self]
     )
 
-    @Option(name: .customLong("data-dir"), help: "Directory for the identity and the queue database (created 0700).")
-    var dataDirectory: String
+    @Option(name: .customLong("data-dir"), help: "Directory for the identity and the queue database (created 0700). Required to run the relay.")
+    var dataDirectory: String?
+
+    @Option(help: "Where queues and messages are kept: an SQLite file (default: relay.db in --data-dir) or postgresql://user[:password]@host[:port]/database[?schema=name&sslmode=disable|prefer|require] (the password may come from PGPASSWORD).")
+    var store: String?
+
+    @Option(name: .customLong("queue-cache"), help: "On PostgreSQL: queues kept in memory besides those in use (least recently used dropped first).")
+    var queueCache: Int = 100_000
 
     @Option(help: "Address to listen on, HOST:PORT.")
     var listen: String = "127.0.0.1:\(RelayAddress.defaultPort)"
@@ -95,6 +106,10 @@ struct RelayCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard quota > 0 else { throw ValidationError("--quota must be at least 1") }
+        guard queueCache > 0 else { throw ValidationError("--queue-cache must be at least 1") }
+        if let store, PostgresLocation.isPostgres(store) {
+            do { _ = try PostgresLocation(url: store) } catch let e as RelayServerError { throw ValidationError("--store: \(e.message)") }
+        }
         _ = try Self.duration(ttl, option: "--ttl")
         _ = try Self.duration(newWindow, option: "--new-window")
         _ = try Self.duration(authFailureWindow, option: "--auth-failure-window")
@@ -119,6 +134,7 @@ struct RelayCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        guard let dataDirectory else { throw ValidationError("Missing expected argument '--data-dir <data-dir>'") }
         umask(0o077)
         let level = Logger.Level(rawValue: logLevel) ?? .info
         LoggingSystem.bootstrap { label in
@@ -149,10 +165,14 @@ struct RelayCommand: AsyncParsableCommand {
             globalAuthFailureRate: RateLimit(perSecond: maxGlobalAuthFailuresPerSecond),
             acceptRate: RateLimit(perSecond: maxAcceptsPerSecond)
         )
+        var configuration = config
+        configuration.queueCacheSize = queueCache
         let group = MultiThreadedEventLoopGroup.singleton
         let server: RelayServer
         do {
-            server = try await RelayServer.start(configuration: config, group: group, logger: logger)
+            var queueStore: (any RelayQueueStore)?
+            if let store { queueStore = try await StoreCommand.open(store, logger: logger) }
+            server = try await RelayServer.start(configuration: configuration, store: queueStore, group: group, logger: logger)
         } catch {
             logger.critical("relay failed to start", metadata: ["error": "\(error)"])
             throw ExitCode.failure

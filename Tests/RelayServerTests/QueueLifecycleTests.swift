@@ -6,8 +6,8 @@ import SwiftplexCrypto
 import Testing
 
 @Suite(.timeLimit(.minutes(2))) struct QueueLifecycleTests {
-    @Test func queueLifecycleFromCreateToDelete() async throws {
-        try await withRelay { relay in
+    @Test(arguments: RelayStoreKind.all) func queueLifecycleFromCreateToDelete(store: RelayStoreKind) async throws {
+        try await withRelay(store: store) { relay in
             let recipient = try await RelayConnection.connect(to: relay.address)
             let sender = try await RelayConnection.connect(to: relay.address)
             let inbox = EventInbox(recipient)
@@ -58,8 +58,8 @@ import Testing
         }
     }
 
-    @Test func recipientSecuresWithKEY() async throws {
-        try await withRelay { relay in
+    @Test(arguments: RelayStoreKind.all) func recipientSecuresWithKEY(store: RelayStoreKind) async throws {
+        try await withRelay(store: store) { relay in
             let c = try await RelayConnection.connect(to: relay.address)
             let q = try await c.createQueue()
             let senderKey = AuthPrivateKey.newX25519()
@@ -73,8 +73,8 @@ import Testing
         }
     }
 
-    @Test func deliveredBytesDifferFromSentBytes() async throws {
-        try await withRelay { relay in
+    @Test(arguments: RelayStoreKind.all) func deliveredBytesDifferFromSentBytes(store: RelayStoreKind) async throws {
+        try await withRelay(store: store) { relay in
             let c = try await RelayConnection.connect(to: relay.address)
             let inbox = EventInbox(c)
             let q = try await c.createQueue()
@@ -88,8 +88,8 @@ import Testing
         }
     }
 
-    @Test func messagesArriveInOrderOneAtATimeUntilAcknowledged() async throws {
-        try await withRelay { relay in
+    @Test(arguments: RelayStoreKind.all) func messagesArriveInOrderOneAtATimeUntilAcknowledged(store: RelayStoreKind) async throws {
+        try await withRelay(store: store) { relay in
             let recipient = try await RelayConnection.connect(to: relay.address)
             let sender = try await RelayConnection.connect(to: relay.address)
             let inbox = EventInbox(recipient)
@@ -117,8 +117,8 @@ import Testing
         }
     }
 
-    @Test func secondSubscriberEndsTheFirstAndGetsTheUnacknowledgedMessage() async throws {
-        try await withRelay { relay in
+    @Test(arguments: RelayStoreKind.all) func secondSubscriberEndsTheFirstAndGetsTheUnacknowledgedMessage(store: RelayStoreKind) async throws {
+        try await withRelay(store: store) { relay in
             let first = try await RelayConnection.connect(to: relay.address)
             let second = try await RelayConnection.connect(to: relay.address)
             let inbox1 = EventInbox(first)
@@ -138,8 +138,8 @@ import Testing
         }
     }
 
-    @Test func quotaRefusesThenAcceptsAfterDrain() async throws {
-        try await withRelay(configure: { $0.queueQuota = 5 }) { relay in
+    @Test(arguments: RelayStoreKind.all) func quotaRefusesThenAcceptsAfterDrain(store: RelayStoreKind) async throws {
+        try await withRelay(store: store, configure: { $0.queueQuota = 5 }) { relay in
             let c = try await RelayConnection.connect(to: relay.address)
             let q = try await c.createQueue()
             for i in 0..<5 { try await c.sendMessage(senderId: q.senderId, key: nil, body: [UInt8(i)]) }
@@ -160,9 +160,9 @@ import Testing
         }
     }
 
-    @Test func expiredMessagesAreSweptAndNeverDelivered() async throws {
+    @Test(arguments: RelayStoreKind.all) func expiredMessagesAreSweptAndNeverDelivered(store: RelayStoreKind) async throws {
         let clock = ManualClock()
-        try await withRelay(configure: { $0.messageTTL = .seconds(3600); $0.clock = clock }) { relay in
+        try await withRelay(store: store, configure: { $0.messageTTL = .seconds(3600); $0.clock = clock }) { relay in
             let c = try await RelayConnection.connect(to: relay.address)
             let q = try await c.createQueue()
             try await c.sendMessage(senderId: q.senderId, key: nil, body: "old".bytes)
@@ -179,8 +179,8 @@ import Testing
         }
     }
 
-    @Test func shortLinkDataIsStoredAndReadable() async throws {
-        try await withRelay { relay in
+    @Test(arguments: RelayStoreKind.all) func shortLinkDataIsStoredAndReadable(store: RelayStoreKind) async throws {
+        try await withRelay(store: store) { relay in
             let owner = try await RelayConnection.connect(to: relay.address)
             let reader = try await RelayConnection.connect(to: relay.address)
             let q = try await owner.createQueue()
@@ -200,17 +200,17 @@ import Testing
         }
     }
 
-    @Test func queuesAndMessagesSurviveARestart() async throws {
+    @Test(arguments: RelayStoreKind.all) func queuesAndMessagesSurviveARestart(store: RelayStoreKind) async throws {
         let dir = TempDirectory()
         defer { dir.cleanup() }
-        let (q, fingerprint) = try await withRelay(dataDirectory: dir.url) { relay in
+        let (q, fingerprint) = try await withRelay(store: store, dataDirectory: dir.url) { relay in
             let c = try await RelayConnection.connect(to: relay.address)
             let q = try await c.createQueue()
             try await c.sendMessage(senderId: q.senderId, key: nil, body: "kept".bytes)
             await c.close()
             return (q, relay.address.fingerprint)
         }
-        try await withRelay(dataDirectory: dir.url) { relay in
+        try await withRelay(store: store, dataDirectory: dir.url) { relay in
             #expect(relay.address.fingerprint == fingerprint)
             let c = try await RelayConnection.connect(to: relay.address)
             // The queue handle must point at the new port.
@@ -221,10 +221,10 @@ import Testing
         }
     }
 
-    @Test func dataFilesArePrivate() async throws {
+    @Test(arguments: RelayStoreKind.all) func dataFilesArePrivate(store: RelayStoreKind) async throws {
         let dir = TempDirectory()
         defer { dir.cleanup() }
-        try await withRelay(dataDirectory: dir.url) { relay in
+        try await withRelay(store: store, dataDirectory: dir.url) { relay in
             let c = try await RelayConnection.connect(to: relay.address)
             let q = try await c.createQueue()
             try await c.sendMessage(senderId: q.senderId, key: nil, body: [1])

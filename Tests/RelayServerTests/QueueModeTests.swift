@@ -9,8 +9,8 @@ import Testing
 /// Audit 1: a contact queue (an address) can never be secured, so a stranger holding its public
 /// sender ID cannot lock out the requests of everyone else.
 @Suite(.timeLimit(.minutes(2))) struct QueueModeTests {
-    @Test func aStrangersSKEYOnAContactQueueIsAUTHAndRequestsStillArrive() async throws {
-        try await withRelay { relay in
+    @Test(arguments: RelayStoreKind.all) func aStrangersSKEYOnAContactQueueIsAUTHAndRequestsStillArrive(store: RelayStoreKind) async throws {
+        try await withRelay(store: store) { relay in
             let owner = try await RelayConnection.connect(to: relay.address)
             let stranger = try await RelayConnection.connect(to: relay.address)
             let requester = try await RelayConnection.connect(to: relay.address)
@@ -45,16 +45,16 @@ import Testing
         }
     }
 
-    @Test func theModeSurvivesARestart() async throws {
+    @Test(arguments: RelayStoreKind.all) func theModeSurvivesARestart(store: RelayStoreKind) async throws {
         let dir = TempDirectory()
         defer { dir.cleanup() }
-        let q = try await withRelay(dataDirectory: dir.url) { relay in
+        let q = try await withRelay(store: store, dataDirectory: dir.url) { relay in
             let c = try await RelayConnection.connect(to: relay.address)
             let q = try await c.createQueue(mode: .contact)
             await c.close()
             return q
         }
-        try await withRelay(dataDirectory: dir.url) { relay in
+        try await withRelay(store: store, dataDirectory: dir.url) { relay in
             let c = try await RelayConnection.connect(to: relay.address)
             await #expect(throws: RelayClientError.relay(.auth)) {
                 try await c.secureAsSender(senderId: q.senderId, senderKey: .newX25519())

@@ -98,7 +98,7 @@ import Testing
 
         func close() async {
             _ = try? await channel.finish(acceptAlreadyClosed: true)
-            try? core.store.close()
+            try? await core.store.closeStore()
             directory.cleanup()
         }
     }

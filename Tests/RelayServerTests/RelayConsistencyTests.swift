@@ -9,9 +9,9 @@ import Testing
 /// Audit 9: counts that stay right, disabled queues that answer AUTH, memory that follows the
 /// disk when a write fails, and a damaged row that does not keep the relay from starting.
 @Suite(.timeLimit(.minutes(2))) struct RelayConsistencyTests {
-    @Test func sweepingAfterTheAckOfALaterMessageLeaksNoCountAndNoQuota() async throws {
+    @Test(arguments: RelayStoreKind.all) func sweepingAfterTheAckOfALaterMessageLeaksNoCountAndNoQuota(store: RelayStoreKind) async throws {
         let clock = ManualClock()
-        try await withRelay(configure: { $0.messageTTL = .seconds(3600); $0.clock = clock; $0.queueQuota = 2 }) { relay in
+        try await withRelay(store: store, configure: { $0.messageTTL = .seconds(3600); $0.clock = clock; $0.queueQuota = 2 }) { relay in
             let c = try await RelayConnection.connect(to: relay.address)
             let q = try await c.createQueue()
             try await c.sendMessage(senderId: q.senderId, key: nil, body: "old".bytes)
@@ -34,9 +34,9 @@ import Testing
         }
     }
 
-    @Test func aSweepRacingTheDeletionOfAnAcknowledgedMessageUncountsItOnce() async throws {
+    @Test(arguments: RelayStoreKind.all) func aSweepRacingTheDeletionOfAnAcknowledgedMessageUncountsItOnce(store: RelayStoreKind) async throws {
         let clock = ManualClock()
-        try await withRelay(configure: { $0.messageTTL = .seconds(60); $0.clock = clock }) { relay in
+        try await withRelay(store: store, configure: { $0.messageTTL = .seconds(60); $0.clock = clock }) { relay in
             let c = try await RelayConnection.connect(to: relay.address)
             let q = try await c.createQueue()
             for i in 0..<20 {
@@ -56,8 +56,8 @@ import Testing
         }
     }
 
-    @Test func aDisabledQueueAnswersAUTHToSubscribeAndGet() async throws {
-        try await withRelay { relay in
+    @Test(arguments: RelayStoreKind.all) func aDisabledQueueAnswersAUTHToSubscribeAndGet(store: RelayStoreKind) async throws {
+        try await withRelay(store: store) { relay in
             let c = try await RelayConnection.connect(to: relay.address)
             let q = try await c.createQueue()
             try await c.sendMessage(senderId: q.senderId, key: nil, body: "waiting".bytes)

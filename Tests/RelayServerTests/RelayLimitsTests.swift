@@ -9,8 +9,8 @@ import Testing
 
 /// Audit 5: every resource a client can make the relay spend is bounded, over real TLS.
 @Suite(.timeLimit(.minutes(2))) struct RelayLimitsTests {
-    @Test func newQueuesPerConnectionAreLimited() async throws {
-        try await withRelay(configure: { $0.maxNewQueuesPerConnection = 3; $0.newQueueWindow = .seconds(3600) }) { relay in
+    @Test(arguments: RelayStoreKind.all) func newQueuesPerConnectionAreLimited(store: RelayStoreKind) async throws {
+        try await withRelay(store: store, configure: { $0.maxNewQueuesPerConnection = 3; $0.newQueueWindow = .seconds(3600) }) { relay in
             let c = try await RelayConnection.connect(to: relay.address)
             for _ in 0..<3 { _ = try await c.createQueue() }
             await #expect(throws: RelayClientError.relay(.quota)) { _ = try await c.createQueue() }
@@ -25,8 +25,8 @@ import Testing
         }
     }
 
-    @Test func queuesInTotalAreLimited() async throws {
-        try await withRelay(configure: { $0.maxQueues = 3 }) { relay in
+    @Test(arguments: RelayStoreKind.all) func queuesInTotalAreLimited(store: RelayStoreKind) async throws {
+        try await withRelay(store: store, configure: { $0.maxQueues = 3 }) { relay in
             let a = try await RelayConnection.connect(to: relay.address)
             let b = try await RelayConnection.connect(to: relay.address)
             let first = try await a.createQueue()
@@ -46,8 +46,8 @@ import Testing
         }
     }
 
-    @Test func connectionsAreLimited() async throws {
-        try await withRelay(configure: { $0.maxConnections = 2 }) { relay in
+    @Test(arguments: RelayStoreKind.all) func connectionsAreLimited(store: RelayStoreKind) async throws {
+        try await withRelay(store: store, configure: { $0.maxConnections = 2 }) { relay in
             let a = try await RelayConnection.connect(to: relay.address)
             let b = try await RelayConnection.connect(to: relay.address)
             // The third is closed as it is accepted: no TLS, no hello.
@@ -68,8 +68,8 @@ import Testing
         }
     }
 
-    @Test func storedMessagesInTotalAreLimited() async throws {
-        try await withRelay(configure: { $0.maxStoredMessages = 5 }) { relay in
+    @Test(arguments: RelayStoreKind.all) func storedMessagesInTotalAreLimited(store: RelayStoreKind) async throws {
+        try await withRelay(store: store, configure: { $0.maxStoredMessages = 5 }) { relay in
             let c = try await RelayConnection.connect(to: relay.address)
             // Unsigned SENDs to one's own unsecured queues: the way to fill a disk, bounded in total.
             let q1 = try await c.createQueue()
@@ -85,8 +85,8 @@ import Testing
         }
     }
 
-    @Test func storedBytesInTotalAreLimited() async throws {
-        try await withRelay(configure: { $0.maxStoredBytes = 10_000 }) { relay in
+    @Test(arguments: RelayStoreKind.all) func storedBytesInTotalAreLimited(store: RelayStoreKind) async throws {
+        try await withRelay(store: store, configure: { $0.maxStoredBytes = 10_000 }) { relay in
             let c = try await RelayConnection.connect(to: relay.address)
             let q = try await c.createQueue()
             for _ in 0..<2 { try await c.sendMessage(senderId: q.senderId, key: nil, body: [UInt8](repeating: 1, count: 4000)) }
@@ -103,8 +103,8 @@ import Testing
         }
     }
 
-    @Test func repeatedAuthFailuresCloseTheConnectionAndNoOtherOne() async throws {
-        try await withRelay(configure: { $0.maxAuthFailures = 5; $0.authFailureWindow = .seconds(60) }) { relay in
+    @Test(arguments: RelayStoreKind.all) func repeatedAuthFailuresCloseTheConnectionAndNoOtherOne(store: RelayStoreKind) async throws {
+        try await withRelay(store: store, configure: { $0.maxAuthFailures = 5; $0.authFailureWindow = .seconds(60) }) { relay in
             let attacker = try await RelayConnection.connect(to: relay.address)
             let inbox = EventInbox(attacker)
             let good = try await RelayConnection.connect(to: relay.address)
@@ -129,8 +129,8 @@ import Testing
         }
     }
 
-    @Test func aBlockWithMoreAuthorisedTransmissionsThanAllowedIsRefused() async throws {
-        try await withRelay { relay in
+    @Test(arguments: RelayStoreKind.all) func aBlockWithMoreAuthorisedTransmissionsThanAllowedIsRefused(store: RelayStoreKind) async throws {
+        try await withRelay(store: store) { relay in
             let raw = try await RawClient(host: relay.address.host, port: relay.address.port, tls: true)
             let allocator = ByteBufferAllocator()
             try await raw.write(Array(buffer: BlockCodec.encode([ClientHello(version: 1).encoded()], allocator: allocator)[0]))
@@ -162,8 +162,8 @@ import Testing
         }
     }
 
-    @Test func aPrivateRelayAsksForItsPasswordToCreateQueues() async throws {
-        try await withRelay(configure: { $0.newQueuePassword = "s3cret-pw" }) { relay in
+    @Test(arguments: RelayStoreKind.all) func aPrivateRelayAsksForItsPasswordToCreateQueues(store: RelayStoreKind) async throws {
+        try await withRelay(store: store, configure: { $0.newQueuePassword = "s3cret-pw" }) { relay in
             #expect(relay.address.password == "s3cret-pw")
             #expect(relay.address.description.contains(":s3cret-pw@"))
             let anonymous = relay.address.withoutPassword

@@ -7,8 +7,8 @@ import SwiftplexCrypto
 import Testing
 
 @Suite(.timeLimit(.minutes(2))) struct RelaySecurityTests {
-    @Test func aRelayWithAnotherFingerprintIsRefused() async throws {
-        try await withRelay { relay in
+    @Test(arguments: RelayStoreKind.all) func aRelayWithAnotherFingerprintIsRefused(store: RelayStoreKind) async throws {
+        try await withRelay(store: store) { relay in
             var forged = relay.address
             forged.fingerprint = Sodium.randomBytes(32)
             await #expect(throws: RelayClientError(.fingerprintMismatch, "")) {
@@ -21,8 +21,8 @@ import Testing
         }
     }
 
-    @Test func aSignedCommandReplayedOnAnotherSessionIsRefused() async throws {
-        try await withRelay { relay in
+    @Test(arguments: RelayStoreKind.all) func aSignedCommandReplayedOnAnotherSessionIsRefused(store: RelayStoreKind) async throws {
+        try await withRelay(store: store) { relay in
             let a = try await RelayConnection.connect(to: relay.address)
             let b = try await RelayConnection.connect(to: relay.address)
             #expect(a.sessionId != b.sessionId)
@@ -45,8 +45,8 @@ import Testing
         }
     }
 
-    @Test func queuesOwnedByX25519KeysUseAuthenticators() async throws {
-        try await withRelay { relay in
+    @Test(arguments: RelayStoreKind.all) func queuesOwnedByX25519KeysUseAuthenticators(store: RelayStoreKind) async throws {
+        try await withRelay(store: store) { relay in
             let c = try await RelayConnection.connect(to: relay.address)
             let inbox = EventInbox(c)
             let q = try await c.createQueue(recipientKey: .newX25519())
@@ -70,8 +70,8 @@ import Testing
         }
     }
 
-    @Test func missingQueueAndWrongKeyGiveTheSameAnswer() async throws {
-        try await withRelay { relay in
+    @Test(arguments: RelayStoreKind.all) func missingQueueAndWrongKeyGiveTheSameAnswer(store: RelayStoreKind) async throws {
+        try await withRelay(store: store) { relay in
             let c = try await RelayConnection.connect(to: relay.address)
             let q = try await c.createQueue()
             var wrongKey = q
@@ -87,8 +87,8 @@ import Testing
         }
     }
 
-    @Test func malformedTransmissionsGetTypedErrorsAndTheConnectionStaysUsable() async throws {
-        try await withRelay { relay in
+    @Test(arguments: RelayStoreKind.all) func malformedTransmissionsGetTypedErrorsAndTheConnectionStaysUsable(store: RelayStoreKind) async throws {
+        try await withRelay(store: store) { relay in
             let c = try await RelayConnection.connect(to: relay.address)
             let q = try await c.createQueue()
             let corr = { Sodium.randomBytes(24) }
@@ -126,8 +126,8 @@ import Testing
         }
     }
 
-    @Test func badBytesClosedConnectionsAndRelayKeepsServing() async throws {
-        try await withRelay(configure: { $0.handshakeTimeout = .seconds(3) }) { relay in  // short, but room for a loaded machine
+    @Test(arguments: RelayStoreKind.all) func badBytesClosedConnectionsAndRelayKeepsServing(store: RelayStoreKind) async throws {
+        try await withRelay(store: store, configure: { $0.handshakeTimeout = .seconds(3) }) { relay in  // short, but room for a loaded machine
             let good = try await RelayConnection.connect(to: relay.address)
             let q = try await good.createQueue()
             try await good.sendMessage(senderId: q.senderId, key: nil, body: "before".bytes)
@@ -186,8 +186,8 @@ import Testing
         }
     }
 
-    @Test func aClientThatNeverReadsIsCutOffWithoutHurtingOthers() async throws {
-        try await withRelay(configure: { $0.writeStallTimeout = .seconds(1) }) { relay in
+    @Test(arguments: RelayStoreKind.all) func aClientThatNeverReadsIsCutOffWithoutHurtingOthers(store: RelayStoreKind) async throws {
+        try await withRelay(store: store, configure: { $0.writeStallTimeout = .seconds(1) }) { relay in
             let slow = try await RawClient(host: relay.address.host, port: relay.address.port, tls: true)
             let allocator = ByteBufferAllocator()
             try await slow.write(Array(buffer: BlockCodec.encode([ClientHello(version: 1).encoded()], allocator: allocator)[0]))
@@ -209,8 +209,8 @@ import Testing
         }
     }
 
-    @Test func manyClientsAtOnce() async throws {
-        try await withRelay { relay in
+    @Test(arguments: RelayStoreKind.all) func manyClientsAtOnce(store: RelayStoreKind) async throws {
+        try await withRelay(store: store) { relay in
             let pairs = 40
             let perPair = 25
             try await withThrowingTaskGroup(of: Void.self) { group in

@@ -5,6 +5,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import RelayClient
+import RelayPostgres
 import RelayProtocol
 import RelayServer
 import SwiftplexCrypto
@@ -27,8 +28,30 @@ var testLogger: Logger {
     return l
 }
 
-/// Starts an in-process relay on an ephemeral loopback port with its data in a temp directory.
+/// The stores the relay suites run on: SQLite always, PostgreSQL when `make test` gave a server
+/// (``TestPostgres``; without one a note says the PostgreSQL variants are left out).
+enum RelayStoreKind: String, Sendable, CaseIterable, CustomTestStringConvertible {
+    case sqlite, postgres
+
+    static var all: [RelayStoreKind] {
+        TestPostgres.noteSkippedOnce()
+        return TestPostgres.isAvailable ? [.sqlite, .postgres] : [.sqlite]
+    }
+
+    var testDescription: String { rawValue }
+
+    /// A PostgreSQL store for a relay whose data directory is `dataDirectory`: the same directory,
+    /// the same schema (a relay restarted on it finds its queues).
+    static func postgresStore(for dataDirectory: URL) async throws -> any RelayQueueStore {
+        let url = try #require(TestPostgres.url(schema: TestPostgres.schema(for: dataDirectory.path)), "\(TestPostgres.skipReason)")
+        return try await PostgresRelayStore.open(try PostgresLocation(url: url), logger: testLogger)
+    }
+}
+
+/// Starts an in-process relay on an ephemeral loopback port with its data in a temp directory, on
+/// `store` (PostgreSQL: a schema of its own, the same for the same `dataDirectory`).
 func withRelay<T>(
+    store: RelayStoreKind = .sqlite,
     dataDirectory: URL? = nil,
     configure: (inout RelayConfiguration) -> Void = { _ in },
     _ body: (RelayServer) async throws -> T
@@ -36,7 +59,8 @@ func withRelay<T>(
     let temp = TempDirectory()
     var config = RelayConfiguration(dataDirectory: dataDirectory ?? temp.url, host: "127.0.0.1", port: 0)
     configure(&config)
-    let relay = try await RelayServer.start(configuration: config, group: MultiThreadedEventLoopGroup.singleton, logger: testLogger)
+    let queueStore: (any RelayQueueStore)? = store == .postgres ? try await RelayStoreKind.postgresStore(for: config.dataDirectory) : nil
+    let relay = try await RelayServer.start(configuration: config, store: queueStore, group: MultiThreadedEventLoopGroup.singleton, logger: testLogger)
     do {
         let result = try await body(relay)
         await relay.shutdown()
