@@ -57,7 +57,8 @@ struct RelayStoreBench: AsyncParsableCommand {
         var logger = Logger(label: "bench.relay-store")
         logger.logLevel = .warning
         let tag = String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        print("relay-store benchmark: \(connections) senders, \(connections) receivers, \(connections * queuesPerConnection) queues, \(messages) messages of \(size) bytes per round; SQLite (WAL, synchronous=FULL) vs PostgreSQL (\(try PostgresLocation(url: postgres)), synchronous_commit as the server has it)")
+        let base = try PostgresLocation(url: postgres)
+        print("relay-store benchmark: \(connections) senders, \(connections) receivers, \(connections * queuesPerConnection) queues, \(messages) messages of \(size) bytes per round; SQLite (WAL, synchronous=FULL) vs PostgreSQL (\(base.host):\(base.port)/\(base.database), synchronous_commit as the server has it)")
         print("load: \(Self.loadAverage())")
 
         var relayBench = try RelayBench.parse(["--connections", "\(connections)", "--queues-per-connection", "\(queuesPerConnection)",
