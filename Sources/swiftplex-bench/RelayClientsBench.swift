@@ -316,12 +316,7 @@ final class RelayChild {
     }
 
     /// VmRSS of the relay process, in bytes.
-    func residentBytes() -> Int {
-        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
-              let kb = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else { return 0 }
-        return kb * 1024
-    }
+    func residentBytes() -> Int { swiftplex_bench.residentBytes(ofProcess: pid) }
 
     func stop() {
         try? process.standardInput?.close()
