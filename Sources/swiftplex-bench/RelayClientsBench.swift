@@ -51,7 +51,7 @@ struct RelayClientsBench: AsyncParsableCommand {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let relay = try RelayChild(maxConnections: largest + 64, prefix: relayPrefix?.split(separator: " ").map(String.init) ?? [])
         defer { relay.stop() }
-        print("relay-clients: relay in process \(relay.pid) (its own open-file limit raised like this one's: \(limit)); clients \(steps.map(String.init).joined(separator: ", ")); \(messages) messages of \(size) bytes per throughput figure; ed25519 recipient keys, x25519 sender keys")
+        print("relay-clients: relay in process \(relay.pid) (its own open-file limit raised like this one's: \(limit)); clients \(steps.map(String.init).joined(separator: ", ")); \(messages) messages of \(size) bytes per throughput figure; x25519 recipient and sender keys (the client library's default)")
 
         let idle = relay.residentBytes()
         print(String(format: "relay idle: %.1f MB resident", Double(idle) / 1e6))
@@ -192,7 +192,7 @@ final class Receiver: Sendable {
     }
 
     func newQueue() async throws -> Flow {
-        let q = try await connection.createQueue(recipientKey: .newEd25519())
+        let q = try await connection.createQueue()
         queues.withLockedValue { $0[q.recipientId] = q }
         try await connection.subscribe(q)
         return Flow(queue: q)
