@@ -4,6 +4,7 @@ import Foundation
 import GRDB
 import GroupProtocol
 import SwiftplexBase
+import SwiftplexCrypto
 
 // Channels on the engine, continued: the channel steps that must not be lost (docs/channels.md
 // §9 "Durability"). An effect that is an agent call moving a channel on — fetching link data,
@@ -18,16 +19,24 @@ enum ChannelStep: Sendable, Hashable {
     case ownerFetchRelayLinkData(relay: MemberId, link: String)
     case ownerAllow(relay: MemberId)
     case ownerPublish
+    /// `/_delete #g` of the owner: the signed `x.grp.del` to these relays, every connection of
+    /// the channel and its link deleted, then the group (+ChannelManagement).
+    case ownerDeleteChannel(item: BatchItem, relays: [MemberId])
     // Relay.
     case relayFetchChannelLinkData(link: String)
     case relayCreateLink(entityId: MemberId)
     case relayAcceptOwner(owner: MemberId, info: GroupEnvelope)
     /// A subscriber's `x.member` on the relay's link, accepted with `x.grp.link.inv` (the agent's request id).
     case relayAcceptSubscriber(member: MemberId, request: Int64, info: GroupEnvelope)
+    /// The relay stops serving (removed, left, channel deleted): its last forwards out, every
+    /// connection of the channel and its per-channel link deleted.
+    case relayStopServing
     // Subscriber.
     case subscriberFetchRelayLinkData(link: String)
     case subscriberJoin(relay: MemberId, link: String, info: GroupEnvelope)
     case subscriberAllow(relay: MemberId, info: GroupEnvelope)
+    /// The subscriber left, was removed or the channel was deleted: every connection goes.
+    case subscriberDropConnections
 
     init?(_ e: ChannelOwnerEffect) {
         switch e {
@@ -43,6 +52,7 @@ enum ChannelStep: Sendable, Hashable {
         case let .fetchChannelLinkData(link): self = .relayFetchChannelLinkData(link: link)
         case let .createRelayLink(entityId): self = .relayCreateLink(entityId: entityId)
         case let .acceptOwner(owner, info): self = .relayAcceptOwner(owner: owner, info: info)
+        case .deleteAllConnections: self = .relayStopServing
         default: return nil
         }
     }
@@ -52,14 +62,18 @@ enum ChannelStep: Sendable, Hashable {
         case let .fetchRelayLinkData(link): self = .subscriberFetchRelayLinkData(link: link)
         case let .joinRelay(relay, link, info): self = .subscriberJoin(relay: relay, link: link, info: info)
         case let .allowConnection(relay, info): self = .subscriberAllow(relay: relay, info: info)
+        case .deleteAllConnections: self = .subscriberDropConnections
         default: return nil
         }
     }
 
     var json: JSONValue {
         var fields: [(String, JSONValue)] = []
-        func put(_ step: String, member: MemberId? = nil, link: String? = nil, info: GroupEnvelope? = nil, request: Int64? = nil) {
+        func put(_ step: String, member: MemberId? = nil, link: String? = nil, info: GroupEnvelope? = nil, request: Int64? = nil,
+                 item: BatchItem? = nil, members: [MemberId]? = nil) {
             fields.append(("step", .string(step)))
+            if let item, let body = try? ChannelBatch.encode([item]) { fields.append(("body", .string(Base64URL.encode(body)))) }
+            if let members { fields.append(("members", .array(members.map { .string($0.text) }))) }
             if let member { fields.append(("member", .string(member.text))) }
             if let request { fields.append(("request", .int(request))) }
             if let link { fields.append(("link", .string(link))) }
@@ -69,6 +83,9 @@ enum ChannelStep: Sendable, Hashable {
         case let .ownerFetchRelayLinkData(relay, link): put("ownerFetchRelayLinkData", member: relay, link: link)
         case let .ownerAllow(relay): put("ownerAllow", member: relay)
         case .ownerPublish: put("ownerPublish")
+        case let .ownerDeleteChannel(item, relays): put("ownerDeleteChannel", item: item, members: relays)
+        case .relayStopServing: put("relayStopServing")
+        case .subscriberDropConnections: put("subscriberDropConnections")
         case let .relayFetchChannelLinkData(link): put("relayFetchChannelLinkData", link: link)
         case let .relayCreateLink(entityId): put("relayCreateLink", member: entityId)
         case let .relayAcceptOwner(owner, info): put("relayAcceptOwner", member: owner, info: info)
@@ -88,6 +105,12 @@ enum ChannelStep: Sendable, Hashable {
         case "ownerFetchRelayLinkData"?: guard let member, let link else { return nil }; self = .ownerFetchRelayLinkData(relay: member, link: link)
         case "ownerAllow"?: guard let member else { return nil }; self = .ownerAllow(relay: member)
         case "ownerPublish"?: self = .ownerPublish
+        case "ownerDeleteChannel"?:
+            guard let text = json["body"]?.stringValue, let body = Base64URL.decode(text), let items = try? ChannelBatch.decode(body), items.count == 1,
+                  case let .array(list)? = json["members"] else { return nil }
+            self = .ownerDeleteChannel(item: items[0], relays: list.compactMap { $0.stringValue.flatMap(MemberId.init) })
+        case "relayStopServing"?: self = .relayStopServing
+        case "subscriberDropConnections"?: self = .subscriberDropConnections
         case "relayFetchChannelLinkData"?: guard let link else { return nil }; self = .relayFetchChannelLinkData(link: link)
         case "relayCreateLink"?: guard let member else { return nil }; self = .relayCreateLink(entityId: member)
         case "relayAcceptOwner"?: guard let member, let info else { return nil }; self = .relayAcceptOwner(owner: member, info: info)
@@ -169,6 +192,9 @@ extension ChatController {
                 case let .ownerFetchRelayLinkData(relay, link): await performOwnerEffects(groupId, [.fetchRelayLinkData(relay: relay, link: link)])
                 case let .ownerAllow(relay): await performOwnerEffects(groupId, [.allowConnection(relay: relay)])
                 case .ownerPublish: await performOwnerEffects(groupId, [.publishLinkData(try await ownerState(groupId).linkData)])
+                case let .ownerDeleteChannel(item, relays): await finishChannelDeletion(groupId, item: item, relays: relays) // (+ChannelManagement)
+                case .relayStopServing: await performRelayEffects(groupId, [.deleteAllConnections])
+                case .subscriberDropConnections: await performSubscriberEffects(groupId, [.deleteAllConnections])
                 case let .relayFetchChannelLinkData(link): await performRelayEffects(groupId, [.fetchChannelLinkData(link)])
                 case let .relayCreateLink(entityId): await performRelayEffects(groupId, [.createRelayLink(entityId: entityId)])
                 case let .relayAcceptOwner(owner, info): await performRelayEffects(groupId, [.acceptOwner(owner, info: info)])
@@ -199,6 +225,9 @@ extension ChatController {
         case .ownerPublish:
             let s = try await ownerState(groupId)
             return !s.left && !s.deleted
+        case .ownerDeleteChannel, .relayStopServing, .subscriberDropConnections:
+            // Written with the input that decided it: final, made until done.
+            return true
         case .relayFetchChannelLinkData:
             let s = try await relayState(groupId)
             return s.status == .invited && s.publicGroupId == nil

@@ -486,7 +486,7 @@ extension ChatController {
                     }
                     try Self.saveChannelGroupMember(db, groupId: groupId, memberId: r.memberId, role: .relay, category: .host, status: status, profile: r.profile, now: now)
                 case let .saveProfile(p):
-                    _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("profile").set(to: p.json.description), Column("updated_at").set(to: now))
+                    try Self.saveChannelProfile(db, groupId: groupId, p, now: now)
                 case let .applyContent(env, sender, relay, verification):
                     guard env.event == "x.msg.new", let content = env.params["content"], let msgId = env.msgId else { continue }
                     // The store's dedup across relays (and restarts): (author, shared msg id).
@@ -630,6 +630,23 @@ extension ChatController {
             }
             guard let m = try await groupView(groupId).member(id) else { return }
             sink.yield(.group(.leftMember(UserGroupMember(user: userModel(u), groupInfo: info, member: m))))
+        case let .groupUpdated(from, _):
+            try await reportChannelProfileUpdate(groupId, from: from, by: nil)
+        case let .groupDeleted(by):
+            // The owner deleted the channel: the subscriber's membership is `deleted` (SimpleX
+            // `GSMemGroupDeleted`); `/_delete #g` then removes it locally.
+            let profile = try await subscriberState(groupId).owners[by]?.profile
+            let now = Timestamp.now()
+            try await dbWrite { db in
+                if try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == by.text).fetchOne(db) == nil {
+                    try Self.saveChannelGroupMember(db, groupId: groupId, memberId: by, role: .owner, category: .pre, status: .connected, profile: profile, now: now)
+                }
+                _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == c.memberId)
+                    .updateAll(db, Column("status").set(to: GroupProtocol.GroupMemberStatus.deleted.rawValue), Column("updated_at").set(to: now))
+            }
+            let after = try await groupView(groupId)
+            guard let m = after.member(by) else { return }
+            sink.yield(.group(.groupDeleted(UserGroupMember(user: userModel(u), groupInfo: channelInfo(after, c), member: m))))
         default:
             logger.debug("a channel event is not reported yet", metadata: ["group": "\(groupId)", "event": "\(e)"])
         }

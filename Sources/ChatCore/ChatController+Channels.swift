@@ -147,7 +147,7 @@ extension ChatController {
         }
         let state = ChannelOwnerState(publicGroupId: pg, channelLink: c.channelLink, memberId: memberId, ownProfile: try Self.memberProfile(u.profile),
                                       key: try Self.privateKey(c.memberKey), profile: profile, relays: relays, subscribers: subscribers,
-                                      left: view.record(memberId)?.status == GroupProtocol.GroupMemberStatus.left.rawValue)
+                                      left: view.record(memberId)?.status == GroupProtocol.GroupMemberStatus.left.rawValue, deleted: view.group.deleted)
         if let s = channelRuntime.owners[groupId] { return s }
         channelRuntime.owners[groupId] = state
         return state
@@ -400,19 +400,55 @@ extension ChatController {
         let effects: [ChannelOwnerEffect]
         do { effects = try state.handle(input, newMessageId: ChatMessage.newMessageId) } catch { throw ChatFailure(error) }
         let now = Timestamp.now()
+        var steps = effects.compactMap(ChannelStep.init)
+        if case .deleteChannel = input {
+            // The deletion is one durable step (+ChannelActions, +ChannelManagement): the signed
+            // `x.grp.del` to the relays, the connections and the link deleted, the group purged.
+            var item: BatchItem?
+            var relays: [MemberId] = []
+            for case let .send(i, to) in effects {
+                item = i
+                relays.append(to)
+            }
+            if let item { steps.append(.ownerDeleteChannel(item: item, relays: relays)) }
+        }
+        let allSteps = steps
         try await dbWrite { db in
-            try Self.queueChannelSteps(db, groupId: groupId, effects.compactMap(ChannelStep.init)) // (+ChannelActions)
+            try Self.queueChannelSteps(db, groupId: groupId, allSteps) // (+ChannelActions)
+            if case .deleteChannel = input { _ = try GroupRecord.filter(key: groupId).updateAll(db, GroupRecord.Columns.deleted.set(to: true)) }
             for e in effects {
                 switch e {
                 case let .saveRelay(r): try Self.saveOwnerRelay(db, groupId: groupId, r, now: now)
-                case let .saveProfile(p):
-                    _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("profile").set(to: p.json.description), Column("updated_at").set(to: now))
+                case let .saveProfile(p): try Self.saveChannelProfile(db, groupId: groupId, p, now: now)
                 default: break
                 }
             }
         }
         channelRuntime.owners[groupId] = state
         return effects
+    }
+
+    /// A channel's new profile (`x.grp.info`, `/_group_profile`): the group's profile and, when
+    /// its name changed, the group's local name.
+    nonisolated static func saveChannelProfile(_ db: Database, groupId: Int64, _ p: GroupProtocol.GroupProfile, now: String) throws {
+        guard var g = try GroupRecord.fetchOne(db, key: groupId) else { return }
+        if p.displayName != Stored.json(g.profile)?["displayName"]?.stringValue {
+            g.localDisplayName = try LocalNames.rename(db, userId: g.userId, current: g.localDisplayName, displayName: p.displayName)
+        }
+        g.profile = p.json.description
+        g.updatedAt = now
+        try g.update(db)
+    }
+
+    /// `groupUpdated` for a channel profile changed by its owner (subscriber and relay).
+    func reportChannelProfileUpdate(_ groupId: Int64, from old: GroupProtocol.GroupProfile, by owner: MemberId?) async throws {
+        let view = try await groupView(groupId)
+        guard let c = try await channelRecord(groupId) else { return }
+        let u = try await user(view.group.userId)
+        let to = channelInfo(view, c)
+        var from = to
+        from.groupProfile = try JSONValueDecoder().decode(ChatModel.GroupProfile.self, from: old.json)
+        sink.yield(.group(.groupUpdated(GroupUpdated(user: userModel(u), fromGroup: from, toGroup: to, member_: owner.flatMap { view.member($0) }, msgSigned: true))))
     }
 
     nonisolated static func saveOwnerRelay(_ db: Database, groupId: Int64, _ r: OwnerRelay, now: String) throws {
@@ -658,14 +694,7 @@ extension ChatController {
             c.owners = Self.ownerKeysJSON(Array(snapshot.owners.values)).description
             c.ownerConnected = snapshot.isOwnerConnected
             try c.update(db)
-            if profileChanged, let p = snapshot.profile, var g = try GroupRecord.fetchOne(db, key: groupId) {
-                if p.displayName != Stored.json(g.profile)?["displayName"]?.stringValue {
-                    g.localDisplayName = try LocalNames.rename(db, userId: g.userId, current: g.localDisplayName, displayName: p.displayName)
-                }
-                g.profile = p.json.description
-                g.updatedAt = now
-                try g.update(db)
-            }
+            if profileChanged, let p = snapshot.profile { try Self.saveChannelProfile(db, groupId: groupId, p, now: now) }
             // The relay's own membership follows its status.
             let own: GroupProtocol.GroupMemberStatus = switch snapshot.status {
             case .active: .connected
@@ -820,6 +849,13 @@ extension ChatController {
             // The owner removed this relay: it forwarded the removal and stopped.
             guard let m = view.member(by) else { return }
             sink.yield(.group(.deletedMemberUser(DeletedMemberUser(user: userModel(u), groupInfo: info, member: m, withMessages: false))))
+        case let .groupUpdated(from, _):
+            try await reportChannelProfileUpdate(groupId, from: from, by: c.inviter.flatMap(MemberId.init))
+        case let .groupDeleted(by):
+            // The owner deleted the channel: the relay forwarded it and stops serving it.
+            try await markChannelMember(groupId, MemberId(c.memberId) ?? by, .deleted)
+            guard let m = view.member(by) else { return }
+            sink.yield(.group(.groupDeleted(UserGroupMember(user: userModel(u), groupInfo: channelInfo(try await groupView(groupId), c), member: m))))
         default:
             logger.debug("a channel event is not reported yet", metadata: ["group": "\(groupId)", "event": "\(e)"])
         }
