@@ -1,3 +1,4 @@
+import Agent
 import ChannelProtocol
 import ChatModel
 import Foundation
@@ -149,6 +150,7 @@ extension ChatController {
     func channelStepDone(_ groupId: Int64, _ step: ChannelStep?) async {
         guard let step, !closing else { return }
         let text = step.text
+        channelRuntime.retries["\(groupId):\(text)"] = nil
         _ = try? await dbWrite { db in
             try db.execute(sql: """
                 DELETE FROM channel_action WHERE id = (SELECT id FROM channel_action WHERE group_id = ? AND action = ? ORDER BY id LIMIT 1)
@@ -209,6 +211,63 @@ extension ChatController {
                 reportChannelRefusal(groupId, error)
                 await drop(row)
             }
+        }
+    }
+
+    // MARK: - Retrying a subscriber's join
+
+    /// Whether a failure may pass: the relay's server unreachable, timing out, or refusing for a
+    /// while (`QUOTA` on the relay link's queue while the relay is down). A link that is gone
+    /// (`linkNotFound`: the relay deleted it), bad or refused by policy, and a channel-level
+    /// refusal are final.
+    nonisolated static func isPassingFailure(_ error: any Error) -> Bool {
+        let code: AgentError.Code?
+        if let e = error as? AgentError {
+            code = e.code
+        } else if let f = error as? ChatFailure, case let .errorAgent(t, _) = f.error.kind {
+            code = AgentError.Code(rawValue: t.code.rawValue)
+        } else {
+            code = nil
+        }
+        switch code {
+        case .relay?, .timeout?, .relayUnreachable?: return true
+        default: return false
+        }
+    }
+
+    /// A subscriber's join step (fetching a relay link's data, joining it) that failed in a way
+    /// that may pass stays in `channel_action` and is made again after 1, 2, 4 … s (at most a
+    /// minute apart) until it succeeds, fails for good, or the channel no longer waits for it (the
+    /// relay gone, the subscriber left, the channel deleted). Returns whether it will be retried.
+    func retryChannelStepLater(_ groupId: Int64, _ step: ChannelStep?, _ error: any Error) -> Bool {
+        guard let step, !closing, Self.isPassingFailure(error) else { return false }
+        switch step {
+        case .subscriberFetchRelayLinkData, .subscriberJoin: break
+        default: return false
+        }
+        let key = "\(groupId):\(step.text)"
+        let attempt = (channelRuntime.retries[key] ?? 0) + 1
+        channelRuntime.retries[key] = attempt
+        let delay = Duration.milliseconds(min(60_000, 1000 << min(attempt - 1, 6)))
+        logger.info("a channel join step failed and is retried", metadata: ["group": "\(groupId)", "attempt": "\(attempt)",
+                                                                            "reason": "\(Self.chatError(error))"])
+        inBackground {
+            try? await Task.sleep(for: delay)
+            await self.retryChannelStep(groupId, step)
+        }
+        return true
+    }
+
+    private func retryChannelStep(_ groupId: Int64, _ step: ChannelStep) async {
+        guard !closing else { return } // the row stays: made again at the next start
+        guard (try? await stillToMake(groupId, step)) == true else {
+            await channelStepDone(groupId, step)
+            return
+        }
+        switch step {
+        case let .subscriberFetchRelayLinkData(link): await performSubscriberEffects(groupId, [.fetchRelayLinkData(link)])
+        case let .subscriberJoin(relay, link, info): await performSubscriberEffects(groupId, [.joinRelay(relay, link: link, info: info)])
+        default: break
         }
     }
 

@@ -556,6 +556,7 @@ extension ChatController {
         for effect in effects {
             let step = ChannelStep(effect)
             if channelStepHeld(step) { continue }
+            var retrying = false
             do {
                 switch effect {
                 case .saveRelay, .saveProfile, .applyContent: break
@@ -585,9 +586,12 @@ extension ChatController {
                     try await reportSubscriberEvent(groupId, e)
                 }
             } catch {
-                reportChannelRefusal(groupId, error)
+                // A join step that failed for a while (a relay down, its queue full): kept and
+                // tried again with backoff (+ChannelActions).
+                retrying = retryChannelStepLater(groupId, step, error)
+                if !retrying { reportChannelRefusal(groupId, error) }
             }
-            await channelStepDone(groupId, step) // (+ChannelActions)
+            if !retrying { await channelStepDone(groupId, step) } // (+ChannelActions)
         }
     }
 

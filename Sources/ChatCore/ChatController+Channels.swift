@@ -31,6 +31,8 @@ struct ChannelRuntime {
     var redeliver: Set<Int64> = []
     /// Tests: channel steps are left in `channel_action` (+ChannelActions).
     var holdSteps = false
+    /// Join steps being retried after a failure that may pass, with their attempts so far (+ChannelActions).
+    var retries: [String: Int] = [:]
 }
 
 struct ChannelConnection: Sendable {

@@ -3,6 +3,8 @@ import ChannelProtocol
 import ChatTestSupport
 import Foundation
 import GRDB
+import NIOPosix
+import RelayServer
 import SwiftplexBase
 import TestSupport
 import Testing
@@ -121,6 +123,51 @@ import Testing
                     }
                 }
             }
+        }
+    }
+
+    /// The chat relays' engine has its queues on a second relay server, which is down while a
+    /// subscriber joins: reading each relay link's data fails, and the join steps stay in
+    /// `channel_action` and are retried with backoff; once the server is back (same port, same
+    /// data), the subscriber joins through both relays and gets posts.
+    @Test func aJoinWhileTheRelaysServerIsDownIsRetriedUntilItIsBack() async throws {
+        try await withLiveRelay { dir, relay in
+            let r2Dir = dir.appendingPathComponent("relay2")
+            var r2 = try await RelayServer.start(configuration: RelayConfiguration(dataDirectory: r2Dir, host: "127.0.0.1", port: 0),
+                                                 group: MultiThreadedEventLoopGroup.singleton, logger: silent)
+            let r2Address = r2.address
+            do {
+                try await withEngine(dir, "relays", relays: [r2Address]) { r, _ in
+                    let addresses = try await makeRelayUsers(r)
+                    try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
+                        let (groupId, link) = try await makeActiveChannel(o, oIn, addresses)
+                        await r2.shutdown()
+                        try await withEngine(dir, "subs", relays: [relay.address]) { s, sIn in
+                            await startUser(s, "sub1")
+                            #expect(await s.execute("/_connect 1 \(link)")["type"]?.stringValue == "startedConnectionToGroup")
+                            let subs = s.controller
+                            try await waitUntil("both relay links' reads to fail and be retried", timeout: .seconds(30)) {
+                                await subs.channelRuntime.retries.count == 2
+                            }
+                            #expect(try await subs.dbRead { db in try ChannelActionRecord.fetchCount(db) } == 2)
+                            #expect(!sIn.contains("userJoinedGroup"))
+                            r2 = try await RelayServer.start(configuration: RelayConfiguration(dataDirectory: r2Dir, host: "127.0.0.1", port: r2Address.port),
+                                                             group: MultiThreadedEventLoopGroup.singleton, logger: silent)
+                            for _ in 0..<2 { _ = try await sIn.next("userJoinedGroup", timeout: .seconds(90)) }
+                            _ = await postToChannel(o, groupId, "after the outage")
+                            _ = try await sIn.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == "after the outage" }, timeout: .seconds(30))
+                            try await waitUntil("the join steps to be done", timeout: .seconds(30)) {
+                                (try? await subs.dbRead { db in try ChannelActionRecord.fetchCount(db) }) == 0
+                            }
+                            #expect(await subs.channelRuntime.retries.isEmpty)
+                        }
+                    }
+                }
+            } catch {
+                await r2.shutdown()
+                throw error
+            }
+            await r2.shutdown()
         }
     }
 
