@@ -17,6 +17,8 @@ import SwiftplexCrypto
 /// A channel step as `channel_action` keeps it.
 enum ChannelStep: Sendable, Hashable {
     // Owner.
+    /// The contact request with `x.grp.relay.inv` to a relay's address (`/_public group`, `/_add relays`).
+    case ownerJoinRelayAddress(relay: MemberId, address: String, info: GroupEnvelope)
     case ownerFetchRelayLinkData(relay: MemberId, link: String)
     case ownerAllow(relay: MemberId)
     case ownerPublish
@@ -41,6 +43,7 @@ enum ChannelStep: Sendable, Hashable {
 
     init?(_ e: ChannelOwnerEffect) {
         switch e {
+        case let .joinRelayAddress(relay, address, info): self = .ownerJoinRelayAddress(relay: relay, address: address, info: info)
         case let .fetchRelayLinkData(relay, link): self = .ownerFetchRelayLinkData(relay: relay, link: link)
         case let .allowConnection(relay): self = .ownerAllow(relay: relay)
         case .publishLinkData: self = .ownerPublish // made with the owner's state when it runs
@@ -81,6 +84,7 @@ enum ChannelStep: Sendable, Hashable {
             if let info { fields.append(("info", info.json)) }
         }
         switch self {
+        case let .ownerJoinRelayAddress(relay, address, info): put("ownerJoinRelayAddress", member: relay, link: address, info: info)
         case let .ownerFetchRelayLinkData(relay, link): put("ownerFetchRelayLinkData", member: relay, link: link)
         case let .ownerAllow(relay): put("ownerAllow", member: relay)
         case .ownerPublish: put("ownerPublish")
@@ -103,6 +107,9 @@ enum ChannelStep: Sendable, Hashable {
         let link = json["link"]?.stringValue
         let info = json["info"].flatMap { try? GroupEnvelope(json: $0) }
         switch json["step"]?.stringValue {
+        case "ownerJoinRelayAddress"?:
+            guard let member, let link, let info else { return nil }
+            self = .ownerJoinRelayAddress(relay: member, address: link, info: info)
         case "ownerFetchRelayLinkData"?: guard let member, let link else { return nil }; self = .ownerFetchRelayLinkData(relay: member, link: link)
         case "ownerAllow"?: guard let member else { return nil }; self = .ownerAllow(relay: member)
         case "ownerPublish"?: self = .ownerPublish
@@ -139,11 +146,18 @@ extension ChatController {
 
     /// Whether a step is left undone on purpose: tests stop an engine between steps
     /// (``holdChannelSteps(_:)``), as a crash after the input's commit would.
-    func channelStepHeld(_ step: ChannelStep?) -> Bool { step != nil && channelRuntime.holdSteps }
+    func channelStepHeld(_ step: ChannelStep?) -> Bool {
+        guard let step, channelRuntime.holdSteps else { return false }
+        return !channelRuntime.unheldSteps.contains(step.json["step"]?.stringValue ?? "")
+    }
 
     /// Tests: leave the channel steps in `channel_action` instead of making them (a crash right
     /// after each input's commit).
-    func holdChannelSteps(_ on: Bool) { channelRuntime.holdSteps = on }
+    /// `except`: the kinds of step (`ownerJoinRelayAddress`, …) still made.
+    func holdChannelSteps(_ on: Bool, except: Set<String> = []) {
+        channelRuntime.holdSteps = on
+        channelRuntime.unheldSteps = except
+    }
 
     /// A step was made (or refused): its row goes — unless the engine is closing, when the call
     /// may have been cut short: then it is made again at the next start.
@@ -191,6 +205,7 @@ extension ChatController {
                 }
                 logger.info("a channel step is made again after a restart", metadata: ["group": "\(groupId)", "step": "\(step.json["step"]?.stringValue ?? "")"])
                 switch step {
+                case let .ownerJoinRelayAddress(relay, address, info): await performOwnerEffects(groupId, [.joinRelayAddress(relay: relay, address: address, info: info)])
                 case let .ownerFetchRelayLinkData(relay, link): await performOwnerEffects(groupId, [.fetchRelayLinkData(relay: relay, link: link)])
                 case let .ownerAllow(relay): await performOwnerEffects(groupId, [.allowConnection(relay: relay)])
                 case .ownerPublish: await performOwnerEffects(groupId, [.publishLinkData(try await ownerState(groupId).linkData)])
@@ -214,7 +229,7 @@ extension ChatController {
         }
     }
 
-    // MARK: - Retrying a subscriber's join
+    // MARK: - Retrying join steps
 
     /// Whether a failure may pass: the relay's server unreachable, timing out, or refusing for a
     /// while (`QUOTA` on the relay link's queue while the relay is down). A link that is gone
@@ -235,14 +250,15 @@ extension ChatController {
         }
     }
 
-    /// A subscriber's join step (fetching a relay link's data, joining it) that failed in a way
+    /// A join step — the owner's contact request to a relay's address, a subscriber's fetching a
+    /// relay link's data or joining it — that failed in a way
     /// that may pass stays in `channel_action` and is made again after 1, 2, 4 … s (at most a
     /// minute apart) until it succeeds, fails for good, or the channel no longer waits for it (the
     /// relay gone, the subscriber left, the channel deleted). Returns whether it will be retried.
     func retryChannelStepLater(_ groupId: Int64, _ step: ChannelStep?, _ error: any Error) -> Bool {
         guard let step, !closing, Self.isPassingFailure(error) else { return false }
         switch step {
-        case .subscriberFetchRelayLinkData, .subscriberJoin: break
+        case .subscriberFetchRelayLinkData, .subscriberJoin, .ownerJoinRelayAddress: break
         default: return false
         }
         let key = "\(groupId):\(step.text)"
@@ -265,6 +281,7 @@ extension ChatController {
             return
         }
         switch step {
+        case let .ownerJoinRelayAddress(relay, address, info): await performOwnerEffects(groupId, [.joinRelayAddress(relay: relay, address: address, info: info)])
         case let .subscriberFetchRelayLinkData(link): await performSubscriberEffects(groupId, [.fetchRelayLinkData(link)])
         case let .subscriberJoin(relay, link, info): await performSubscriberEffects(groupId, [.joinRelay(relay, link: link, info: info)])
         default: break
@@ -275,6 +292,14 @@ extension ChatController {
     private func stillToMake(_ groupId: Int64, _ step: ChannelStep) async throws -> Bool {
         guard let c = try await channelRecord(groupId) else { return false }
         switch step {
+        case let .ownerJoinRelayAddress(relay, _, _):
+            guard let r = try await ownerState(groupId).relays[relay], r.status == .new else { return false }
+            // Sent before the stop but not recorded: only its answer is left.
+            if try await channelMemberConn(groupId, relay) != nil {
+                await feedOwner(groupId, .invitationSent(relay))
+                return false
+            }
+            return true
         case let .ownerFetchRelayLinkData(relay, _):
             guard let r = try await ownerState(groupId).relays[relay] else { return false }
             return r.status == .invited && r.relayLink != nil

@@ -46,8 +46,7 @@ extension ChatController {
             do {
                 let effects = try await runOwner(groupId, .addRelay(memberId: relayMember, chatRelayId: r.id ?? 0, address: r.address))
                 for case let .joinRelayAddress(id, address, info) in effects {
-                    _ = try await joinRelayAddress(groupId, relay: id, address: address, info: info)
-                    _ = try await runOwner(groupId, .invitationSent(id))
+                    _ = try await inviteRelay(groupId, relay: id, address: address, info: info) // (+Channels)
                 }
                 added.append(relayMember)
                 results.append(AddRelayResult(relay: r.model))

@@ -31,6 +31,7 @@ struct ChannelRuntime {
     var redeliver: Set<Int64> = []
     /// Tests: channel steps are left in `channel_action` (+ChannelActions).
     var holdSteps = false
+    var unheldSteps: Set<String> = []
     /// Join steps being retried after a failure that may pass, with their attempts so far (+ChannelActions).
     var retries: [String: Int] = [:]
 }
@@ -335,8 +336,7 @@ extension ChatController {
                 let relayMember = Self.newMemberId()
                 let effects = try await runOwner(groupId, .addRelay(memberId: relayMember, chatRelayId: r.id ?? 0, address: r.address))
                 for case let .joinRelayAddress(id, address, info) in effects {
-                    madeConnections.append(try await joinRelayAddress(groupId, relay: id, address: address, info: info))
-                    _ = try await runOwner(groupId, .invitationSent(id))
+                    if let conn = try await inviteRelay(groupId, relay: id, address: address, info: info) { madeConnections.append(conn) }
                 }
                 results.append(AddRelayResult(relay: r.model))
             } catch {
@@ -373,6 +373,26 @@ extension ChatController {
             return .channel(.groupRelays(GroupRelaysList(user: userModel(u), groupInfo: channelInfo(view, c), groupRelays: try await subscriberRelayModels(groupId, view: view))))
         }
         return .channel(.groupRelays(GroupRelaysList(user: userModel(u), groupInfo: channelInfo(view, c), groupRelays: try await groupRelayModels(groupId, view: view))))
+    }
+
+    /// A command's invitation of a relay (`/_public group`, `/_add relays`), as its durable step
+    /// (`ownerJoinRelayAddress`, written with `addRelay`): the contact request, then `invited`.
+    /// A failure that may pass (the relay's server down) leaves the relay `new` with its step,
+    /// retried with backoff (nil is returned); a final one throws. Returns the new connection.
+    func inviteRelay(_ groupId: Int64, relay: MemberId, address: String, info: GroupEnvelope) async throws -> Int64? {
+        let step = ChannelStep.ownerJoinRelayAddress(relay: relay, address: address, info: info)
+        if channelStepHeld(step) { return nil } // tests: as a crash after the commit leaves it
+        let conn: Int64
+        do {
+            conn = try await joinRelayAddress(groupId, relay: relay, address: address, info: info)
+        } catch {
+            if retryChannelStepLater(groupId, step, error) { return nil }
+            await channelStepDone(groupId, step)
+            throw error
+        }
+        _ = try await runOwner(groupId, .invitationSent(relay))
+        await channelStepDone(groupId, step)
+        return conn
     }
 
     /// Sends the contact request with `x.grp.relay.inv` to a relay's address; returns the new connection.
@@ -528,6 +548,8 @@ extension ChatController {
                     try await reportOwnerEvent(groupId, e)
                 }
             } catch {
+                // A relay's address unreachable for a while: kept and tried again (+ChannelActions).
+                if retryChannelStepLater(groupId, step, error) { continue }
                 reportChannelRefusal(groupId, error)
             }
             await channelStepDone(groupId, step) // (+ChannelActions)

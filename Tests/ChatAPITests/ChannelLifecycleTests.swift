@@ -171,6 +171,48 @@ import Testing
         }
     }
 
+    /// The owner's engine stops right after `/_public group` committed each relay (`new`) with
+    /// its contact request as a `channel_action` step, and again after `/_add relays`; restarted,
+    /// it sends them — the relays go `invited` → `accepted` → `active`.
+    @Test func anOwnerStoppedBeforeInvitingRelaysInvitesThemAtStart() async throws {
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "relays", relays: [relay.address]) { r, _ in
+                var addresses = try await makeRelayUsers(r)
+                _ = await r.execute(relayUserCommand("relay3"))
+                addresses.append(try #require(await r.execute("/_address 3")["connLinkContact"]?["connShortLink"]?.stringValue))
+                let groupId = try await withEngine(dir, "owner", relays: [relay.address]) { o, _ in
+                    await startUser(o, "owner")
+                    _ = await o.execute("/relays name=one \(addresses[0]) name=two \(addresses[1]) name=three \(addresses[2])")
+                    await o.controller.holdChannelSteps(true)
+                    let created = await o.execute(#"/_public group 1 1,2 {"displayName": "news", "fullName": ""}"#)
+                    #expect(created["type"]?.stringValue == "publicGroupCreated", "\(created)")
+                    #expect(created["groupRelays"]?.arrayValue?.map { $0["relayStatus"]?.stringValue } == ["new", "new"], "\(created)")
+                    let held = try await o.controller.dbRead { db in try String.fetchAll(db, sql: "SELECT action FROM channel_action") }
+                    #expect(held.count == 2 && held.allSatisfy { $0.contains("ownerJoinRelayAddress") }, "\(held)")
+                    return try #require(created["groupInfo"]?["groupId"]?.intValue)
+                }
+                try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
+                    _ = await o.execute("/_start")
+                    for _ in 0..<2 { _ = try await oIn.next("groupRelayUpdated", where: { $0["groupRelay"]?["relayStatus"]?.stringValue == "active" }, timeout: .seconds(30)) }
+                    await o.controller.holdChannelSteps(true)
+                    let added = await o.execute("/_add relays #\(groupId) 3")
+                    #expect(added["type"]?.stringValue == "groupRelaysAdded", "\(added)")
+                    #expect(added["groupRelays"]?.arrayValue?.map { $0["relayStatus"]?.stringValue } == ["new"], "\(added)")
+                }
+                try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
+                    _ = await o.execute("/_start")
+                    _ = try await oIn.next("groupRelayUpdated", where: { $0["groupRelay"]?["relayStatus"]?.stringValue == "active" }, timeout: .seconds(30))
+                    let listed = await o.execute("/_get relays #\(groupId)")
+                    #expect(listed["groupRelays"]?.arrayValue?.map { $0["relayStatus"]?.stringValue } == ["active", "active", "active"], "\(listed)")
+                    let owner = o.controller
+                    try await waitUntil("the owner's steps to be done", timeout: .seconds(30)) {
+                        (try? await owner.dbRead { db in try ChannelActionRecord.fetchCount(db) }) == 0
+                    }
+                }
+            }
+        }
+    }
+
     /// The owner's engine stops right after `/_delete` is committed (the deletion's step held, as
     /// a crash would leave it): nothing reached the relays; restarted, the engine finishes it —
     /// the subscriber gets `groupDeleted`, the owner's group goes.
