@@ -470,7 +470,7 @@ extension ChatController {
         let to = channelInfo(view, c)
         var from = to
         from.groupProfile = try JSONValueDecoder().decode(ChatModel.GroupProfile.self, from: old.json)
-        sink.yield(.group(.groupUpdated(GroupUpdated(user: userModel(u), fromGroup: from, toGroup: to, member_: owner.flatMap { view.member($0) }, msgSigned: true))))
+        sink.yield(.group(.groupUpdated(GroupUpdated(user: userModel(u), fromGroup: from, toGroup: to, member_: owner.flatMap { view.member($0) }))))
     }
 
     nonisolated static func saveOwnerRelay(_ db: Database, groupId: Int64, _ r: OwnerRelay, now: String) throws {
