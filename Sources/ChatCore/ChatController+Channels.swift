@@ -148,12 +148,20 @@ extension ChatController {
                   let status = view.record(id)?.status, status != GroupProtocol.GroupMemberStatus.left.rawValue else { continue }
             subscribers[id] = key
         }
-        let state = ChannelOwnerState(publicGroupId: pg, channelLink: c.channelLink, memberId: memberId, ownProfile: try Self.memberProfile(u.profile),
+        let state = ChannelOwnerState(publicGroupId: pg, channelLink: c.channelLink, memberId: memberId, ownProfile: try await channelOwnProfile(groupId, view, memberId, u),
                                       key: try Self.privateKey(c.memberKey), profile: profile, relays: relays, subscribers: subscribers,
                                       left: view.record(memberId)?.status == GroupProtocol.GroupMemberStatus.left.rawValue, deleted: view.group.deleted)
         if let s = channelRuntime.owners[groupId] { return s }
         channelRuntime.owners[groupId] = state
         return state
+    }
+
+    /// The user's profile in a channel: in one made or joined incognito, the random profile its
+    /// membership keeps; else the user's own.
+    func channelOwnProfile(_ groupId: Int64, _ view: GroupView, _ memberId: MemberId, _ u: UserRow) async throws -> MemberProfile {
+        let incognito = try await dbRead { db in try Bool.fetchOne(db, sql: "SELECT incognito FROM chat_group WHERE id = ?", arguments: [groupId]) } ?? false
+        if incognito, let p = view.record(memberId).flatMap({ Stored.json($0.profile) }).flatMap({ try? MemberProfile(json: $0) }) { return p }
+        return try Self.memberProfile(u.profile)
     }
 
     /// The relay's machine, restored from the store on first use.
@@ -249,7 +257,6 @@ extension ChatController {
     public func createPublicGroup(userId: Int64, incognito: Bool, relayIds: [Int64], profile given: JSONValue) async throws -> ChatResponse {
         let u = try await user(userId)
         try requireStarted()
-        guard !incognito else { throw ChatFailure.command("incognito channels are not supported yet") }
         guard !relayIds.isEmpty else { throw ChatFailure.command("a channel needs at least one chat relay") }
         guard Set(relayIds).count == relayIds.count else { throw ChatFailure.command("a chat relay is named twice") }
         guard !u.chatRelay else { throw ChatFailure.command("a chat relay user cannot own channels") }
@@ -298,11 +305,14 @@ extension ChatController {
         }
 
         let now = Timestamp.now()
-        let own = try Self.memberProfile(u.profile)
+        // Incognito: a random profile for this channel only — the relays, and the subscribers the
+        // owner is introduced to, see only it (the membership keeps it).
+        let ownProfile = incognito ? Self.randomProfile() : u.profile
+        let own = try Self.memberProfile(ownProfile)
         let record = ChannelRecord(groupId: 0, role: ChannelRecord.Role.owner.rawValue, channelLink: channelLink, publicGroupId: Base64URL.encode(publicGroupId),
                                    memberId: memberId.text, memberKey: Base64URL.encode(memberKey.secretBytes), rootKey: Base64URL.encode(root.secretBytes),
                                    agentAddressId: addressId, fullLink: full.description, createdAt: now)
-        let ownText = try Stored.text(u.profile)
+        let ownText = try Stored.text(ownProfile)
         let profileText = profile.json.description
         let groupId: Int64
         do {
@@ -311,6 +321,7 @@ extension ChatController {
                 var g = GroupRecord(userId: userId, localDisplayName: local, profile: profileText, createdAt: now, updatedAt: now, chatTs: now)
                 try g.insert(db)
                 let gid = g.id!
+                if incognito { try db.execute(sql: "UPDATE chat_group SET incognito = 1 WHERE id = ?", arguments: [gid]) }
                 var me = GroupMemberRecord(groupId: gid, memberId: memberId.text, role: GroupProtocol.GroupMemberRole.owner.name,
                                            status: GroupProtocol.GroupMemberStatus.connected.rawValue, category: GroupProtocol.GroupMemberCategory.user.rawValue,
                                            profile: ownText, blocked: false, createdAt: now, updatedAt: now)

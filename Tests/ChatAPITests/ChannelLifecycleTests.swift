@@ -213,6 +213,63 @@ import Testing
         }
     }
 
+    /// An owner creates a channel incognito and a subscriber joins it incognito: each uses one
+    /// random profile for this channel — the relays get the owner's with the invitation and the
+    /// subscriber's with its `x.member` to each relay, the owner is announced the subscriber's;
+    /// the user's own profiles go nowhere. The subscriber's engine stops right after `/_connect`
+    /// (its join steps held): restarted, its machine is restored with the random profile, which
+    /// is what the relays get.
+    @Test func anOwnerAndASubscriberUseChannelsIncognito() async throws {
+        try await withLiveRelay { dir, relay in
+            try await withEngine(dir, "relays", relays: [relay.address]) { r, rIn in
+                let addresses = try await makeRelayUsers(r)
+                try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
+                    await startUser(o, "owner")
+                    _ = await o.execute("/relays name=one \(addresses[0]) name=two \(addresses[1])")
+                    let created = await o.execute(#"/_public group 1 incognito=on 1,2 {"displayName": "news", "fullName": ""}"#)
+                    #expect(created["type"]?.stringValue == "publicGroupCreated", "\(created)")
+                    let groupId = try #require(created["groupInfo"]?["groupId"]?.intValue)
+                    let link = try #require(created["groupLink"]?["connLinkContact"]?["connShortLink"]?.stringValue)
+                    let ownerName = try #require(created["groupInfo"]?["membership"]?["memberProfile"]?["displayName"]?.stringValue, "\(created)")
+                    #expect(ownerName != "owner")
+                    for _ in 0..<2 { _ = try await oIn.next("groupRelayUpdated", where: { $0["groupRelay"]?["relayStatus"]?.stringValue == "active" }, timeout: .seconds(30)) }
+                    for _ in 0..<2 {
+                        let joined = try await rIn.next("userJoinedGroup", timeout: .seconds(30))
+                        #expect(joined["hostMember"]?["memberProfile"]?["displayName"]?.stringValue == ownerName, "\(joined)")
+                    }
+                    let subName = try await withEngine(dir, "subs", relays: [relay.address]) { s, _ in
+                        await startUser(s, "sub1")
+                        await s.controller.holdChannelSteps(true)
+                        let started = await s.execute("/_connect 1 incognito=on \(link)")
+                        #expect(started["type"]?.stringValue == "startedConnectionToGroup", "\(started)")
+                        let name = try #require(started["groupInfo"]?["membership"]?["memberProfile"]?["displayName"]?.stringValue, "\(started)")
+                        #expect(name != "sub1")
+                        return name
+                    }
+                    try await withEngine(dir, "subs", relays: [relay.address]) { s, sIn in
+                        _ = await s.execute("/_start")
+                        for _ in 0..<2 { _ = try await sIn.next("userJoinedGroup", timeout: .seconds(30)) }
+                        for _ in 0..<2 {
+                            let joined = try await rIn.next("joinedGroupMember", timeout: .seconds(30))
+                            #expect(joined["member"]?["memberProfile"]?["displayName"]?.stringValue == subName, "\(joined)")
+                        }
+                        let announced = try await oIn.next("joinedGroupMemberConnecting", timeout: .seconds(30))
+                        #expect(announced["member"]?["memberProfile"]?["displayName"]?.stringValue == subName, "\(announced)")
+                        _ = await postToChannel(o, groupId, "incognito on both ends")
+                        _ = try await sIn.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == "incognito on both ends" }, timeout: .seconds(30))
+                        // The users' own profiles went nowhere.
+                        let atRelays = try await r.controller.dbRead { db in
+                            try Int.fetchOne(db, sql: "SELECT count(*) FROM group_member WHERE profile LIKE '%sub1%' OR profile LIKE '%\"owner\"%'")
+                        }
+                        #expect(atRelays == 0)
+                        let atOwner = try await o.controller.dbRead { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM group_member WHERE profile LIKE '%sub1%'") }
+                        #expect(atOwner == 0)
+                    }
+                }
+            }
+        }
+    }
+
     /// The owner's engine stops right after `/_delete` is committed (the deletion's step held, as
     /// a crash would leave it): nothing reached the relays; restarted, the engine finishes it —
     /// the subscriber gets `groupDeleted`, the owner's group goes.
