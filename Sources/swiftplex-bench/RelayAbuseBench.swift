@@ -112,17 +112,18 @@ struct RelayAbuseBench: AsyncParsableCommand {
 
         // Warm-up, then unloaded.
         for _ in 0..<200 { _ = try await good.roundTrip() }
-        let unloaded = try await good.measure(seconds: seconds)
+        let (unloaded, unloadedParts) = try await good.measure(seconds: seconds)
         print(unloaded.line("unloaded"))
+        print(unloadedParts)
 
         // Loaded: the attackers run for the phase (plus a second to get going), then stop.
-        let loaded: Summary
+        let loaded: (total: Summary, parts: String)
         let statsDuring: RelayStats
         let attackSummary: String
         if attackersInProcess {
             let stop = NIOLockedValueBox(false)
             let counters = AttackCounters()
-            (loaded, statsDuring) = try await withThrowingTaskGroup(of: Void.self) { group -> (Summary, RelayStats) in
+            (loaded, statsDuring) = try await withThrowingTaskGroup(of: Void.self) { group -> ((total: Summary, parts: String), RelayStats) in
                 for i in 0..<attackers {
                     let behaviour = behaviours[i % behaviours.count]
                     group.addTask {
@@ -145,8 +146,11 @@ struct RelayAbuseBench: AsyncParsableCommand {
             statsDuring = server.stats
             attackSummary = try child.stop()
         }
-        print(loaded.line("loaded"))
-        print(String(format: "ratio loaded/unloaded: p50 %.2f, p99 %.2f (goal: within 3)", loaded.p50ms / unloaded.p50ms, loaded.p99ms / unloaded.p99ms))
+        print(loaded.total.line("loaded"))
+        print(loaded.parts)
+        let p99Ratio = loaded.total.p99ms / unloaded.p99ms
+        print(String(format: "ratio loaded/unloaded: p50 %.2f, p99 %.2f (goal: p99 within 3: %@)", loaded.total.p50ms / unloaded.p50ms, p99Ratio,
+                     (p99Ratio <= 3 ? "met" : "not met") as NSString))
         print("attackers (\(attackersInProcess ? "in this process" : "in a child process")): \(attackSummary)")
         print("relay during the attack: \(statsDuring.connections) connections, \(statsDuring.queues) queues, \(statsDuring.storedMessages) stored messages, \(statsDuring.authFailures) AUTH answers, \(statsDuring.limitRefusals) limit refusals, \(statsDuring.throttled) throttles")
         await recipient.close()
@@ -263,6 +267,8 @@ final class GoodClient {
     let size: Int
     let verbose: Bool
     private var deliveries: AsyncStream<RelayEvent>.Iterator
+    /// The parts of each round trip of the current ``measure(seconds:)``: `SEND` → `OK`, `OK` → `MSG`, `ACK` → `OK`.
+    private var parts: (send: Recorder, msg: Recorder, ack: Recorder)?
 
     init(recipient: RelayConnection, sender: RelayConnection, queue: RecipientQueue, senderKey: AuthPrivateKey, size: Int, verbose: Bool) {
         self.verbose = verbose
@@ -287,19 +293,32 @@ final class GoodClient {
         let received = monotonicNanos()
         try await recipient.acknowledge(queue, messageId: id)
         let end = monotonicNanos()
+        if let parts {
+            parts.send.record(sent &- start)
+            parts.msg.record(received &- sent)
+            parts.ack.record(end &- received)
+        }
         if verbose, end - start > 200_000_000 {
             print("slow round trip: send \((sent - start) / 1_000_000) ms, msg \((received - sent) / 1_000_000) ms, ack \((end - received) / 1_000_000) ms")
         }
         return end &- start
     }
 
-    /// Round trips one after another for `seconds`.
-    func measure(seconds: Int) async throws -> Summary {
+    /// Round trips one after another for `seconds`; also returns the p50/p99 of their parts.
+    func measure(seconds: Int) async throws -> (total: Summary, parts: String) {
         let recorder = Recorder(capacity: 100_000)
+        let split = (send: Recorder(capacity: 100_000), msg: Recorder(capacity: 100_000), ack: Recorder(capacity: 100_000))
+        parts = split
+        defer { parts = nil }
         let start = ContinuousClock.now
         let end = start + .seconds(seconds)
         while ContinuousClock.now < end { recorder.record(try await roundTrip()) }
-        return recorder.summary(elapsed: ContinuousClock.now - start)
+        let elapsed = ContinuousClock.now - start
+        let line = [("SEND", split.send), ("MSG", split.msg), ("ACK", split.ack)].map { name, r in
+            let s = r.summary(elapsed: elapsed)
+            return String(format: "%@ %.3f / %.3f", name, s.p50ms, s.p99ms)
+        }.joined(separator: ", ")
+        return (recorder.summary(elapsed: elapsed), "  parts p50 / p99 ms: " + line)
     }
 }
 
