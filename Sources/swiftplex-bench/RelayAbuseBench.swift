@@ -34,6 +34,8 @@ struct RelayAbuseBench: AsyncParsableCommand {
     var only: String?
     @Flag(name: .customLong("unlimited-rates"), help: "Turn off every rate limit of the relay — per connection, relay-wide and the accept rate (to see what they do).")
     var unlimitedRates = false
+    @Option(name: .customLong("unproven-work-ms"), help: "The relay's --max-unproven-work-ms-per-second (default: the relay's default, 100).")
+    var unprovenWorkMs: Int?
     @Flag(name: .customLong("attackers-in-process"), help: "Run the attackers in this process, beside the relay (their own CPU then counts against it), instead of a child process.")
     var attackersInProcess = false
     @Option(name: .customLong("attackers-cpus"), help: "Run the attackers' process on these CPUs only (a taskset list, e.g. 1), as remote attackers would not use the relay's CPUs; run the bench itself with `taskset -c 0` so that the relay and the good client keep to the others.")
@@ -42,6 +44,7 @@ struct RelayAbuseBench: AsyncParsableCommand {
     func validate() throws {
         guard attackers >= 0, attackers <= 2000 else { throw ValidationError("--attackers must be 0…2000") }
         guard (1...300).contains(seconds) else { throw ValidationError("--seconds must be 1…300") }
+        if let unprovenWorkMs, !(1...1_000_000).contains(unprovenWorkMs) { throw ValidationError("--unproven-work-ms must be 1…1000000") }
         guard size >= 8, size <= RelayLimits.maxMessageBodyLength else { throw ValidationError("--size must be 8…\(RelayLimits.maxMessageBodyLength)") }
         if let attackersCPUs {
             guard !attackersInProcess else { throw ValidationError("--attackers-cpus needs the attackers in their own process") }
@@ -94,9 +97,11 @@ struct RelayAbuseBench: AsyncParsableCommand {
         // are cut off within the run.
         var config = RelayConfiguration(dataDirectory: dir, host: "127.0.0.1", port: 0)
         config.writeStallTimeout = .seconds(5)
+        if let unprovenWorkMs { config.unprovenWorkRate = RateLimit(perSecond: unprovenWorkMs * 1000, burst: unprovenWorkMs * 200) }
         if unlimitedRates { config.unlimitRates() }
         let server = try await RelayServer.start(configuration: config, group: serverGroup, logger: logger)
         print("relay-abuse: \(attackers) misbehaving connections (\(behaviours.map(\.rawValue).joined(separator: ", "))), \(seconds) s per phase, \(size)-byte messages, \(threads) relay event-loop threads")
+        print("relay limits: unproven work \(config.unprovenWorkRate) µs, accepts \(config.acceptRate)")
         print("CPUs: relay and good client \(Self.allowedCPUs() ?? "?"), attackers \(attackersInProcess ? "the same (in process)" : attackersCPUs ?? "any")")
 
         // The good client: a recipient connection and a sender connection, one secured queue.
