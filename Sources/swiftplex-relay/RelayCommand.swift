@@ -156,6 +156,13 @@ struct RelayCommand: AsyncParsableCommand {
             acceptRate: RateLimit(perSecond: maxAcceptsPerSecond)
         )
         config.unprovenWorkRate = RateLimit(perSecond: maxUnprovenWorkMsPerSecond * 1000, burst: max(maxUnprovenWorkMsPerSecond * 200, 1))
+        // A file descriptor per connection, plus the databases, listeners and a margin.
+        do {
+            let limits = try OpenFileLimit.raise(toAtLeast: maxConnections + 128)
+            logger.debug("open-file limit", metadata: ["limits": "\(limits)"])
+        } catch {
+            logger.warning("the open-file limit is below --max-connections: connections beyond it will be refused by the system", metadata: ["error": "\(error)"])
+        }
         let group = MultiThreadedEventLoopGroup.singleton
         let server: RelayServer
         do {
