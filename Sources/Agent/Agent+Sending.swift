@@ -59,9 +59,10 @@ extension Agent {
     }
 
     /// Acknowledges, end to end, that message `seq` received on connection `id` was processed.
-    /// Receipts are batched: those given within ``receiptDelay`` on one connection travel as one
-    /// encrypted receipt message; the sender's agent reports them as `delivered`.
-    public func acknowledgeDelivery(_ id: Int64, seq: UInt64) {
+    /// Receipts are batched: those given within `delay` (``receiptDelay`` unless told) of the
+    /// first one on a connection travel as one encrypted receipt message; the sender's agent
+    /// reports them as `delivered`.
+    public func acknowledgeDelivery(_ id: Int64, seq: UInt64, within delay: Duration = Agent.receiptDelay) {
         if pendingReceipts[id] != nil {
             pendingReceipts[id]!.append(seq)
             return
@@ -71,7 +72,7 @@ extension Agent {
         let key = nextReceiptTask
         nextReceiptTask += 1
         receiptTasks[key] = Task {
-            try? await Task.sleep(for: Self.receiptDelay)
+            try? await Task.sleep(for: delay)
             await self.flushReceipts(id)
             self.receiptTasks[key] = nil
         }
@@ -134,12 +135,27 @@ extension Agent {
                 let snd = try QueueURI(parsing: sndText)
                 let key = try AuthPrivateKey(secretBytes: [UInt8](keyBytes))
                 let connection = try await relayConnection(snd.relay, peer: true)
+                // The envelopes the relay took leave the outbox in one commit (also when a later
+                // one fails); one not removed before a crash is sent again, and the peer drops
+                // the repeat.
+                var sent: [PendingEnvelope] = []
+                var failure: (any Error)?
                 for item in items {
-                    try await connection.sendMessage(senderId: snd.senderId, key: key, body: item.envelope)
+                    do {
+                        try await connection.sendMessage(senderId: snd.senderId, key: key, body: item.envelope)
+                    } catch {
+                        failure = error
+                        break
+                    }
                     guard !closed else { return } // sent again after a restart; the peer drops the repeat
-                    try await store.queue.write { db in try AgentStore.removePending(db, id: item.id) }
-                    if let seq = item.messageSeq { eventSink.yield(.sent(connection: id, seq: seq)) }
+                    sent.append(item)
                 }
+                if !sent.isEmpty {
+                    let done = sent.map(\.id)
+                    try await store.queue.write { db in for item in done { try AgentStore.removePending(db, id: item) } }
+                    for item in sent { if let seq = item.messageSeq { eventSink.yield(.sent(connection: id, seq: seq)) } }
+                }
+                if let failure { throw failure }
             }
         } catch let e as RelayClientError where e.code == .relay(.auth) {
             // The peer's queue is gone (or our key no longer fits it): permanent. Retrying would

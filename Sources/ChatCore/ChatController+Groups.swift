@@ -555,7 +555,7 @@ extension ChatController {
         }
         if let mark {
             await agent.messageProcessed(mark.conn, seq: mark.seq)
-            if wantsReceipt { await agent.acknowledgeDelivery(mark.conn, seq: mark.seq) }
+            if wantsReceipt { await agent.acknowledgeDelivery(mark.conn, seq: mark.seq, within: Agent.groupReceiptDelay) }
         }
         return true
     }
@@ -582,11 +582,11 @@ extension ChatController {
         return (from.text, id)
     }
 
+    /// Now as `YYYY-MM-DDTHH:MM:SSZ` (UTC, whole seconds), written without a date formatter
+    /// (one was made per received group message).
     nonisolated static func rfc3339Now() -> String {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime]
-        f.timeZone = TimeZone(identifier: "UTC")
-        return f.string(from: Date())
+        let whole = ChatTimestamp(seconds: ChatTimestamp.now().seconds).description  // `….000Z`
+        return whole.hasSuffix(".000Z") ? String(whole.dropLast(5)) + "Z" : whole
     }
 
     // MARK: - x.grp.inv on a contact connection
@@ -1019,6 +1019,9 @@ extension ChatController {
             try LocalNames.release(db, userId: g.userId, name: g.localDisplayName)
             _ = try GroupRecord.deleteOne(db, key: groupId)
         }
-        if (try? await dbRead({ db in try GroupRecord.fetchOne(db, key: groupId) })) == nil { groupRuntime.states[groupId] = nil }
+        if (try? await dbRead({ db in try GroupRecord.fetchOne(db, key: groupId) })) == nil {
+            groupRuntime.states[groupId] = nil
+            channelRuntime.roles[groupId] = nil
+        }
     }
 }
