@@ -34,7 +34,7 @@ extension Agent {
         if found == nil {
             do {
                 // Not remembered: an address or a connection not used since the start, one read.
-                let lookup = try await store.queue.read { db -> (AddressRecord?, ConnectionRecord?) in
+                let lookup = try await store.queue.plainRead { db -> (AddressRecord?, ConnectionRecord?) in
                     if let address = try AgentStore.address(db, recipientId: recipientId) { return (address, nil) }
                     return (nil, try AgentStore.connection(db, recipientId: recipientId))
                 }
@@ -75,7 +75,7 @@ extension Agent {
                 let marks = takeProcessedMarks()
                 let stillThere: Bool
                 do {
-                    stillThere = try await store.queue.write { db -> Bool in
+                    stillThere = try await store.queue.cachedWrite { db -> Bool in
                         try AgentStore.removeFromInbox(db, marks)
                         try AgentStore.save(db, record)
                         guard db.changesCount > 0 else { return false }  // the UPDATE found no row

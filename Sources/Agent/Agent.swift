@@ -182,7 +182,7 @@ public actor Agent {
         let marks = takeProcessedMarks()
         guard !marks.isEmpty else { return }
         do {
-            try await store.queue.write { db in try AgentStore.removeFromInbox(db, marks) }
+            try await store.queue.cachedWrite { db in try AgentStore.removeFromInbox(db, marks) }
         } catch {
             logger.error("cannot clear processed messages", metadata: ["messages": "\(marks.count)", "error": "\(error)"])
         }
@@ -210,12 +210,12 @@ public actor Agent {
     public static let sendKeyRetention: TimeInterval = 7 * 24 * 3600
 
     func runLoops() async throws {
-        try await store.queue.write { db in try AgentStore.pruneSendKeys(db, olderThan: Self.sendKeyRetention) }
+        try await store.queue.cachedWrite { db in try AgentStore.pruneSendKeys(db, olderThan: Self.sendKeyRetention) }
         // Messages received before a crash and not yet stored by the chat layer come first.
-        for m in try await store.queue.read({ db in try AgentStore.inbox(db) }) {
+        for m in try await store.queue.plainRead({ db in try AgentStore.inbox(db) }) {
             eventSink.yield(.message(connection: m.connectionId, seq: m.seq, body: m.body, integrity: .ok))
         }
-        let relaysInUse = try await store.queue.read { db in
+        let relaysInUse = try await store.queue.plainRead { db in
             try AgentStore.relaysInUse(db)
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -241,7 +241,7 @@ public actor Agent {
             await retryOutbox()
             // Answers to our contact requests that were accepted but not yet allowed when the
             // process stopped (allowing runs outside the receive loop).
-            if let waiting = try? await store.queue.read({ db in try AgentStore.connections(db, status: .confirmed) }) {
+            if let waiting = try? await store.queue.plainRead({ db in try AgentStore.connections(db, status: .confirmed) }) {
                 for r in waiting {
                     if let info = r.autoAllowInfo { startAutoAllow(r.id, info: [UInt8](info)) }
                 }
@@ -270,7 +270,7 @@ public actor Agent {
     }
 
     func hostsOwnQueues(_ relay: RelayAddress) async -> Bool {
-        guard let hosts = try? await store.queue.read({ db in
+        guard let hosts = try? await store.queue.plainRead({ db in
             try AgentStore.relaysInUse(db)
         }) else { return true }
         return hosts.contains(relay.description)
@@ -307,7 +307,7 @@ public actor Agent {
     func resubscribe(_ relay: RelayAddress) async throws {
         let connection = try await relayConnection(relay)
         let here = relay.description
-        let stored = try await store.queue.read { db in try AgentStore.receivingQueues(db) }
+        let stored = try await store.queue.plainRead { db in try AgentStore.receivingQueues(db) }
         var owners: [Int64?] = []  // the connection behind each queue; nil for an address
         var queues: [RecipientQueue] = []
         for (owner, own) in stored where own.relay == here {
@@ -421,7 +421,7 @@ public actor Agent {
     /// The connection's record; call only under its lock.
     func lockedRecord(_ id: Int64) async throws -> ConnectionRecord? {
         if let r = records[id] { return r }
-        guard let r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else { return nil }
+        guard let r = try await store.queue.plainRead({ db in try AgentStore.connection(db, id: id) }) else { return nil }
         committed(r)
         return r
     }
