@@ -168,6 +168,11 @@ public actor Agent {
     /// between its commit and this call.
     public func messageProcessed(_ id: Int64, seq: UInt64) {
         processedMarks.append((id, seq))
+        scheduleProcessedFlush()
+    }
+
+    /// Starts a flush of the processed marks after ``processedDelay``, unless one is scheduled.
+    func scheduleProcessedFlush() {
         guard !processedFlushScheduled, !closed else { return }
         processedFlushScheduled = true
         spawn {
@@ -198,12 +203,7 @@ public actor Agent {
     func restoreProcessedMarks(_ marks: [(Int64, UInt64)]) {
         guard !marks.isEmpty else { return }
         processedMarks.insert(contentsOf: marks, at: 0)
-        guard !processedFlushScheduled, !closed else { return }
-        processedFlushScheduled = true
-        spawn {
-            try? await Task.sleep(for: Self.processedDelay)
-            await self.flushProcessed()
-        }
+        scheduleProcessedFlush()
     }
 
     /// How long the key of an idempotent send is kept (a repeat comes right after a restart).
