@@ -149,6 +149,13 @@ struct RelayCommand: AsyncParsableCommand {
             globalAuthFailureRate: RateLimit(perSecond: maxGlobalAuthFailuresPerSecond),
             acceptRate: RateLimit(perSecond: maxAcceptsPerSecond)
         )
+        // A file descriptor per connection, plus the databases, listeners and a margin.
+        do {
+            let limits = try OpenFileLimit.raise(toAtLeast: maxConnections + 128)
+            logger.debug("open-file limit", metadata: ["limits": "\(limits)"])
+        } catch {
+            logger.warning("the open-file limit is below --max-connections: connections beyond it will be refused by the system", metadata: ["error": "\(error)"])
+        }
         let group = MultiThreadedEventLoopGroup.singleton
         let server: RelayServer
         do {
