@@ -202,6 +202,7 @@ extension ChatController {
                 _ = try GroupRecord.deleteOne(db, key: groupId) // the channel's rows and steps with it
             }
             channelRuntime.owners[groupId] = nil
+            channelRuntime.roles[groupId] = nil
         } catch {
             reportChannelRefusal(groupId, error)
         }
@@ -332,7 +333,8 @@ extension ChatController {
         guard !itemIds.isEmpty else { return [:] }
         let marks = Array(repeating: "?", count: itemIds.count).joined(separator: ",")
         var out: [Int64: String] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT item_id, msg_verified FROM channel_item_check WHERE item_id IN (\(marks))",
+        // A cached statement: this runs for every group and channel item reported.
+        for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT item_id, msg_verified FROM channel_item_check WHERE item_id IN (\(marks))"),
                                     arguments: StatementArguments(itemIds)) {
             out[row["item_id"]] = row["msg_verified"]
         }

@@ -501,20 +501,23 @@ extension ChatController {
                     }
                     try GroupMsgRecord(groupId: groupId, authorMemberId: author, sharedMsgId: msgId).insert(db, onConflict: .ignore)
                     guard db.changesCount > 0 else { continue }
-                    let rows = GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId)
-                    let authorRow: Int64? = switch sender {
-                    case .channel: try rows.filter(GroupMemberRecord.Columns.memberId == relay.text).fetchOne(db)?.id
-                    case let .member(id): try rows.filter(GroupMemberRecord.Columns.memberId == id.text).fetchOne(db)?.id
+                    // Cached statements: this runs for the first copy of every post.
+                    func rowId(_ member: String) throws -> Int64? {
+                        try Int64.fetchOne(db.cachedStatement(sql: "SELECT id FROM group_member WHERE group_id = ? AND member_id = ?"), arguments: [groupId, member])
                     }
-                    let relayRow = try rows.filter(GroupMemberRecord.Columns.memberId == relay.text).fetchOne(db)?.id
-                    if userId == nil { userId = try GroupRecord.fetchOne(db, key: groupId)?.userId }
+                    let authorRow: Int64? = switch sender {
+                    case .channel: try rowId(relay.text)
+                    case let .member(id): try rowId(id.text)
+                    }
+                    let relayRow = try rowId(relay.text)
+                    if userId == nil { userId = try Int64.fetchOne(db.cachedStatement(sql: "SELECT user_id FROM chat_group WHERE id = ?"), arguments: [groupId]) }
                     guard let user = userId else { continue }
                     var item = GroupItemRecord(userId: user, groupId: groupId, memberRowId: authorRow ?? relayRow, forwardedByRowId: relayRow,
                                                content: content.description, sharedMsgId: msgId, status: .rcvNew, blocked: false, createdAt: now)
                     try item.insert(db)
                     // Its signature check (`meta.msgVerified`).
-                    try db.execute(sql: "INSERT INTO channel_item_check (item_id, msg_verified) VALUES (?, ?)", arguments: [item.id, verification.rawValue])
-                    _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("chat_ts").set(to: now))
+                    try db.cachedStatement(sql: "INSERT INTO channel_item_check (item_id, msg_verified) VALUES (?, ?)").execute(arguments: [item.id, verification.rawValue])
+                    try db.cachedStatement(sql: "UPDATE chat_group SET chat_ts = ? WHERE id = ?").execute(arguments: [now, groupId])
                     items.append((item.id!, sender))
                 default: break
                 }
@@ -541,7 +544,7 @@ extension ChatController {
         guard let c = try await channelRecord(groupId) else { return }
         let u = try await user(view.group.userId)
         let ids = items.map(\.0)
-        let records = try await dbRead { db in try GroupItemRecord.filter(ids.contains(GroupItemRecord.Columns.id)).order(GroupItemRecord.Columns.id).fetchAll(db) }
+        let records = try await dbRead { db in try Self.groupItems(db, ids: ids) }
         let info = channelInfo(view, c)
         // As the channel: stored as brought by the relay, shown `channelRcv` (``groupItemModel``).
         let models = try await groupItemModels(records, view: view)

@@ -24,6 +24,9 @@ struct ChannelRuntime {
     var subscribers: [Int64: ChannelSubscriberState] = [:]
     /// Agent connection → channel and member; loaded on first use.
     var connections: [Int64: ChannelConnection]?
+    /// Each channel's role (`channel.role`, fixed when the row is made; group ids are never
+    /// reused), read once instead of for every message (``channelRole(_:)``); dropped with the group.
+    var roles: [Int64: String] = [:]
     var busy: Set<Int64> = []
     var waiters: [Int64: [CheckedContinuation<Void, Never>]] = [:]
     /// Channels whose delivery jobs are being sent, and those with jobs added meanwhile.
@@ -71,6 +74,14 @@ extension ChatController {
 
     func channelRecord(_ groupId: Int64) async throws -> ChannelRecord? {
         try await dbRead { db in try ChannelRecord.fetchOne(db, key: groupId) }
+    }
+
+    /// The channel's role as stored, nil for a group that is no channel (or no longer exists).
+    func channelRole(_ groupId: Int64) async throws -> String? {
+        if let known = channelRuntime.roles[groupId] { return known }
+        guard let c = try await channelRecord(groupId) else { return nil }
+        channelRuntime.roles[groupId] = c.role
+        return c.role
     }
 
     /// The channel and member of an agent connection, if it is a channel connection.
@@ -362,6 +373,7 @@ extension ChatController {
                 _ = try GroupRecord.deleteOne(db, key: groupId)
             }
             channelRuntime.owners[groupId] = nil
+            channelRuntime.roles[groupId] = nil
             for c in madeConnections { channelRuntime.connections?[c] = nil }
             return .channel(.publicGroupCreationFailed(PublicGroupCreationFailed(user: userModel(u), addRelayResults: results)))
         }
@@ -917,9 +929,9 @@ extension ChatController {
         case .confirmation, .connected, .message: break
         default: return true // the rest (a delivery's `sent`, receipts) is not a channel input: no store read for it
         }
-        guard let c = try await channelRecord(ref.groupId) else { return false }
+        guard let stored = try await channelRole(ref.groupId) else { return false }
         let groupId = ref.groupId
-        let role = ChannelRecord.Role(rawValue: c.role)
+        let role = ChannelRecord.Role(rawValue: stored)
         switch event {
         case let .confirmation(_, info):
             let env: GroupEnvelope
