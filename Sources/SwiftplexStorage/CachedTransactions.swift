@@ -24,8 +24,9 @@ extension DatabaseQueue {
 
     /// A read with no transaction around it (GRDB's ``read`` prepares a `BEGIN` and a `COMMIT`
     /// for every read). A queue is one connection that serialises every access, and these
-    /// databases have no other writer, so the statements of `value` see one state; writing in
-    /// `value` fails (`query_only`), as in ``read``.
+    /// databases have no other writer, so the statements of `value` see one state. Unlike
+    /// ``read``, nothing stops `value` from writing (GRDB's `unsafeRead` sets no `query_only`):
+    /// callers only read in it, and writes go through ``cachedWrite``.
     public func plainRead<T: Sendable>(_ value: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try await unsafeRead(value)
     }
