@@ -131,6 +131,8 @@ let package = Package(
 
         // SQLite files of the engine (agent and chat databases).
         .target(name: "SwiftplexStorage", dependencies: [.product(name: "GRDB", package: "GRDB.swift")]),
+        // One SQL layer over SQLite (GRDB) and, next, PostgreSQL: stores written once for both.
+        .target(name: "SwiftplexSQL", dependencies: ["SwiftplexStorage", .product(name: "GRDB", package: "GRDB.swift")]),
 
         // Layer 4: the agent — duplex end-to-end encrypted connections over relay queues.
         .target(
@@ -230,8 +232,7 @@ let package = Package(
                 "CSwiftplexPlugin",
                 "SwiftplexBase",
                 "SwiftplexSpawn",
-                "SwiftplexStorage",
-                .product(name: "GRDB", package: "GRDB.swift"),
+                "SwiftplexSQL",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
@@ -381,6 +382,7 @@ let package = Package(
 
         // Tests.
         .testTarget(name: "SwiftplexBaseTests", dependencies: ["SwiftplexBase"]),
+        .testTarget(name: "SwiftplexSQLTests", dependencies: ["SwiftplexSQL", "TestSupport"]),
         .testTarget(name: "SwiftplexCryptoTests", dependencies: ["SwiftplexCrypto"]),
         .testTarget(name: "TestSupportTests", dependencies: ["TestSupport"]),
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode", "TestSupport"]),

@@ -28,18 +28,21 @@ extension Agent {
     func receive(_ d: Delivery) async {
         guard !closed else { return }
         let (relay, connection, recipientId, messageId, sealed) = (d.relay, d.connection, d.recipientId, d.messageId, d.sealed)
-        var found: ConnectionRecord?
-        do {
-            if let address = try await store.queue.read({ db in try AgentStore.address(db, recipientId: recipientId) }) {
-                return await receiveRequest(address, delivery: d)
+        // The receiving queue never changes, so any remembered record serves to find it; a
+        // connection's queue is never an address's, so a remembered one needs no store read.
+        var found = recordByRecipient[Data(recipientId)].flatMap { records[$0] }
+        if found == nil {
+            do {
+                // Not remembered: an address or a connection not used since the start, one read.
+                let lookup = try await store.queue.plainRead { db -> (AddressRecord?, ConnectionRecord?) in
+                    if let address = try AgentStore.address(db, recipientId: recipientId) { return (address, nil) }
+                    return (nil, try AgentStore.connection(db, recipientId: recipientId))
+                }
+                if let address = lookup.0 { return await receiveRequest(address, delivery: d) }
+                found = lookup.1
+            } catch {
+                return deferReceive(d, connection: nil, error)
             }
-            // The receiving queue never changes, so any remembered record serves to find it.
-            found = recordByRecipient[Data(recipientId)].flatMap { records[$0] }
-            if found == nil {
-                found = try await store.queue.read({ db in try AgentStore.connection(db, recipientId: recipientId) })
-            }
-        } catch {
-            return deferReceive(d, connection: nil, error)
         }
         guard let found, var q = try? found.receivingQueue else {
             logger.warning("message for an unknown queue")
@@ -68,14 +71,23 @@ extension Agent {
                 // The new state and any answer are committed together before the relay is told.
                 // A connection deleted since it was read (its row is gone) takes nothing: the
                 // message is acknowledged and dropped, as for a queue that no longer exists.
-                let stillThere = try await store.queue.write { db -> Bool in
-                    try AgentStore.save(db, record)
-                    guard db.changesCount > 0 else { return false }  // the UPDATE found no row
-                    if let reply { try AgentStore.enqueue(db, connectionId: record.id, envelope: reply, messageSeq: nil) }
-                    for case let .message(_, seq, body, integrity) in events where integrity != .duplicate {
-                        try AgentStore.keepInInbox(db, connectionId: record.id, seq: seq, body: body)
+                // Messages the chat layer has stored since leave the inbox in the same commit.
+                let marks = takeProcessedMarks()
+                let stillThere: Bool
+                do {
+                    stillThere = try await store.queue.cachedWrite { db -> Bool in
+                        try AgentStore.removeFromInbox(db, marks)
+                        try AgentStore.save(db, record)
+                        guard db.changesCount > 0 else { return false }  // the UPDATE found no row
+                        if let reply { try AgentStore.enqueue(db, connectionId: record.id, envelope: reply, messageSeq: nil) }
+                        for case let .message(_, seq, body, integrity) in events where integrity != .duplicate {
+                            try AgentStore.keepInInbox(db, connectionId: record.id, seq: seq, body: body)
+                        }
+                        return true
                     }
-                    return true
+                } catch {
+                    restoreProcessedMarks(marks)
+                    throw error
                 }
                 guard stillThere else {
                     logger.debug("message for a connection deleted meanwhile dropped", metadata: ["connection": "\(id)"])

@@ -26,7 +26,7 @@ extension Agent {
     /// ``send(_:_:idempotencyKey:)`` that also says whether the key had been used (nothing sent now).
     public func sendKeyed(_ id: Int64, _ body: [UInt8], idempotencyKey key: String?) async throws -> (seq: UInt64, repeated: Bool) {
         let result = try await withConnectionLock(id) { () async throws -> (UInt64, Bool) in
-            if let key, let seq = try await store.queue.read({ db in try AgentStore.sentSeq(db, connectionId: id, key: key) }) {
+            if let key, let seq = try await store.queue.plainRead({ db in try AgentStore.sentSeq(db, connectionId: id, key: key) }) {
                 return (seq, true)
             }
             guard var r = try await lockedRecord(id) else {
@@ -43,7 +43,7 @@ extension Agent {
             r.sndSeq = seq
             r.sndLastHash = Data(Digest.sha256(message))
             let record = r
-            try await store.queue.write { db in
+            try await store.queue.cachedWrite { db in
                 try AgentStore.save(db, record)
                 try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: seq)
                 if let key { try AgentStore.recordSendKey(db, connectionId: id, key: key, seq: seq) }
@@ -59,9 +59,10 @@ extension Agent {
     }
 
     /// Acknowledges, end to end, that message `seq` received on connection `id` was processed.
-    /// Receipts are batched: those given within ``receiptDelay`` on one connection travel as one
-    /// encrypted receipt message; the sender's agent reports them as `delivered`.
-    public func acknowledgeDelivery(_ id: Int64, seq: UInt64) {
+    /// Receipts are batched: those given within `delay` (``receiptDelay`` unless told) of the
+    /// first one on a connection travel as one encrypted receipt message; the sender's agent
+    /// reports them as `delivered`.
+    public func acknowledgeDelivery(_ id: Int64, seq: UInt64, within delay: Duration = Agent.receiptDelay) {
         if pendingReceipts[id] != nil {
             pendingReceipts[id]!.append(seq)
             return
@@ -71,7 +72,7 @@ extension Agent {
         let key = nextReceiptTask
         nextReceiptTask += 1
         receiptTasks[key] = Task {
-            try? await Task.sleep(for: Self.receiptDelay)
+            try? await Task.sleep(for: delay)
             await self.flushReceipts(id)
             self.receiptTasks[key] = nil
         }
@@ -103,7 +104,7 @@ extension Agent {
             let envelope = try sealForPeer(frame, record: r)
             r.ratchet = ratchet
             let record = r
-            try await store.queue.write { db in
+            try await store.queue.cachedWrite { db in
                 try AgentStore.save(db, record)
                 try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: nil)
             }
@@ -127,25 +128,40 @@ extension Agent {
             while !closed {
                 // The sending queue and key never change once set: a remembered record serves.
                 let remembered = records[id]
-                let (record, items) = try await store.queue.read { db in
+                let (record, items) = try await store.queue.plainRead { db in
                     (try remembered ?? AgentStore.connection(db, id: id), try AgentStore.pending(db, connectionId: id))
                 }
                 guard let record, let sndText = record.sndQueue, let keyBytes = record.sndKey, !items.isEmpty else { return }
                 let snd = try QueueURI(parsing: sndText)
                 let key = try AuthPrivateKey(secretBytes: [UInt8](keyBytes))
                 let connection = try await relayConnection(snd.relay, peer: true)
+                // The envelopes the relay took leave the outbox in one commit (also when a later
+                // one fails); one not removed before a crash is sent again, and the peer drops
+                // the repeat.
+                var sent: [PendingEnvelope] = []
+                var failure: (any Error)?
                 for item in items {
-                    try await connection.sendMessage(senderId: snd.senderId, key: key, body: item.envelope)
+                    do {
+                        try await connection.sendMessage(senderId: snd.senderId, key: key, body: item.envelope)
+                    } catch {
+                        failure = error
+                        break
+                    }
                     guard !closed else { return } // sent again after a restart; the peer drops the repeat
-                    try await store.queue.write { db in try AgentStore.removePending(db, id: item.id) }
-                    if let seq = item.messageSeq { eventSink.yield(.sent(connection: id, seq: seq)) }
+                    sent.append(item)
                 }
+                if !sent.isEmpty {
+                    let done = sent.map(\.id)
+                    try await store.queue.cachedWrite { db in for item in done { try AgentStore.removePending(db, id: item) } }
+                    for item in sent { if let seq = item.messageSeq { eventSink.yield(.sent(connection: id, seq: seq)) } }
+                }
+                if let failure { throw failure }
             }
         } catch let e as RelayClientError where e.code == .relay(.auth) {
             // The peer's queue is gone (or our key no longer fits it): permanent. Retrying would
             // only add to the relay's count of AUTH answers on a connection we share.
             do {
-                let seqs = try await store.queue.write { db in try AgentStore.dropPending(db, connectionId: id) }
+                let seqs = try await store.queue.cachedWrite { db in try AgentStore.dropPending(db, connectionId: id) }
                 logger.info("the peer's queue refused delivery; waiting messages dropped", metadata: ["connection": "\(id)", "messages": "\(seqs.count)"])
                 eventSink.yield(.undeliverable(connection: id, seqs: seqs))
             } catch {
@@ -157,7 +173,7 @@ extension Agent {
     }
 
     func retryOutbox() async {
-        guard let ids = try? await store.queue.read({ db in try AgentStore.connectionsWithPending(db) }) else { return }
+        guard let ids = try? await store.queue.plainRead({ db in try AgentStore.connectionsWithPending(db) }) else { return }
         // Side by side: a peer relay that does not answer holds up only its own connections.
         await withTaskGroup(of: Void.self) { group in
             for id in ids { group.addTask { await self.deliverOutbox(id) } }

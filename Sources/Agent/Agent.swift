@@ -53,7 +53,15 @@ public actor Agent {
     /// Connections whose state is being changed, with the tasks waiting their turn (see ``withConnectionLock(_:_:)``).
     var connectionLocks: [Int64: [CheckedContinuation<Void, Never>]] = [:]
     /// How long receipts gather before one receipt message carries them all.
-    static let receiptDelay = Duration.milliseconds(20)
+    public static let receiptDelay = Duration.milliseconds(20)
+    /// The same for a group member's messages, which arrive one per group message (each member
+    /// sends its own receipts, so a receipt per message would double each delivery's work).
+    public static let groupReceiptDelay = Duration.milliseconds(100)
+    /// Messages the chat layer has stored, not yet removed from the inbox (``messageProcessed(_:seq:)``).
+    var processedMarks: [(Int64, UInt64)] = []
+    var processedFlushScheduled = false
+    /// How long processed marks wait for a received message's commit to take them along.
+    static let processedDelay = Duration.milliseconds(10)
     let options: AgentOptions
     /// Dial history of relays: one that never completed a handshake is given up after
     /// ``AgentOptions/newRelayMaxFailures`` failed dials (no reconnect loop, no socket).
@@ -114,6 +122,9 @@ public actor Agent {
 
     /// Closes relay connections and the database; the agent is unusable afterwards.
     public func close() async {
+        // What the chat layer stored is cleared from the inbox before the database closes, so
+        // that the next start does not announce it again.
+        await flushProcessed()
         closed = true
         // Receipt flushes and background work read the database: let them see `closed` and
         // finish first. Closing the relay connections first fails their pending requests at once.
@@ -149,24 +160,62 @@ public actor Agent {
     /// The chat layer has stored message `seq` of connection `id`: the agent forgets it. Until
     /// then it is kept, and announced again after a restart (the chat layer drops what it
     /// already has).
-    public func messageProcessed(_ id: Int64, seq: UInt64) async {
-        do {
-            try await store.queue.write { db in try AgentStore.removeFromInbox(db, connectionId: id, seq: seq) }
-        } catch {
-            logger.error("cannot clear a processed message", metadata: ["connection": "\(id)", "error": "\(error)"])
+    ///
+    /// Batched: the mark is removed from the inbox with the next received message's commit, or
+    /// within ``processedDelay`` by a flush that takes every mark given meanwhile (one
+    /// transaction, not one per message). A mark lost to a crash before then only means the
+    /// message is announced again, which the chat layer drops as it does after any crash
+    /// between its commit and this call.
+    public func messageProcessed(_ id: Int64, seq: UInt64) {
+        processedMarks.append((id, seq))
+        scheduleProcessedFlush()
+    }
+
+    /// Starts a flush of the processed marks after ``processedDelay``, unless one is scheduled.
+    func scheduleProcessedFlush() {
+        guard !processedFlushScheduled, !closed else { return }
+        processedFlushScheduled = true
+        spawn {
+            try? await Task.sleep(for: Self.processedDelay)
+            await self.flushProcessed()
         }
+    }
+
+    /// Removes the processed marks gathered so far from the inbox, in one transaction.
+    func flushProcessed() async {
+        processedFlushScheduled = false
+        let marks = takeProcessedMarks()
+        guard !marks.isEmpty else { return }
+        do {
+            try await store.queue.cachedWrite { db in try AgentStore.removeFromInbox(db, marks) }
+        } catch {
+            logger.error("cannot clear processed messages", metadata: ["messages": "\(marks.count)", "error": "\(error)"])
+        }
+    }
+
+    /// The processed marks not yet removed, handed to the caller's transaction (which gives them
+    /// back with ``restoreProcessedMarks(_:)`` if it does not commit).
+    func takeProcessedMarks() -> [(Int64, UInt64)] {
+        defer { processedMarks = [] }
+        return processedMarks
+    }
+
+    func restoreProcessedMarks(_ marks: [(Int64, UInt64)]) {
+        guard !marks.isEmpty else { return }
+        processedMarks.insert(contentsOf: marks, at: 0)
+        scheduleProcessedFlush()
     }
 
     /// How long the key of an idempotent send is kept (a repeat comes right after a restart).
     public static let sendKeyRetention: TimeInterval = 7 * 24 * 3600
 
     func runLoops() async throws {
-        try await store.queue.write { db in try AgentStore.pruneSendKeys(db, olderThan: Self.sendKeyRetention) }
+        try await store.queue.cachedWrite { db in try AgentStore.pruneSendKeys(db, olderThan: Self.sendKeyRetention) }
         // Messages received before a crash and not yet stored by the chat layer come first.
-        for m in try await store.queue.read({ db in try AgentStore.inbox(db) }) {
+        for m in try await store.queue.plainRead({ db in try AgentStore.inbox(db) }) {
             eventSink.yield(.message(connection: m.connectionId, seq: m.seq, body: m.body, integrity: .ok))
         }
-        let relaysInUse = try await store.queue.read { db in
+        let relaysInUse = try await store.queue.plainRead { db in
             try AgentStore.relaysInUse(db)
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -192,7 +241,7 @@ public actor Agent {
             await retryOutbox()
             // Answers to our contact requests that were accepted but not yet allowed when the
             // process stopped (allowing runs outside the receive loop).
-            if let waiting = try? await store.queue.read({ db in try AgentStore.connections(db, status: .confirmed) }) {
+            if let waiting = try? await store.queue.plainRead({ db in try AgentStore.connections(db, status: .confirmed) }) {
                 for r in waiting {
                     if let info = r.autoAllowInfo { startAutoAllow(r.id, info: [UInt8](info)) }
                 }
@@ -221,7 +270,7 @@ public actor Agent {
     }
 
     func hostsOwnQueues(_ relay: RelayAddress) async -> Bool {
-        guard let hosts = try? await store.queue.read({ db in
+        guard let hosts = try? await store.queue.plainRead({ db in
             try AgentStore.relaysInUse(db)
         }) else { return true }
         return hosts.contains(relay.description)
@@ -258,7 +307,7 @@ public actor Agent {
     func resubscribe(_ relay: RelayAddress) async throws {
         let connection = try await relayConnection(relay)
         let here = relay.description
-        let stored = try await store.queue.read { db in try AgentStore.receivingQueues(db) }
+        let stored = try await store.queue.plainRead { db in try AgentStore.receivingQueues(db) }
         var owners: [Int64?] = []  // the connection behind each queue; nil for an address
         var queues: [RecipientQueue] = []
         for (owner, own) in stored where own.relay == here {
@@ -372,7 +421,7 @@ public actor Agent {
     /// The connection's record; call only under its lock.
     func lockedRecord(_ id: Int64) async throws -> ConnectionRecord? {
         if let r = records[id] { return r }
-        guard let r = try await store.queue.read({ db in try AgentStore.connection(db, id: id) }) else { return nil }
+        guard let r = try await store.queue.plainRead({ db in try AgentStore.connection(db, id: id) }) else { return nil }
         committed(r)
         return r
     }

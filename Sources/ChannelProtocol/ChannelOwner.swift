@@ -92,8 +92,9 @@ public struct ChannelOwnerState: Sendable {
     private let key: Ed25519.PrivateKey
 
     public init(publicGroupId: [UInt8], channelLink: String, memberId: MemberId, ownProfile: MemberProfile, key: Ed25519.PrivateKey,
-                profile: GroupProfile, relays: [OwnerRelay] = [], subscribers: [MemberId: MemberKey] = [:], left: Bool = false) {
+                profile: GroupProfile, relays: [OwnerRelay] = [], subscribers: [MemberId: MemberKey] = [:], left: Bool = false, deleted: Bool = false) {
         self.left = left
+        self.deleted = deleted
         self.publicGroupId = publicGroupId
         self.channelLink = channelLink
         self.memberId = memberId

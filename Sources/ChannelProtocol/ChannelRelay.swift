@@ -337,7 +337,9 @@ public struct ChannelRelayState: Sendable {
             }
         case let .info(p)?:
             guard ChannelProfiles.publicGroupId(of: p) == pg else { throw ChannelError(.linkDataMismatch, "x.grp.info changes the channel's publicGroupId") }
+            let old = profile
             profile = p
+            if let old, old != p { run.effects.append(.emit(.groupUpdated(from: old, to: p))) }
         case let .memberDelete(id, _)?:
             if id == ownMemberId {
                 // Forward the removal to the subscribers first (SimpleX `xGrpMemDel`, `DJRelayRemoved`).
@@ -357,6 +359,7 @@ public struct ChannelRelayState: Sendable {
             if !targets.isEmpty { run.effects.append(.deliver(fwd, to: targets)) }
             forwardedCount += 1
             stopServing(.inactive, &run)
+            run.effects.append(.emit(.groupDeleted(by: owner.memberId)))
             return
         case .leave?:
             // An owner left (signed `x.grp.leave`): forwarded to the subscribers, its connection goes.

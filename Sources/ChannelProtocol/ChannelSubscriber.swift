@@ -343,7 +343,7 @@ public struct ChannelSubscriberState: Sendable {
         case .delete?:
             deleted = true
             run.effects.append(.deleteAllConnections)
-            run.effects.append(.emit(.groupDeleted))
+            run.effects.append(.emit(.groupDeleted(by: author.memberId)))
         case .leave?:
             // An owner left the channel.
             run.effects.append(.emit(.leftMember(author.memberId)))

@@ -97,10 +97,10 @@ public enum ChannelEvent: Sendable, Hashable {
     // Subscriber.
     /// `groupLinkConnecting {hostMember}`.
     case groupLinkConnecting(relay: MemberId)
-    /// `groupUpdated {fromGroup, toGroup}`.
+    /// `groupUpdated {fromGroup, toGroup}` (subscriber and relay).
     case groupUpdated(from: GroupProfile, to: GroupProfile)
-    /// `groupDeleted`.
-    case groupDeleted
+    /// `groupDeleted {member}`: the owner deleted the channel (subscriber and relay).
+    case groupDeleted(by: MemberId)
     /// A relay is gone for this subscriber (removed by the owner, or it left).
     case relayGone(MemberId)
     /// A message from a relay was refused (bad or missing signature, authored by the relay, …):

@@ -347,15 +347,17 @@ extension ChatController {
         let now = Timestamp.now()
         let text = json.description
         let msgId = message.msgId
+        // Cached statements: this runs for every message a contact sends.
         guard let (record, item) = try await dbWrite({ db -> (ContactRecord, ChatItemRecord?)? in
-            guard let c = try ContactRecord.filter(ContactRecord.Columns.agentConnId == conn).fetchOne(db), let contactId = c.id else { return nil }
-            let seen = try !ChatItemRecord.filter(ChatItemRecord.Columns.contactId == contactId && ChatItemRecord.Columns.agentSeq == Int64(seq) &&
-                                                  ChatItemRecord.Columns.sent == false).isEmpty(db)
+            guard let c = try ContactRecord.fetchOne(db.cachedStatement(sql: "SELECT * FROM contact WHERE agent_conn_id = ?"), arguments: [conn]),
+                  let contactId = c.id else { return nil }
+            let seen = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM chat_item WHERE contact_id = ? AND agent_seq = ? AND sent = 0 LIMIT 1"),
+                                         arguments: [contactId, Int64(seq)]) ?? false
             if seen { return (c, nil) }
             var item = ChatItemRecord(userId: c.userId, contactId: contactId, sent: false, content: text, sharedMsgId: msgId, agentSeq: Int64(seq),
                                       status: .rcvNew, createdAt: now)
             try item.insert(db)
-            _ = try ContactRecord.filter(key: contactId).updateAll(db, ContactRecord.Columns.chatTs.set(to: now))
+            try db.cachedStatement(sql: "UPDATE contact SET chat_ts = ? WHERE id = ?").execute(arguments: [now, contactId])
             return (c, item)
         }) else { return false }
         guard let item else { return false }  // stored before a crash

@@ -46,8 +46,7 @@ extension ChatController {
             do {
                 let effects = try await runOwner(groupId, .addRelay(memberId: relayMember, chatRelayId: r.id ?? 0, address: r.address))
                 for case let .joinRelayAddress(id, address, info) in effects {
-                    _ = try await joinRelayAddress(groupId, relay: id, address: address, info: info)
-                    _ = try await runOwner(groupId, .invitationSent(id))
+                    _ = try await inviteRelay(groupId, relay: id, address: address, info: info) // (+Channels)
                 }
                 added.append(relayMember)
                 results.append(AddRelayResult(relay: r.model))
@@ -113,6 +112,100 @@ extension ChatController {
         let members = ids.compactMap { after.member($0) }
         return .group(.userDeletedMembers(UserDeletedMembers(user: userModel(u), groupInfo: channelInfo(after, c), members: members, withMessages: false,
                                                              msgSigned: true)))
+    }
+
+    // MARK: - Owner: the channel's profile, deleting the channel
+
+    /// `/_group_profile #<groupId> <json>` on a channel: only its owner changes it. The new
+    /// profile keeps the channel's `publicGroup` (its link and id); it goes signed (`x.grp.info`)
+    /// to every active relay, which applies it and forwards it to its subscribers (`groupUpdated`
+    /// at each), and the channel link's data is published with it, so that new subscribers see
+    /// it. Answers `groupUpdated` (`msgSigned`). Nil for a group that is no channel.
+    func updateChannelProfile(groupId: Int64, profile given: JSONValue) async throws -> ChatResponse? {
+        guard let c = try await channelRecord(groupId) else { return nil }
+        let (u, view) = try await groupAndUser(groupId)
+        guard c.role == ChannelRecord.Role.owner.rawValue else { throw ChatFailure.chat(.groupUserRole(groupInfo: channelInfo(view, c), requiredRole: .owner)) }
+        guard case .object = given else { throw ChatFailure.command("the group profile must be an object") }
+        let state = try await ownerState(groupId)
+        guard !state.left, !state.deleted else { throw ChatFailure(ChannelError(.invalidState, "the owner left the channel")) }
+        var json = given
+        json.set("displayName", .string(try Self.checkedName(given["displayName"]?.stringValue ?? "")))
+        if json["fullName"] == nil { json.set("fullName", .string("")) }
+        // The channel's identity is not the owner's to change here: its link and id stay.
+        if let publicGroup = state.profile.json["publicGroup"] { json.set("publicGroup", publicGroup) }
+        let profile: GroupProtocol.GroupProfile
+        do {
+            _ = try JSONValueDecoder().decode(ChatModel.GroupProfile.self, from: json)
+            profile = try GroupProtocol.GroupProfile(json: json)
+        } catch {
+            throw ChatFailure.command("malformed group profile: \(error)")
+        }
+        try requireStarted()
+        let effects = try await runOwner(groupId, .updateProfile(profile))
+        await performOwnerEffects(groupId, effects)
+        let after = try await groupView(groupId)
+        return .group(.groupUpdated(GroupUpdated(user: userModel(u), fromGroup: channelInfo(view, c), toGroup: channelInfo(after, c), msgSigned: true)))
+    }
+
+    /// `/_delete #<groupId>` of a channel's owner (SimpleX `APIDeleteGroup`): a signed
+    /// `x.grp.del` to every active relay — each forwards it to its subscribers (`groupDeleted`
+    /// there and at the relay), then stops serving and deletes its link — then the owner's
+    /// connections, its channel link and the group go. The decision and what is left to do are
+    /// one `channel_action` step committed with it: a crash part-way is finished at start.
+    /// Answers `groupDeletedUser`. Nil for a group that is not a channel this user owns.
+    func deleteChannelAsOwner(groupId: Int64) async throws -> ChatResponse? {
+        guard let c = try await channelRecord(groupId), c.role == ChannelRecord.Role.owner.rawValue else { return nil }
+        let (u, view) = try await groupAndUser(groupId)
+        try requireStarted()
+        let info = channelInfo(view, c)
+        let effects = try await runOwner(groupId, .deleteChannel)
+        var item: BatchItem?
+        var relays: [MemberId] = []
+        for case let .send(i, to) in effects {
+            item = i
+            relays.append(to)
+        }
+        if let item {
+            await finishChannelDeletion(groupId, item: item, relays: relays)
+        } else {
+            // No active relay to tell: only the local part.
+            await finishChannelDeletion(groupId, item: nil, relays: [])
+        }
+        return .group(.groupDeletedUser(GroupDeletedUser(user: userModel(u), groupInfo: info)))
+    }
+
+    /// The owner's deletion, made (again) until done: `x.grp.del` to the relays (a relay already
+    /// gone is skipped), every connection of the channel and its link deleted, then the group and
+    /// its rows (its `channel_action` step with them).
+    func finishChannelDeletion(_ groupId: Int64, item: BatchItem?, relays: [MemberId]) async {
+        if let item, channelStepHeld(.ownerDeleteChannel(item: item, relays: relays)) { return }
+        do {
+            if let item {
+                for r in relays {
+                    do { try await sendChannelItem(groupId, item, to: r) } catch {
+                        logger.info("x.grp.del was not sent to a relay", metadata: ["group": "\(groupId)", "reason": "\(Self.chatError(error))"])
+                    }
+                }
+            }
+            try await deleteChannelConnections(groupId)
+            if let address = try await channelRecord(groupId)?.agentAddressId {
+                do { try await agent.deleteAddress(address) } catch let e as AgentError where e.code == .unknownConnection {}
+            }
+            guard !closing else { return } // cut short: made again at start
+            try await dbWrite { db in
+                guard let g = try GroupRecord.fetchOne(db, key: groupId) else { return }
+                for m in try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId).fetchAll(db)
+                where m.category != GroupProtocol.GroupMemberCategory.user.rawValue {
+                    try LocalNames.release(db, userId: g.userId, name: Self.memberOwnName(db, m.localDisplayName, userId: g.userId))
+                }
+                try LocalNames.release(db, userId: g.userId, name: g.localDisplayName)
+                _ = try GroupRecord.deleteOne(db, key: groupId) // the channel's rows and steps with it
+            }
+            channelRuntime.owners[groupId] = nil
+            channelRuntime.roles[groupId] = nil
+        } catch {
+            reportChannelRefusal(groupId, error)
+        }
     }
 
     // MARK: - Leaving
@@ -240,7 +333,8 @@ extension ChatController {
         guard !itemIds.isEmpty else { return [:] }
         let marks = Array(repeating: "?", count: itemIds.count).joined(separator: ",")
         var out: [Int64: String] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT item_id, msg_verified FROM channel_item_check WHERE item_id IN (\(marks))",
+        // A cached statement: this runs for every group and channel item reported.
+        for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT item_id, msg_verified FROM channel_item_check WHERE item_id IN (\(marks))"),
                                     arguments: StatementArguments(itemIds)) {
             out[row["item_id"]] = row["msg_verified"]
         }

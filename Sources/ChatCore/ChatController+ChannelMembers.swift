@@ -332,8 +332,10 @@ extension ChatController {
     /// profile from the link data), then `x.member` to every relay of the link
     /// (`startedConnectionToGroup`). Each relay accepts with `x.grp.link.inv`; `userJoinedGroup`
     /// follows per relay.
+    /// `incognito` joins with a random profile made for this channel only (SimpleX
+    /// `CFGetRelayDataJoin`: the same incognito profile to every relay): the membership keeps it,
+    /// so relays and owners see only it.
     func joinChannel(user u: UserRow, short: ShortLink, incognito: Bool) async throws -> ChatResponse {
-        guard !incognito else { throw ChatFailure.command("joining a channel incognito is not supported yet") }
         let link = short.description
         let userId = u.id
         let existing = try await dbRead { db in try ChannelRecord.filter(Column("channel_link") == link).fetchAll(db) }
@@ -352,13 +354,14 @@ extension ChatController {
                                    relays: raw.relays.map(\.description), publicMemberCount: group.publicMemberCount ?? 0)
         let key = Ed25519.PrivateKey()
         let memberId = Self.newMemberId()
-        let own = try Self.memberProfile(u.profile)
+        let ownProfile = incognito ? Self.randomProfile() : u.profile
+        let own = try Self.memberProfile(ownProfile)
         let (state, effects): (ChannelSubscriberState, [ChannelSubscriberEffect])
         do { (state, effects) = try ChannelSubscriberState.joining(data, channelLink: link, memberId: memberId, ownProfile: own, key: key) } catch {
             throw ChatFailure(error)
         }
         let now = Timestamp.now()
-        let ownText = try Stored.text(u.profile)
+        let ownText = try Stored.text(ownProfile)
         let profileText = data.profile.json.description
         let record = ChannelRecord(groupId: 0, role: ChannelRecord.Role.subscriber.rawValue, channelLink: link, publicGroupId: Base64URL.encode(data.publicGroupId),
                                    memberId: memberId.text, memberKey: Base64URL.encode(key.secretBytes), fullLink: resolved.link.description,
@@ -368,6 +371,7 @@ extension ChatController {
             var g = GroupRecord(userId: userId, localDisplayName: local, profile: profileText, createdAt: now, updatedAt: now, chatTs: now, viaLink: link)
             try g.insert(db)
             let gid = g.id!
+            if incognito { try db.execute(sql: "UPDATE chat_group SET incognito = 1 WHERE id = ?", arguments: [gid]) }
             var me = GroupMemberRecord(groupId: gid, memberId: memberId.text, role: GroupProtocol.GroupMemberRole.observer.name,
                                        status: GroupProtocol.GroupMemberStatus.accepted.rawValue, category: GroupProtocol.GroupMemberCategory.user.rawValue,
                                        profile: ownText, blocked: false, createdAt: now, updatedAt: now)
@@ -425,7 +429,8 @@ extension ChatController {
                 _ = dedup.record(author: a, msgId: msgId, forwardedBy: nil)
             }
         }
-        let state = ChannelSubscriberState(publicGroupId: pg, channelLink: c.channelLink, memberId: memberId, ownProfile: try Self.memberProfile(u.profile),
+        let state = ChannelSubscriberState(publicGroupId: pg, channelLink: c.channelLink, memberId: memberId,
+                                           ownProfile: try await channelOwnProfile(groupId, view, memberId, u),
                                            profile: profile, owners: owners, key: try Self.privateKey(c.memberKey),
                                            requireSignedContent: true, relays: relays, uniqueMessages: c.uniqueMessages, dedup: dedup)
         if let s = channelRuntime.subscribers[groupId] { return s }
@@ -486,7 +491,7 @@ extension ChatController {
                     }
                     try Self.saveChannelGroupMember(db, groupId: groupId, memberId: r.memberId, role: .relay, category: .host, status: status, profile: r.profile, now: now)
                 case let .saveProfile(p):
-                    _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("profile").set(to: p.json.description), Column("updated_at").set(to: now))
+                    try Self.saveChannelProfile(db, groupId: groupId, p, now: now)
                 case let .applyContent(env, sender, relay, verification):
                     guard env.event == "x.msg.new", let content = env.params["content"], let msgId = env.msgId else { continue }
                     // The store's dedup across relays (and restarts): (author, shared msg id).
@@ -496,20 +501,23 @@ extension ChatController {
                     }
                     try GroupMsgRecord(groupId: groupId, authorMemberId: author, sharedMsgId: msgId).insert(db, onConflict: .ignore)
                     guard db.changesCount > 0 else { continue }
-                    let rows = GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId)
-                    let authorRow: Int64? = switch sender {
-                    case .channel: try rows.filter(GroupMemberRecord.Columns.memberId == relay.text).fetchOne(db)?.id
-                    case let .member(id): try rows.filter(GroupMemberRecord.Columns.memberId == id.text).fetchOne(db)?.id
+                    // Cached statements: this runs for the first copy of every post.
+                    func rowId(_ member: String) throws -> Int64? {
+                        try Int64.fetchOne(db.cachedStatement(sql: "SELECT id FROM group_member WHERE group_id = ? AND member_id = ?"), arguments: [groupId, member])
                     }
-                    let relayRow = try rows.filter(GroupMemberRecord.Columns.memberId == relay.text).fetchOne(db)?.id
-                    if userId == nil { userId = try GroupRecord.fetchOne(db, key: groupId)?.userId }
+                    let authorRow: Int64? = switch sender {
+                    case .channel: try rowId(relay.text)
+                    case let .member(id): try rowId(id.text)
+                    }
+                    let relayRow = try rowId(relay.text)
+                    if userId == nil { userId = try Int64.fetchOne(db.cachedStatement(sql: "SELECT user_id FROM chat_group WHERE id = ?"), arguments: [groupId]) }
                     guard let user = userId else { continue }
                     var item = GroupItemRecord(userId: user, groupId: groupId, memberRowId: authorRow ?? relayRow, forwardedByRowId: relayRow,
                                                content: content.description, sharedMsgId: msgId, status: .rcvNew, blocked: false, createdAt: now)
                     try item.insert(db)
                     // Its signature check (`meta.msgVerified`).
-                    try db.execute(sql: "INSERT INTO channel_item_check (item_id, msg_verified) VALUES (?, ?)", arguments: [item.id, verification.rawValue])
-                    _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("chat_ts").set(to: now))
+                    try db.cachedStatement(sql: "INSERT INTO channel_item_check (item_id, msg_verified) VALUES (?, ?)").execute(arguments: [item.id, verification.rawValue])
+                    try db.cachedStatement(sql: "UPDATE chat_group SET chat_ts = ? WHERE id = ?").execute(arguments: [now, groupId])
                     items.append((item.id!, sender))
                 default: break
                 }
@@ -536,7 +544,7 @@ extension ChatController {
         guard let c = try await channelRecord(groupId) else { return }
         let u = try await user(view.group.userId)
         let ids = items.map(\.0)
-        let records = try await dbRead { db in try GroupItemRecord.filter(ids.contains(GroupItemRecord.Columns.id)).order(GroupItemRecord.Columns.id).fetchAll(db) }
+        let records = try await dbRead { db in try Self.groupItems(db, ids: ids) }
         let info = channelInfo(view, c)
         // As the channel: stored as brought by the relay, shown `channelRcv` (``groupItemModel``).
         let models = try await groupItemModels(records, view: view)
@@ -556,6 +564,7 @@ extension ChatController {
         for effect in effects {
             let step = ChannelStep(effect)
             if channelStepHeld(step) { continue }
+            var retrying = false
             do {
                 switch effect {
                 case .saveRelay, .saveProfile, .applyContent: break
@@ -585,9 +594,12 @@ extension ChatController {
                     try await reportSubscriberEvent(groupId, e)
                 }
             } catch {
-                reportChannelRefusal(groupId, error)
+                // A join step that failed for a while (a relay down, its queue full): kept and
+                // tried again with backoff (+ChannelActions).
+                retrying = retryChannelStepLater(groupId, step, error)
+                if !retrying { reportChannelRefusal(groupId, error) }
             }
-            await channelStepDone(groupId, step) // (+ChannelActions)
+            if !retrying { await channelStepDone(groupId, step) } // (+ChannelActions)
         }
     }
 
@@ -630,6 +642,23 @@ extension ChatController {
             }
             guard let m = try await groupView(groupId).member(id) else { return }
             sink.yield(.group(.leftMember(UserGroupMember(user: userModel(u), groupInfo: info, member: m))))
+        case let .groupUpdated(from, _):
+            try await reportChannelProfileUpdate(groupId, from: from, by: nil)
+        case let .groupDeleted(by):
+            // The owner deleted the channel: the subscriber's membership is `deleted` (SimpleX
+            // `GSMemGroupDeleted`); `/_delete #g` then removes it locally.
+            let profile = try await subscriberState(groupId).owners[by]?.profile
+            let now = Timestamp.now()
+            try await dbWrite { db in
+                if try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == by.text).fetchOne(db) == nil {
+                    try Self.saveChannelGroupMember(db, groupId: groupId, memberId: by, role: .owner, category: .pre, status: .connected, profile: profile, now: now)
+                }
+                _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == c.memberId)
+                    .updateAll(db, Column("status").set(to: GroupProtocol.GroupMemberStatus.deleted.rawValue), Column("updated_at").set(to: now))
+            }
+            let after = try await groupView(groupId)
+            guard let m = after.member(by) else { return }
+            sink.yield(.group(.groupDeleted(UserGroupMember(user: userModel(u), groupInfo: channelInfo(after, c), member: m))))
         default:
             logger.debug("a channel event is not reported yet", metadata: ["group": "\(groupId)", "event": "\(e)"])
         }

@@ -24,6 +24,9 @@ struct ChannelRuntime {
     var subscribers: [Int64: ChannelSubscriberState] = [:]
     /// Agent connection → channel and member; loaded on first use.
     var connections: [Int64: ChannelConnection]?
+    /// Each channel's role (`channel.role`, fixed when the row is made; group ids are never
+    /// reused), read once instead of for every message (``channelRole(_:)``); dropped with the group.
+    var roles: [Int64: String] = [:]
     var busy: Set<Int64> = []
     var waiters: [Int64: [CheckedContinuation<Void, Never>]] = [:]
     /// Channels whose delivery jobs are being sent, and those with jobs added meanwhile.
@@ -31,6 +34,9 @@ struct ChannelRuntime {
     var redeliver: Set<Int64> = []
     /// Tests: channel steps are left in `channel_action` (+ChannelActions).
     var holdSteps = false
+    var unheldSteps: Set<String> = []
+    /// Join steps being retried after a failure that may pass, with their attempts so far (+ChannelActions).
+    var retries: [String: Int] = [:]
 }
 
 struct ChannelConnection: Sendable {
@@ -68,6 +74,14 @@ extension ChatController {
 
     func channelRecord(_ groupId: Int64) async throws -> ChannelRecord? {
         try await dbRead { db in try ChannelRecord.fetchOne(db, key: groupId) }
+    }
+
+    /// The channel's role as stored, nil for a group that is no channel (or no longer exists).
+    func channelRole(_ groupId: Int64) async throws -> String? {
+        if let known = channelRuntime.roles[groupId] { return known }
+        guard let c = try await channelRecord(groupId) else { return nil }
+        channelRuntime.roles[groupId] = c.role
+        return c.role
     }
 
     /// The channel and member of an agent connection, if it is a channel connection.
@@ -145,12 +159,20 @@ extension ChatController {
                   let status = view.record(id)?.status, status != GroupProtocol.GroupMemberStatus.left.rawValue else { continue }
             subscribers[id] = key
         }
-        let state = ChannelOwnerState(publicGroupId: pg, channelLink: c.channelLink, memberId: memberId, ownProfile: try Self.memberProfile(u.profile),
+        let state = ChannelOwnerState(publicGroupId: pg, channelLink: c.channelLink, memberId: memberId, ownProfile: try await channelOwnProfile(groupId, view, memberId, u),
                                       key: try Self.privateKey(c.memberKey), profile: profile, relays: relays, subscribers: subscribers,
-                                      left: view.record(memberId)?.status == GroupProtocol.GroupMemberStatus.left.rawValue)
+                                      left: view.record(memberId)?.status == GroupProtocol.GroupMemberStatus.left.rawValue, deleted: view.group.deleted)
         if let s = channelRuntime.owners[groupId] { return s }
         channelRuntime.owners[groupId] = state
         return state
+    }
+
+    /// The user's profile in a channel: in one made or joined incognito, the random profile its
+    /// membership keeps; else the user's own.
+    func channelOwnProfile(_ groupId: Int64, _ view: GroupView, _ memberId: MemberId, _ u: UserRow) async throws -> MemberProfile {
+        let incognito = try await dbRead { db in try Bool.fetchOne(db, sql: "SELECT incognito FROM chat_group WHERE id = ?", arguments: [groupId]) } ?? false
+        if incognito, let p = view.record(memberId).flatMap({ Stored.json($0.profile) }).flatMap({ try? MemberProfile(json: $0) }) { return p }
+        return try Self.memberProfile(u.profile)
     }
 
     /// The relay's machine, restored from the store on first use.
@@ -246,7 +268,6 @@ extension ChatController {
     public func createPublicGroup(userId: Int64, incognito: Bool, relayIds: [Int64], profile given: JSONValue) async throws -> ChatResponse {
         let u = try await user(userId)
         try requireStarted()
-        guard !incognito else { throw ChatFailure.command("incognito channels are not supported yet") }
         guard !relayIds.isEmpty else { throw ChatFailure.command("a channel needs at least one chat relay") }
         guard Set(relayIds).count == relayIds.count else { throw ChatFailure.command("a chat relay is named twice") }
         guard !u.chatRelay else { throw ChatFailure.command("a chat relay user cannot own channels") }
@@ -295,11 +316,14 @@ extension ChatController {
         }
 
         let now = Timestamp.now()
-        let own = try Self.memberProfile(u.profile)
+        // Incognito: a random profile for this channel only — the relays, and the subscribers the
+        // owner is introduced to, see only it (the membership keeps it).
+        let ownProfile = incognito ? Self.randomProfile() : u.profile
+        let own = try Self.memberProfile(ownProfile)
         let record = ChannelRecord(groupId: 0, role: ChannelRecord.Role.owner.rawValue, channelLink: channelLink, publicGroupId: Base64URL.encode(publicGroupId),
                                    memberId: memberId.text, memberKey: Base64URL.encode(memberKey.secretBytes), rootKey: Base64URL.encode(root.secretBytes),
                                    agentAddressId: addressId, fullLink: full.description, createdAt: now)
-        let ownText = try Stored.text(u.profile)
+        let ownText = try Stored.text(ownProfile)
         let profileText = profile.json.description
         let groupId: Int64
         do {
@@ -308,6 +332,7 @@ extension ChatController {
                 var g = GroupRecord(userId: userId, localDisplayName: local, profile: profileText, createdAt: now, updatedAt: now, chatTs: now)
                 try g.insert(db)
                 let gid = g.id!
+                if incognito { try db.execute(sql: "UPDATE chat_group SET incognito = 1 WHERE id = ?", arguments: [gid]) }
                 var me = GroupMemberRecord(groupId: gid, memberId: memberId.text, role: GroupProtocol.GroupMemberRole.owner.name,
                                            status: GroupProtocol.GroupMemberStatus.connected.rawValue, category: GroupProtocol.GroupMemberCategory.user.rawValue,
                                            profile: ownText, blocked: false, createdAt: now, updatedAt: now)
@@ -333,8 +358,7 @@ extension ChatController {
                 let relayMember = Self.newMemberId()
                 let effects = try await runOwner(groupId, .addRelay(memberId: relayMember, chatRelayId: r.id ?? 0, address: r.address))
                 for case let .joinRelayAddress(id, address, info) in effects {
-                    madeConnections.append(try await joinRelayAddress(groupId, relay: id, address: address, info: info))
-                    _ = try await runOwner(groupId, .invitationSent(id))
+                    if let conn = try await inviteRelay(groupId, relay: id, address: address, info: info) { madeConnections.append(conn) }
                 }
                 results.append(AddRelayResult(relay: r.model))
             } catch {
@@ -349,6 +373,7 @@ extension ChatController {
                 _ = try GroupRecord.deleteOne(db, key: groupId)
             }
             channelRuntime.owners[groupId] = nil
+            channelRuntime.roles[groupId] = nil
             for c in madeConnections { channelRuntime.connections?[c] = nil }
             return .channel(.publicGroupCreationFailed(PublicGroupCreationFailed(user: userModel(u), addRelayResults: results)))
         }
@@ -371,6 +396,26 @@ extension ChatController {
             return .channel(.groupRelays(GroupRelaysList(user: userModel(u), groupInfo: channelInfo(view, c), groupRelays: try await subscriberRelayModels(groupId, view: view))))
         }
         return .channel(.groupRelays(GroupRelaysList(user: userModel(u), groupInfo: channelInfo(view, c), groupRelays: try await groupRelayModels(groupId, view: view))))
+    }
+
+    /// A command's invitation of a relay (`/_public group`, `/_add relays`), as its durable step
+    /// (`ownerJoinRelayAddress`, written with `addRelay`): the contact request, then `invited`.
+    /// A failure that may pass (the relay's server down) leaves the relay `new` with its step,
+    /// retried with backoff (nil is returned); a final one throws. Returns the new connection.
+    func inviteRelay(_ groupId: Int64, relay: MemberId, address: String, info: GroupEnvelope) async throws -> Int64? {
+        let step = ChannelStep.ownerJoinRelayAddress(relay: relay, address: address, info: info)
+        if channelStepHeld(step) { return nil } // tests: as a crash after the commit leaves it
+        let conn: Int64
+        do {
+            conn = try await joinRelayAddress(groupId, relay: relay, address: address, info: info)
+        } catch {
+            if retryChannelStepLater(groupId, step, error) { return nil }
+            await channelStepDone(groupId, step)
+            throw error
+        }
+        _ = try await runOwner(groupId, .invitationSent(relay))
+        await channelStepDone(groupId, step)
+        return conn
     }
 
     /// Sends the contact request with `x.grp.relay.inv` to a relay's address; returns the new connection.
@@ -400,19 +445,55 @@ extension ChatController {
         let effects: [ChannelOwnerEffect]
         do { effects = try state.handle(input, newMessageId: ChatMessage.newMessageId) } catch { throw ChatFailure(error) }
         let now = Timestamp.now()
+        var steps = effects.compactMap(ChannelStep.init)
+        if case .deleteChannel = input {
+            // The deletion is one durable step (+ChannelActions, +ChannelManagement): the signed
+            // `x.grp.del` to the relays, the connections and the link deleted, the group purged.
+            var item: BatchItem?
+            var relays: [MemberId] = []
+            for case let .send(i, to) in effects {
+                item = i
+                relays.append(to)
+            }
+            if let item { steps.append(.ownerDeleteChannel(item: item, relays: relays)) }
+        }
+        let allSteps = steps
         try await dbWrite { db in
-            try Self.queueChannelSteps(db, groupId: groupId, effects.compactMap(ChannelStep.init)) // (+ChannelActions)
+            try Self.queueChannelSteps(db, groupId: groupId, allSteps) // (+ChannelActions)
+            if case .deleteChannel = input { _ = try GroupRecord.filter(key: groupId).updateAll(db, GroupRecord.Columns.deleted.set(to: true)) }
             for e in effects {
                 switch e {
                 case let .saveRelay(r): try Self.saveOwnerRelay(db, groupId: groupId, r, now: now)
-                case let .saveProfile(p):
-                    _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("profile").set(to: p.json.description), Column("updated_at").set(to: now))
+                case let .saveProfile(p): try Self.saveChannelProfile(db, groupId: groupId, p, now: now)
                 default: break
                 }
             }
         }
         channelRuntime.owners[groupId] = state
         return effects
+    }
+
+    /// A channel's new profile (`x.grp.info`, `/_group_profile`): the group's profile and, when
+    /// its name changed, the group's local name.
+    nonisolated static func saveChannelProfile(_ db: Database, groupId: Int64, _ p: GroupProtocol.GroupProfile, now: String) throws {
+        guard var g = try GroupRecord.fetchOne(db, key: groupId) else { return }
+        if p.displayName != Stored.json(g.profile)?["displayName"]?.stringValue {
+            g.localDisplayName = try LocalNames.rename(db, userId: g.userId, current: g.localDisplayName, displayName: p.displayName)
+        }
+        g.profile = p.json.description
+        g.updatedAt = now
+        try g.update(db)
+    }
+
+    /// `groupUpdated` for a channel profile changed by its owner (subscriber and relay).
+    func reportChannelProfileUpdate(_ groupId: Int64, from old: GroupProtocol.GroupProfile, by owner: MemberId?) async throws {
+        let view = try await groupView(groupId)
+        guard let c = try await channelRecord(groupId) else { return }
+        let u = try await user(view.group.userId)
+        let to = channelInfo(view, c)
+        var from = to
+        from.groupProfile = try JSONValueDecoder().decode(ChatModel.GroupProfile.self, from: old.json)
+        sink.yield(.group(.groupUpdated(GroupUpdated(user: userModel(u), fromGroup: from, toGroup: to, member_: owner.flatMap { view.member($0) }))))
     }
 
     nonisolated static func saveOwnerRelay(_ db: Database, groupId: Int64, _ r: OwnerRelay, now: String) throws {
@@ -490,6 +571,8 @@ extension ChatController {
                     try await reportOwnerEvent(groupId, e)
                 }
             } catch {
+                // A relay's address unreachable for a while: kept and tried again (+ChannelActions).
+                if retryChannelStepLater(groupId, step, error) { continue }
                 reportChannelRefusal(groupId, error)
             }
             await channelStepDone(groupId, step) // (+ChannelActions)
@@ -658,14 +741,7 @@ extension ChatController {
             c.owners = Self.ownerKeysJSON(Array(snapshot.owners.values)).description
             c.ownerConnected = snapshot.isOwnerConnected
             try c.update(db)
-            if profileChanged, let p = snapshot.profile, var g = try GroupRecord.fetchOne(db, key: groupId) {
-                if p.displayName != Stored.json(g.profile)?["displayName"]?.stringValue {
-                    g.localDisplayName = try LocalNames.rename(db, userId: g.userId, current: g.localDisplayName, displayName: p.displayName)
-                }
-                g.profile = p.json.description
-                g.updatedAt = now
-                try g.update(db)
-            }
+            if profileChanged, let p = snapshot.profile { try Self.saveChannelProfile(db, groupId: groupId, p, now: now) }
             // The relay's own membership follows its status.
             let own: GroupProtocol.GroupMemberStatus = switch snapshot.status {
             case .active: .connected
@@ -820,6 +896,13 @@ extension ChatController {
             // The owner removed this relay: it forwarded the removal and stopped.
             guard let m = view.member(by) else { return }
             sink.yield(.group(.deletedMemberUser(DeletedMemberUser(user: userModel(u), groupInfo: info, member: m, withMessages: false))))
+        case let .groupUpdated(from, _):
+            try await reportChannelProfileUpdate(groupId, from: from, by: c.inviter.flatMap(MemberId.init))
+        case let .groupDeleted(by):
+            // The owner deleted the channel: the relay forwarded it and stops serving it.
+            try await markChannelMember(groupId, MemberId(c.memberId) ?? by, .deleted)
+            guard let m = view.member(by) else { return }
+            sink.yield(.group(.groupDeleted(UserGroupMember(user: userModel(u), groupInfo: channelInfo(try await groupView(groupId), c), member: m))))
         default:
             logger.debug("a channel event is not reported yet", metadata: ["group": "\(groupId)", "event": "\(e)"])
         }
@@ -846,9 +929,9 @@ extension ChatController {
         case .confirmation, .connected, .message: break
         default: return true // the rest (a delivery's `sent`, receipts) is not a channel input: no store read for it
         }
-        guard let c = try await channelRecord(ref.groupId) else { return false }
+        guard let stored = try await channelRole(ref.groupId) else { return false }
         let groupId = ref.groupId
-        let role = ChannelRecord.Role(rawValue: c.role)
+        let role = ChannelRecord.Role(rawValue: stored)
         switch event {
         case let .confirmation(_, info):
             let env: GroupEnvelope

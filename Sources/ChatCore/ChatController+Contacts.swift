@@ -81,7 +81,7 @@ extension ChatController {
 
     /// A contact and its user, or `contactNotFound`.
     func contact(_ contactId: Int64) async throws -> (UserRow, ContactRow) {
-        guard let c = try await dbRead({ db in try ContactRecord.fetchOne(db, key: contactId) }) else {
+        guard let c = try await dbRead({ db in try ContactRecord.fetchOne(db.cachedStatement(sql: "SELECT * FROM contact WHERE id = ?"), arguments: [contactId]) }) else {
             throw ChatFailure.store(.contactNotFound(contactId: contactId))
         }
         return (try await user(c.userId), ContactRow(c))

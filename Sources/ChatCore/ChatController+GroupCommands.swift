@@ -208,6 +208,7 @@ extension ChatController {
     /// left or was removed deletes it locally; a current member that is not the owner is refused
     /// (`groupUserRole` owner), as in SimpleX. The group goes from the store once its messages are out.
     public func deleteGroup(groupId: Int64) async throws -> ChatResponse {
+        if let deleted = try await deleteChannelAsOwner(groupId: groupId) { return deleted } // a channel's owner (+ChannelManagement)
         let (u, view) = try await groupAndUser(groupId)
         guard let me = view.membership?.state else { throw ChatFailure.store(.groupNotFound(groupId: groupId)) }
         let info = view.info
@@ -230,6 +231,7 @@ extension ChatController {
 
     /// `/_group_profile #<groupId> <GroupProfile>` (owner; `groupUpdated`).
     public func updateGroupProfile(groupId: Int64, profile given: JSONValue) async throws -> ChatResponse {
+        if let updated = try await updateChannelProfile(groupId: groupId, profile: given) { return updated } // a channel (+ChannelManagement)
         let (u, view) = try await groupAndUser(groupId)
         guard case .object = given else { throw ChatFailure.command("the group profile must be an object") }
         let name = try Self.checkedName(given["displayName"]?.stringValue ?? "")

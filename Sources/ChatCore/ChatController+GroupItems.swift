@@ -351,9 +351,10 @@ extension ChatController {
     /// A moderation that came before the message (`group_pending_moderation`): taken (deleted), and
     /// the moderator's row returned, when the moderator may still delete this author's messages.
     nonisolated static func takePendingModeration(_ db: Database, groupId: Int64, author: MemberId, msgId: String?) throws -> Int64? {
-        guard let msgId, let row = try Row.fetchOne(db, sql: """
+        // A cached statement: this looks for every group message received (almost never finds one).
+        guard let msgId, let row = try Row.fetchOne(db.cachedStatement(sql: """
             SELECT id, moderator_row_id FROM group_pending_moderation WHERE group_id = ? AND author_member_id = ? AND shared_msg_id = ?
-            """, arguments: [groupId, author.text, msgId]) else { return nil }
+            """), arguments: [groupId, author.text, msgId]) else { return nil }
         try db.execute(sql: "DELETE FROM group_pending_moderation WHERE id = ?", arguments: [row["id"] as Int64])
         let members = GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId)
         guard let moderator = try members.filter(GroupMemberRecord.Columns.id == (row["moderator_row_id"] as Int64)).fetchOne(db),
@@ -442,7 +443,7 @@ extension ChatController {
     /// which flipped it between `sndSent` and `sndSentPartial` (and reported it) per member.
     nonisolated static func expectGroupSends(_ db: Database, groupId: Int64, _ sends: [(msgId: String, to: MemberId)]) throws {
         guard !sends.isEmpty else { return }
-        let rows = try Row.fetchAll(db, sql: "SELECT member_id, id FROM group_member WHERE group_id = ?", arguments: [groupId])
+        let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT member_id, id FROM group_member WHERE group_id = ?"), arguments: [groupId])
         let rowOf = Dictionary(rows.map { ($0["member_id"] as String, $0["id"] as Int64) }, uniquingKeysWith: { a, _ in a })
         var items: [String: Int64] = [:]
         for (msgId, to) in sends {
@@ -457,14 +458,14 @@ extension ChatController {
 
     /// The user's own item with this shared id in the group.
     nonisolated static func ownGroupItemId(_ db: Database, groupId: Int64, msgId: String) throws -> Int64? {
-        try Int64.fetchOne(db, sql: "SELECT id FROM group_item WHERE group_id = ? AND shared_msg_id = ? AND member_row_id IS NULL ORDER BY id LIMIT 1",
+        try Int64.fetchOne(db.cachedStatement(sql: "SELECT id FROM group_item WHERE group_id = ? AND shared_msg_id = ? AND member_row_id IS NULL ORDER BY id LIMIT 1"),
                            arguments: [groupId, msgId])
     }
 
     /// The (item, member row) of the delivery status of the user's item `msgId` to `member`.
     private nonisolated static func sendStatusKey(_ db: Database, groupId: Int64, member: MemberId, msgId: String) throws -> (item: Int64, row: Int64)? {
         guard let itemId = try ownGroupItemId(db, groupId: groupId, msgId: msgId),
-              let row = try Int64.fetchOne(db, sql: "SELECT id FROM group_member WHERE group_id = ? AND member_id = ?", arguments: [groupId, member.text])
+              let row = try Int64.fetchOne(db.cachedStatement(sql: "SELECT id FROM group_member WHERE group_id = ? AND member_id = ?"), arguments: [groupId, member.text])
         else { return nil }
         return (itemId, row)
     }
@@ -482,9 +483,8 @@ extension ChatController {
             let status: ItemStatus = early ? .sndSent : .sndNew
             // The status was made with the send (``expectGroupSends``), `sndNew`: nothing moves it
             // before it has its agent message.
-            _ = try GroupSndStatusRecord.filter(key: ["item_id": itemId, "member_row_id": row])
-                .updateAll(db, GroupSndStatusRecord.Columns.agentConnId.set(to: conn), GroupSndStatusRecord.Columns.seq.set(to: Int64(seq)),
-                           GroupSndStatusRecord.Columns.status.set(to: status))
+            try db.cachedStatement(sql: "UPDATE group_snd_status SET agent_conn_id = ?, seq = ?, status = ? WHERE item_id = ? AND member_row_id = ?")
+                .execute(arguments: [conn, Int64(seq), status, itemId, row])
             if db.changesCount == 0 {
                 // A send queued before statuses were made with it.
                 try GroupSndStatusRecord(itemId: itemId, memberRowId: row, agentConnId: conn, seq: Int64(seq), status: status).insert(db)
@@ -563,9 +563,19 @@ extension ChatController {
         return true
     }
 
+    /// The group items of `ids`, in id order, through a cached statement (one per count of ids:
+    /// reports of received items and statuses read them for every message).
+    nonisolated static func groupItems(_ db: Database, ids: [Int64]) throws -> [GroupItemRecord] {
+        let unique = Array(Set(ids))
+        guard !unique.isEmpty else { return [] }
+        let marks = Array(repeating: "?", count: unique.count).joined(separator: ",")
+        return try GroupItemRecord.fetchAll(db.cachedStatement(sql: "SELECT * FROM group_item WHERE id IN (\(marks)) ORDER BY id"), arguments: StatementArguments(unique))
+    }
+
     func reportGroupItemStatuses(_ groupId: Int64, itemIds: [Int64]) async throws {
+        guard !itemIds.isEmpty else { return }
         guard let (records, view) = try await dbRead({ db -> ([GroupItemRecord], GroupView)? in
-            let records = try GroupItemRecord.filter(itemIds.contains(GroupItemRecord.Columns.id)).order(GroupItemRecord.Columns.id).fetchAll(db)
+            let records = try Self.groupItems(db, ids: itemIds)
             let rows = Self.memberRows(shownBy: records)
             return try Self.readGroupView(db, groupId, rows: rows).map { (records, $0) }
         }) else { return }

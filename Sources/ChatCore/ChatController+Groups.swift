@@ -301,7 +301,8 @@ extension ChatController {
                 }
             }
             try Self.applyEffects(db, effects, groupId: groupId, userId: userId, now: now, limits: self.limits, into: &out)
-            _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("pending_join").set(to: pendingJoin), Column("updated_at").set(to: now))
+            // Cached statements on this path: it runs for every group message received or sent.
+            try db.cachedStatement(sql: "UPDATE chat_group SET pending_join = ?, updated_at = ? WHERE id = ?").execute(arguments: [pendingJoin, now, groupId])
             try extra?(db)
             try Self.expectGroupSends(db, groupId: groupId, out.itemSends)
             return out
@@ -370,7 +371,7 @@ extension ChatController {
                 }
                 _ = content
                 func rowId(_ m: MemberId) throws -> Int64? {
-                    try Int64.fetchOne(db, sql: "SELECT id FROM group_member WHERE group_id = ? AND member_id = ?", arguments: [groupId, m.text])
+                    try Int64.fetchOne(db.cachedStatement(sql: "SELECT id FROM group_member WHERE group_id = ? AND member_id = ?"), arguments: [groupId, m.text])
                 }
                 let authorRow = try rowId(author)
                 let forwarderRow = try forwardedBy.flatMap(rowId)
@@ -401,7 +402,7 @@ extension ChatController {
                 }
                 try item.insert(db)
                 out.receivedItems.append(item.id!)
-                _ = try GroupRecord.filter(key: groupId).updateAll(db, Column("chat_ts").set(to: now))
+                try db.cachedStatement(sql: "UPDATE chat_group SET chat_ts = ? WHERE id = ?").execute(arguments: [now, groupId])
             case let .emit(e):
                 switch e {
                 case let .deletedMember(by, member, true): try moderateAllOf(db, groupId: groupId, member: member, by: by, now: now)
@@ -508,7 +509,9 @@ extension ChatController {
         case .connected:
             input = .connected(ref.memberId)
         case let .message(_, seq, body, _):
-            if try await dbRead({ db in try GroupInputRecord.fetchOne(db, key: ["agent_conn_id": conn, "seq": Int64(seq)]) != nil }) {
+            if try await dbRead({ db in
+                try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM group_input WHERE agent_conn_id = ? AND seq = ?"), arguments: [conn, Int64(seq)]) ?? false
+            }) {
                 await agent.messageProcessed(conn, seq: seq) // handled before a crash; the agent announced it again
                 return true
             }
@@ -555,7 +558,7 @@ extension ChatController {
         }
         if let mark {
             await agent.messageProcessed(mark.conn, seq: mark.seq)
-            if wantsReceipt { await agent.acknowledgeDelivery(mark.conn, seq: mark.seq) }
+            if wantsReceipt { await agent.acknowledgeDelivery(mark.conn, seq: mark.seq, within: Agent.groupReceiptDelay) }
         }
         return true
     }
@@ -582,11 +585,11 @@ extension ChatController {
         return (from.text, id)
     }
 
+    /// Now as `YYYY-MM-DDTHH:MM:SSZ` (UTC, whole seconds), written without a date formatter
+    /// (one was made per received group message).
     nonisolated static func rfc3339Now() -> String {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime]
-        f.timeZone = TimeZone(identifier: "UTC")
-        return f.string(from: Date())
+        let whole = ChatTimestamp(seconds: ChatTimestamp.now().seconds).description  // `….000Z`
+        return whole.hasSuffix(".000Z") ? String(whole.dropLast(5)) + "Z" : whole
     }
 
     // MARK: - x.grp.inv on a contact connection
@@ -644,7 +647,7 @@ extension ChatController {
         if outcome.events.isEmpty, outcome.updatedItems.isEmpty, outcome.deletedItems.isEmpty, outcome.reactions.isEmpty, outcome.memberContacts.isEmpty {
             let ids = outcome.receivedItems
             guard let (records, view) = try await dbRead({ db -> ([GroupItemRecord], GroupView)? in
-                let records = try GroupItemRecord.filter(ids.contains(GroupItemRecord.Columns.id)).order(GroupItemRecord.Columns.id).fetchAll(db)
+                let records = try Self.groupItems(db, ids: ids)
                 let rows = Self.memberRows(shownBy: records)
                 return try Self.readGroupView(db, groupId, rows: rows).map { (records, $0) }
             }) else { return }
@@ -824,8 +827,9 @@ extension ChatController {
         var attempts = 0
         while !closing {
             groupRuntime.redrain.remove(groupId)
+            // Cached statements here and in `perform`: an action per member of every group message sent.
             guard let next = try? await dbRead({ db in
-                try GroupActionRecord.filter(GroupActionRecord.Columns.groupId == groupId).order(GroupActionRecord.Columns.id).fetchOne(db)
+                try GroupActionRecord.fetchOne(db.cachedStatement(sql: "SELECT * FROM group_action WHERE group_id = ? ORDER BY id LIMIT 1"), arguments: [groupId])
             }) else {
                 await purgeIfDeleted(groupId)
                 // An action added while this looked (or purged) is taken now: a kick meanwhile only
@@ -854,13 +858,13 @@ extension ChatController {
 
     private func memberConn(_ groupId: Int64, _ member: MemberId) async throws -> Int64? {
         try await dbRead { db in
-            try Int64.fetchOne(db, sql: "SELECT agent_conn_id FROM group_member WHERE group_id = ? AND member_id = ?", arguments: [groupId, member.text])
+            try Int64.fetchOne(db.cachedStatement(sql: "SELECT agent_conn_id FROM group_member WHERE group_id = ? AND member_id = ?"), arguments: [groupId, member.text])
         }
     }
 
     private func perform(_ record: GroupActionRecord) async throws {
         let groupId = record.groupId, actionId = record.id!
-        let done: @Sendable (Database) throws -> Void = { db in _ = try GroupActionRecord.deleteOne(db, key: actionId) }
+        let done: @Sendable (Database) throws -> Void = { db in try db.cachedStatement(sql: "DELETE FROM group_action WHERE id = ?").execute(arguments: [actionId]) }
         guard let json = Stored.json(record.action), let action = GroupPendingAction(json: json) else {
             logger.warning("an unreadable group action was dropped", metadata: ["group": "\(groupId)"])
             try await dbWrite(done)
@@ -1019,6 +1023,9 @@ extension ChatController {
             try LocalNames.release(db, userId: g.userId, name: g.localDisplayName)
             _ = try GroupRecord.deleteOne(db, key: groupId)
         }
-        if (try? await dbRead({ db in try GroupRecord.fetchOne(db, key: groupId) })) == nil { groupRuntime.states[groupId] = nil }
+        if (try? await dbRead({ db in try GroupRecord.fetchOne(db, key: groupId) })) == nil {
+            groupRuntime.states[groupId] = nil
+            channelRuntime.roles[groupId] = nil
+        }
     }
 }

@@ -13,9 +13,10 @@ extension ChatController {
     }
 
     nonisolated static func reactionCounts(_ db: Database, itemId: Int64) throws -> [CIReactionCount] {
-        let rows = try ReactionRecord.filter(ReactionRecord.Columns.itemId == itemId)
-            .select(ReactionRecord.Columns.reaction, sum(ReactionRecord.Columns.sent).forKey("mine"), count(ReactionRecord.Columns.reaction).forKey("total"))
-            .group(ReactionRecord.Columns.reaction).asRequest(of: Row.self).fetchAll(db)
+        // A cached statement: this runs for every item an event reports (statuses included).
+        let rows = try Row.fetchAll(db.cachedStatement(sql: """
+            SELECT reaction, SUM(sent) AS mine, COUNT(reaction) AS total FROM chat_item_reaction WHERE item_id = ? GROUP BY reaction
+            """), arguments: [itemId])
         return rows.compactMap { row in
             guard let reaction = Stored.decode(MsgReaction.self, row["reaction"]) else { return nil }
             return CIReactionCount(reaction: reaction, userReacted: (row["mine"] as Int? ?? 0) > 0, totalReacted: row["total"])
@@ -126,7 +127,7 @@ extension ChatController {
         let itemId = try await dbWrite { db in
             var r = inserted
             try r.insert(db)
-            _ = try ContactRecord.filter(key: contactId).updateAll(db, ContactRecord.Columns.chatTs.set(to: now))
+            try db.cachedStatement(sql: "UPDATE contact SET chat_ts = ? WHERE id = ?").execute(arguments: [now, contactId])
             return r.id!
         }
         record.id = itemId

@@ -148,8 +148,8 @@ public actor ChatController {
     }
 
     /// Database work, off the actor: GRDB runs it on the queue's own thread and the actor awaits it.
-    func dbRead<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T { try await store.queue.read(body) }
-    func dbWrite<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T { try await store.queue.write(body) }
+    func dbRead<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T { try await store.queue.plainRead(body) }
+    func dbWrite<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T { try await store.queue.cachedWrite(body) }
 
     // MARK: - Users
 

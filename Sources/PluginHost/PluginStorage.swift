@@ -1,68 +1,84 @@
 import Foundation
-import GRDB
-import SwiftplexStorage
+import SwiftplexSQL
 
-/// Per-instance key-value storage for plugins, in the host's `plugins.db` (0600).
+/// Per-instance key-value storage for plugins, and each instance's dispatch cursor: the host's
+/// `plugins.db` (0600), through the SQL layer (its statements are the same on every backend).
+/// Called from plugins' C ABI calls on plain threads, so its transactions block their caller.
 public final class PluginStorage: Sendable {
-    private let db: DatabaseQueue
+    private let store: any SQLStore
 
-    public init(path: URL) throws {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1 plugin storage") { db in
-            try db.execute(sql: """
-                CREATE TABLE plugin_kv (
-                  instance TEXT NOT NULL,
-                  key TEXT NOT NULL,
-                  value TEXT NOT NULL,
-                  PRIMARY KEY (instance, key)
-                ) WITHOUT ROWID
-                """)
-        }
-        migrator.registerMigration("v2 dispatch cursor") { db in
-            // Per instance: the last received chat item whose `newChatItems` event it finished
-            // handling. After a restart the host replays the received items after it.
-            try db.execute(sql: """
-                CREATE TABLE plugin_cursor (
-                  instance TEXT PRIMARY KEY,
-                  item_id INTEGER NOT NULL
-                ) WITHOUT ROWID
-                """)
-        }
-        db = try PrivateDatabase.open(path: path, label: "plugins", migrator: migrator)
+    static let migrations = [
+        SQLMigration("v1 plugin storage", sqlite: """
+            CREATE TABLE plugin_kv (
+              instance TEXT NOT NULL,
+              key TEXT NOT NULL,
+              value TEXT NOT NULL,
+              PRIMARY KEY (instance, key)
+            ) WITHOUT ROWID
+            """, postgres: """
+            CREATE TABLE plugin_kv (
+              instance TEXT NOT NULL,
+              key TEXT NOT NULL,
+              value TEXT NOT NULL,
+              PRIMARY KEY (instance, key)
+            )
+            """),
+        // Per instance: the last received chat item whose `newChatItems` event it finished
+        // handling. After a restart the host replays the received items after it.
+        SQLMigration("v2 dispatch cursor", sqlite: """
+            CREATE TABLE plugin_cursor (
+              instance TEXT PRIMARY KEY,
+              item_id INTEGER NOT NULL
+            ) WITHOUT ROWID
+            """, postgres: """
+            CREATE TABLE plugin_cursor (
+              instance TEXT PRIMARY KEY,
+              item_id BIGINT NOT NULL
+            )
+            """),
+    ]
+
+    public convenience init(path: URL) throws {
+        self.init(store: try SQLiteStore(path: path, label: "plugins", migrations: Self.migrations))
+    }
+
+    /// On a store opened by the caller with ``migrations``.
+    public init(store: any SQLStore) {
+        self.store = store
     }
 
     /// The last received chat item an instance finished handling, or nil for a new instance.
     public func handledMark(instance: String) throws -> Int64? {
-        try db.read { try Int64.fetchOne($0, sql: "SELECT item_id FROM plugin_cursor WHERE instance = ?", arguments: [instance]) }
+        try store.readNow { try $0.value(Int64.self, "SELECT item_id FROM plugin_cursor WHERE instance = ?", instance) }
     }
 
     /// Records that an instance finished handling received item `itemId` (the mark only grows).
     public func setHandledMark(instance: String, itemId: Int64) throws {
-        try db.write { db in
-            try db.execute(sql: """
+        try store.writeNow { db in
+            try db.execute("""
                 INSERT INTO plugin_cursor (instance, item_id) VALUES (?, ?)
-                ON CONFLICT(instance) DO UPDATE SET item_id = max(item_id, excluded.item_id)
-                """, arguments: [instance, itemId])
+                ON CONFLICT(instance) DO UPDATE SET item_id = \(db.dialect.greatest("plugin_cursor.item_id", "excluded.item_id"))
+                """, instance, itemId)
         }
     }
 
     public func get(instance: String, key: String) throws -> String? {
-        try db.read { try String.fetchOne($0, sql: "SELECT value FROM plugin_kv WHERE instance = ? AND key = ?", arguments: [instance, key]) }
+        try store.readNow { try $0.value(String.self, "SELECT value FROM plugin_kv WHERE instance = ? AND key = ?", instance, key) }
     }
 
     public func set(instance: String, key: String, value: String?) throws {
-        try db.write { db in
+        try store.writeNow { db in
             if let value {
-                try db.execute(sql: "INSERT INTO plugin_kv (instance, key, value) VALUES (?, ?, ?) ON CONFLICT(instance, key) DO UPDATE SET value = excluded.value",
-                               arguments: [instance, key, value])
+                try db.execute("INSERT INTO plugin_kv (instance, key, value) VALUES (?, ?, ?) ON CONFLICT(instance, key) DO UPDATE SET value = excluded.value",
+                               instance, key, value)
             } else {
-                try db.execute(sql: "DELETE FROM plugin_kv WHERE instance = ? AND key = ?", arguments: [instance, key])
+                try db.execute("DELETE FROM plugin_kv WHERE instance = ? AND key = ?", instance, key)
             }
         }
     }
 
     /// Number of keys an instance has stored.
     public func count(instance: String) throws -> Int {
-        try db.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM plugin_kv WHERE instance = ?", arguments: [instance]) ?? 0 }
+        try store.readNow { try $0.value(Int.self, "SELECT COUNT(*) FROM plugin_kv WHERE instance = ?", instance) ?? 0 }
     }
 }

@@ -1,3 +1,10 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import NIOConcurrencyHelpers
 import NIOCore
 import RelayProtocol
@@ -48,6 +55,8 @@ struct TokenBucket {
 final class GlobalBudget: Sendable {
     enum Limit: Int, CaseIterable, Sendable {
         case newQueues, unsignedSendBytes, authFailures
+        /// Event-loop microseconds spent on connections that have not proven themselves.
+        case unprovenWork
 
         /// The `limit` label of `swiftplex_relay_throttled_total`.
         var label: ConnectionBudget.Limit {
@@ -55,6 +64,7 @@ final class GlobalBudget: Sendable {
             case .newQueues: .globalNewQueues
             case .unsignedSendBytes: .globalUnsignedSendBytes
             case .authFailures: .globalAuthFailures
+            case .unprovenWork: .unprovenWork
             }
         }
     }
@@ -68,6 +78,7 @@ final class GlobalBudget: Sendable {
             case .newQueues: configuration.globalNewQueueRate
             case .unsignedSendBytes: configuration.globalUnsignedSendByteRate
             case .authFailures: configuration.globalAuthFailureRate
+            case .unprovenWork: configuration.unprovenWorkRate
             }
         }
         isUnlimited = limits.allSatisfy(\.isUnlimited)
@@ -84,6 +95,13 @@ final class GlobalBudget: Sendable {
             return b[limit.rawValue].debtClears(now: now)
         }
     }
+
+    /// How long until `limit`'s bucket is back in credit (nil while it is), without taking.
+    func debt(_ limit: Limit) -> TimeAmount? {
+        guard !isUnlimited else { return nil }
+        let now = NIODeadline.now()
+        return buckets.withLockedValue { $0[limit.rawValue].debtClears(now: now) }
+    }
 }
 
 /// One connection's rate limits (``RelayConfiguration/commandRate`` and the others): what it has
@@ -99,6 +117,8 @@ struct ConnectionBudget {
         case globalNewQueues = "global_new_queues"
         case globalUnsignedSendBytes = "global_unsigned_send_bytes"
         case globalAuthFailures = "global_auth_failures"
+        /// The relay-wide budget of event-loop time for unproven connections (``RelayConfiguration/unprovenWorkRate``).
+        case unprovenWork = "unproven_work"
         /// Not a connection's: the listener paused accepting (``AcceptPacer``).
         case accepts
     }
@@ -107,6 +127,8 @@ struct ConnectionBudget {
     private let global: GlobalBudget?
     /// Until when this connection waits for each relay-wide budget it overdrew (by `GlobalBudget.Limit`).
     private var heldUntil: [NIODeadline?] = Array(repeating: nil, count: GlobalBudget.Limit.allCases.count)
+    /// Unproven work below a microsecond, not yet taken.
+    private var workCarry: Int64 = 0
 
     init(_ configuration: RelayConfiguration, global: GlobalBudget? = nil, now: NIODeadline) {
         self.global = global
@@ -127,6 +149,16 @@ struct ConnectionBudget {
             if !signed { takeGlobal(.unsignedSendBytes, body.count, now: now) }
         default: break
         }
+    }
+
+    /// Nanoseconds of event-loop work done for a connection that has not proven itself, taken from
+    /// the relay-wide budget in whole microseconds (the remainder carried to the next charge).
+    mutating func chargeUnprovenWork(nanoseconds: Int64, now: NIODeadline) {
+        guard nanoseconds > 0 else { return }
+        workCarry += nanoseconds
+        let micros = workCarry / 1000
+        workCarry -= micros * 1000
+        takeGlobal(.unprovenWork, Int(micros), now: now)
     }
 
     mutating func chargeAuthFailure(now: NIODeadline) {
@@ -158,7 +190,8 @@ struct ConnectionBudget {
 }
 
 /// On the listening channel: counts accepted connections against ``RelayConfiguration/acceptRate``
-/// and, while that bucket is in debt, does not read (accept) from the listening socket — new
+/// and, while that bucket (or the relay-wide budget of unproven work, which new connections'
+/// handshakes take from) is in debt, does not read (accept) from the listening socket — new
 /// connections wait in the kernel's backlog until the rate allows.
 final class AcceptPacer: ChannelDuplexHandler {
     typealias InboundIn = any Channel
@@ -181,7 +214,9 @@ final class AcceptPacer: ChannelDuplexHandler {
 
     func read(context: ChannelHandlerContext) {
         guard timer == nil else { return } // the timer reads when it fires
-        guard let wait = bucket.debtClears(now: context.eventLoop.now) else { return context.read() }
+        // Each accepted connection costs a TLS handshake, unproven work: none while that budget is overdrawn.
+        let wait = bucket.debtClears(now: context.eventLoop.now) ?? core.globalBudget.debt(.unprovenWork)
+        guard let wait else { return context.read() }
         core.noteThrottled(.accepts)
         timer = context.eventLoop.assumeIsolated().scheduleTask(in: wait) { [self] in
             timer = nil
@@ -192,5 +227,57 @@ final class AcceptPacer: ChannelDuplexHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         timer?.cancel()
         timer = nil
+    }
+}
+
+/// First in a connection's pipeline (before TLS): times what the relay does on the event loop for
+/// the connection's inbound events — the TLS handshake and decryption, block decoding, dispatch and
+/// the answers given at once — in the thread's CPU time (a preempted thread is not charged for the
+/// wait), and reports it to the connection's ``WorkTally``. A proven connection is not timed.
+final class WorkMeter: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+
+    private let tally: WorkTally
+
+    init(tally: WorkTally) { self.tally = tally }
+
+    @inline(__always) private func timed(_ body: () -> Void) {
+        guard tally.timing, !tally.metering else { return body() }
+        tally.metering = true
+        let start = WorkTally.threadCPUNanoseconds()
+        body()
+        tally.metering = false
+        tally.add(WorkTally.threadCPUNanoseconds() &- start)
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        timed { context.fireChannelActive() }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        timed { context.fireChannelRead(data) }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        timed { context.fireChannelReadComplete() }
+    }
+}
+
+/// Where a connection's ``WorkMeter`` reports (confined to the connection's event loop): the
+/// connection's handler takes the time from the relay-wide budget of unproven work.
+final class WorkTally {
+    var report: ((Int64) -> Void)?
+    /// False once the connection is proven (its work is no longer timed).
+    var timing = true
+    /// True while the meter times an event (work done within it is not timed again).
+    var metering = false
+
+    func add(_ nanoseconds: Int64) { report?(nanoseconds) }
+
+    /// The calling thread's CPU time.
+    static func threadCPUNanoseconds() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
     }
 }

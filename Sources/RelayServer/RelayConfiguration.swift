@@ -80,6 +80,20 @@ public struct RelayConfiguration: Sendable {
     /// stops accepting for a while and new connections wait in the listen backlog, so that
     /// clients that reconnect in a loop (each a TLS handshake) cost at most this many handshakes.
     public var acceptRate: RateLimit
+    /// The event-loop time, in microseconds per second, that connections which have not proven
+    /// themselves may cost the relay together (default 100 ms/s, burst 20 ms): TLS handshakes
+    /// and decryption, block decoding, dispatch and the answers' encryption and writes, measured as
+    /// they happen. A connection is proven by an answered command authorised by a key the relay
+    /// already held (a recipient command on its queue, a signed `SEND` or `SKEY` to a queue's
+    /// sender ID) and loses that for good with its first `AUTH`, `QUOTA`, malformed command or
+    /// rate throttle. Proven connections never take from this budget; an unproven one that takes
+    /// from it while it is overdrawn is held like one over a relay-wide rate, and the listener
+    /// stops accepting meanwhile. So well-behaved clients keep the event loops while misbehaving
+    /// connections share a bounded slice of them.
+    public var unprovenWorkRate: RateLimit = RateLimit(perSecond: 100_000, burst: 20_000)
+    /// How long an unproven connection's transmissions are dispatched at once before the rest
+    /// waits for the event loop's next turn (tests that move the loop's clock by hand turn it off).
+    var unprovenSliceNanoseconds: UInt64 = 200_000
     /// When set, `NEW` must carry this password (`smp://fingerprint:password@host`); without it
     /// or with another one the answer is `AUTH`. For private relays.
     public var newQueuePassword: String?
@@ -160,6 +174,7 @@ extension RelayConfiguration {
         globalUnsignedSendByteRate = .unlimited
         globalAuthFailureRate = .unlimited
         acceptRate = .unlimited
+        unprovenWorkRate = .unlimited
     }
 }
 

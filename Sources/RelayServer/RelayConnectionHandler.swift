@@ -1,3 +1,4 @@
+import Dispatch
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -30,10 +31,13 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
             onLoop { $0.enqueue(response, correlationId: [], entityId: entityId) }
         }
 
-        func reply(_ response: ServerResponse, correlationId: [UInt8], entityId: [UInt8]) {
+        /// `proves`: the command was authorised by a key the relay already held, so an answer
+        /// other than an error proves the connection (``RelayConnectionHandler/Standing``).
+        func reply(_ response: ServerResponse, correlationId: [UInt8], entityId: [UInt8], proves: Bool = false) {
             onLoop { h in
                 h.pendingCommands -= 1
                 h.enqueue(response, correlationId: correlationId, entityId: entityId)
+                h.noteAnswer(response, proves: proves)
                 if response == .error(.auth) { h.noteAuthFailure() }
                 h.checkBudget()
                 h.dispatchInbox()
@@ -52,6 +56,12 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
     }
 
     private enum Phase { case awaitingHello, ready, closed }
+
+    /// Whether the connection has shown itself well-behaved. Until it is proven, the event-loop
+    /// time spent on it is taken from the relay-wide budget of unproven work
+    /// (``RelayConfiguration/unprovenWorkRate``) and its dispatch yields to other connections
+    /// after a short slice; proven, it does neither. Demoted is for the rest of the connection.
+    enum Standing { case unproven, proven, demoted }
 
     private static let nextId = NIOLockedValueBox<UInt64>(0)
 
@@ -87,10 +97,15 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
     /// is read from the socket until it is empty. At most one socket read's worth.
     private var inbox = CircularBuffer<ByteBuffer>()
     private var dispatching = false
+    private(set) var standing = Standing.unproven
+    /// Where the connection's ``WorkMeter`` reports the time of its inbound events (nil in tests
+    /// that build a pipeline without one).
+    private let workTally: WorkTally?
 
-    init(core: RelayCore, configuration: RelayConfiguration, logger: Logger) {
+    init(core: RelayCore, configuration: RelayConfiguration, logger: Logger, workTally: WorkTally? = nil) {
         self.core = core
         self.configuration = configuration
+        self.workTally = workTally
         self.connectionId = Self.nextId.withLockedValue { $0 += 1; return $0 }
         self.budget = ConnectionBudget(configuration, global: core.globalBudget, now: .now())
         self.session = SessionKeys(sessionId: Sodium.randomBytes(RelayLimits.sessionIdLength), relayKey: sessionKey)
@@ -107,6 +122,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
         budget = ConnectionBudget(configuration, global: core.globalBudget, now: context.eventLoop.now)
         lastInbound = context.eventLoop.now
         subscriber = Session(connectionId: connectionId, eventLoop: context.eventLoop, handler: self)
+        workTally?.report = { [weak self] nanoseconds in self?.chargeWork(nanoseconds) }
         if context.channel.isActive { start(context: context) }
     }
 
@@ -164,6 +180,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        workTally?.report = nil
         self.context = nil
         // Breaks the handler ↔ session reference cycle; late replies find a closed connection.
         subscriber = nil
@@ -236,11 +253,63 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
         guard !dispatching else { return }
         dispatching = true
         defer { dispatching = false }
+        // Work outside the meter's events (answers from the store's thread, timers) is timed here.
+        let timed = standing != .proven && workTally.map { $0.timing && !$0.metering } == true
+        let cpuStart = timed ? WorkTally.threadCPUNanoseconds() : 0
+        let start = DispatchTime.now().uptimeNanoseconds
         while !inbox.isEmpty, phase == .ready, !closing, throttleTimer == nil,
               pendingCommands < configuration.maxPendingCommandsPerConnection {
             dispatch(inbox.removeFirst())
             checkBudget()
+            // An unproven connection's pile of transmissions is dispatched in slices, so that one
+            // read of it does not hold the event loop (and other connections' reads) for long.
+            if standing != .proven, !inbox.isEmpty, throttleTimer == nil,
+               DispatchTime.now().uptimeNanoseconds &- start > configuration.unprovenSliceNanoseconds {
+                yieldToOtherConnections()
+            }
         }
+        if timed { chargeWork(WorkTally.threadCPUNanoseconds() &- cpuStart) }
+    }
+
+    /// Continues dispatching the inbox a moment later, after the event loop has served other
+    /// connections' reads (a timer due later than now ends the loop's turn; a task due now would not).
+    private func yieldToOtherConnections() {
+        guard let context else { return }
+        throttleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: Self.yieldPause) { [self] in
+            throttleTimer = nil
+            checkBudget()
+            dispatchInbox()
+            resumeReadingIfPossible()
+        }
+    }
+
+    static let yieldPause = TimeAmount.microseconds(100)
+
+    /// An answer: an error answer (`AUTH`, `QUOTA`) demotes the connection; any other answer to a
+    /// command authorised by a key the relay already held proves it, unless it was demoted.
+    fileprivate func noteAnswer(_ response: ServerResponse, proves: Bool) {
+        switch response {
+        case .error(.auth), .error(.quota): demote()
+        case .error: break
+        default:
+            if proves, standing == .unproven {
+                standing = .proven
+                workTally?.timing = false
+            }
+        }
+    }
+
+    private func demote() {
+        standing = .demoted
+        workTally?.timing = true
+    }
+
+    /// Event-loop time spent on this connection; taken from the relay-wide budget of unproven work
+    /// unless the connection is proven.
+    fileprivate func chargeWork(_ nanoseconds: Int64) {
+        guard standing != .proven, phase != .closed, !closing, let context else { return }
+        budget.chargeUnprovenWork(nanoseconds: nanoseconds, now: context.eventLoop.now)
+        checkBudget()
     }
 
     /// Counts an `AUTH` answer; a connection with more than `maxAuthFailures` of them within
@@ -278,14 +347,17 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
             t = try Transmission.decode(raw)
         } catch {
             core.noteProtocolError()
+            demote()
             return enqueue(.error(error), correlationId: [], entityId: [])
         }
         guard !t.correlationId.isEmpty, t.correlationId.count <= RelayLimits.correlationIdLength else {
             core.noteProtocolError()
+            demote()
             return enqueue(.error(.syntax), correlationId: [], entityId: t.entityId)
         }
         guard [0, Ed25519.signatureLength, BoxKey.authenticatorLength].contains(t.signature.count) else {
             core.noteProtocolError()
+            demote()
             return enqueue(.error(.syntax), correlationId: t.correlationId, entityId: t.entityId)
         }
         let command: ClientCommand
@@ -293,6 +365,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
             command = try ClientCommand.decode(t.command)
         } catch {
             core.noteProtocolError()
+            demote()
             return enqueue(.error(error), correlationId: t.correlationId, entityId: t.entityId)
         }
         guard let subscriber, let context else { return }
@@ -300,13 +373,22 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
         budget.charge(command, signed: !t.signature.isEmpty, now: now)
         if case .new = command, !takeNewQueueBudget(now: now) {
             core.noteRefusal(.queuesPerConnection)
+            demote()
             return enqueue(.error(.quota), correlationId: t.correlationId, entityId: t.entityId)
         }
         pendingCommands += 1
         let corr = t.correlationId
         let entity = t.entityId
+        // Authorised by a key the relay already held: a recipient's key, or a sender's (a signed
+        // `SEND` to a secured queue, a `SKEY` at a sender ID). `NEW` brings its own key; `PING`,
+        // `LGET` and unsigned `SEND`s carry none.
+        let proves: Bool
+        switch command {
+        case .send, .secureBySender: proves = !t.signature.isEmpty
+        default: proves = command.party == .recipient
+        }
         core.handle(t, command, session: session, from: subscriber) { response in
-            subscriber.reply(response, correlationId: corr, entityId: entity)
+            subscriber.reply(response, correlationId: corr, entityId: entity, proves: proves)
         }
     }
 
@@ -330,10 +412,14 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
     private func flushOutbox() {
         flushScheduled = false
         guard let context, !outbox.isEmpty else { return }
+        let timed = standing != .proven && workTally.map { $0.timing && !$0.metering } == true
+        let cpuStart = timed ? WorkTally.threadCPUNanoseconds() : 0
         let blocks = BlockCodec.encode(outbox, allocator: context.channel.allocator)
         outbox.removeAll(keepingCapacity: true)
         for block in blocks { context.write(wrapOutboundOut(block), promise: nil) }
+        // Encoding, TLS encryption and the socket write are work for this connection too.
         context.flush()
+        if timed { chargeWork(WorkTally.threadCPUNanoseconds() &- cpuStart) }
     }
 
     // MARK: - Backpressure
@@ -347,9 +433,10 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
     /// Over one of its rates, the connection is not read from until the rate's bucket is back in
     /// credit: what it already sent is served, what it sends meanwhile waits in its socket.
     fileprivate func checkBudget() {
-        guard throttleTimer == nil, phase == .ready, !closing, let context,
+        guard throttleTimer == nil, phase != .closed, !closing, let context,
               let (wait, limit) = budget.wait(now: context.eventLoop.now) else { return }
         core.noteThrottled(limit)
+        if limit != .unprovenWork { demote() }
         throttleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: wait) { [self] in
             throttleTimer = nil
             checkBudget()

@@ -104,9 +104,12 @@ public final class RelayServer: Sendable {
                 channel.closeFuture.whenComplete { _ in _ = children.withLockedValue { $0.removeValue(forKey: id) } }
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
+                    // Times the connection's TLS, decoding and dispatch (the budget of unproven work).
+                    let tally = WorkTally()
+                    try sync.addHandler(WorkMeter(tally: tally))
                     try sync.addHandler(NIOSSLServerHandler(context: sslContext))
                     try sync.addHandler(ByteToMessageHandler(BlockDecoder()))
-                    try sync.addHandler(RelayConnectionHandler(core: core, configuration: configuration, logger: logger))
+                    try sync.addHandler(RelayConnectionHandler(core: core, configuration: configuration, logger: logger, workTally: tally))
                 }
             }
         let listener: any Channel

@@ -14,21 +14,20 @@ import SwiftplexStorage
 final class LibController: @unchecked Sendable {
     let api: ChatAPI
     private let condition = NSCondition()
-    private var queued: [JSONValue] = []
+    /// Events not handed out yet (O(1) to take however long the backlog; `Array.removeFirst`
+    /// made a backlog of 100,000 events quadratic).
+    private var queued = FIFO<JSONValue>()
     private var closed = false
     private var tasks: [Task<Void, Never>] = []
     /// Commands whose callers wait (guarded by `condition`).
-    private var waitingSlots: [ReplySlot] = []
+    private var running: [CallerThreadExecutor] = []
     /// The exclusive lock on the databases, held until `close()` has closed them.
     private var databaseLock: DatabaseLock?
-    private let commands: AsyncStream<(String, ReplySlot)>.Continuation
 
     init(api: ChatAPI, lock: DatabaseLock) {
         self.api = api
         databaseLock = lock
         let controller = api.controller
-        let (commandStream, commands) = AsyncStream.makeStream(of: (String, ReplySlot).self, bufferingPolicy: .unbounded)
-        self.commands = commands
         // The C ABI has no async context to lend us: the engine and its event pump run in tasks
         // owned by this controller and cancelled by `close()`.
         let engine = Task { _ = try? await controller.run() }
@@ -38,10 +37,7 @@ final class LibController: @unchecked Sendable {
                 self.enqueue(event)
             }
         }
-        let commandPump = Task {
-            for await (line, slot) in commandStream { slot.fill(await api.respond(line)) }
-        }
-        tasks = [engine, pump, commandPump]
+        tasks = [engine, pump]
     }
 
     func enqueueForBenchmark(_ e: JSONValue) { enqueue(e) }
@@ -61,32 +57,36 @@ final class LibController: @unchecked Sendable {
         while queued.isEmpty, !closed {
             if !condition.wait(until: deadline) { break }
         }
-        return queued.isEmpty ? nil : queued.removeFirst()
+        return queued.popFirst()
     }
 
-    /// Runs a command to completion on behalf of a blocking C caller.
+    /// Runs a command to completion on behalf of a blocking C caller, on the caller's thread.
     ///
-    /// Commands go to one long-lived pump task (no task is created per command), and the caller
-    /// spins briefly before it sleeps, since most commands answer within tens of microseconds:
-    /// the sleep-and-wake of a blocked thread is what made the C path slower than the Swift one.
+    /// The command runs in a task whose executor preference is a ``CallerThreadExecutor``: its jobs
+    /// — including those on the engine's (default) actors and the resumptions after relay or
+    /// database waits — are run by this thread, which waits for them, instead of being handed to
+    /// the cooperative pool and the result handed back (two thread hand-offs per command were
+    /// most of what the C path cost over a Swift caller's).
     ///
     /// Every call returns: a command sent after (or while) the controller closes gets an error
-    /// envelope. Each waiting slot is registered under the lock that `close()` takes, so `close()`
-    /// answers every slot the pump did not (a yield after the stream finished, or a command still
-    /// buffered when the pump was cancelled, would otherwise leave its caller blocked for ever).
+    /// envelope. Each waiting command is registered under the lock that `close()` takes, so
+    /// `close()` answers every command still running when it has stopped the engine.
     func send(_ command: String) -> [UInt8] {
-        let slot = ReplySlot()
+        let executor = CallerThreadExecutor()
         condition.lock()
         if closed {
             condition.unlock()
             return Array(Self.closedEnvelope.utf8)
         }
-        waitingSlots.append(slot)
+        running.append(executor)
         condition.unlock()
-        if case .terminated = commands.yield((command, slot)) { slot.fill(.failure(Self.closedFailure)) }
-        let result = slot.wait()
+        let api = self.api
+        Task(executorPreference: executor) {
+            executor.finish(await api.respond(command))
+        }
+        let result = executor.run()
         condition.lock()
-        if let i = waitingSlots.lastIndex(where: { $0 === slot }) { waitingSlots.remove(at: i) }
+        if let i = running.lastIndex(where: { $0 === executor }) { running.remove(at: i) }
         condition.unlock()
         switch result {
         case let .success(r): return Envelope.result(r)
@@ -110,7 +110,6 @@ final class LibController: @unchecked Sendable {
         closed = true
         condition.broadcast()
         condition.unlock()
-        commands.finish()
         let running = tasks
         let controller = api.controller
         let done = DispatchSemaphore(value: 0)
@@ -121,15 +120,15 @@ final class LibController: @unchecked Sendable {
             done.signal()
         }
         done.wait()
-        // Whatever the pump did not answer (it was cancelled, or the command came after the
-        // stream finished) is answered now: no caller stays blocked.
+        // A command still waiting (for a relay, say) is answered now: no caller stays blocked.
+        // Its task may still finish later; its answer is then dropped.
         condition.lock()
-        let unanswered = waitingSlots
-        waitingSlots.removeAll()
+        let unanswered = self.running
+        self.running.removeAll()
         let lock = databaseLock
         databaseLock = nil
         condition.unlock()
-        for slot in unanswered { slot.fill(.failure(Self.closedFailure)) }
+        for executor in unanswered { executor.finish(.failure(Self.closedFailure)) }
         lock?.release()  // after the databases are closed
     }
 }
@@ -159,38 +158,71 @@ enum Envelope {
     }
 }
 
-/// Where the command pump leaves one command's result for the blocked C caller.
-final class ReplySlot: @unchecked Sendable {  // `value` is guarded by `lock`; `ready` is atomic
-    private let lock = NSLock()
-    private let ready = SpinFlag()
-    private var value: Result<ChatResponse, ChatFailure>?
-    private let semaphore = DispatchSemaphore(value: 0)
+/// A task executor whose jobs are run by one waiting thread — the C caller of `chat_send_cmd` —
+/// until the command's result is in. Jobs enqueued by other threads (an event loop resuming a
+/// relay round trip) wake it; it spins briefly before sleeping, since most jobs follow within
+/// microseconds.
+final class CallerThreadExecutor: TaskExecutor, @unchecked Sendable {  // state guarded by `condition`
+    private let condition = NSCondition()
+    private var jobs: [UnownedJob] = []
+    private var result: Result<ChatResponse, ChatFailure>?
+    /// Set when `run` has returned: later jobs (a command's task outliving its answer at close)
+    /// go to the global executor instead.
+    private var done = false
 
-    /// The first fill wins; later ones (the close of the controller racing the pump) do nothing.
-    func fill(_ v: Result<ChatResponse, ChatFailure>) {
-        let first = lock.withLock { () -> Bool in
-            guard value == nil else { return false }
-            value = v
-            return true
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        condition.lock()
+        if done {
+            condition.unlock()
+            globalConcurrentExecutor.enqueue(ExecutorJob(job))
+            return
         }
-        guard first else { return }
-        ready.set()
-        semaphore.signal()
+        jobs.append(job)
+        condition.signal()
+        condition.unlock()
     }
 
-    func wait() -> Result<ChatResponse, ChatFailure> {
-        // Spin up to ~100 µs, then sleep.
-        let deadline = DispatchTime.now().uptimeNanoseconds + 100_000
-        while !ready.isSet && DispatchTime.now().uptimeNanoseconds < deadline { sched_yield() }
-        semaphore.wait()
-        return lock.withLock { value! }
+    /// The first result wins (the close of the controller racing the command).
+    func finish(_ r: Result<ChatResponse, ChatFailure>) {
+        condition.lock()
+        if result == nil { result = r }
+        condition.signal()
+        condition.unlock()
     }
-}
 
-/// A boolean flag readable without a lock (for spinning).
-final class SpinFlag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var flag = false
-    func set() { lock.withLock { flag = true } }
-    var isSet: Bool { lock.withLock { flag } }
+    /// Runs jobs on this thread until the result is in, and returns it.
+    func run() -> Result<ChatResponse, ChatFailure> {
+        let me = asUnownedTaskExecutor()
+        var spins = 0
+        condition.lock()
+        while true {
+            if let r = result {
+                done = true
+                let left = jobs
+                jobs.removeAll()
+                condition.unlock()
+                // Jobs that came after the answer (the task's last steps) finish elsewhere.
+                for job in left { globalConcurrentExecutor.enqueue(ExecutorJob(job)) }
+                return r
+            }
+            if !jobs.isEmpty {
+                let batch = jobs
+                jobs.removeAll(keepingCapacity: true)
+                condition.unlock()
+                for job in batch { job.runSynchronously(on: me) }
+                spins = 0
+                condition.lock()
+                continue
+            }
+            if spins < 200 {
+                spins += 1
+                condition.unlock()
+                sched_yield()
+                condition.lock()
+                continue
+            }
+            condition.wait()
+        }
+    }
 }

@@ -275,7 +275,7 @@ struct ContactsRestart: AsyncParsableCommand {
         let (queues, elapsed) = bare ? try await runBare(relayAddress) : try await runBot(relayAddress)
         // Idle: what the process keeps once the work is done and the allocator has settled.
         try await Task.sleep(for: .seconds(2))
-        print("subscribed \(queues) \(elapsed.seconds) \(Self.residentBytes())")
+        print("subscribed \(queues) \(elapsed.seconds) \(residentBytes())")
         fflush(nil)
         Foundation.exit(0)
     }
@@ -316,13 +316,5 @@ struct ContactsRestart: AsyncParsableCommand {
         let elapsed = ContinuousClock.now - start
         if let e = errors.compactMap({ $0 }).first { throw BenchFailure("the bare client could not subscribe: \(e.message)") }
         return (queues.count, elapsed)
-    }
-
-    /// VmRSS of this process, in bytes.
-    static func residentBytes() -> Int {
-        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
-              let kb = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else { return 0 }
-        return kb * 1024
     }
 }

@@ -34,6 +34,8 @@ struct RelayAbuseBench: AsyncParsableCommand {
     var only: String?
     @Flag(name: .customLong("unlimited-rates"), help: "Turn off every rate limit of the relay — per connection, relay-wide and the accept rate (to see what they do).")
     var unlimitedRates = false
+    @Option(name: .customLong("unproven-work-ms"), help: "The relay's --max-unproven-work-ms-per-second (default: the relay's default, 100).")
+    var unprovenWorkMs: Int?
     @Flag(name: .customLong("attackers-in-process"), help: "Run the attackers in this process, beside the relay (their own CPU then counts against it), instead of a child process.")
     var attackersInProcess = false
     @Option(name: .customLong("attackers-cpus"), help: "Run the attackers' process on these CPUs only (a taskset list, e.g. 1), as remote attackers would not use the relay's CPUs; run the bench itself with `taskset -c 0` so that the relay and the good client keep to the others.")
@@ -42,6 +44,7 @@ struct RelayAbuseBench: AsyncParsableCommand {
     func validate() throws {
         guard attackers >= 0, attackers <= 2000 else { throw ValidationError("--attackers must be 0…2000") }
         guard (1...300).contains(seconds) else { throw ValidationError("--seconds must be 1…300") }
+        if let unprovenWorkMs, !(1...1_000_000).contains(unprovenWorkMs) { throw ValidationError("--unproven-work-ms must be 1…1000000") }
         guard size >= 8, size <= RelayLimits.maxMessageBodyLength else { throw ValidationError("--size must be 8…\(RelayLimits.maxMessageBodyLength)") }
         if let attackersCPUs {
             guard !attackersInProcess else { throw ValidationError("--attackers-cpus needs the attackers in their own process") }
@@ -94,9 +97,11 @@ struct RelayAbuseBench: AsyncParsableCommand {
         // are cut off within the run.
         var config = RelayConfiguration(dataDirectory: dir, host: "127.0.0.1", port: 0)
         config.writeStallTimeout = .seconds(5)
+        if let unprovenWorkMs { config.unprovenWorkRate = RateLimit(perSecond: unprovenWorkMs * 1000, burst: unprovenWorkMs * 200) }
         if unlimitedRates { config.unlimitRates() }
         let server = try await RelayServer.start(configuration: config, group: serverGroup, logger: logger)
         print("relay-abuse: \(attackers) misbehaving connections (\(behaviours.map(\.rawValue).joined(separator: ", "))), \(seconds) s per phase, \(size)-byte messages, \(threads) relay event-loop threads")
+        print("relay limits: unproven work \(config.unprovenWorkRate) µs, accepts \(config.acceptRate)")
         print("CPUs: relay and good client \(Self.allowedCPUs() ?? "?"), attackers \(attackersInProcess ? "the same (in process)" : attackersCPUs ?? "any")")
 
         // The good client: a recipient connection and a sender connection, one secured queue.
@@ -112,17 +117,18 @@ struct RelayAbuseBench: AsyncParsableCommand {
 
         // Warm-up, then unloaded.
         for _ in 0..<200 { _ = try await good.roundTrip() }
-        let unloaded = try await good.measure(seconds: seconds)
+        let (unloaded, unloadedParts) = try await good.measure(seconds: seconds)
         print(unloaded.line("unloaded"))
+        print(unloadedParts)
 
         // Loaded: the attackers run for the phase (plus a second to get going), then stop.
-        let loaded: Summary
+        let loaded: (total: Summary, parts: String)
         let statsDuring: RelayStats
         let attackSummary: String
         if attackersInProcess {
             let stop = NIOLockedValueBox(false)
             let counters = AttackCounters()
-            (loaded, statsDuring) = try await withThrowingTaskGroup(of: Void.self) { group -> (Summary, RelayStats) in
+            (loaded, statsDuring) = try await withThrowingTaskGroup(of: Void.self) { group -> ((total: Summary, parts: String), RelayStats) in
                 for i in 0..<attackers {
                     let behaviour = behaviours[i % behaviours.count]
                     group.addTask {
@@ -145,8 +151,11 @@ struct RelayAbuseBench: AsyncParsableCommand {
             statsDuring = server.stats
             attackSummary = try child.stop()
         }
-        print(loaded.line("loaded"))
-        print(String(format: "ratio loaded/unloaded: p50 %.2f, p99 %.2f (goal: within 3)", loaded.p50ms / unloaded.p50ms, loaded.p99ms / unloaded.p99ms))
+        print(loaded.total.line("loaded"))
+        print(loaded.parts)
+        let p99Ratio = loaded.total.p99ms / unloaded.p99ms
+        print(String(format: "ratio loaded/unloaded: p50 %.2f, p99 %.2f (goal: p99 within 3: %@)", loaded.total.p50ms / unloaded.p50ms, p99Ratio,
+                     (p99Ratio <= 3 ? "met" : "not met") as NSString))
         print("attackers (\(attackersInProcess ? "in this process" : "in a child process")): \(attackSummary)")
         print("relay during the attack: \(statsDuring.connections) connections, \(statsDuring.queues) queues, \(statsDuring.storedMessages) stored messages, \(statsDuring.authFailures) AUTH answers, \(statsDuring.limitRefusals) limit refusals, \(statsDuring.throttled) throttles")
         await recipient.close()
@@ -263,6 +272,8 @@ final class GoodClient {
     let size: Int
     let verbose: Bool
     private var deliveries: AsyncStream<RelayEvent>.Iterator
+    /// The parts of each round trip of the current ``measure(seconds:)``: `SEND` → `OK`, `OK` → `MSG`, `ACK` → `OK`.
+    private var parts: (send: Recorder, msg: Recorder, ack: Recorder)?
 
     init(recipient: RelayConnection, sender: RelayConnection, queue: RecipientQueue, senderKey: AuthPrivateKey, size: Int, verbose: Bool) {
         self.verbose = verbose
@@ -287,19 +298,32 @@ final class GoodClient {
         let received = monotonicNanos()
         try await recipient.acknowledge(queue, messageId: id)
         let end = monotonicNanos()
+        if let parts {
+            parts.send.record(sent &- start)
+            parts.msg.record(received &- sent)
+            parts.ack.record(end &- received)
+        }
         if verbose, end - start > 200_000_000 {
             print("slow round trip: send \((sent - start) / 1_000_000) ms, msg \((received - sent) / 1_000_000) ms, ack \((end - received) / 1_000_000) ms")
         }
         return end &- start
     }
 
-    /// Round trips one after another for `seconds`.
-    func measure(seconds: Int) async throws -> Summary {
+    /// Round trips one after another for `seconds`; also returns the p50/p99 of their parts.
+    func measure(seconds: Int) async throws -> (total: Summary, parts: String) {
         let recorder = Recorder(capacity: 100_000)
+        let split = (send: Recorder(capacity: 100_000), msg: Recorder(capacity: 100_000), ack: Recorder(capacity: 100_000))
+        parts = split
+        defer { parts = nil }
         let start = ContinuousClock.now
         let end = start + .seconds(seconds)
         while ContinuousClock.now < end { recorder.record(try await roundTrip()) }
-        return recorder.summary(elapsed: ContinuousClock.now - start)
+        let elapsed = ContinuousClock.now - start
+        let line = [("SEND", split.send), ("MSG", split.msg), ("ACK", split.ack)].map { name, r in
+            let s = r.summary(elapsed: elapsed)
+            return String(format: "%@ %.3f / %.3f", name, s.p50ms, s.p99ms)
+        }.joined(separator: ", ")
+        return (recorder.summary(elapsed: elapsed), "  parts p50 / p99 ms: " + line)
     }
 }
 

@@ -22,8 +22,8 @@ struct RelayBench: AsyncParsableCommand {
     @Option(help: "Message body size in bytes.") var size: Int = 1024
     @Option(help: "Event loop threads.") var threads: Int = System.coreCount
     @Option(help: "Measured rounds of each (the median is reported).") var rounds: Int = 3
-    @Option(name: .customLong("recipient-keys"), help: "Kind of recipient key: ed25519 (signatures, the default) or x25519 (authenticators).")
-    var recipientKeys: String = "ed25519"
+    @Option(name: .customLong("recipient-keys"), help: "Kind of recipient key: x25519 (authenticators, the client library's default) or ed25519 (signatures).")
+    var recipientKeys: String = "x25519"
     @Flag(name: .customLong("unlimited-rates"), help: "Turn off every rate limit of the relay — per connection, relay-wide and the accept rate (to see what they cost).")
     var unlimitedRates = false
 

@@ -56,3 +56,38 @@ extension Array where Element == UInt8 {
         return t
     }
 }
+
+/// One size of a benchmark's work, for `Growth.report`: how much work, how long it took, and the
+/// process's resident memory after it.
+struct GrowthPoint {
+    var work: Int
+    var seconds: Double
+    var residentBytes: Int
+}
+
+/// How time and memory grow as the work grows — so a regression in complexity (a quadratic queue,
+/// a scan per message) shows, not only one in constants.
+enum Growth {
+    static func report(_ title: String, unit: String, _ points: [GrowthPoint]) {
+        guard points.count > 1, let first = points.first, let last = points.last, first.work > 0 else { return }
+        print("growth of \(title):")
+        for p in points {
+            print(String(format: "  %9d %@: %8.3f s, %9.3f µs per %@, %7.1f MB resident", p.work, unit as NSString, p.seconds,
+                         p.seconds * 1e6 / Double(max(1, p.work)), unit as NSString, Double(p.residentBytes) / 1e6))
+        }
+        let work = Double(last.work) / Double(first.work)
+        let time = last.seconds / max(first.seconds, 1e-9)
+        let perUnit = time / work
+        print(String(format: "  work ×%.0f: time ×%.2f (per %@ ×%.2f), memory ×%.2f — %@", work, time, unit as NSString, perUnit,
+                     Double(last.residentBytes) / Double(max(1, first.residentBytes)),
+                     (perUnit > 1.5 ? "time grows faster than the work" : "time grows with the work (linear)") as NSString))
+    }
+}
+
+/// VmRSS of a process (this one by default), in bytes; 0 if it cannot be read.
+func residentBytes(ofProcess pid: Int32? = nil) -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/\(pid.map(String.init) ?? "self")/status", encoding: .utf8),
+          let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+          let kb = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else { return 0 }
+    return kb * 1024
+}

@@ -95,6 +95,9 @@ struct RelayCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-accepts-per-second"), help: "Connections the relay accepts per second (a burst of two seconds' worth); beyond it new connections wait in the listen backlog.")
     var maxAcceptsPerSecond: Int = 200
 
+    @Option(name: .customLong("max-unproven-work-ms-per-second"), help: "Milliseconds of event-loop time per second that connections not yet proven well-behaved may cost together (a burst of a fifth of it); an unproven connection that takes from the overdrawn budget is read from more slowly, and no connection is accepted meanwhile.")
+    var maxUnprovenWorkMsPerSecond: Int = 100
+
     @Option(name: .customLong("password-file"), help: "A file holding the password NEW must carry (private relay); the address becomes smp://fingerprint:password@host.")
     var passwordFile: String?
 
@@ -126,6 +129,9 @@ struct RelayCommand: AsyncParsableCommand {
         guard (1...(Int.max >> 10)).contains(maxGlobalUnsignedSendKBPerSecond) else {
             throw ValidationError("--max-global-unsigned-send-kb-per-second must be at least 1")
         }
+        guard (1...1_000_000).contains(maxUnprovenWorkMsPerSecond) else {
+            throw ValidationError("--max-unproven-work-ms-per-second must be 1…1000000")
+        }
         guard (1...(Int.max >> 20)).contains(maxStoredMB) else { throw ValidationError("--max-stored-mb must be at least 1") }
         if let passwordFile { _ = try Self.readPassword(passwordFile) }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
@@ -147,7 +153,7 @@ struct RelayCommand: AsyncParsableCommand {
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
 
         let (host, port) = try Self.parseHostPort(listen, option: "--listen")
-        let config = RelayConfiguration(
+        var config = RelayConfiguration(
             dataDirectory: URL(fileURLWithPath: dataDirectory),
             host: host, port: port, publicHost: publicHost,
             queueQuota: quota, messageTTL: try Self.duration(ttl, option: "--ttl"),
@@ -165,14 +171,21 @@ struct RelayCommand: AsyncParsableCommand {
             globalAuthFailureRate: RateLimit(perSecond: maxGlobalAuthFailuresPerSecond),
             acceptRate: RateLimit(perSecond: maxAcceptsPerSecond)
         )
-        var configuration = config
-        configuration.queueCacheSize = queueCache
+        config.unprovenWorkRate = RateLimit(perSecond: maxUnprovenWorkMsPerSecond * 1000, burst: max(maxUnprovenWorkMsPerSecond * 200, 1))
+        // A file descriptor per connection, plus the databases, listeners and a margin.
+        do {
+            let limits = try OpenFileLimit.raise(toAtLeast: maxConnections + 128)
+            logger.debug("open-file limit", metadata: ["limits": "\(limits)"])
+        } catch {
+            logger.warning("the open-file limit is below --max-connections: connections beyond it will be refused by the system", metadata: ["error": "\(error)"])
+        }
+        config.queueCacheSize = queueCache
         let group = MultiThreadedEventLoopGroup.singleton
         let server: RelayServer
         do {
             var queueStore: (any RelayQueueStore)?
             if let store { queueStore = try await StoreCommand.open(store, logger: logger) }
-            server = try await RelayServer.start(configuration: configuration, store: queueStore, group: group, logger: logger)
+            server = try await RelayServer.start(configuration: config, store: queueStore, group: group, logger: logger)
         } catch {
             logger.critical("relay failed to start", metadata: ["error": "\(error)"])
             throw ExitCode.failure

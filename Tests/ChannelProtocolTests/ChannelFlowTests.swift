@@ -351,7 +351,12 @@ import Testing
         net.run()
         for s in Self.subscribers {
             #expect(net.subscribers[s]!.deleted)
-            #expect((net.events[s] ?? []).filter { $0 == .groupDeleted }.count == 1)
+            #expect((net.events[s] ?? []).filter { $0 == .groupDeleted(by: ownerId) }.count == 1)
+        }
+        // The relays forwarded it, report it and stop serving.
+        for r in ["rela", "relb"] {
+            #expect((net.events[r] ?? []).filter { $0 == .groupDeleted(by: ownerId) }.count == 1)
+            #expect(net.relayStates[r]?.status == .inactive)
         }
     }
 
@@ -362,6 +367,9 @@ import Testing
         net.run()
         #expect(net.subscribers["sam"]?.profile.displayName == "news 2")
         #expect(net.relayStates["rela"]?.profile?.displayName == "news 2")
+        // Subscribers and relays report the change (`groupUpdated`).
+        #expect((net.events["sam"] ?? []).contains { if case let .groupUpdated(_, to) = $0 { to == p } else { false } })
+        #expect((net.events["rela"] ?? []).contains { if case let .groupUpdated(_, to) = $0 { to == p } else { false } })
         let other = ChannelProfiles.channelProfile(displayName: "x", channelLink: ChannelNet.channelLink, publicGroupId: Array(repeating: 9, count: 32))
         #expect(net.ownerInput(.updateProfile(other))?.code == .linkDataMismatch)
         #expect(net.allErrors().count == 1)

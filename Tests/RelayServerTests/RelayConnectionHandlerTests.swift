@@ -34,6 +34,8 @@ import Testing
         static func open(configure: (inout RelayConfiguration) -> Void = { _ in }) async throws -> Connection {
             let directory = TempDirectory()
             var config = RelayConfiguration(dataDirectory: directory.url, host: "127.0.0.1", port: 0)
+            // The loop's clock only moves by hand here: no slices that wait for it.
+            config.unprovenSliceNanoseconds = .max
             configure(&config)
             let store = try RelayStore(path: directory.appendingPathComponent("relay.db"))
             let core = try RelayCore(store: store, configuration: config, logger: testLogger)

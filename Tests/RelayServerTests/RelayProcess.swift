@@ -20,9 +20,12 @@ final class RelayProcess: Sendable {
     }
 
     /// Starts the relay on an ephemeral loopback port and waits for the address it prints.
-    static func start(dataDirectory: URL, arguments: [String] = []) async throws -> RelayProcess {
-        let child = try ChildProcess(executable("swiftplex-relay"),
-                                     ["--data-dir", dataDirectory.path, "--listen", "127.0.0.1:0", "--log-level", "warning"] + arguments)
+    /// `launcher`: a program and its arguments that exec the relay (e.g. `prlimit` with limits).
+    static func start(dataDirectory: URL, arguments: [String] = [], launcher: [String] = []) async throws -> RelayProcess {
+        let relayArguments = ["--data-dir", dataDirectory.path, "--listen", "127.0.0.1:0", "--log-level", "warning"] + arguments
+        let child = launcher.isEmpty
+            ? try ChildProcess(executable("swiftplex-relay"), relayArguments)
+            : try ChildProcess(URL(fileURLWithPath: launcher[0]), Array(launcher.dropFirst()) + [executable("swiftplex-relay").path] + relayArguments)
         let (_, line) = try await child.waitForLine("the relay's address") { _ in true }
         guard let address = try? RelayAddress(parsing: line) else {
             child.signal(SIGKILL)

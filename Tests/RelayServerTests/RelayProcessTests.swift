@@ -1,6 +1,7 @@
 import Foundation
 import RelayClient
 import RelayProtocol
+import RelayServer
 import SwiftplexCrypto
 import TestSupport
 import Testing
@@ -54,6 +55,37 @@ import Testing
         try await c.ping()
         #expect(await relay.terminate() == 0)
         await c.close()
+    }
+
+    /// Debian's soft open-file limit is 1,024; a relay for more connections raises its own soft
+    /// limit (to the hard one) at start, and says so when even the hard limit is too low.
+    @Test func theRelayRaisesItsOpenFileLimitForItsConnections() async throws {
+        let hard = try #require(OpenFileLimit.current()).hard
+        try #require(hard >= 2048, "the test needs a hard open-file limit of at least 2048, this machine has \(hard)")
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let relay = try await RelayProcess.start(dataDirectory: dir.url, arguments: ["--max-connections", "1500"],
+                                                 launcher: ["/usr/bin/prlimit", "--nofile=256:\(hard)", "--"])
+        #expect(try Self.softOpenFileLimit(of: relay.process.processIdentifier) == hard)
+        #expect(!relay.child.errorText.contains("open-file limit"))
+        #expect(await relay.terminate() == 0)
+
+        let low = try await RelayProcess.start(dataDirectory: dir.url, arguments: ["--max-connections", "1500"],
+                                               launcher: ["/usr/bin/prlimit", "--nofile=256:1024", "--"])
+        let line = try await low.child.waitForErrorLine("the warning about the open-file limit") { $0.contains("open-file limit") }
+        #expect(line.1.contains("LimitNOFILE"))
+        #expect(try Self.softOpenFileLimit(of: low.process.processIdentifier) == 1024)
+        // It still serves, as many connections as it can.
+        let c = try await RelayConnection.connect(to: low.address)
+        try await c.ping()
+        await c.close()
+        #expect(await low.terminate() == 0)
+    }
+
+    static func softOpenFileLimit(of pid: Int32) throws -> Int {
+        let limits = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
+        let line = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") })
+        return try #require(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst(3).first.flatMap { Int($0) })
     }
 
     @Test func badArgumentsAreRefusedWithAMessage() async throws {

@@ -198,6 +198,35 @@ func ratchetPair() throws -> (joiner: DoubleRatchet, inviter: DoubleRatchet) {
         #expect(try a.decrypt(try old.encrypt([3], associatedData: ad), associatedData: ad) == [3])
     }
 
+    /// The binary form (what the agent stores) keeps everything, skipped keys and their stamps
+    /// included: a state read back from it opens what the original would, in any order.
+    @Test func binaryStateKeepsSkippedKeysAndGoesOn() throws {
+        var (a, b) = try ratchetPair()
+        _ = try b.decrypt(try a.encrypt([1], associatedData: ad), associatedData: ad)
+        _ = try a.decrypt(try b.encrypt([2], associatedData: ad), associatedData: ad)
+        let late = try a.encrypt([3], associatedData: ad)
+        _ = try b.decrypt(try a.encrypt([4], associatedData: ad), associatedData: ad)  // skips 3
+        #expect(b.skippedKeyCount == 1)
+        var w = BinaryStateWriter()
+        b.write(to: &w)
+        var r = BinaryStateReader(w.bytes)
+        var restored = try DoubleRatchet(from: &r)
+        #expect(r.isAtEnd && restored.skippedKeyCount == 1)
+        let sorted = JSONEncoder()
+        sorted.outputFormatting = .sortedKeys
+        #expect(try sorted.encode(restored) == sorted.encode(b))
+        #expect(try restored.decrypt(late, associatedData: ad) == [3])
+        #expect(try restored.decrypt(try a.encrypt([5], associatedData: ad), associatedData: ad) == [5])
+        #expect(try a.decrypt(try restored.encrypt([6], associatedData: ad), associatedData: ad) == [6])
+        // Cut short or of an unknown version: an error, never a partial state.
+        for cut in [0, 1, w.bytes.count / 2, w.bytes.count - 1] {
+            var short = BinaryStateReader(Array(w.bytes.prefix(cut)))
+            #expect(throws: BinaryStateError.self) { try DoubleRatchet(from: &short) }
+        }
+        var other = BinaryStateReader([9] + w.bytes.dropFirst())
+        #expect(throws: BinaryStateError.self) { try DoubleRatchet(from: &other) }
+    }
+
     @Test func wipeZeroesAnOwnedBuffer() {
         var key = Sodium.randomBytes(32)
         Sodium.wipe(&key)

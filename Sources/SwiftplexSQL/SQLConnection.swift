@@ -1,0 +1,102 @@
+/// The SQL a backend speaks. Statements are written once, in the SQL both take (`?` placeholders,
+/// `INSERT … ON CONFLICT … DO UPDATE`, `RETURNING`); where they differ a caller asks the dialect.
+public enum SQLDialect: String, Sendable {
+    case sqlite
+    case postgres
+
+    /// The larger of two values: SQLite's scalar `max(a, b)`, PostgreSQL's `GREATEST(a, b)`.
+    public func greatest(_ a: String, _ b: String) -> String {
+        switch self {
+        case .sqlite: "max(\(a), \(b))"
+        case .postgres: "GREATEST(\(a), \(b))"
+        }
+    }
+}
+
+/// A connection inside a transaction (a store's `read` or `write`): statements with `?`
+/// placeholders and their arguments. Not thread-safe and not to be kept: it is valid only inside
+/// the closure it was passed to.
+public protocol SQLConnection {
+    var dialect: SQLDialect { get }
+
+    /// Runs one statement; returns how many rows it inserted, changed or deleted.
+    @discardableResult
+    func execute(_ sql: String, _ arguments: [SQLValue]) throws -> Int
+
+    /// Runs one query and returns every row.
+    func rows(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow]
+
+    /// Runs several statements without arguments (a migration's script).
+    func executeScript(_ sql: String) throws
+}
+
+extension SQLConnection {
+    @discardableResult
+    public func execute(_ sql: String, _ arguments: any SQLValueConvertible...) throws -> Int {
+        try execute(sql, arguments.map(\.sqlValue))
+    }
+
+    public func rows(_ sql: String, _ arguments: any SQLValueConvertible...) throws -> [SQLRow] {
+        try rows(sql, arguments.map(\.sqlValue))
+    }
+
+    /// The first row, or nil when there is none.
+    public func row(_ sql: String, _ arguments: any SQLValueConvertible...) throws -> SQLRow? {
+        try rows(sql, arguments.map(\.sqlValue)).first
+    }
+
+    /// The first column of the first row as `T`, or nil when there is no row or it is NULL.
+    public func value<T: SQLValueConvertible>(_: T.Type, _ sql: String, _ arguments: any SQLValueConvertible...) throws -> T? {
+        guard let row = try rows(sql, arguments.map(\.sqlValue)).first else { return nil }
+        return try row.get(0, as: T?.self)
+    }
+
+    /// An `INSERT` that returns the new row's `column` (its generated id): `RETURNING`, which
+    /// SQLite (3.35 and later) and PostgreSQL both take.
+    public func insert(_ sql: String, returning column: String = "id", _ arguments: any SQLValueConvertible...) throws -> Int64 {
+        guard let row = try rows(sql + " RETURNING " + column, arguments.map(\.sqlValue)).first else {
+            throw SQLError(.statement, "the insert returned no row")
+        }
+        return try row.get(0, as: Int64.self)
+    }
+}
+
+/// A schema change, in each dialect. Applied once, in order, each in its own transaction.
+public struct SQLMigration: Sendable {
+    public let identifier: String
+    public let sqlite: String
+    public let postgres: String
+
+    public init(_ identifier: String, sqlite: String, postgres: String) {
+        self.identifier = identifier
+        self.sqlite = sqlite
+        self.postgres = postgres
+    }
+
+    public func script(for dialect: SQLDialect) -> String {
+        switch dialect {
+        case .sqlite: sqlite
+        case .postgres: postgres
+        }
+    }
+}
+
+/// A database: transactions run their closure on the store's own thread (never on the caller's
+/// Swift task), so a backend that waits for a server does not hold up the cooperative pool.
+public protocol SQLStore: Sendable {
+    var dialect: SQLDialect { get }
+
+    /// A read-only transaction.
+    func read<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T
+    /// A transaction committed when `body` returns and rolled back when it throws.
+    @discardableResult
+    func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T
+
+    /// Blocking forms, for callers on plain threads (a plugin's C ABI call), never on a Swift task.
+    func readNow<T>(_ body: (any SQLConnection) throws -> T) throws -> T
+    @discardableResult
+    func writeNow<T>(_ body: (any SQLConnection) throws -> T) throws -> T
+
+    /// Closes the database; later transactions fail.
+    func close() throws
+}

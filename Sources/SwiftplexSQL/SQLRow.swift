@@ -1,0 +1,82 @@
+/// One result row: its values in column order, and the statement's column names (shared by every
+/// row of one result).
+public struct SQLRow: Sendable {
+    public let columns: SQLColumns
+    public let values: [SQLValue]
+
+    public init(columns: SQLColumns, values: [SQLValue]) {
+        precondition(columns.names.count == values.count, "a row has one value per column")
+        self.columns = columns
+        self.values = values
+    }
+
+    /// The value of column `index` as `T`; throws when it is NULL or of another kind.
+    public func get<T: SQLValueConvertible>(_ index: Int, as _: T.Type = T.self) throws -> T {
+        guard values.indices.contains(index) else { throw SQLError(.column, "no column \(index) in a row of \(values.count)") }
+        guard let v = T(sqlValue: values[index]) else {
+            throw SQLError(.column, "column \(columns.names[index]) holds \(values[index].kindName), not \(T.self)")
+        }
+        return v
+    }
+
+    /// The value of the column named `name` as `T`; throws when there is no such column, or it
+    /// holds another kind (ask for an Optional to accept NULL).
+    public func get<T: SQLValueConvertible>(_ name: String, as _: T.Type = T.self) throws -> T {
+        guard let i = columns.index(of: name) else { throw SQLError(.column, "no column \(name) (\(columns.names.joined(separator: ", ")))") }
+        return try get(i, as: T.self)
+    }
+}
+
+/// Column names with a lookup by name, made once per statement.
+public final class SQLColumns: Sendable {
+    public let names: [String]
+    private let byName: [String: Int]
+
+    public init(_ names: [String]) {
+        self.names = names
+        var byName: [String: Int] = [:]
+        // The first of two equal names wins, as in SQLite's and PostgreSQL's own lookups.
+        for (i, n) in names.enumerated() where byName[n] == nil { byName[n] = i }
+        self.byName = byName
+    }
+
+    public func index(of name: String) -> Int? { byName[name] }
+}
+
+extension SQLValue {
+    var kindName: String {
+        switch self {
+        case .null: "NULL"
+        case .integer: "an integer"
+        case .real: "a real"
+        case .text: "text"
+        case .blob: "a blob"
+        }
+    }
+}
+
+/// A failure of the SQL layer, with the backend's message.
+public struct SQLError: Error, CustomStringConvertible, Sendable {
+    public enum Code: String, Sendable {
+        /// A column missing, or of another kind than asked.
+        case column
+        /// The backend refused a statement (syntax, constraint, …).
+        case statement
+        /// The database could not be opened, or the connection to it was lost.
+        case connection
+        /// A migration failed or the database is newer than this program.
+        case migration
+        /// Another process holds the database.
+        case locked
+    }
+
+    public let code: Code
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(code.rawValue): \(message)" }
+}
