@@ -99,6 +99,12 @@ extension ChatController {
 
     static let maxStoreAttempts = 8
 
+    /// An error that says the work was cut short by the engine stopping, not that the input was
+    /// refused: its message must stay with the agent (marking it processed would lose it).
+    nonisolated static func isStopping(_ error: any Error) -> Bool {
+        error is CancellationError || Task.isCancelled
+    }
+
     /// Database faults that go away by themselves (space returns, a lock is released).
     static func passingFault(_ e: DatabaseError) -> Bool {
         let passing: [ResultCode] = [.SQLITE_FULL, .SQLITE_IOERR, .SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_READONLY, .SQLITE_NOMEM, .SQLITE_CANTOPEN, .SQLITE_PROTOCOL]
@@ -149,6 +155,10 @@ extension ChatController {
             let wantsReceipt: Bool
             do { wantsReceipt = try await received(conn, seq: seq, body: body) } catch let e as DatabaseError {
                 throw e
+            } catch where Self.isStopping(error) || closing {
+                // The engine is stopping (its database access was cancelled): nothing was
+                // stored, so the agent keeps the message and announces it again after the start.
+                throw error
             } catch {
                 await agent.messageProcessed(conn, seq: seq)
                 throw error

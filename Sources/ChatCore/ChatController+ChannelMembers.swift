@@ -180,7 +180,10 @@ extension ChatController {
     // MARK: - Owner: what relays send, posts
 
     /// A relay's item at the owner: `x.grp.mem.new` about a subscriber (its profile kept), `x.grp.leave`.
-    func receivedByOwner(_ groupId: Int64, from relay: MemberId, _ item: BatchItem) async {
+    /// Returns the error when the input was cut short by something that passes (a database
+    /// fault, the engine stopping) rather than refused: its message must stay with the agent.
+    @discardableResult
+    func receivedByOwner(_ groupId: Int64, from relay: MemberId, _ item: BatchItem) async -> (any Error)? {
         var announced: MemberInfo?
         if case let .element(e) = item, let env = try? e.envelope(), case let .memberNew(info, _)? = try? env.groupMessage() { announced = info }
         do {
@@ -199,8 +202,10 @@ extension ChatController {
             }
             await performOwnerEffects(groupId, effects)
         } catch {
+            if let passing = passingChannelFailure(error) { return passing }
             reportChannelRefusal(groupId, error)
         }
+        return nil
     }
 
     /// `/_send #<groupId> json …` in a channel the user owns: each message is posted as the channel
@@ -551,13 +556,18 @@ extension ChatController {
         sink.yield(.newChatItems(user: userModel(u), chatItems: models.map { AChatItem(chatInfo: .group(groupInfo: info), chatItem: $0) }))
     }
 
-    func feedSubscriber(_ groupId: Int64, _ input: ChannelSubscriberInput) async {
+    /// Returns the error when the input was cut short by something that passes (see
+    /// ``passingChannelFailure(_:)``); nil when it was applied or refused for good.
+    @discardableResult
+    func feedSubscriber(_ groupId: Int64, _ input: ChannelSubscriberInput) async -> (any Error)? {
         do {
             let effects = try await runSubscriber(groupId, input)
             await performSubscriberEffects(groupId, effects)
         } catch {
+            if let passing = passingChannelFailure(error) { return passing }
             reportChannelRefusal(groupId, error)
         }
+        return nil
     }
 
     func performSubscriberEffects(_ groupId: Int64, _ effects: [ChannelSubscriberEffect]) async {

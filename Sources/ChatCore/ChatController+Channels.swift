@@ -776,13 +776,26 @@ extension ChatController {
         return effects
     }
 
-    func feedRelay(_ groupId: Int64, _ input: ChannelRelayInput) async {
+    /// Returns the error when the input was cut short by something that passes (see
+    /// ``passingChannelFailure(_:)``); nil when it was applied or refused for good.
+    @discardableResult
+    func feedRelay(_ groupId: Int64, _ input: ChannelRelayInput) async -> (any Error)? {
         do {
             let effects = try await runRelay(groupId, input)
             await performRelayEffects(groupId, effects)
         } catch {
+            if let passing = passingChannelFailure(error) { return passing }
             reportChannelRefusal(groupId, error)
         }
+        return nil
+    }
+
+    /// A failure that says nothing about the input — a database fault (reported, and retried
+    /// by `handleStoring`) or the engine stopping — or nil for a refusal of the input itself.
+    func passingChannelFailure(_ error: any Error) -> (any Error)? {
+        if error is DatabaseError { return error }
+        if Self.isStopping(error) || closing { return error }
+        return nil
     }
 
     /// Performs the relay's effects in order.
@@ -961,13 +974,27 @@ extension ChatController {
                 return true
             }
             let brokerTs = Int64(Date().timeIntervalSince1970)
+            var cutShort: (any Error)?
             for item in items {
+                let failure: (any Error)?
                 switch role {
-                case .owner?: await receivedByOwner(groupId, from: ref.memberId, item)
-                case .relay?: await feedRelay(groupId, .received(from: ref.memberId, item, brokerTs: brokerTs))
-                case .subscriber?: await feedSubscriber(groupId, .received(from: ref.memberId, item))
-                case nil: break
+                case .owner?: failure = await receivedByOwner(groupId, from: ref.memberId, item)
+                case .relay?: failure = await feedRelay(groupId, .received(from: ref.memberId, item, brokerTs: brokerTs))
+                case .subscriber?: failure = await feedSubscriber(groupId, .received(from: ref.memberId, item))
+                case nil: failure = nil
                 }
+                if let failure {
+                    cutShort = failure
+                    break
+                }
+            }
+            // Marked processed only when every item was applied or refused for good. Cut short
+            // by a database fault, the event is handled again (`handleStoring`: the items already
+            // applied come again as repeats, which the machines drop); by the engine stopping, the
+            // agent keeps the message and announces it again after the start.
+            if let cutShort {
+                if cutShort is DatabaseError, !closing { throw cutShort }
+                return true
             }
             await agent.messageProcessed(conn, seq: seq)
         default:

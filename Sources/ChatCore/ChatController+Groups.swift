@@ -543,6 +543,8 @@ extension ChatController {
             if case let .received(_, env, _) = input { wantsReceipt = try await groupReceiptWanted(ref, env, outcome) }
         } catch let e as DatabaseError {
             throw e // nothing committed: the event is handled again (`handleStoring`)
+        } catch where Self.isStopping(error) || closing {
+            throw error // the engine is stopping: nothing committed, the agent announces it again after the start
         } catch {
             // Refused (a GroupError), or its group is gone: never applied; logged, reported, and
             // (a message) acknowledged. A message that was still in flight when the user was
