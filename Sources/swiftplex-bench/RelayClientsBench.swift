@@ -26,6 +26,10 @@ struct RelayClientsBench: AsyncParsableCommand {
     @Option(name: .customLong("extra-queues"), help: "Queues made on one connection to measure memory per queue.") var extraQueues: Int = 10_000
     @Option(name: .customLong("connect-window"), help: "Clients connecting (TLS handshake, NEW, SUB) at once.") var connectWindow: Int = 64
     @Option(help: "Event loop threads of the clients (the relay uses one per core).") var threads: Int = System.coreCount
+    @Option(name: .customLong("unproven-work-ms"), help: "Keep the relay's budget of unproven work on, at N ms a second (the relay's default is 100); off by default here.")
+    var unprovenWorkMs: Int?
+    @Option(name: .customLong("accepts-per-second"), help: "Keep the relay's accept rate on, at N a second (the relay's default is 200); off by default here.")
+    var acceptsPerSecond: Int?
     @Option(name: .customLong("relay-prefix"), help: "A command the relay's process is started under, split at spaces (e.g. 'valgrind --tool=massif' to see what its memory holds).")
     var relayPrefix: String?
 
@@ -37,6 +41,8 @@ struct RelayClientsBench: AsyncParsableCommand {
             throw ValidationError("--clients is a comma-separated ascending list of positive counts, e.g. 1000,10000")
         }
         guard messages > 0, extraQueues >= 0, connectWindow > 0, threads > 0 else { throw ValidationError("counts must be positive") }
+        if let unprovenWorkMs, !(1...1_000_000).contains(unprovenWorkMs) { throw ValidationError("--unproven-work-ms must be 1…1000000") }
+        if let acceptsPerSecond, !(1...1_000_000).contains(acceptsPerSecond) { throw ValidationError("--accepts-per-second must be 1…1000000") }
         guard size >= 8, size <= RelayLimits.maxMessageBodyLength else { throw ValidationError("--size must be 8…\(RelayLimits.maxMessageBodyLength)") }
     }
 
@@ -49,9 +55,12 @@ struct RelayClientsBench: AsyncParsableCommand {
         // queue-memory connection on top.
         let limit = try OpenFileLimit.raise(toAtLeast: largest + 64)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
-        let relay = try RelayChild(maxConnections: largest + 64, prefix: relayPrefix?.split(separator: " ").map(String.init) ?? [])
+        var limits: [String] = []
+        if let unprovenWorkMs { limits += ["--unproven-work-ms", "\(unprovenWorkMs)"] }
+        if let acceptsPerSecond { limits += ["--accepts-per-second", "\(acceptsPerSecond)"] }
+        let relay = try RelayChild(maxConnections: largest + 64, limits: limits, prefix: relayPrefix?.split(separator: " ").map(String.init) ?? [])
         defer { relay.stop() }
-        print("relay-clients: relay in process \(relay.pid) (its own open-file limit raised like this one's: \(limit)); clients \(steps.map(String.init).joined(separator: ", ")); \(messages) messages of \(size) bytes per throughput figure; x25519 recipient and sender keys (the client library's default)")
+        print("relay-clients: relay in process \(relay.pid) (its own open-file limit raised like this one's: \(limit)); relay rates off except: unproven work \(unprovenWorkMs.map { "\($0) ms/s" } ?? "off"), accepts \(acceptsPerSecond.map { "\($0)/s" } ?? "off"); clients \(steps.map(String.init).joined(separator: ", ")); \(messages) messages of \(size) bytes per throughput figure; x25519 recipient and sender keys (the client library's default)")
 
         let idle = relay.residentBytes()
         print(String(format: "relay idle: %.1f MB resident", Double(idle) / 1e6))
@@ -251,6 +260,8 @@ struct RelayClientsRelay: AsyncParsableCommand {
     )
 
     @Option(name: .customLong("max-connections")) var maxConnections: Int
+    @Option(name: .customLong("unproven-work-ms")) var unprovenWorkMs: Int?
+    @Option(name: .customLong("accepts-per-second")) var acceptsPerSecond: Int?
 
     func run() async throws {
         try OpenFileLimit.raise(toAtLeast: maxConnections + 64)
@@ -264,6 +275,10 @@ struct RelayClientsRelay: AsyncParsableCommand {
         var config = RelayConfiguration(dataDirectory: dir, host: "127.0.0.1", port: 0, maxConnections: maxConnections,
                                         maxQueues: 10_000_000, maxNewQueuesPerConnection: 1_000_000)
         config.unlimitRates()
+        // What a restart's reconnection storm meets, when asked: the relay's budget of unproven
+        // work (every handshake is unproven) and its accept rate.
+        if let unprovenWorkMs { config.unprovenWorkRate = RateLimit(perSecond: unprovenWorkMs * 1000, burst: unprovenWorkMs * 200) }
+        if let acceptsPerSecond { config.acceptRate = RateLimit(perSecond: acceptsPerSecond) }
         let server = try await RelayServer.start(configuration: config, group: group, logger: logger)
         print("address \(server.address)")
         fflush(nil)
@@ -286,9 +301,9 @@ final class RelayChild {
     let address: RelayAddress
     var pid: Int32 { process.processIdentifier }
 
-    init(maxConnections: Int, prefix: [String] = []) throws {
+    init(maxConnections: Int, limits: [String] = [], prefix: [String] = []) throws {
         let exe = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
-        let command = prefix + [exe, "relay-clients-relay", "--max-connections", "\(maxConnections)"]
+        let command = prefix + [exe, "relay-clients-relay", "--max-connections", "\(maxConnections)"] + limits
         process = try SpawnedProcess(command[0], Array(command.dropFirst()), stderr: .inherit)
         // The first line that starts with "address " (a prefix such as heaptrack prints its own lines first).
         let fd = process.standardOutput!.fileDescriptor
