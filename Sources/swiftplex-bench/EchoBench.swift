@@ -24,9 +24,17 @@ struct EchoBench: AsyncParsableCommand {
     @Option(help: "Messages per measurement.") var messages: Int = 2000
     @Option(help: "Messages in flight at once.") var window: Int = 8
     @Option(help: "Messages sent before measuring, to warm up both paths.") var warmup: Int = 200
+    @Option(help: "Then the chat echo again on fresh engines at these message counts (ascending, comma-separated; 'none' to skip), and how its time and memory grow.")
+    var growth: String = "500,5000"
+
+    var growthSizes: [Int] { growth == "none" ? [] : growth.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
 
     func validate() throws {
         guard messages > 0, window > 0, warmup >= 0 else { throw ValidationError("--messages and --window must be positive, --warmup not negative") }
+        let g = growthSizes
+        guard growth == "none" || (g.count == growth.split(separator: ",").count && g.allSatisfy { $0 > 0 } && g == g.sorted()) else {
+            throw ValidationError("--growth is 'none' or ascending positive counts, e.g. 500,5000")
+        }
     }
 
     func run() async throws {
@@ -39,21 +47,30 @@ struct EchoBench: AsyncParsableCommand {
         print("echo benchmark: \(messages) messages, \(window) in flight, after \(warmup) warm-up; one in-process relay (durable), two engines in this process")
 
         let relay = try await relayEcho(server: server, group: group)
-        let echo = try await chatEcho(server: server, dir: dir, logger: logger)
+        let echo = try await chatEcho(server: server, dir: dir, logger: logger, count: messages)
         print(relay.line("relay"))
         print(echo.line("echo"))
         print(String(format: "ratio echo/relay %.2f", echo.perSecond / relay.perSecond))
+        var points: [GrowthPoint] = []
+        for n in growthSizes {
+            let fresh = dir.appendingPathComponent("growth-\(n)")
+            try FileManager.default.createDirectory(at: fresh, withIntermediateDirectories: true)
+            let s = try await chatEcho(server: server, dir: fresh, logger: logger, count: n)
+            print(s.line("echo \(n)"))
+            points.append(GrowthPoint(work: n, seconds: Double(s.count) / s.perSecond, residentBytes: residentBytes()))
+        }
+        Growth.report("the chat echo (fresh engines each; time of the measured round trips)", unit: "message", points)
         await server.shutdown()
     }
 
-    /// Runs `warmup + messages` round trips with at most `window` in flight and measures the
-    /// last `messages`: `send` starts one; `receive` consumes the answers and calls `completed`
+    /// Runs `warmup + count` round trips with at most `window` in flight and measures the
+    /// last `count`: `send` starts one; `receive` consumes the answers and calls `completed`
     /// with each round trip's latency until it returns false.
-    private func closedLoop(send: @escaping @Sendable () async throws -> Void,
+    private func closedLoop(count: Int, send: @escaping @Sendable () async throws -> Void,
                             receive: @escaping @Sendable (_ completed: @escaping @Sendable (UInt64) -> Bool) async throws -> Void) async throws -> Summary {
-        let total = warmup + messages
+        let total = warmup + count
         let skip = warmup
-        let recorder = Recorder(capacity: messages)
+        let recorder = Recorder(capacity: count)
         let progress = NIOLockedValueBox((done: 0, start: ContinuousClock.now))
         let (tokens, slot) = AsyncStream.makeStream(of: Void.self)
         for _ in 0..<window { slot.yield() }
@@ -109,7 +126,7 @@ struct EchoBench: AsyncParsableCommand {
             }
         }
         let inbox = client.events
-        let summary = try await closedLoop(send: {
+        let summary = try await closedLoop(count: messages, send: {
             try await client.sendMessage(senderId: toEcho.senderId, key: clientKey, body: .stamped(size: 64))
         }, receive: { completed in
             for await event in inbox {
@@ -127,7 +144,7 @@ struct EchoBench: AsyncParsableCommand {
 
     // MARK: - Two chat engines
 
-    private func chatEcho(server: RelayServer, dir: URL, logger: Logger) async throws -> Summary {
+    private func chatEcho(server: RelayServer, dir: URL, logger: Logger, count: Int) async throws -> Summary {
         let (bot, botEngine) = try await ChatBench.startEngine("echo", dir: dir, relay: server, logger: logger)
         let (client, clientEngine) = try await ChatBench.startEngine("client", dir: dir, relay: server, logger: logger)
         defer { botEngine.cancel(); clientEngine.cancel() }
@@ -145,7 +162,7 @@ struct EchoBench: AsyncParsableCommand {
         }
         guard let botId else { throw BenchFailure("the client engine never connected") }
 
-        let summary = try await closedLoop(send: {
+        let summary = try await closedLoop(count: count, send: {
             try ChatBench.expect(await client.execute("/_send @\(botId) json \(ChatBench.textMessage(String(monotonicNanos())))"), "newChatItems")
         }, receive: { completed in
             for await event in clientEvents where event["type"]?.stringValue == "newChatItems" {

@@ -24,6 +24,8 @@ struct RelayBench: AsyncParsableCommand {
     @Option(help: "Measured rounds of each (the median is reported).") var rounds: Int = 3
     @Option(name: .customLong("recipient-keys"), help: "Kind of recipient key: x25519 (authenticators, the client library's default) or ed25519 (signatures).")
     var recipientKeys: String = "x25519"
+    @Option(help: "Then the relay again (a fresh one each) at these message counts (ascending, comma-separated; 'none' to skip), and how its time and memory grow.")
+    var growth: String = "2000,20000"
     @Flag(name: .customLong("unlimited-rates"), help: "Turn off every rate limit of the relay — per connection, relay-wide and the accept rate (to see what they cost).")
     var unlimitedRates = false
 
@@ -31,7 +33,13 @@ struct RelayBench: AsyncParsableCommand {
         guard connections > 0, queuesPerConnection > 0, messages > 0, rounds > 0 else { throw ValidationError("counts must be positive") }
         guard ["ed25519", "x25519"].contains(recipientKeys) else { throw ValidationError("--recipient-keys is ed25519 or x25519") }
         guard size >= 8, size <= RelayLimits.maxMessageBodyLength else { throw ValidationError("--size must be 8…\(RelayLimits.maxMessageBodyLength)") }
+        let g = growthSizes
+        guard growth == "none" || (g.count == growth.split(separator: ",").count && g.allSatisfy { $0 > 0 } && g == g.sorted()) else {
+            throw ValidationError("--growth is 'none' or ascending positive counts, e.g. 2000,20000")
+        }
     }
+
+    var growthSizes: [Int] { growth == "none" ? [] : growth.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
 
     func run() async throws {
         #if DEBUG
@@ -59,6 +67,13 @@ struct RelayBench: AsyncParsableCommand {
         print(echo.line("tls-echo"))
         print(relay.line("relay"))
         print(String(format: "ratio relay/tls-echo %.2f", relay.perSecond / echo.perSecond))
+        var points: [GrowthPoint] = []
+        for n in growthSizes {
+            let r = try await runRelay(group: group, messages: n)
+            print(r.line("relay \(n)"))
+            points.append(GrowthPoint(work: n, seconds: Double(r.count) / r.perSecond, residentBytes: residentBytes()))
+        }
+        Growth.report("the relay (a fresh relay each)", unit: "message", points)
         try await group.shutdownGracefully()
     }
 
