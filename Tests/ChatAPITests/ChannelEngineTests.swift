@@ -119,93 +119,89 @@ import Testing
     /// first; a subscriber joining later gets the history from the relays.
     @Test func subscribersJoinThroughEveryRelayAndGetPostsOnce() async throws {
         try await withLiveRelay { dir, relay in
-            try await withEngine(dir, "relays", relays: [relay.address]) { r, rIn in
-                let addresses = try await makeRelayUsers(r)
-                try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
-                    let (groupId, link) = try await makeActiveChannel(o, oIn, addresses)
-                    try await withEngine(dir, "subs", relays: [relay.address]) { s, sIn in
-                        await startUser(s, "sub1")
-                        let plan = await s.execute("/_connect plan 1 \(link)")
-                        #expect(plan["type"]?.stringValue == "connectionPlan", "\(plan)")
-                        let groupPlan = try #require(plan["connectionPlan"]?["groupLinkPlan"], "\(plan)")
-                        #expect(groupPlan["type"]?.stringValue == "ok")
-                        #expect(groupPlan["groupSLinkInfo_"]?["direct"]?.boolValue == false)
-                        #expect(groupPlan["groupSLinkInfo_"]?["groupRelays"]?.arrayCount == 2, "\(groupPlan)")
-                        #expect(groupPlan["groupSLinkData_"]?["groupProfile"]?["displayName"]?.stringValue == "news")
+            try await withActiveChannel(dir, relay: relay.address) { r, rIn, o, oIn, groupId, link in
+                try await withEngine(dir, "subs", relays: [relay.address]) { s, sIn in
+                    await startUser(s, "sub1")
+                    let plan = await s.execute("/_connect plan 1 \(link)")
+                    #expect(plan["type"]?.stringValue == "connectionPlan", "\(plan)")
+                    let groupPlan = try #require(plan["connectionPlan"]?["groupLinkPlan"], "\(plan)")
+                    #expect(groupPlan["type"]?.stringValue == "ok")
+                    #expect(groupPlan["groupSLinkInfo_"]?["direct"]?.boolValue == false)
+                    #expect(groupPlan["groupSLinkInfo_"]?["groupRelays"]?.arrayCount == 2, "\(groupPlan)")
+                    #expect(groupPlan["groupSLinkData_"]?["groupProfile"]?["displayName"]?.stringValue == "news")
 
-                        let started = await s.execute("/_connect 1 \(link)")
-                        #expect(started["type"]?.stringValue == "startedConnectionToGroup", "\(started)")
-                        #expect(started["groupInfo"]?["useRelays"]?.boolValue == true)
-                        let subGroup = try #require(started["groupInfo"]?["groupId"]?.intValue)
-                        for _ in 0..<2 {
-                            let joined = try await sIn.next("userJoinedGroup")
-                            #expect(joined["hostMember"]?["memberRole"]?.stringValue == "relay", "\(joined)")
-                        }
-                        for _ in 0..<2 { _ = try await rIn.next("joinedGroupMember") }
-                        let announced = try await oIn.next("joinedGroupMemberConnecting")
-                        #expect(announced["member"]?["memberProfile"]?["displayName"]?.stringValue == "sub1", "\(announced)")
-                        // Group commands that would go around the channel's machine are refused.
-                        let renamed = await s.execute(#"/_group_profile #\#(subGroup) {"displayName": "mine", "fullName": ""}"#)
-                        #expect(renamed["type"]?.stringValue == "chatCmdError", "\(renamed)")
-                        let known = await s.execute("/_connect plan 1 \(link)")
-                        #expect(known["connectionPlan"]?["groupLinkPlan"]?["type"]?.stringValue == "known", "\(known)")
-                        // Member lists show the channel as a channel, at the subscriber and the owner.
-                        for (api, group) in [(s, subGroup), (o, groupId)] {
-                            let members = await api.execute("/_members #\(group)")
-                            #expect(members["group"]?["groupInfo"]?["useRelays"]?.boolValue == true, "\(members)")
-                        }
-
-                        // Posts as the channel.
-                        let sent = await postToChannel(o, groupId, "one")
-                        #expect(sent["type"]?.stringValue == "newChatItems", "\(sent)")
-                        #expect(sent["chatItems"]?.arrayFirst?["chatItem"]?["chatDir"]?["type"]?.stringValue == "groupSnd")
-                        _ = await postToChannel(o, groupId, "two")
-                        for expected in ["one", "two"] {
-                            let got = try await sIn.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == expected })
-                            let item = try #require(got["chatItems"]?.arrayFirst)
-                            #expect(item["chatItem"]?["chatDir"]?["type"]?.stringValue == "channelRcv", "\(item)")
-                            #expect(item["chatInfo"]?["groupInfo"]?["groupId"]?.intValue == subGroup)
-                        }
-
-                        // A second subscriber, later: the relays' history.
-                        await startUser(s, "sub2")
-                        let late = await s.execute("/_connect 2 \(link)")
-                        #expect(late["type"]?.stringValue == "startedConnectionToGroup", "\(late)")
-                        for expected in ["one", "two"] {
-                            let got = try await sIn.next("newChatItems", where: { $0["user"]?["userId"]?.intValue == 2 && text($0["chatItems"]?.arrayFirst) == expected })
-                            #expect(got["chatItems"]?.arrayFirst?["chatItem"]?["chatDir"]?["type"]?.stringValue == "channelRcv")
-                        }
-                        _ = await postToChannel(o, groupId, "three")
-                        for user in [1, 2] {
-                            _ = try await sIn.next("newChatItems", where: { $0["user"]?["userId"]?.intValue == user && text($0["chatItems"]?.arrayFirst) == "three" })
-                        }
-                        // Each post once per subscriber, though both relays brought it.
-                        for user in [1, 2] {
-                            let chat = await s.execute("/_get chat #\(user == 1 ? subGroup : subGroup + 1) count=20")
-                            guard case let .array(items)? = chat["chat"]?["chatItems"] else { throw TestFailure("\(chat)") }
-                            let texts = items.compactMap { $0["content"]?["msgContent"]?["text"]?.stringValue }
-                            #expect(texts == ["one", "two", "three"], "user \(user): \(texts)")
-                            #expect(items.allSatisfy { $0["chatDir"]?["type"]?.stringValue == "channelRcv" }, "\(items)")
-                        }
-                        let repeated = sIn.contains("newChatItems", where: { e in ["one", "two", "three"].contains(text(e["chatItems"]?.arrayFirst) ?? "") })
-                        #expect(!repeated)
-
-                        // The first subscriber leaves: both relays drop it, the owner hears once;
-                        // later posts reach only the second.
-                        let left = await s.execute("/_leave #\(subGroup)")
-                        #expect(left["type"]?.stringValue == "leftMemberUser", "\(left)")
-                        for _ in 0..<2 {
-                            let gone = try await rIn.next("leftMember")
-                            #expect(gone["member"]?["memberProfile"]?["displayName"]?.stringValue == "sub1", "\(gone)")
-                        }
-                        let ownerHeard = try await oIn.next("leftMember")
-                        #expect(ownerHeard["member"]?["memberProfile"]?["displayName"]?.stringValue == "sub1", "\(ownerHeard)")
-                        _ = await postToChannel(o, groupId, "four")
-                        _ = try await sIn.next("newChatItems", where: { $0["user"]?["userId"]?.intValue == 2 && text($0["chatItems"]?.arrayFirst) == "four" })
-                        let toLeaver = sIn.contains("newChatItems", where: { e in e["user"]?["userId"]?.intValue == 1 && text(e["chatItems"]?.arrayFirst) == "four" })
-                        #expect(!toLeaver)
-                        #expect(!oIn.contains("leftMember"))
+                    let started = await s.execute("/_connect 1 \(link)")
+                    #expect(started["type"]?.stringValue == "startedConnectionToGroup", "\(started)")
+                    #expect(started["groupInfo"]?["useRelays"]?.boolValue == true)
+                    let subGroup = try #require(started["groupInfo"]?["groupId"]?.intValue)
+                    for _ in 0..<2 {
+                        let joined = try await sIn.next("userJoinedGroup")
+                        #expect(joined["hostMember"]?["memberRole"]?.stringValue == "relay", "\(joined)")
                     }
+                    for _ in 0..<2 { _ = try await rIn.next("joinedGroupMember") }
+                    let announced = try await oIn.next("joinedGroupMemberConnecting")
+                    #expect(announced["member"]?["memberProfile"]?["displayName"]?.stringValue == "sub1", "\(announced)")
+                    // Group commands that would go around the channel's machine are refused.
+                    let renamed = await s.execute(#"/_group_profile #\#(subGroup) {"displayName": "mine", "fullName": ""}"#)
+                    #expect(renamed["type"]?.stringValue == "chatCmdError", "\(renamed)")
+                    let known = await s.execute("/_connect plan 1 \(link)")
+                    #expect(known["connectionPlan"]?["groupLinkPlan"]?["type"]?.stringValue == "known", "\(known)")
+                    // Member lists show the channel as a channel, at the subscriber and the owner.
+                    for (api, group) in [(s, subGroup), (o, groupId)] {
+                        let members = await api.execute("/_members #\(group)")
+                        #expect(members["group"]?["groupInfo"]?["useRelays"]?.boolValue == true, "\(members)")
+                    }
+
+                    // Posts as the channel.
+                    let sent = await postToChannel(o, groupId, "one")
+                    #expect(sent["type"]?.stringValue == "newChatItems", "\(sent)")
+                    #expect(sent["chatItems"]?.arrayFirst?["chatItem"]?["chatDir"]?["type"]?.stringValue == "groupSnd")
+                    _ = await postToChannel(o, groupId, "two")
+                    for expected in ["one", "two"] {
+                        let got = try await sIn.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == expected })
+                        let item = try #require(got["chatItems"]?.arrayFirst)
+                        #expect(item["chatItem"]?["chatDir"]?["type"]?.stringValue == "channelRcv", "\(item)")
+                        #expect(item["chatInfo"]?["groupInfo"]?["groupId"]?.intValue == subGroup)
+                    }
+
+                    // A second subscriber, later: the relays' history.
+                    await startUser(s, "sub2")
+                    let late = await s.execute("/_connect 2 \(link)")
+                    #expect(late["type"]?.stringValue == "startedConnectionToGroup", "\(late)")
+                    for expected in ["one", "two"] {
+                        let got = try await sIn.next("newChatItems", where: { $0["user"]?["userId"]?.intValue == 2 && text($0["chatItems"]?.arrayFirst) == expected })
+                        #expect(got["chatItems"]?.arrayFirst?["chatItem"]?["chatDir"]?["type"]?.stringValue == "channelRcv")
+                    }
+                    _ = await postToChannel(o, groupId, "three")
+                    for user in [1, 2] {
+                        _ = try await sIn.next("newChatItems", where: { $0["user"]?["userId"]?.intValue == user && text($0["chatItems"]?.arrayFirst) == "three" })
+                    }
+                    // Each post once per subscriber, though both relays brought it.
+                    for user in [1, 2] {
+                        let chat = await s.execute("/_get chat #\(user == 1 ? subGroup : subGroup + 1) count=20")
+                        guard case let .array(items)? = chat["chat"]?["chatItems"] else { throw TestFailure("\(chat)") }
+                        let texts = items.compactMap { $0["content"]?["msgContent"]?["text"]?.stringValue }
+                        #expect(texts == ["one", "two", "three"], "user \(user): \(texts)")
+                        #expect(items.allSatisfy { $0["chatDir"]?["type"]?.stringValue == "channelRcv" }, "\(items)")
+                    }
+                    let repeated = sIn.contains("newChatItems", where: { e in ["one", "two", "three"].contains(text(e["chatItems"]?.arrayFirst) ?? "") })
+                    #expect(!repeated)
+
+                    // The first subscriber leaves: both relays drop it, the owner hears once;
+                    // later posts reach only the second.
+                    let left = await s.execute("/_leave #\(subGroup)")
+                    #expect(left["type"]?.stringValue == "leftMemberUser", "\(left)")
+                    for _ in 0..<2 {
+                        let gone = try await rIn.next("leftMember")
+                        #expect(gone["member"]?["memberProfile"]?["displayName"]?.stringValue == "sub1", "\(gone)")
+                    }
+                    let ownerHeard = try await oIn.next("leftMember")
+                    #expect(ownerHeard["member"]?["memberProfile"]?["displayName"]?.stringValue == "sub1", "\(ownerHeard)")
+                    _ = await postToChannel(o, groupId, "four")
+                    _ = try await sIn.next("newChatItems", where: { $0["user"]?["userId"]?.intValue == 2 && text($0["chatItems"]?.arrayFirst) == "four" })
+                    let toLeaver = sIn.contains("newChatItems", where: { e in e["user"]?["userId"]?.intValue == 1 && text(e["chatItems"]?.arrayFirst) == "four" })
+                    #expect(!toLeaver)
+                    #expect(!oIn.contains("leftMember"))
                 }
             }
         }

@@ -29,46 +29,42 @@ import Testing
     /// data carries it, so a new subscriber's plan shows it. A subscriber may not change it.
     @Test func anOwnersProfileUpdateReachesRelaysSubscribersAndTheLink() async throws {
         try await withLiveRelay { dir, relay in
-            try await withEngine(dir, "relays", relays: [relay.address]) { r, rIn in
-                let addresses = try await makeRelayUsers(r)
-                try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
-                    let (groupId, link) = try await makeActiveChannel(o, oIn, addresses)
-                    try await withEngine(dir, "subs", relays: [relay.address]) { s, sIn in
-                        let subGroup = try await subscribe(s, sIn, link)
-                        let before = await o.execute("/_get relays #\(groupId)")["groupInfo"]?["groupProfile"]?["publicGroup"]
-                        let updated = await o.execute(#"/_group_profile #\#(groupId) {"displayName": "news2", "fullName": "Daily news", "description": "what happened"}"#)
-                        #expect(updated["type"]?.stringValue == "groupUpdated", "\(updated)")
-                        #expect(updated["toGroup"]?["groupProfile"]?["displayName"]?.stringValue == "news2")
-                        #expect(updated["toGroup"]?["groupProfile"]?["publicGroup"] == before, "\(updated)")
-                        #expect(updated["fromGroup"]?["groupProfile"]?["displayName"]?.stringValue == "news")
-                        #expect(updated["msgSigned"]?.boolValue == true)
+            try await withActiveChannel(dir, relay: relay.address) { r, rIn, o, oIn, groupId, link in
+                try await withEngine(dir, "subs", relays: [relay.address]) { s, sIn in
+                    let subGroup = try await subscribe(s, sIn, link)
+                    let before = await o.execute("/_get relays #\(groupId)")["groupInfo"]?["groupProfile"]?["publicGroup"]
+                    let updated = await o.execute(#"/_group_profile #\#(groupId) {"displayName": "news2", "fullName": "Daily news", "description": "what happened"}"#)
+                    #expect(updated["type"]?.stringValue == "groupUpdated", "\(updated)")
+                    #expect(updated["toGroup"]?["groupProfile"]?["displayName"]?.stringValue == "news2")
+                    #expect(updated["toGroup"]?["groupProfile"]?["publicGroup"] == before, "\(updated)")
+                    #expect(updated["fromGroup"]?["groupProfile"]?["displayName"]?.stringValue == "news")
+                    #expect(updated["msgSigned"]?.boolValue == true)
 
-                        let seen = try await sIn.next("groupUpdated", timeout: .seconds(30))
-                        #expect(seen["fromGroup"]?["groupProfile"]?["displayName"]?.stringValue == "news", "\(seen)")
-                        #expect(seen["toGroup"]?["groupProfile"]?["displayName"]?.stringValue == "news2")
-                        #expect(seen["toGroup"]?["groupProfile"]?["description"]?.stringValue == "what happened")
-                        #expect(seen["toGroup"]?["groupId"]?.intValue == subGroup)
-                        for _ in 0..<2 {
-                            let atRelay = try await rIn.next("groupUpdated", timeout: .seconds(30))
-                            #expect(atRelay["toGroup"]?["groupProfile"]?["fullName"]?.stringValue == "Daily news", "\(atRelay)")
-                        }
-                        // Stored: the subscriber's group is listed with the new name.
-                        let groups = await s.execute("/_groups 1")
-                        #expect(groups["groups"]?.arrayFirst?["groupProfile"]?["displayName"]?.stringValue == "news2", "\(groups)")
-                        // A subscriber may not change it.
-                        let refused = await s.execute(#"/_group_profile #\#(subGroup) {"displayName": "mine", "fullName": ""}"#)
-                        #expect(refused["type"]?.stringValue == "chatCmdError", "\(refused)")
-                        // A channel's identity stays: a profile naming another link keeps the channel's.
-                        let forged = await o.execute(#"/_group_profile #\#(groupId) {"displayName": "news3", "fullName": "", "publicGroup": {"groupType": "channel", "groupLink": "https://example.com/c#x", "publicGroupId": "AAAA"}}"#)
-                        #expect(forged["toGroup"]?["groupProfile"]?["publicGroup"] == before, "\(forged)")
-                        _ = try await sIn.next("groupUpdated", where: { $0["toGroup"]?["groupProfile"]?["displayName"]?.stringValue == "news3" }, timeout: .seconds(30))
+                    let seen = try await sIn.next("groupUpdated", timeout: .seconds(30))
+                    #expect(seen["fromGroup"]?["groupProfile"]?["displayName"]?.stringValue == "news", "\(seen)")
+                    #expect(seen["toGroup"]?["groupProfile"]?["displayName"]?.stringValue == "news2")
+                    #expect(seen["toGroup"]?["groupProfile"]?["description"]?.stringValue == "what happened")
+                    #expect(seen["toGroup"]?["groupId"]?.intValue == subGroup)
+                    for _ in 0..<2 {
+                        let atRelay = try await rIn.next("groupUpdated", timeout: .seconds(30))
+                        #expect(atRelay["toGroup"]?["groupProfile"]?["fullName"]?.stringValue == "Daily news", "\(atRelay)")
                     }
-                    // A new subscriber reads the new profile from the link's data.
-                    try await withEngine(dir, "late", relays: [relay.address]) { l, _ in
-                        await startUser(l, "late")
-                        let plan = await l.execute("/_connect plan 1 \(link)")
-                        #expect(plan["connectionPlan"]?["groupLinkPlan"]?["groupSLinkData_"]?["groupProfile"]?["displayName"]?.stringValue == "news3", "\(plan)")
-                    }
+                    // Stored: the subscriber's group is listed with the new name.
+                    let groups = await s.execute("/_groups 1")
+                    #expect(groups["groups"]?.arrayFirst?["groupProfile"]?["displayName"]?.stringValue == "news2", "\(groups)")
+                    // A subscriber may not change it.
+                    let refused = await s.execute(#"/_group_profile #\#(subGroup) {"displayName": "mine", "fullName": ""}"#)
+                    #expect(refused["type"]?.stringValue == "chatCmdError", "\(refused)")
+                    // A channel's identity stays: a profile naming another link keeps the channel's.
+                    let forged = await o.execute(#"/_group_profile #\#(groupId) {"displayName": "news3", "fullName": "", "publicGroup": {"groupType": "channel", "groupLink": "https://example.com/c#x", "publicGroupId": "AAAA"}}"#)
+                    #expect(forged["toGroup"]?["groupProfile"]?["publicGroup"] == before, "\(forged)")
+                    _ = try await sIn.next("groupUpdated", where: { $0["toGroup"]?["groupProfile"]?["displayName"]?.stringValue == "news3" }, timeout: .seconds(30))
+                }
+                // A new subscriber reads the new profile from the link's data.
+                try await withEngine(dir, "late", relays: [relay.address]) { l, _ in
+                    await startUser(l, "late")
+                    let plan = await l.execute("/_connect plan 1 \(link)")
+                    #expect(plan["connectionPlan"]?["groupLinkPlan"]?["groupSLinkData_"]?["groupProfile"]?["displayName"]?.stringValue == "news3", "\(plan)")
                 }
             }
         }
@@ -79,48 +75,44 @@ import Testing
     /// `groupDeleted` and drops its connections; the owner's group, connections and channel link go.
     @Test func anOwnerDeletesTheChannel() async throws {
         try await withLiveRelay { dir, relay in
-            try await withEngine(dir, "relays", relays: [relay.address]) { r, rIn in
-                let addresses = try await makeRelayUsers(r)
-                try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
-                    let (groupId, link) = try await makeActiveChannel(o, oIn, addresses)
-                    try await withEngine(dir, "subs", relays: [relay.address]) { s, sIn in
-                        let subGroup = try await subscribe(s, sIn, link)
-                        let relayLinks = try await r.controller.dbRead { db in try String.fetchAll(db, sql: "SELECT relay_link FROM channel WHERE relay_link IS NOT NULL") }
-                        #expect(relayLinks.count == 2)
+            try await withActiveChannel(dir, relay: relay.address) { r, rIn, o, oIn, groupId, link in
+                try await withEngine(dir, "subs", relays: [relay.address]) { s, sIn in
+                    let subGroup = try await subscribe(s, sIn, link)
+                    let relayLinks = try await r.controller.dbRead { db in try String.fetchAll(db, sql: "SELECT relay_link FROM channel WHERE relay_link IS NOT NULL") }
+                    #expect(relayLinks.count == 2)
 
-                        let deleted = await o.execute("/_delete #\(groupId)")
-                        #expect(deleted["type"]?.stringValue == "groupDeletedUser", "\(deleted)")
-                        let seen = try await sIn.next("groupDeleted", timeout: .seconds(30))
-                        #expect(seen["groupInfo"]?["groupId"]?.intValue == subGroup, "\(seen)")
-                        #expect(seen["member"]?["memberRole"]?.stringValue == "owner", "\(seen)")
-                        #expect(seen["groupInfo"]?["membership"]?["memberStatus"]?.stringValue == "deleted", "\(seen)")
-                        for _ in 0..<2 { _ = try await rIn.next("groupDeleted", timeout: .seconds(30)) }
-                        #expect(!sIn.contains("groupDeleted"), "once, however many relays forward it")
+                    let deleted = await o.execute("/_delete #\(groupId)")
+                    #expect(deleted["type"]?.stringValue == "groupDeletedUser", "\(deleted)")
+                    let seen = try await sIn.next("groupDeleted", timeout: .seconds(30))
+                    #expect(seen["groupInfo"]?["groupId"]?.intValue == subGroup, "\(seen)")
+                    #expect(seen["member"]?["memberRole"]?.stringValue == "owner", "\(seen)")
+                    #expect(seen["groupInfo"]?["membership"]?["memberStatus"]?.stringValue == "deleted", "\(seen)")
+                    for _ in 0..<2 { _ = try await rIn.next("groupDeleted", timeout: .seconds(30)) }
+                    #expect(!sIn.contains("groupDeleted"), "once, however many relays forward it")
 
-                        // The relays stop serving: no connection left, their links gone.
-                        let relays = r.controller
-                        try await waitUntil("the relays to delete the channel's connections", timeout: .seconds(30)) {
-                            (try? await relays.dbRead { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM channel_member WHERE agent_conn_id IS NOT NULL") }) == 0
-                        }
-                        let statuses = try await r.controller.dbRead { db in try String.fetchAll(db, sql: "SELECT relay_status FROM channel") }
-                        #expect(statuses == ["inactive", "inactive"])
-                        for l in relayLinks {
-                            await #expect(throws: (any Error).self) { _ = try await s.controller.agent.resolveWithData(try ShortLink(parsing: l)) }
-                        }
-                        // The subscriber's connections go; the owner's group, link and steps go.
-                        let subs = s.controller
-                        try await waitUntil("the subscriber to drop its connections", timeout: .seconds(30)) {
-                            (try? await subs.dbRead { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM channel_member WHERE agent_conn_id IS NOT NULL") }) == 0
-                        }
-                        #expect(await o.execute("/_groups 1")["groups"]?.arrayCount == 0)
-                        let ownerRows = try await o.controller.dbRead { db in
-                            (try Int.fetchOne(db, sql: "SELECT count(*) FROM channel") ?? -1, try Int.fetchOne(db, sql: "SELECT count(*) FROM channel_action") ?? -1)
-                        }
-                        #expect(ownerRows == (0, 0))
-                        await #expect(throws: (any Error).self) { _ = try await s.controller.agent.resolveWithData(try ShortLink(parsing: link)) }
-                        // The subscriber removes the deleted channel locally.
-                        #expect(await s.execute("/_delete #\(subGroup)")["type"]?.stringValue == "groupDeletedUser")
+                    // The relays stop serving: no connection left, their links gone.
+                    let relays = r.controller
+                    try await waitUntil("the relays to delete the channel's connections", timeout: .seconds(30)) {
+                        (try? await relays.dbRead { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM channel_member WHERE agent_conn_id IS NOT NULL") }) == 0
                     }
+                    let statuses = try await r.controller.dbRead { db in try String.fetchAll(db, sql: "SELECT relay_status FROM channel") }
+                    #expect(statuses == ["inactive", "inactive"])
+                    for l in relayLinks {
+                        await #expect(throws: (any Error).self) { _ = try await s.controller.agent.resolveWithData(try ShortLink(parsing: l)) }
+                    }
+                    // The subscriber's connections go; the owner's group, link and steps go.
+                    let subs = s.controller
+                    try await waitUntil("the subscriber to drop its connections", timeout: .seconds(30)) {
+                        (try? await subs.dbRead { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM channel_member WHERE agent_conn_id IS NOT NULL") }) == 0
+                    }
+                    #expect(await o.execute("/_groups 1")["groups"]?.arrayCount == 0)
+                    let ownerRows = try await o.controller.dbRead { db in
+                        (try Int.fetchOne(db, sql: "SELECT count(*) FROM channel") ?? -1, try Int.fetchOne(db, sql: "SELECT count(*) FROM channel_action") ?? -1)
+                    }
+                    #expect(ownerRows == (0, 0))
+                    await #expect(throws: (any Error).self) { _ = try await s.controller.agent.resolveWithData(try ShortLink(parsing: link)) }
+                    // The subscriber removes the deleted channel locally.
+                    #expect(await s.execute("/_delete #\(subGroup)")["type"]?.stringValue == "groupDeletedUser")
                 }
             }
         }

@@ -1,5 +1,6 @@
 import ChatAPI
 import Foundation
+import RelayProtocol
 import SwiftplexBase
 import TestSupport
 
@@ -42,4 +43,19 @@ public func makeActiveChannel(_ o: ChatAPI, _ oIn: ChatInbox, _ addresses: [Stri
 /// The owner's post of `text` to channel `groupId`.
 public func postToChannel(_ o: ChatAPI, _ groupId: Int, _ text: String) async -> JSONValue {
     await o.execute(#"/_send #\#(groupId) json [{"msgContent": {"type": "text", "text": "\#(text)"}}]"#)
+}
+
+/// The scene most channel tests start from, on the relay server at `relay`: the engine `relays`
+/// (`r`, with two relay users, `makeRelayUsers`) and the engine `owner` (`o`, with the channel
+/// `news` on both relays, both `active`, `makeActiveChannel`); `body` gets both engines, their
+/// inboxes, and the channel's group id and link.
+public func withActiveChannel<T: Sendable>(_ dir: URL, relay: RelayAddress,
+                                           _ body: (ChatAPI, ChatInbox, ChatAPI, ChatInbox, Int, String) async throws -> T) async throws -> T {
+    try await withEngine(dir, "relays", relays: [relay]) { r, rIn in
+        let addresses = try await makeRelayUsers(r)
+        return try await withEngine(dir, "owner", relays: [relay]) { o, oIn in
+            let (groupId, link) = try await makeActiveChannel(o, oIn, addresses)
+            return try await body(r, rIn, o, oIn, groupId, link)
+        }
+    }
 }
