@@ -32,16 +32,9 @@ extension Agent {
             guard var r = try await lockedRecord(id) else {
                 throw AgentError(.unknownConnection, "no connection \(id)")
             }
-            guard ConnectionStateMachine(r).decide(.send) != .refuse, var ratchet = r.ratchet, let ad = r.associatedData else {
+            guard let (envelope, seq) = try sealNextMessage(&r, body: body) else {
                 throw AgentError(.wrongState, "connection \(id) is not connected")
             }
-            let seq = r.sndSeq + 1
-            let message = AgentMessage.message(seq: seq, previousHash: [UInt8](r.sndLastHash), body: body).encoded()
-            let frame = try ratchet.encrypt(message, associatedData: [UInt8](ad))
-            let envelope = try sealForPeer(frame, record: r)
-            r.ratchet = ratchet
-            r.sndSeq = seq
-            r.sndLastHash = Data(Digest.sha256(message))
             let record = r
             try await store.queue.cachedWrite { db in
                 try AgentStore.save(db, record)
@@ -111,6 +104,21 @@ extension Agent {
             committed(record)
         }
         await deliverOutbox(id)
+    }
+
+    /// The next message of a connection that may send: numbered after the last, chained to its
+    /// hash, ratchet-encrypted and sealed for the peer; `r` advanced (ratchet, number, hash) for
+    /// the caller to commit with the envelope. Nil when the connection may not send.
+    func sealNextMessage(_ r: inout ConnectionRecord, body: [UInt8]) throws -> (envelope: [UInt8], seq: UInt64)? {
+        guard ConnectionStateMachine(r).decide(.send) != .refuse, var ratchet = r.ratchet, let ad = r.associatedData else { return nil }
+        let seq = r.sndSeq + 1
+        let message = AgentMessage.message(seq: seq, previousHash: [UInt8](r.sndLastHash), body: body).encoded()
+        let frame = try ratchet.encrypt(message, associatedData: [UInt8](ad))
+        let envelope = try sealForPeer(frame, record: r)
+        r.ratchet = ratchet
+        r.sndSeq = seq
+        r.sndLastHash = Data(Digest.sha256(message))
+        return (envelope, seq)
     }
 
     func sealForPeer(_ frame: [UInt8], record r: ConnectionRecord) throws -> [UInt8] {

@@ -54,17 +54,10 @@ extension Agent {
                     outcomes[i] = .refused(.unknownConnection)
                     continue
                 }
-                guard ConnectionStateMachine(r).decide(.send) != .refuse, var ratchet = r.ratchet, let ad = r.associatedData else {
+                guard let (envelope, seq) = try sealNextMessage(&r, body: body) else {
                     outcomes[i] = .refused(.wrongState)
                     continue
                 }
-                let seq = r.sndSeq + 1
-                let message = AgentMessage.message(seq: seq, previousHash: [UInt8](r.sndLastHash), body: body).encoded()
-                let frame = try ratchet.encrypt(message, associatedData: [UInt8](ad))
-                let envelope = try sealForPeer(frame, record: r)
-                r.ratchet = ratchet
-                r.sndSeq = seq
-                r.sndLastHash = Data(Digest.sha256(message))
                 staged.append(StagedSend(index: i, record: r, envelope: envelope, seq: seq, key: send.idempotencyKey))
             }
         } catch {

@@ -128,18 +128,8 @@ extension ChatController {
         guard case .object = given else { throw ChatFailure.command("the group profile must be an object") }
         let state = try await ownerState(groupId)
         guard !state.left, !state.deleted else { throw ChatFailure(ChannelError(.invalidState, "the owner left the channel")) }
-        var json = given
-        json.set("displayName", .string(try Self.checkedName(given["displayName"]?.stringValue ?? "")))
-        if json["fullName"] == nil { json.set("fullName", .string("")) }
         // The channel's identity is not the owner's to change here: its link and id stay.
-        if let publicGroup = state.profile.json["publicGroup"] { json.set("publicGroup", publicGroup) }
-        let profile: GroupProtocol.GroupProfile
-        do {
-            _ = try JSONValueDecoder().decode(ChatModel.GroupProfile.self, from: json)
-            profile = try GroupProtocol.GroupProfile(json: json)
-        } catch {
-            throw ChatFailure.command("malformed group profile: \(error)")
-        }
+        let profile = try Self.groupProfile(given, keeping: state.profile.json["publicGroup"].map { [("publicGroup", $0)] } ?? [])
         try requireStarted()
         let effects = try await runOwner(groupId, .updateProfile(profile))
         await performOwnerEffects(groupId, effects)

@@ -65,25 +65,14 @@ extension ChatController {
     public func createGroup(userId: Int64, incognito: Bool, profile given: JSONValue) async throws -> ChatResponse {
         guard !incognito else { throw ChatFailure.command("incognito groups are not supported yet") }
         let u = try await user(userId)
-        guard case .object = given else { throw ChatFailure.command("the group profile must be an object") }
-        let name = try Self.checkedName(given["displayName"]?.stringValue ?? "")
-        var json = given
-        json.set("displayName", .string(name))
-        if json["fullName"] == nil { json.set("fullName", .string("")) }
-        let profile: GroupProtocol.GroupProfile
-        do {
-            _ = try JSONValueDecoder().decode(ChatModel.GroupProfile.self, from: json)
-            profile = try GroupProtocol.GroupProfile(json: json)
-        } catch {
-            throw ChatFailure.command("malformed group profile: \(error)")
-        }
+        let profile = try Self.groupProfile(given)
         guard !profile.isPublicGroup else { throw ChatFailure.command("a channel (publicGroup) is not created with /_group") }
         let own = try MemberProfile(json: JSONValueEncoder().encode(u.profile))
         let state = GroupState(creator: Self.newMemberId(), profile: own, groupProfile: profile)
         let now = Timestamp.now()
         let membership = state.membership
         let groupId = try await dbWrite { db -> Int64 in
-            let local = try LocalNames.reserve(db, userId: userId, displayName: name)
+            let local = try LocalNames.reserve(db, userId: userId, displayName: profile.displayName)
             var g = GroupRecord(userId: userId, localDisplayName: local, profile: profile.json.description, createdAt: now, updatedAt: now, chatTs: now)
             try g.insert(db)
             try Self.saveMember(db, membership, groupId: g.id!, userId: userId, now: now)
@@ -229,22 +218,29 @@ extension ChatController {
         return .group(.groupDeletedUser(GroupDeletedUser(user: userModel(u), groupInfo: info)))
     }
 
+    /// A group profile from a command's JSON: an object with a valid `displayName` (normalised),
+    /// `fullName` defaulting to "", readable both as the API's `GroupProfile` and the protocol's.
+    /// `keeping`: fields taken from the current profile whatever the JSON says (a channel's
+    /// `publicGroup`).
+    nonisolated static func groupProfile(_ given: JSONValue, keeping kept: [(String, JSONValue)] = []) throws -> GroupProtocol.GroupProfile {
+        guard case .object = given else { throw ChatFailure.command("the group profile must be an object") }
+        var json = given
+        json.set("displayName", .string(try checkedName(given["displayName"]?.stringValue ?? "")))
+        if json["fullName"] == nil { json.set("fullName", .string("")) }
+        for (key, value) in kept { json.set(key, value) }
+        do {
+            _ = try JSONValueDecoder().decode(ChatModel.GroupProfile.self, from: json)
+            return try GroupProtocol.GroupProfile(json: json)
+        } catch {
+            throw ChatFailure.command("malformed group profile: \(error)")
+        }
+    }
+
     /// `/_group_profile #<groupId> <GroupProfile>` (owner; `groupUpdated`).
     public func updateGroupProfile(groupId: Int64, profile given: JSONValue) async throws -> ChatResponse {
         if let updated = try await updateChannelProfile(groupId: groupId, profile: given) { return updated } // a channel (+ChannelManagement)
         let (u, view) = try await groupAndUser(groupId)
-        guard case .object = given else { throw ChatFailure.command("the group profile must be an object") }
-        let name = try Self.checkedName(given["displayName"]?.stringValue ?? "")
-        var json = given
-        json.set("displayName", .string(name))
-        if json["fullName"] == nil { json.set("fullName", .string("")) }
-        let profile: GroupProtocol.GroupProfile
-        do {
-            _ = try JSONValueDecoder().decode(ChatModel.GroupProfile.self, from: json)
-            profile = try GroupProtocol.GroupProfile(json: json)
-        } catch {
-            throw ChatFailure.command("malformed group profile: \(error)")
-        }
+        let profile = try Self.groupProfile(given)
         try requireGroupPermission(view, .updateProfile)
         try requireStarted()
         try await runGroupCommand(view, userId: u.id, .updateProfile(profile))
