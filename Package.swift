@@ -143,9 +143,9 @@ let package = Package(
                 "SwiftplexStorage",
                 "RelayProtocol",
                 "SwiftplexCrypto",
+                "SwiftplexSQL",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -155,7 +155,7 @@ let package = Package(
         // foundation's JSONValue.
         .target(name: "ChatModel", dependencies: ["SwiftplexBase"]),
 
-        // Layer 5b: the chat core — chat protocol, chat store (GRDB records), users, contacts,
+        // Layer 5b: the chat core — chat protocol, chat store (records on SwiftplexSQL), users, contacts,
         // items; works in ChatModel values and reports them (ChatResponse, ChatEvent).
         .target(
             name: "ChatCore",
@@ -168,7 +168,7 @@ let package = Package(
                 "SwiftplexStorage",
                 "SwiftplexCrypto",
                 "SwiftplexBackup",
-                .product(name: "GRDB", package: "GRDB.swift"),
+                "SwiftplexSQL",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -435,7 +435,7 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
-        .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore", "ChatModel", "ChatAPI", "ChatTestSupport", "GroupProtocol", "SwiftplexBase", "TestSupport"]),
+        .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore", "ChatModel", "ChatAPI", "ChatTestSupport", "GroupProtocol", "SwiftplexBase", "SwiftplexSQL", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(
             name: "ChatServerTests",
             dependencies: [
@@ -453,7 +453,7 @@ let package = Package(
         .testTarget(
             name: "ChatAPITests",
             dependencies: [
-                "ChatAPI", "ChatCore", "ChatTestSupport", "RelayServer", "RelayProtocol", "Agent", "RelayClient", "SwiftplexBase", "TestSupport",
+                "ChatAPI", "ChatCore", "ChatTestSupport", "RelayServer", "RelayProtocol", "Agent", "RelayClient", "SwiftplexBase", "TestSupport", "SwiftplexSQL",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -467,6 +467,7 @@ let package = Package(
                 "RelayClient",
                 "RelayProtocol",
                 "TestSupport",
+                "SwiftplexSQL",
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),

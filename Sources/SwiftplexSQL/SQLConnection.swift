@@ -28,6 +28,10 @@ public protocol SQLConnection {
 
     /// Runs several statements without arguments (a migration's script).
     func executeScript(_ sql: String) throws
+
+    /// The rows the last `execute` inserted, changed or deleted (0 after an `INSERT … ON CONFLICT
+    /// DO NOTHING` that found its row).
+    var changesCount: Int { get }
 }
 
 extension SQLConnection {
@@ -61,23 +65,44 @@ extension SQLConnection {
     }
 }
 
-/// A schema change, in each dialect. Applied once, in order, each in its own transaction.
+/// A schema change. Applied once, in order, each in its own transaction: a script per dialect, one
+/// script in SQLite's SQL (which the PostgreSQL backend translates), or Swift code that runs
+/// statements of its own (data moved or rewritten).
 public struct SQLMigration: Sendable {
-    public let identifier: String
-    public let sqlite: String
-    public let postgres: String
-
-    public init(_ identifier: String, sqlite: String, postgres: String) {
-        self.identifier = identifier
-        self.sqlite = sqlite
-        self.postgres = postgres
+    public enum Step: Sendable {
+        case scripts(sqlite: String, postgres: String)
+        case sqlite(String)
+        case code(@Sendable (any SQLConnection) throws -> Void)
+        /// A script in SQLite's SQL, then code in the same transaction (data moved into what the
+        /// script made).
+        case sqliteThenCode(String, @Sendable (any SQLConnection) throws -> Void)
     }
 
-    public func script(for dialect: SQLDialect) -> String {
-        switch dialect {
-        case .sqlite: sqlite
-        case .postgres: postgres
-        }
+    public let identifier: String
+    public let step: Step
+
+    /// A script for each dialect.
+    public init(_ identifier: String, sqlite: String, postgres: String) {
+        self.identifier = identifier
+        step = .scripts(sqlite: sqlite, postgres: postgres)
+    }
+
+    /// One script in SQLite's SQL.
+    public init(_ identifier: String, sql: String) {
+        self.identifier = identifier
+        step = .sqlite(sql)
+    }
+
+    /// One script in SQLite's SQL, then statements of its own.
+    public init(_ identifier: String, sql: String, then body: @escaping @Sendable (any SQLConnection) throws -> Void) {
+        self.identifier = identifier
+        step = .sqliteThenCode(sql, body)
+    }
+
+    /// Statements of its own.
+    public init(_ identifier: String, body: @escaping @Sendable (any SQLConnection) throws -> Void) {
+        self.identifier = identifier
+        step = .code(body)
     }
 }
 
