@@ -263,11 +263,17 @@ final class AgentStore: Sendable {
                 """))
             // Records are stored in a binary form from now on (``ConnectionRecord/binaryState()``),
             // which SQLite's JSON functions cannot read: what queries select by moves to columns.
-        m.append(SQLMigration("v5: connection status and queue columns", sql: """
+        m.append(SQLMigration("v5: connection status and queue columns", sqlite: """
                 ALTER TABLE connection ADD COLUMN status TEXT;
                 ALTER TABLE connection ADD COLUMN rcv TEXT;
                 UPDATE connection SET status = json_extract(CAST(state AS TEXT), '$.status'),
                                       rcv = json_extract(CAST(state AS TEXT), '$.rcv');
+                CREATE INDEX connection_by_status ON connection(status);
+                """, postgres: """
+                ALTER TABLE connection ADD COLUMN status TEXT;
+                ALTER TABLE connection ADD COLUMN rcv TEXT;
+                UPDATE connection SET status = convert_from(state, 'UTF8')::jsonb #>> '{status}',
+                                      rcv = convert_from(state, 'UTF8')::jsonb #>> '{rcv}';
                 CREATE INDEX connection_by_status ON connection(status);
                 """))
         return m
@@ -291,7 +297,7 @@ final class AgentStore: Sendable {
 
     /// Keeps a received message until the chat layer has stored it.
     static func keepInInbox(_ db: Database, connectionId: Int64, seq: UInt64, body: [UInt8]) throws {
-        try db.cachedStatement(sql: "INSERT OR IGNORE INTO inbox (connection_id, seq, body) VALUES (?, ?, ?)")
+        try db.cachedStatement(sql: "INSERT INTO inbox (connection_id, seq, body) VALUES (?, ?, ?) ON CONFLICT DO NOTHING")
             .execute(arguments: [connectionId, Int64(seq), Data(body)])
     }
 
@@ -384,7 +390,8 @@ final class AgentStore: Sendable {
         let connections = try Row.fetchAll(db, sql: "SELECT id, rcv FROM connection ORDER BY id").map {
             (connection: Optional<Int64>($0["id"] as Int64), queue: try decoder.decode(OwnQueue.self, from: Data(($0["rcv"] as String).utf8)))
         }
-        let addresses = try String.fetchAll(db, sql: "SELECT json_extract(CAST(state AS TEXT), '$.rcv') FROM address ORDER BY id").map {
+        let rcv = db.dialect.jsonText(db.dialect.utf8Text("state"), "rcv")
+        let addresses = try String.fetchAll(db, sql: "SELECT \(rcv) FROM address ORDER BY id").map {
             (connection: Int64?.none, queue: try decoder.decode(OwnQueue.self, from: Data($0.utf8)))
         }
         return connections + addresses
@@ -392,9 +399,10 @@ final class AgentStore: Sendable {
 
     /// The relays that hold our receiving queues (`OwnQueue.relay` as stored).
     static func relaysInUse(_ db: Database) throws -> Set<String> {
-        Set(try String.fetchAll(db, sql: """
-            SELECT json_extract(rcv, '$.relay') FROM connection
-            UNION SELECT json_extract(CAST(state AS TEXT), '$.rcv.relay') FROM address
+        let d = db.dialect
+        return Set(try String.fetchAll(db, sql: """
+            SELECT \(d.jsonText("rcv", "relay")) FROM connection
+            UNION SELECT \(d.jsonText(d.utf8Text("state"), "rcv", "relay")) FROM address
             """))
     }
 

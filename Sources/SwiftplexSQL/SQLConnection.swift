@@ -4,6 +4,33 @@ public enum SQLDialect: String, Sendable {
     case sqlite
     case postgres
 
+    /// The text at `path` (object keys) in the JSON text `expression`: a string as the string, an
+    /// object as its JSON (SQLite's `json_extract`, PostgreSQL's `#>>`).
+    public func jsonText(_ expression: String, _ path: String...) -> String {
+        switch self {
+        case .sqlite: "json_extract(\(expression), '$.\(path.joined(separator: "."))')"
+        case .postgres: "((\(expression))::jsonb #>> '{\(path.joined(separator: ","))}')"
+        }
+    }
+
+    /// A blob holding UTF-8 as text.
+    public func utf8Text(_ expression: String) -> String {
+        switch self {
+        case .sqlite: "CAST(\(expression) AS TEXT)"
+        case .postgres: "convert_from(\(expression), 'UTF8')"
+        }
+    }
+
+    /// An expression that orders a table's rows as they were inserted, for a table without an id
+    /// column: SQLite's `rowid`; PostgreSQL's inserting transaction (`xmin`; rows of one
+    /// transaction tie).
+    public var insertionOrder: String {
+        switch self {
+        case .sqlite: "rowid"
+        case .postgres: "xmin::text::bigint"
+        }
+    }
+
     /// The larger of two values: SQLite's scalar `max(a, b)`, PostgreSQL's `GREATEST(a, b)`.
     public func greatest(_ a: String, _ b: String) -> String {
         switch self {

@@ -82,7 +82,7 @@ import Testing
             }
             let names = try await store.read { db in try Person.order(Person.Columns.id.desc).fetchAll(db).map { "\($0.displayName):\($0.seq)" } }
             #expect(names == ["bob:8", "alice2:\(UInt64.max)", "root:0"], "\(name)")
-            try await store.close()
+            try store.close()
         }
     }
 
@@ -110,7 +110,7 @@ import Testing
             #expect(try await store.write { db in try Person.deleteOne(db, key: Int64(5)) } == false)
             #expect(try await store.write { db in try Person.filter(Person.Columns.id >= 3).deleteAll(db) } == 2)
             #expect(try await store.read { db in try Person.fetchCount(db) } == 2, "\(name)")
-            try await store.close()
+            try store.close()
         }
     }
 
@@ -132,7 +132,7 @@ import Testing
             #expect(try await store.read { db in try Tag.fetchOne(db, key: ["person": Int64(1), "name": "y"])?.weight } == 4)
             #expect(try await store.write { db in try Tag.deleteOne(db, key: ["person": Int64(1), "name": "x"]) })
             await #expect(throws: RecordNotFound.self) { try await store.write { db in try Tag(person: 1, name: "x", weight: 0).update(db) } }
-            try await store.close()
+            try store.close()
         }
     }
 
@@ -167,7 +167,7 @@ import Testing
             } throws: { error in
                 (error as? SQLError)?.code == .column && "\(error)".contains("mood")
             }
-            try await store.close()
+            try store.close()
         }
     }
 }
