@@ -399,7 +399,7 @@ let package = Package(
 
         // Tests.
         .testTarget(name: "SwiftplexBaseTests", dependencies: ["SwiftplexBase"]),
-        .testTarget(name: "SwiftplexSQLTests", dependencies: ["SwiftplexSQL", "SwiftplexSQLPostgres", "TestSupport"]),
+        .testTarget(name: "SwiftplexSQLTests", dependencies: ["SwiftplexSQL", "SwiftplexSQLPostgres", "ChatCore", "Agent", "TestSupport"]),
         .testTarget(name: "SwiftplexCryptoTests", dependencies: ["SwiftplexCrypto"]),
         .testTarget(name: "TestSupportTests", dependencies: ["TestSupport"]),
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode", "TestSupport"]),

@@ -90,6 +90,9 @@ public actor Agent {
         (newConnections, newConnectionSink) = AsyncStream.makeStream(of: (RelayAddress, RelayConnection).self)
     }
 
+    /// The agent database's migrations, in order (for tools and tests that apply them elsewhere).
+    public static var databaseMigrations: [SQLMigration] { AgentStore.migrations }
+
     /// The agent database migrations not yet applied at `databasePath`.
     public static func pendingMigrations(databasePath: URL) throws -> [String] {
         try SQLiteStore.pendingMigrations(AgentStore.migrations, at: databasePath)

@@ -124,6 +124,11 @@ final class ChatStore: Sendable {
     }
 }
 
+extension ChatController {
+    /// The chat database's migrations, in order (for tools and tests that apply them elsewhere).
+    public static var databaseMigrations: [SQLMigration] { ChatStore.migrations }
+}
+
 /// Local display names: the name by which the bot's database knows a user, a contact or a
 /// contact request, unique per user. The first `alice` is `alice`; later ones are `alice_1`,
 /// `alice_2`, … (the next suffix after the highest one used for that name, skipping any taken by a

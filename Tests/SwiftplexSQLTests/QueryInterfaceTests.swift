@@ -1,5 +1,6 @@
 import Foundation
 import SwiftplexSQL
+import SwiftplexSQLPostgres
 import TestSupport
 import Testing
 
@@ -50,7 +51,12 @@ import Testing
 
     /// A fresh store of each backend.
     static func backends(_ dir: TemporaryDirectory) throws -> [(name: String, store: any SQLStore)] {
-        [("sqlite", try SQLiteStore(path: dir.url.appendingPathComponent("q.db"), label: "q", migrations: migrations))]
+        var stores: [(name: String, store: any SQLStore)] = [("sqlite", try SQLiteStore(path: dir.url.appendingPathComponent("q.db"), label: "q", migrations: migrations))]
+        TestPostgres.noteSkippedOnce()
+        if let url = TestPostgres.url() {
+            stores.append(("postgres", try PostgresStore(url: url, label: "q", migrations: migrations, lockWait: .zero)))
+        }
+        return stores
     }
 
     @Test func recordsRoundTripAndTakeTheirIds() async throws {
