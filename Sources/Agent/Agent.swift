@@ -302,7 +302,13 @@ public actor Agent {
     /// `databasePath`, read without running an agent: for tools that check or measure what an
     /// agent subscribes (`swiftplex-bench contacts`). The queues hold private keys.
     public static func receivingQueues(databasePath: URL) throws -> [RecipientQueue] {
-        let store = try AgentStore(path: databasePath)
+        try receivingQueues(database: .sqlite(databasePath))
+    }
+
+    /// The same for an agent database anywhere (an SQLite file or a PostgreSQL schema, whose lock
+    /// is taken while it is read: no agent may run on it meanwhile).
+    public static func receivingQueues(database: DatabaseLocation) throws -> [RecipientQueue] {
+        let store = try AgentStore(location: database)
         defer { try? store.db.close() }
         return try store.db.readNow { db in try AgentStore.receivingQueues(db).map { try $0.queue.recipientQueue } }
     }

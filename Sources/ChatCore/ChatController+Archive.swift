@@ -1,5 +1,6 @@
 import ChatModel
 import Foundation
+import SwiftplexSQLPostgres
 import SwiftplexBackup
 import SwiftplexBase
 import Synchronization
@@ -73,16 +74,21 @@ extension ChatController {
         return .archiveImported(archiveErrors: prepared.skipped.map { .fileError(file: $0, fileError: "not imported: an engine's import takes only its two databases") })
     }
 
-    /// `/_db delete`: closes and deletes both databases (the chat must be stopped); afterwards
-    /// every command answers `chatStoreChanged`.
+    /// `/_db delete`: closes and deletes both databases (the chat must be stopped): the SQLite
+    /// files, or the two PostgreSQL schemas; afterwards every command answers `chatStoreChanged`.
     public func deleteStorage() async throws -> ChatResponse {
         guard !started else { throw ChatFailure.chat(.chatNotStopped) }
-        let prefix = try sqlitePrefix("/_db delete")
+        let (chat, agentDB) = (try database.chat, try database.agent)
         await closeStores()
         try await Self.offActor {
-            for suffix in ["_chat.db", "_agent.db"] {
-                for transient in ["", "-wal", "-shm", "-journal"] where FileManager.default.fileExists(atPath: prefix + suffix + transient) {
-                    try FileManager.default.removeItem(atPath: prefix + suffix + transient)
+            for location in [chat, agentDB] {
+                switch location {
+                case let .sqlite(path):
+                    for transient in ["", "-wal", "-shm", "-journal"] where FileManager.default.fileExists(atPath: path.path + transient) {
+                        try FileManager.default.removeItem(atPath: path.path + transient)
+                    }
+                case let .postgres(schema):
+                    try PostgresStore.dropSchema(at: schema)
                 }
             }
         }

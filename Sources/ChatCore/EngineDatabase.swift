@@ -26,7 +26,8 @@ public enum EngineDatabase: Sendable, CustomStringConvertible {
         PostgresLocation.isPostgres(value) ? try postgres(connection: value, schemaPrefix: schemaPrefix) : .sqlite(prefix: value)
     }
 
-    var chat: DatabaseLocation {
+    /// Where the chat database is.
+    public var chat: DatabaseLocation {
         get throws {
             switch self {
             case let .sqlite(prefix): .sqlite(URL(fileURLWithPath: prefix + "_chat.db"))
@@ -35,7 +36,8 @@ public enum EngineDatabase: Sendable, CustomStringConvertible {
         }
     }
 
-    var agent: DatabaseLocation {
+    /// Where the agent database is.
+    public var agent: DatabaseLocation {
         get throws {
             switch self {
             case let .sqlite(prefix): .sqlite(URL(fileURLWithPath: prefix + "_agent.db"))

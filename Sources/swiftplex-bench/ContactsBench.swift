@@ -2,6 +2,7 @@ import Agent
 import ArgumentParser
 import ChatAPI
 import ChatCore
+import SwiftplexSQLPostgres
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -39,6 +40,7 @@ struct ContactsBench: AsyncParsableCommand {
     @Option(help: "Seconds without progress before giving up.") var stall: Int = 120
     @Option(help: "Load phase: messages per second sent to the bot, spread over up to 1,000 of its contacts.") var loadRate: Int = 50
     @Option(help: "Probe round trips (a message, then the bot's answer) in each of the idle and the loaded phase.") var probes: Int = 50
+    @Option(help: "Also run each size with the bot's data in PostgreSQL (a connection string; a fresh schema per size, dropped after), against SQLite in the same run.") var postgres: String?
 
     var sizes: [Int] { contacts.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
 
@@ -51,6 +53,7 @@ struct ContactsBench: AsyncParsableCommand {
 
     struct Result {
         var n: Int
+        var store: String
         var setupSeconds: Double
         var restart: ChildReport
         var bare: ChildReport
@@ -64,21 +67,33 @@ struct ContactsBench: AsyncParsableCommand {
         #endif
         print("contacts benchmark: one in-process relay (durable); contacts made through the Chat API; restart and baseline in child processes")
         var results: [Result] = []
-        for n in sizes { results.append(try await measure(n)) }
+        for n in sizes {
+            results.append(try await measure(n, postgres: nil))
+            if let postgres { results.append(try await measure(n, postgres: postgres)) }
+        }
         print("\ngrowth with N (restart = new bot process until every queue is subscribed; bare = the same queues, bare client):")
-        print("      N   setup s   restart s   bare s   ratio bare/restart   bot RSS idle MB   bare RSS MB")
+        print("      N  store       setup s   restart s   bare s   ratio bare/restart   bot RSS idle MB   bare RSS MB")
         for r in results {
-            print(String(format: "%7d  %8.1f  %10.2f  %7.2f  %19.2f  %16.1f  %12.1f",
-                         r.n, r.setupSeconds, r.restart.seconds, r.bare.seconds, r.ratio, r.restart.idleMB, r.bare.idleMB))
+            print(String(format: "%7d  %@  %8.1f  %10.2f  %7.2f  %19.2f  %16.1f  %12.1f",
+                         r.n, r.store.padding(toLength: 10, withPad: " ", startingAt: 0), r.setupSeconds, r.restart.seconds, r.bare.seconds, r.ratio, r.restart.idleMB, r.bare.idleMB))
+        }
+        for n in sizes {
+            if let lite = results.first(where: { $0.n == n && $0.store == "sqlite" }), let pg = results.first(where: { $0.n == n && $0.store == "postgresql" }) {
+                print(String(format: "N = %d: restart on PostgreSQL %.2f s vs SQLite %.2f s (ratio sqlite/postgresql %.2f); idle RSS %.1f vs %.1f MB",
+                             n, pg.restart.seconds, lite.restart.seconds, lite.restart.seconds / pg.restart.seconds, pg.restart.idleMB, lite.restart.idleMB))
+            }
         }
         print("\nan answer under load (one contact's message → the bot's answer; load: --load-rate messages/s from up to 1,000 others):")
-        print("      N   loaders   load sent/s   answered/s   idle p50/p99 ms    loaded p50/p99 ms   ratio p50")
+        print("      N  store       loaders   load sent/s   answered/s   idle p50/p99 ms    loaded p50/p99 ms   ratio p50")
         for r in results {
             let p = r.probe
-            print(String(format: "%7d  %8d  %12.1f  %11.1f  %7.1f / %7.1f  %8.1f / %8.1f  %9.2f",
-                         r.n, p.loaders, p.sentPerSecond, p.answeredPerSecond, p.idle.p50ms, p.idle.p99ms, p.loaded.p50ms, p.loaded.p99ms, p.loaded.p50ms / p.idle.p50ms))
+            print(String(format: "%7d  %@  %8d  %12.1f  %11.1f  %7.1f / %7.1f  %8.1f / %8.1f  %9.2f",
+                         r.n, r.store.padding(toLength: 10, withPad: " ", startingAt: 0), p.loaders, p.sentPerSecond, p.answeredPerSecond, p.idle.p50ms, p.idle.p99ms, p.loaded.p50ms, p.loaded.p99ms, p.loaded.p50ms / p.idle.p50ms))
         }
-        if results.count > 1, let first = results.first, let last = results.last {
+        for store in ["sqlite", "postgresql"] {
+            let mine = results.filter { $0.store == store }
+            guard mine.count > 1, let first = mine.first, let last = mine.last else { continue }
+            print("\(store):", terminator: " ")
             let grow = Double(last.n) / Double(first.n)
             print(String(format: "N grew %.0f×: restart time %.1f×, bare time %.1f×, bot idle memory %.1f×",
                          grow, last.restart.seconds / first.restart.seconds, last.bare.seconds / first.bare.seconds, last.restart.idleMB / first.restart.idleMB))
@@ -87,13 +102,18 @@ struct ContactsBench: AsyncParsableCommand {
               + "; idle bot ≤ 150 MB: " + (results.allSatisfy { $0.restart.idleMB <= 150 } ? "met" : "NOT met"))
     }
 
-    private func measure(_ n: Int) async throws -> Result {
-        print("\nN = \(n)")
+    private func measure(_ n: Int, postgres: String?) async throws -> Result {
+        print("\nN = \(n), the bot on \(postgres == nil ? "SQLite" : "PostgreSQL")")
         // One bot making N contacts sends 2N NEWs on one connection: above the default per-connection
         // budget (1,000 per window), as it would be for a relay operator's large bot.
         let (dir, logger, server) = try await ChatBench.startRelay(label: "contacts") { $0.maxNewQueuesPerConnection = 4 * n + 100 }
         defer { try? FileManager.default.removeItem(at: dir) }
-        let (bot, botTask) = try await ChatBench.startEngine("bot", dir: dir, relay: server, logger: logger)
+        // On PostgreSQL: a schema prefix of this size's own (its two schemas dropped at the end).
+        let schema = "bench_contacts_\(n)_\(UInt32.random(in: 0...UInt32.max))"
+        let database: String = postgres.map { $0 + ($0.contains("?") ? "&" : "?") + "schema=" + schema } ?? dir.appendingPathComponent("bot").path
+        let botDatabase = try EngineDatabase.parse(database)
+        defer { if let postgres { Self.dropSchemas(postgres, prefix: schema) } }
+        let (bot, botTask) = try await ChatBench.startEngine("bot", dir: dir, relay: server, logger: logger, database: botDatabase)
         let (peer, peerTask) = try await ChatBench.startEngine("peer", dir: dir, relay: server, logger: logger)
         defer { peerTask.cancel() }
 
@@ -130,20 +150,29 @@ struct ContactsBench: AsyncParsableCommand {
         await bot.controller.close()
 
         // The bot's restart and the baseline, each in a fresh process.
-        let prefix = dir.appendingPathComponent("bot").path
-        let restart = try await ChildReport.run(["contacts-restart", "--prefix", prefix, "--relay", server.address.description, "--expect", "\(n)"])
-        let bare = try await ChildReport.run(["contacts-restart", "--prefix", prefix, "--relay", server.address.description, "--expect", "\(n)", "--bare"])
+        let restart = try await ChildReport.run(["contacts-restart", "--database", database, "--relay", server.address.description, "--expect", "\(n)"])
+        let bare = try await ChildReport.run(["contacts-restart", "--database", database, "--relay", server.address.description, "--expect", "\(n)", "--bare"])
         print(String(format: "  restart: %.3f s until %d queues subscribed (a new bot process: databases opened, engine started); idle RSS %.1f MB",
                      restart.seconds, restart.queues, restart.idleMB))
         print(String(format: "  bare:    %.3f s for the same %d queues (one RelayConnection, pipelined SUBs); RSS %.1f MB",
                      bare.seconds, bare.queues, bare.idleMB))
         print(String(format: "  ratio bare / restart %.2f (goal ≥ 0.5)", bare.seconds / restart.seconds))
-        let probe = try await probeUnderLoad(prefix: prefix, peer: peer, server: server, logger: logger)
+        let probe = try await probeUnderLoad(database: botDatabase, peer: peer, server: server, logger: logger)
         print(String(format: "  answer: idle p50 %.1f ms p99 %.1f ms; under load from %d contacts (%.1f msg/s sent, %.1f answered/s) p50 %.1f ms p99 %.1f ms",
                      probe.idle.p50ms, probe.idle.p99ms, probe.loaders, probe.sentPerSecond, probe.answeredPerSecond, probe.loaded.p50ms, probe.loaded.p99ms))
         _ = await peer.execute("/_stop")
         await server.shutdown()
-        return Result(n: n, setupSeconds: setup, restart: restart, bare: bare, probe: probe)
+        return Result(n: n, store: postgres == nil ? "sqlite" : "postgresql", setupSeconds: setup, restart: restart, bare: bare, probe: probe)
+    }
+
+    /// Drops the bench's two schemas on the PostgreSQL server (best effort: a failure is printed).
+    static func dropSchemas(_ url: String, prefix: String) {
+        do {
+            guard case let .postgres(location) = try EngineDatabase.parse(url + (url.contains("?") ? "&" : "?") + "schema=" + prefix) else { return }
+            for suffix in ["_chat_schema", "_agent_schema"] { try PostgresStore.dropSchema(at: try location.with(schema: prefix + suffix)) }
+        } catch {
+            print("  (could not drop the schemas \(prefix)_*: \(error))")
+        }
     }
 
     struct ProbeResult {
@@ -157,8 +186,8 @@ struct ContactsBench: AsyncParsableCommand {
     /// The bot, open again in this process, answers every text with the same text. One of the
     /// peer's contacts sends probes one at a time (each waits for its answer): first with nothing
     /// else going on, then while up to 1,000 other contacts send `--load-rate` messages a second.
-    private func probeUnderLoad(prefix: String, peer: ChatAPI, server: RelayServer, logger: Logger) async throws -> ProbeResult {
-        let controller = try ChatController(prefix: prefix, defaultRelays: [server.address], logger: logger)
+    private func probeUnderLoad(database: EngineDatabase, peer: ChatAPI, server: RelayServer, logger: Logger) async throws -> ProbeResult {
+        let controller = try ChatController(database: database, defaultRelays: [server.address], logger: logger)
         let bot = ChatAPI(controller: controller)
         let botTask = Task { try await controller.run() }
         defer { botTask.cancel() }
@@ -265,7 +294,7 @@ struct ContactsRestart: AsyncParsableCommand {
         shouldDisplay: false
     )
 
-    @Option(help: "The bot's file prefix (<prefix>_chat.db, <prefix>_agent.db).") var prefix: String
+    @Option(help: "The bot's databases: a file prefix (<prefix>_chat.db, <prefix>_agent.db) or a PostgreSQL connection string.") var database: String
     @Option(help: "The relay's smp:// address.") var relay: String
     @Option(help: "Contacts whose queues must be subscribed.") var expect: Int
     @Flag(help: "Subscribe the same queues with a bare RelayConnection instead.") var bare = false
@@ -286,7 +315,7 @@ struct ContactsRestart: AsyncParsableCommand {
         let start = ContinuousClock.now
         var logger = Logger(label: "bench.contacts")
         logger.logLevel = .critical
-        let controller = try ChatController(prefix: prefix, defaultRelays: [relay], logger: logger)
+        let controller = try ChatController(database: try EngineDatabase.parse(database), defaultRelays: [relay], logger: logger)
         let api = ChatAPI(controller: controller)
         let seen = NIOLockedValueBox(0)
         let (done, finished) = AsyncStream.makeStream(of: Void.self)
@@ -309,7 +338,7 @@ struct ContactsRestart: AsyncParsableCommand {
 
     /// The baseline: the same queues (read before the clock starts), one connection, pipelined SUBs.
     private func runBare(_ relay: RelayAddress) async throws -> (Int, Duration) {
-        let queues = try Agent.receivingQueues(databasePath: URL(fileURLWithPath: prefix + "_agent.db")).filter { $0.relay == relay }
+        let queues = try Agent.receivingQueues(database: try EngineDatabase.parse(database).agent).filter { $0.relay == relay }
         let start = ContinuousClock.now
         let connection = try await RelayConnection.connect(to: relay)
         let errors = await connection.subscribe(queues)

@@ -1,0 +1,69 @@
+import Logging
+import NIOPosix
+import PostgresNIO
+import SwiftplexSQL
+
+// What is done to a schema from outside a store: reading which migrations it lacks, dropping it.
+// Each opens a connection of its own for the call (blocking the calling thread).
+
+extension PostgresStore {
+    private static func withConnection<T>(_ location: PostgresLocation, _ body: (PostgresConnection, Logger) throws -> T) throws -> T {
+        let logger = Logger(label: "swiftplex.sql.postgres")
+        let connection: PostgresConnection
+        do {
+            connection = try PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.next(),
+                                                        configuration: try location.connectionConfiguration(), id: 0, logger: logger).wait()
+        } catch let e as SQLError {
+            throw e
+        } catch {
+            throw SQLError(.connection, "cannot connect to \(location): \(String(reflecting: error).prefix(200))")
+        }
+        defer { try? connection.close().wait() }
+        return try body(connection, logger)
+    }
+
+    /// Drops `location`'s schema and everything in it, unless another process holds it (its
+    /// advisory lock) for longer than `lockWait`: ``SQLError`` `.locked` then. Nothing happens
+    /// when it does not exist. (A store just closed may hold the lock a moment longer: the server
+    /// lets it go when it has seen the session end.)
+    public static func dropSchema(at location: PostgresLocation, lockWait: Duration = .seconds(5)) throws {
+        try withConnection(location) { connection, logger in
+            do {
+                // The lock a store holds on its schema (``PostgresStore``), for this connection's life.
+                // The server waits for it (lock_timeout), then refuses with 55P03.
+                let schema = location.schema
+                let ms = max(1, Int(lockWait.components.seconds * 1000 + lockWait.components.attoseconds / 1_000_000_000_000_000))
+                _ = try connection.query(PostgresQuery(unsafeSQL: "SET lock_timeout = \(ms)"), logger: logger).wait()
+                do {
+                    _ = try connection.query("SELECT pg_advisory_lock(hashtext(\(schema)))", logger: logger).wait()
+                } catch let e as PSQLError where e.serverInfo?[.sqlState] == "55P03" {
+                    throw SQLError(.locked, "another process holds the schema \(location.schema) of \(location)")
+                }
+                _ = try connection.query(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \(location.quotedSchema) CASCADE"), logger: logger).wait()
+            } catch let e as SQLError {
+                throw e
+            } catch {
+                throw SQLError(.statement, "cannot drop the schema \(location.schema) of \(location): \(String(reflecting: error).prefix(200))")
+            }
+        }
+    }
+
+    /// The identifiers of `migrations` not yet applied in `location`'s schema (all of them when the
+    /// schema or its record of migrations does not exist). Reads only: takes no lock, creates nothing.
+    public static func pendingMigrations(_ migrations: [SQLMigration], at location: PostgresLocation) throws -> [String] {
+        try withConnection(location) { connection, logger in
+        do {
+            let schema = location.schema
+            let recorded = try connection.query("""
+                SELECT 1 FROM information_schema.tables WHERE table_schema = \(schema) AND table_name = 'swiftplex_migrations'
+                """, logger: logger).wait()
+            guard recorded.rows.first != nil else { return migrations.map(\.identifier) }
+            let rows = try connection.query(PostgresQuery(unsafeSQL: "SELECT identifier FROM \(location.quotedSchema).swiftplex_migrations"), logger: logger).wait()
+            let applied = Set(try rows.rows.map { try $0.decode(String.self) })
+            return migrations.map(\.identifier).filter { !applied.contains($0) }
+        } catch {
+            throw SQLError(.statement, "cannot read the migrations of \(location): \(String(reflecting: error).prefix(200))")
+        }
+        }
+    }
+}
