@@ -261,6 +261,10 @@ struct ContactsBench: AsyncParsableCommand {
         load.cancel()
         _ = await load.result
         _ = await bot.execute("/_stop")
+        echo.cancel()
+        botTask.cancel()
+        _ = await botTask.result
+        await controller.close()  // its databases (a PostgreSQL schema's lock) let go before the next size
         return ProbeResult(loaders: loaders.count, idle: idle, loaded: loaded,
                            sentPerSecond: Double(sent1 - sent0) / elapsed, answeredPerSecond: Double(answered1 - answered0) / elapsed)
     }
