@@ -34,9 +34,9 @@ struct RelayAbuseBench: AsyncParsableCommand {
     var only: String?
     @Flag(name: .customLong("unlimited-rates"), help: "Turn off every rate limit of the relay — per connection, relay-wide and the accept rate (to see what they do).")
     var unlimitedRates = false
-    @Option(name: .customLong("unproven-work-ms"), help: "The relay's --max-unproven-work-ms-per-second (default: the relay's default, 100).")
+    @Option(name: .customLong("unproven-work-ms"), help: "The relay's --max-unproven-work-ms-per-second (default: the relay's default, 50).")
     var unprovenWorkMs: Int?
-    @Option(name: .customLong("handshake-ms"), help: "The relay's --max-handshake-ms-per-second (default: the relay's default, 50).")
+    @Option(name: .customLong("handshake-ms"), help: "The relay's --max-handshake-ms-per-second (default: the relay's default, 10).")
     var handshakeMs: Int?
     @Flag(name: .customLong("attackers-in-process"), help: "Run the attackers in this process, beside the relay (their own CPU then counts against it), instead of a child process.")
     var attackersInProcess = false
@@ -107,7 +107,7 @@ struct RelayAbuseBench: AsyncParsableCommand {
         var config = RelayConfiguration(dataDirectory: dir, host: "127.0.0.1", port: 0)
         config.writeStallTimeout = .seconds(5)
         if let unprovenWorkMs { config.unprovenWorkRate = RateLimit(perSecond: unprovenWorkMs * 1000, burst: unprovenWorkMs * 200) }
-        if let handshakeMs { config.handshakeWorkRate = RateLimit(perSecond: handshakeMs * 1000, burst: handshakeMs * 1000) }
+        if let handshakeMs { config.handshakeWorkRate = RateLimit(perSecond: handshakeMs * 1000, burst: max(handshakeMs * 5000, 50_000)) }
         if unlimitedRates { config.unlimitRates() }
         let server = try await RelayServer.start(configuration: config, group: serverGroup, logger: logger)
         print("relay-abuse: \(attackers) misbehaving connections (\(behaviours.map(\.rawValue).joined(separator: ", "))), \(seconds) s per phase, \(size)-byte messages, \(threads) relay event-loop threads")
@@ -182,7 +182,7 @@ struct RelayAbuseBench: AsyncParsableCommand {
             print(String(format: "newcomers: ratio of connections completed loaded/unloaded %.2f", newcomersLoaded.completedPerSecond / newcomersUnloaded.completedPerSecond))
         }
         print("attackers (\(attackersInProcess ? "in this process" : "in a child process")): \(attackSummary)")
-        print("relay during the attack: \(statsDuring.connections) connections, \(statsDuring.queues) queues, \(statsDuring.storedMessages) stored messages, \(statsDuring.authFailures) AUTH answers, \(statsDuring.limitRefusals) limit refusals, \(statsDuring.throttled) throttles")
+        print("relay during the attack: \(statsDuring.connections) connections, \(statsDuring.queues) queues, \(statsDuring.storedMessages) stored messages, \(statsDuring.authFailures) AUTH answers, \(statsDuring.limitRefusals) limit refusals, \(statsDuring.throttled) throttles (\(statsDuring.throttledByLimit.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")))")
         await recipient.close()
         await sender.close()
         await server.shutdown()

@@ -26,11 +26,11 @@ struct RelayClientsBench: AsyncParsableCommand {
     @Option(name: .customLong("extra-queues"), help: "Queues made on one connection to measure memory per queue.") var extraQueues: Int = 10_000
     @Option(name: .customLong("connect-window"), help: "Clients connecting (TLS handshake, NEW, SUB) at once.") var connectWindow: Int = 64
     @Option(help: "Event loop threads of the clients (the relay uses one per core).") var threads: Int = System.coreCount
-    @Option(name: .customLong("unproven-work-ms"), help: "Keep the relay's budget of unproven work on, at N ms a second (the relay's default is 100); off by default here.")
+    @Option(name: .customLong("unproven-work-ms"), help: "Keep the relay's budget of unproven work on, at N ms a second (the relay's default is 50); off by default here.")
     var unprovenWorkMs: Int?
     @Option(name: .customLong("accepts-per-second"), help: "Keep the relay's accept rate on, at N a second (the relay's default is 200); off by default here.")
     var acceptsPerSecond: Int?
-    @Option(name: .customLong("handshake-ms"), help: "Keep the relay's budget of new connections' work on, at N ms a second (the relay's default is 50); off by default here.")
+    @Option(name: .customLong("handshake-ms"), help: "Keep the relay's budget of new connections' work on, at N ms a second (the relay's default is 10); off by default here.")
     var handshakeMs: Int?
     @Flag(name: .customLong("relay-pacing"), help: "Keep all of the relay's pacing of connections at its defaults (accept rate, budgets of new connections' and of unproven work, runs of unproven work); the options above override each.")
     var relayPacing = false
@@ -287,7 +287,7 @@ struct RelayClientsRelay: AsyncParsableCommand {
         // What a restart's reconnection storm meets, when asked: the relay's pacing of connections
         // (accept rate, the budgets of new connections' and of unproven work, runs of unproven work).
         if relayPacing { config.restoreConnectionPacing() }
-        if let handshakeMs { config.handshakeWorkRate = RateLimit(perSecond: handshakeMs * 1000, burst: handshakeMs * 1000) }
+        if let handshakeMs { config.handshakeWorkRate = RateLimit(perSecond: handshakeMs * 1000, burst: max(handshakeMs * 5000, 50_000)) }
         if let unprovenWorkMs { config.unprovenWorkRate = RateLimit(perSecond: unprovenWorkMs * 1000, burst: unprovenWorkMs * 200) }
         if let acceptsPerSecond { config.acceptRate = RateLimit(perSecond: acceptsPerSecond) }
         let server = try await RelayServer.start(configuration: config, group: group, logger: logger)

@@ -96,10 +96,10 @@ struct RelayCommand: AsyncParsableCommand {
     var maxAcceptsPerSecond: Int = 200
 
     @Option(name: .customLong("max-unproven-work-ms-per-second"), help: "Milliseconds of event-loop time per second that connections not yet proven well-behaved may cost together after their TLS handshake and first commands (a burst of a fifth of it); an unproven connection that takes from the overdrawn budget is read from more slowly.")
-    var maxUnprovenWorkMsPerSecond: Int = 100
+    var maxUnprovenWorkMsPerSecond: Int = 50
 
-    @Option(name: .customLong("max-handshake-ms-per-second"), help: "Milliseconds of event-loop time per second that new connections which do not prove themselves may cost together: TLS handshakes, hellos and first commands (a burst of a second's worth; a connection that proves itself gives back what it took); while it is overdrawn no connection is accepted.")
-    var maxHandshakeMsPerSecond: Int = 50
+    @Option(name: .customLong("max-handshake-ms-per-second"), help: "Milliseconds of event-loop time per second that new connections which do not prove themselves may cost together: TLS handshakes, hellos and first commands (a burst of five seconds' worth, at least 50 ms; a connection that proves itself gives back what it took); while it is overdrawn no connection is accepted.")
+    var maxHandshakeMsPerSecond: Int = 10
 
     @Option(name: .customLong("password-file"), help: "A file holding the password NEW must carry (private relay); the address becomes smp://fingerprint:password@host.")
     var passwordFile: String?
@@ -178,7 +178,7 @@ struct RelayCommand: AsyncParsableCommand {
             acceptRate: RateLimit(perSecond: maxAcceptsPerSecond)
         )
         config.unprovenWorkRate = RateLimit(perSecond: maxUnprovenWorkMsPerSecond * 1000, burst: max(maxUnprovenWorkMsPerSecond * 200, 1))
-        config.handshakeWorkRate = RateLimit(perSecond: maxHandshakeMsPerSecond * 1000, burst: maxHandshakeMsPerSecond * 1000)
+        config.handshakeWorkRate = RateLimit(perSecond: maxHandshakeMsPerSecond * 1000, burst: max(maxHandshakeMsPerSecond * 5000, 50_000))
         // A file descriptor per connection, plus the databases, listeners and a margin.
         do {
             let limits = try OpenFileLimit.raise(toAtLeast: maxConnections + 128)
