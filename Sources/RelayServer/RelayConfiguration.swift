@@ -106,7 +106,8 @@ public struct RelayConfiguration: Sendable {
     /// such work waits while the bucket is in debt (refilled at 400 ms a second), so that proven
     /// connections' reads are served in the gaps instead of after every unproven connection that
     /// was ready in the same event-loop turn. Not a budget of how much, which the two above are.
-    var unprovenRunRate: RateLimit = RateLimit(perSecond: 400_000, burst: 300)
+    /// (No command-line option; benchmarks compare with it off.)
+    public var unprovenRunRate: RateLimit = RateLimit(perSecond: 400_000, burst: 300)
     /// How long an unproven connection's transmissions are dispatched at once before the rest
     /// waits for the event loop's next turn (tests that move the loop's clock by hand turn it off).
     var unprovenSliceNanoseconds: UInt64 = 200_000

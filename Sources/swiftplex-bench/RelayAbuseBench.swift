@@ -36,6 +36,8 @@ struct RelayAbuseBench: AsyncParsableCommand {
     var unlimitedRates = false
     @Option(name: .customLong("unproven-work-ms"), help: "The relay's --max-unproven-work-ms-per-second (default: the relay's default, 50).")
     var unprovenWorkMs: Int?
+    @Flag(name: .customLong("no-unproven-runs"), help: "Turn off the relay's runs of unproven work (reads of unproven connections waiting for a gap), to compare.")
+    var noUnprovenRuns = false
     @Option(name: .customLong("handshake-ms"), help: "The relay's --max-handshake-ms-per-second (default: the relay's default, 10).")
     var handshakeMs: Int?
     @Flag(name: .customLong("attackers-in-process"), help: "Run the attackers in this process, beside the relay (their own CPU then counts against it), instead of a child process.")
@@ -108,10 +110,11 @@ struct RelayAbuseBench: AsyncParsableCommand {
         config.writeStallTimeout = .seconds(5)
         if let unprovenWorkMs { config.unprovenWorkRate = RateLimit(perSecond: unprovenWorkMs * 1000, burst: unprovenWorkMs * 200) }
         if let handshakeMs { config.handshakeWorkRate = RateLimit(perSecond: handshakeMs * 1000, burst: max(handshakeMs * 5000, 50_000)) }
+        if noUnprovenRuns { config.unprovenRunRate = .unlimited }
         if unlimitedRates { config.unlimitRates() }
         let server = try await RelayServer.start(configuration: config, group: serverGroup, logger: logger)
         print("relay-abuse: \(attackers) misbehaving connections (\(behaviours.map(\.rawValue).joined(separator: ", "))), \(seconds) s per phase, \(size)-byte messages, \(threads) relay event-loop threads")
-        print("relay limits: unproven work \(config.unprovenWorkRate) µs, new connections' work \(config.handshakeWorkRate) µs, accepts \(config.acceptRate)")
+        print("relay limits: unproven work \(config.unprovenWorkRate) µs, new connections' work \(config.handshakeWorkRate) µs, runs of unproven work \(config.unprovenRunRate) µs, accepts \(config.acceptRate)")
         print("CPUs: relay and good client \(Self.allowedCPUs() ?? "?"), attackers \(attackersInProcess ? "the same (in process)" : attackersCPUs ?? "any")")
 
         // The good client: a recipient connection and a sender connection, one secured queue.
