@@ -36,6 +36,13 @@ struct TokenBucket {
         balance -= Double(amount)
     }
 
+    /// Gives back what was taken (up to the burst).
+    mutating func giveBack(_ amount: Int, now: NIODeadline) {
+        guard !limit.isUnlimited, amount > 0 else { return }
+        refill(now: now)
+        balance = min(Double(limit.burst), balance + Double(amount))
+    }
+
     /// Nil while in credit; otherwise how long until the balance is back to zero.
     mutating func debtClears(now: NIODeadline) -> TimeAmount? {
         guard !limit.isUnlimited else { return nil }
@@ -55,8 +62,17 @@ struct TokenBucket {
 final class GlobalBudget: Sendable {
     enum Limit: Int, CaseIterable, Sendable {
         case newQueues, unsignedSendBytes, authFailures
-        /// Event-loop microseconds spent on connections that have not proven themselves.
+        /// Event-loop microseconds spent on connections that have not proven themselves (after
+        /// their grace: the handshake and first commands are ``handshakeWork``).
         case unprovenWork
+        /// Event-loop microseconds of new connections: their TLS handshake, hello and first read
+        /// of commands. Paces the listener (``AcceptPacer``); no connection is held by it.
+        case handshakeWork
+        /// Event-loop microseconds of all work for connections that are not proven, handshakes
+        /// included, with a burst of a fraction of a millisecond: while it is in debt, such work
+        /// waits (``WorkMeter``), so that it comes in short runs with gaps in which proven
+        /// connections are served at once.
+        case unprovenRun
 
         /// The `limit` label of `swiftplex_relay_throttled_total`.
         var label: ConnectionBudget.Limit {
@@ -65,6 +81,8 @@ final class GlobalBudget: Sendable {
             case .unsignedSendBytes: .globalUnsignedSendBytes
             case .authFailures: .globalAuthFailures
             case .unprovenWork: .unprovenWork
+            case .handshakeWork: .handshakeWork
+            case .unprovenRun: .unprovenRun
             }
         }
     }
@@ -79,6 +97,8 @@ final class GlobalBudget: Sendable {
             case .unsignedSendBytes: configuration.globalUnsignedSendByteRate
             case .authFailures: configuration.globalAuthFailureRate
             case .unprovenWork: configuration.unprovenWorkRate
+            case .handshakeWork: configuration.handshakeWorkRate
+            case .unprovenRun: configuration.unprovenRunRate
             }
         }
         isUnlimited = limits.allSatisfy(\.isUnlimited)
@@ -94,6 +114,14 @@ final class GlobalBudget: Sendable {
             b[limit.rawValue].take(amount, now: now)
             return b[limit.rawValue].debtClears(now: now)
         }
+    }
+
+    /// Gives back `amount` taken before (a connection that has proven itself gives back what its
+    /// handshake took from the budget of new connections' work).
+    func giveBack(_ limit: Limit, _ amount: Int) {
+        guard amount > 0, !isUnlimited else { return }
+        let now = NIODeadline.now()
+        buckets.withLockedValue { $0[limit.rawValue].giveBack(amount, now: now) }
     }
 
     /// How long until `limit`'s bucket is back in credit (nil while it is), without taking.
@@ -119,6 +147,11 @@ struct ConnectionBudget {
         case globalAuthFailures = "global_auth_failures"
         /// The relay-wide budget of event-loop time for unproven connections (``RelayConfiguration/unprovenWorkRate``).
         case unprovenWork = "unproven_work"
+        /// Not a hold: an unproven connection's read waited for a gap in the run of unproven work
+        /// (``RelayConfiguration/unprovenRunRate``).
+        case unprovenRun = "unproven_run"
+        /// Not a connection's: the budget of new connections' work (``RelayConfiguration/handshakeWorkRate``) paused the listener.
+        case handshakeWork = "handshake_work"
         /// Not a connection's: the listener paused accepting (``AcceptPacer``).
         case accepts
     }
@@ -129,6 +162,8 @@ struct ConnectionBudget {
     private var heldUntil: [NIODeadline?] = Array(repeating: nil, count: GlobalBudget.Limit.allCases.count)
     /// Unproven work below a microsecond, not yet taken.
     private var workCarry: Int64 = 0
+    /// Microseconds taken from the budget of new connections' work (given back if the connection proves itself).
+    private var newcomerTaken = 0
 
     init(_ configuration: RelayConfiguration, global: GlobalBudget? = nil, now: NIODeadline) {
         self.global = global
@@ -151,14 +186,32 @@ struct ConnectionBudget {
         }
     }
 
-    /// Nanoseconds of event-loop work done for a connection that has not proven itself, taken from
-    /// the relay-wide budget in whole microseconds (the remainder carried to the next charge).
-    mutating func chargeUnprovenWork(nanoseconds: Int64, now: NIODeadline) {
+    /// Nanoseconds of event-loop work done for a connection that has not proven itself, taken in
+    /// whole microseconds (the remainder carried to the next charge) from the run of unproven work
+    /// and from the relay-wide budget of unproven work — or, while the connection is new
+    /// (`newcomer`), from the budget of new connections, which holds no connection (it paces the
+    /// listener).
+    mutating func chargeUnprovenWork(nanoseconds: Int64, newcomer: Bool, now: NIODeadline) {
         guard nanoseconds > 0 else { return }
         workCarry += nanoseconds
-        let micros = workCarry / 1000
-        workCarry -= micros * 1000
-        takeGlobal(.unprovenWork, Int(micros), now: now)
+        let micros = Int(workCarry / 1000)
+        workCarry -= Int64(micros) * 1000
+        guard micros > 0, let global else { return }
+        _ = global.take(.unprovenRun, micros)
+        if newcomer {
+            _ = global.take(.handshakeWork, micros)
+            newcomerTaken += micros
+        } else {
+            takeGlobal(.unprovenWork, micros, now: now)
+        }
+    }
+
+    /// The connection has just proven itself: what its handshake and first commands took from the
+    /// budget of new connections' work is given back (a client that reconnects and proves itself
+    /// costs that budget nothing; one that never does keeps its cost there).
+    mutating func proven() {
+        global?.giveBack(.handshakeWork, newcomerTaken)
+        newcomerTaken = 0
     }
 
     mutating func chargeAuthFailure(now: NIODeadline) {
@@ -190,9 +243,11 @@ struct ConnectionBudget {
 }
 
 /// On the listening channel: counts accepted connections against ``RelayConfiguration/acceptRate``
-/// and, while that bucket (or the relay-wide budget of unproven work, which new connections'
-/// handshakes take from) is in debt, does not read (accept) from the listening socket — new
-/// connections wait in the kernel's backlog until the rate allows.
+/// and, while that bucket (or the relay-wide budget of new connections' work, which their TLS
+/// handshakes and first commands take from) is in debt, does not read (accept) from the listening
+/// socket — new connections wait in the kernel's backlog until the rate allows. The budget of
+/// unproven work does not pause it: connections that misbehave after their first commands wait
+/// for that one, newcomers do not.
 final class AcceptPacer: ChannelDuplexHandler {
     typealias InboundIn = any Channel
     typealias InboundOut = any Channel
@@ -214,10 +269,16 @@ final class AcceptPacer: ChannelDuplexHandler {
 
     func read(context: ChannelHandlerContext) {
         guard timer == nil else { return } // the timer reads when it fires
-        // Each accepted connection costs a TLS handshake, unproven work: none while that budget is overdrawn.
-        let wait = bucket.debtClears(now: context.eventLoop.now) ?? core.globalBudget.debt(.unprovenWork)
-        guard let wait else { return context.read() }
-        core.noteThrottled(.accepts)
+        let wait: TimeAmount
+        if let w = bucket.debtClears(now: context.eventLoop.now) {
+            core.noteThrottled(.accepts)
+            wait = w
+        } else if let w = core.globalBudget.debt(.handshakeWork) {
+            core.noteThrottled(.handshakeWork)
+            wait = w
+        } else {
+            return context.read()
+        }
         timer = context.eventLoop.assumeIsolated().scheduleTask(in: wait) { [self] in
             timer = nil
             read(context: context)
@@ -234,10 +295,23 @@ final class AcceptPacer: ChannelDuplexHandler {
 /// the connection's inbound events — the TLS handshake and decryption, block decoding, dispatch and
 /// the answers given at once — in the thread's CPU time (a preempted thread is not charged for the
 /// wait), and reports it to the connection's ``WorkTally``. A proven connection is not timed.
-final class WorkMeter: ChannelInboundHandler, RemovableChannelHandler {
+///
+/// Until the connection is proven, a read that arrives while the relay-wide run of unproven work
+/// is in debt (``GlobalBudget/Limit/unprovenRun``) waits here, unprocessed, and the connection is
+/// not read from, until that debt is paid: unproven work comes in runs of a fraction of a
+/// millisecond with gaps between them, in which the event loops serve proven connections' reads
+/// at once instead of after every unproven connection that was ready in the same turn.
+final class WorkMeter: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
 
     private let tally: WorkTally
+    /// Reads waiting for a gap in the run of unproven work (oldest first).
+    private var waiting = CircularBuffer<NIOAny>()
+    private var readCompleteWaiting = false
+    /// The connection asked for a read while reads waited here.
+    private var readWanted = false
+    private var resumeTimer: Scheduled<Void>?
 
     init(tally: WorkTally) { self.tally = tally }
 
@@ -250,27 +324,100 @@ final class WorkMeter: ChannelInboundHandler, RemovableChannelHandler {
         tally.add(WorkTally.threadCPUNanoseconds() &- start)
     }
 
+    /// How long unproven work must wait for its run's debt to be paid (nil: go ahead).
+    private var runWait: TimeAmount? {
+        guard tally.timing, let global = tally.global else { return nil }
+        return global.debt(.unprovenRun)
+    }
+
     func channelActive(context: ChannelHandlerContext) {
         timed { context.fireChannelActive() }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        timed { context.fireChannelRead(data) }
+        if !waiting.isEmpty || resumeTimer != nil {
+            waiting.append(data)
+        } else if let wait = runWait {
+            waiting.append(data)
+            tally.noteWait?()
+            schedule(context: context, in: wait)
+        } else {
+            timed { context.fireChannelRead(data) }
+        }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        timed { context.fireChannelReadComplete() }
+        if waiting.isEmpty {
+            timed { context.fireChannelReadComplete() }
+        } else {
+            readCompleteWaiting = true
+        }
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if waiting.isEmpty {
+            context.read()
+        } else {
+            readWanted = true
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        // What waited is dropped with the connection, as unread bytes in its socket would be.
+        resumeTimer?.cancel()
+        resumeTimer = nil
+        waiting.removeAll()
+        readCompleteWaiting = false
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        resumeTimer?.cancel()
+        resumeTimer = nil
+    }
+
+    private func schedule(context: ChannelHandlerContext, in wait: TimeAmount) {
+        resumeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: wait) { [self] in
+            resumeTimer = nil
+            resume(context: context)
+        }
+    }
+
+    /// Processes what waited, one read at a time, while the run allows (all of it once proven).
+    private func resume(context: ChannelHandlerContext) {
+        while let data = waiting.first {
+            if let wait = runWait {
+                return schedule(context: context, in: wait)
+            }
+            waiting.removeFirst()
+            timed { context.fireChannelRead(data) }
+            guard context.channel.isActive else { return }
+        }
+        if readCompleteWaiting {
+            readCompleteWaiting = false
+            timed { context.fireChannelReadComplete() }
+        }
+        if readWanted {
+            readWanted = false
+            context.read()
+        }
     }
 }
 
 /// Where a connection's ``WorkMeter`` reports (confined to the connection's event loop): the
-/// connection's handler takes the time from the relay-wide budget of unproven work.
+/// connection's handler takes the time from the relay-wide budgets.
 final class WorkTally {
     var report: ((Int64) -> Void)?
+    /// Counts a read that waited for a gap in the run of unproven work.
+    var noteWait: (() -> Void)?
+    /// The relay-wide budgets (nil in tests that build a pipeline by hand).
+    let global: GlobalBudget?
     /// False once the connection is proven (its work is no longer timed).
     var timing = true
     /// True while the meter times an event (work done within it is not timed again).
     var metering = false
+
+    init(global: GlobalBudget? = nil) { self.global = global }
 
     func add(_ nanoseconds: Int64) { report?(nanoseconds) }
 

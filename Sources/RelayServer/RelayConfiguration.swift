@@ -81,16 +81,33 @@ public struct RelayConfiguration: Sendable {
     /// clients that reconnect in a loop (each a TLS handshake) cost at most this many handshakes.
     public var acceptRate: RateLimit
     /// The event-loop time, in microseconds per second, that connections which have not proven
-    /// themselves may cost the relay together (default 100 ms/s, burst 20 ms): TLS handshakes
-    /// and decryption, block decoding, dispatch and the answers' encryption and writes, measured as
-    /// they happen. A connection is proven by an answered command authorised by a key the relay
-    /// already held (a recipient command on its queue, a signed `SEND` or `SKEY` to a queue's
-    /// sender ID) and loses that for good with its first `AUTH`, `QUOTA`, malformed command or
-    /// rate throttle. Proven connections never take from this budget; an unproven one that takes
-    /// from it while it is overdrawn is held like one over a relay-wide rate, and the listener
-    /// stops accepting meanwhile. So well-behaved clients keep the event loops while misbehaving
-    /// connections share a bounded slice of them.
-    public var unprovenWorkRate: RateLimit = RateLimit(perSecond: 100_000, burst: 20_000)
+    /// themselves may cost the relay together after their grace (default 50 ms/s, burst 10 ms):
+    /// TLS decryption, block decoding, dispatch and the answers' encryption and writes, measured as
+    /// they happen (the handshake, hello and first read of commands are ``handshakeWorkRate``'s).
+    /// A connection is proven by an answered command authorised by a key the relay already held (a
+    /// recipient command on its queue, a signed `SEND` or `SKEY` to a queue's sender ID) and loses
+    /// that for good with its first `AUTH`, `QUOTA`, malformed command or rate throttle. Proven
+    /// connections never take from this budget; an unproven one that takes from it while it is
+    /// overdrawn is held like one over a relay-wide rate (until it proves itself). So
+    /// well-behaved clients keep the event loops while misbehaving connections share a bounded
+    /// slice of them, and new connections are still accepted.
+    public var unprovenWorkRate: RateLimit = RateLimit(perSecond: 50_000, burst: 10_000)
+    /// The event-loop time, in microseconds per second, that new connections which do not prove
+    /// themselves may cost the relay together (default 10 ms/s, burst 50 ms — the handshakes of a
+    /// few hundred clients reconnecting at once, before their `SUB`s give it back): their TLS
+    /// handshakes, hellos and first reads of commands (a connection's grace, in which a
+    /// reconnecting client proves itself with its first `SUB`). A connection that proves itself
+    /// gives back what it took, so honest clients reconnecting after a restart are paced by
+    /// ``acceptRate`` alone, while connections that never prove themselves (clients that reconnect
+    /// in a loop to misbehave) cost at most this. While it is overdrawn the listener accepts
+    /// nothing; no connection is held by it.
+    public var handshakeWorkRate: RateLimit = RateLimit(perSecond: 10_000, burst: 50_000)
+    /// The runs of unproven work (handshakes included), in microseconds: a burst of 300 µs, then
+    /// such work waits while the bucket is in debt (refilled at 400 ms a second), so that proven
+    /// connections' reads are served in the gaps instead of after every unproven connection that
+    /// was ready in the same event-loop turn. Not a budget of how much, which the two above are.
+    /// (No command-line option; benchmarks compare with it off.)
+    public var unprovenRunRate: RateLimit = RateLimit(perSecond: 400_000, burst: 300)
     /// How long an unproven connection's transmissions are dispatched at once before the rest
     /// waits for the event loop's next turn (tests that move the loop's clock by hand turn it off).
     var unprovenSliceNanoseconds: UInt64 = 200_000
@@ -175,6 +192,20 @@ extension RelayConfiguration {
         globalAuthFailureRate = .unlimited
         acceptRate = .unlimited
         unprovenWorkRate = .unlimited
+        handshakeWorkRate = .unlimited
+        unprovenRunRate = .unlimited
+    }
+}
+
+extension RelayConfiguration {
+    /// Puts the pacing of connections back to the defaults (after ``unlimitRates()``): the accept
+    /// rate, the budgets of new connections' and of unproven work, and the runs of unproven work.
+    public mutating func restoreConnectionPacing() {
+        let defaults = RelayConfiguration(dataDirectory: dataDirectory)
+        acceptRate = defaults.acceptRate
+        handshakeWorkRate = defaults.handshakeWorkRate
+        unprovenWorkRate = defaults.unprovenWorkRate
+        unprovenRunRate = defaults.unprovenRunRate
     }
 }
 

@@ -59,8 +59,10 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
 
     /// Whether the connection has shown itself well-behaved. Until it is proven, the event-loop
     /// time spent on it is taken from the relay-wide budget of unproven work
-    /// (``RelayConfiguration/unprovenWorkRate``) and its dispatch yields to other connections
-    /// after a short slice; proven, it does neither. Demoted is for the rest of the connection.
+    /// (``RelayConfiguration/unprovenWorkRate``) — from that of new connections
+    /// (``RelayConfiguration/handshakeWorkRate``) during its grace, see `newcomer` — and its
+    /// dispatch yields to other connections after a short slice; proven, it does neither.
+    /// Demoted is for the rest of the connection.
     enum Standing { case unproven, proven, demoted }
 
     private static let nextId = NIOLockedValueBox<UInt64>(0)
@@ -98,6 +100,15 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
     private var inbox = CircularBuffer<ByteBuffer>()
     private var dispatching = false
     private(set) var standing = Standing.unproven
+    /// The connection's grace: its TLS handshake, hello, first read of commands and the answers
+    /// flushed for it are charged to the budget of new connections, which paces the listener and
+    /// holds no connection, so a reconnecting client gets to prove itself (its first `SUB`) while
+    /// misbehaving connections keep the budget of unproven work overdrawn. Over after the first
+    /// flush of answers (once that is charged), at its second read of commands, or when it is demoted.
+    private var newcomer = true
+    private var graceEnding = false
+    /// Reads of commands (after the hello) so far, counted up to 2.
+    private var commandReads = 0
     /// Where the connection's ``WorkMeter`` reports the time of its inbound events (nil in tests
     /// that build a pipeline without one).
     private let workTally: WorkTally?
@@ -123,6 +134,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
         lastInbound = context.eventLoop.now
         subscriber = Session(connectionId: connectionId, eventLoop: context.eventLoop, handler: self)
         workTally?.report = { [weak self] nanoseconds in self?.chargeWork(nanoseconds) }
+        workTally?.noteWait = { [core] in core.noteThrottled(.unprovenRun) }
         if context.channel.isActive { start(context: context) }
     }
 
@@ -181,6 +193,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         workTally?.report = nil
+        workTally?.noteWait = nil
         self.context = nil
         // Breaks the handler ↔ session reference cycle; late replies find a closed connection.
         subscriber = nil
@@ -219,6 +232,8 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
             }
             phase = .ready
         case .ready:
+            if commandReads < 2 { commandReads += 1 }
+            if commandReads > 1 { newcomer = false }
             let parts: [ByteBuffer]
             do {
                 parts = try BlockCodec.decode(block)
@@ -273,10 +288,15 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
 
     /// Continues dispatching the inbox a moment later, after the event loop has served other
     /// connections' reads (a timer due later than now ends the loop's turn; a task due now would not).
-    private func yieldToOtherConnections() {
+    /// While the run of unproven work is in debt, it continues once that is paid.
+    private func yieldToOtherConnections(in pause: TimeAmount = yieldPause) {
         guard let context else { return }
-        throttleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: Self.yieldPause) { [self] in
+        throttleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: pause) { [self] in
             throttleTimer = nil
+            if standing != .proven, !inbox.isEmpty, let wait = core.globalBudget.debt(.unprovenRun) {
+                core.noteThrottled(.unprovenRun)
+                return yieldToOtherConnections(in: wait)
+            }
             checkBudget()
             dispatchInbox()
             resumeReadingIfPossible()
@@ -294,13 +314,17 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
         default:
             if proves, standing == .unproven {
                 standing = .proven
+                newcomer = false
                 workTally?.timing = false
+                // What its handshake and first commands took from the budget of new connections goes back.
+                budget.proven()
             }
         }
     }
 
     private func demote() {
         standing = .demoted
+        newcomer = false
         workTally?.timing = true
     }
 
@@ -308,7 +332,8 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
     /// unless the connection is proven.
     fileprivate func chargeWork(_ nanoseconds: Int64) {
         guard standing != .proven, phase != .closed, !closing, let context else { return }
-        budget.chargeUnprovenWork(nanoseconds: nanoseconds, now: context.eventLoop.now)
+        budget.chargeUnprovenWork(nanoseconds: nanoseconds, newcomer: newcomer, now: context.eventLoop.now)
+        if graceEnding { newcomer = false }
         checkBudget()
     }
 
@@ -414,6 +439,8 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
         guard let context, !outbox.isEmpty else { return }
         let timed = standing != .proven && workTally.map { $0.timing && !$0.metering } == true
         let cpuStart = timed ? WorkTally.threadCPUNanoseconds() : 0
+        // The first answers to commands end the grace once their flush is charged.
+        if commandReads > 0 { graceEnding = true }
         let blocks = BlockCodec.encode(outbox, allocator: context.channel.allocator)
         outbox.removeAll(keepingCapacity: true)
         for block in blocks { context.write(wrapOutboundOut(block), promise: nil) }

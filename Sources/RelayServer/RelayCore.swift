@@ -303,7 +303,10 @@ final class RelayCore: Sendable {
 
     /// Counts a connection going over one of its rates (its reads are held for a while).
     func noteThrottled(_ limit: ConnectionBudget.Limit) {
-        state.withLockedValue { $0.stats.throttled += 1 }
+        state.withLockedValue {
+            $0.stats.throttled += 1
+            $0.stats.throttledByLimit[limit.rawValue, default: 0] += 1
+        }
         metrics.throttled(limit)
     }
 

@@ -63,4 +63,7 @@ public struct RelayStats: Sendable, Equatable {
     public var limitRefusals = 0
     /// Times a connection went over one of its rates and the relay stopped reading from it for a while.
     public var throttled = 0
+    /// `throttled` by limit (the `limit` label of `swiftplex_relay_throttled_total`: `unproven_work`,
+    /// `unproven_run`, `accepts`, `handshake_work`, …).
+    public var throttledByLimit: [String: Int] = [:]
 }

@@ -105,7 +105,7 @@ public final class RelayServer: Sendable {
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     // Times the connection's TLS, decoding and dispatch (the budget of unproven work).
-                    let tally = WorkTally()
+                    let tally = WorkTally(global: core.globalBudget)
                     try sync.addHandler(WorkMeter(tally: tally))
                     try sync.addHandler(NIOSSLServerHandler(context: sslContext))
                     try sync.addHandler(ByteToMessageHandler(BlockDecoder()))

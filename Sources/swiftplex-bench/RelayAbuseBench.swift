@@ -34,17 +34,28 @@ struct RelayAbuseBench: AsyncParsableCommand {
     var only: String?
     @Flag(name: .customLong("unlimited-rates"), help: "Turn off every rate limit of the relay — per connection, relay-wide and the accept rate (to see what they do).")
     var unlimitedRates = false
-    @Option(name: .customLong("unproven-work-ms"), help: "The relay's --max-unproven-work-ms-per-second (default: the relay's default, 100).")
+    @Option(name: .customLong("unproven-work-ms"), help: "The relay's --max-unproven-work-ms-per-second (default: the relay's default, 50).")
     var unprovenWorkMs: Int?
+    @Flag(name: .customLong("no-unproven-runs"), help: "Turn off the relay's runs of unproven work (reads of unproven connections waiting for a gap), to compare.")
+    var noUnprovenRuns = false
+    @Option(name: .customLong("handshake-ms"), help: "The relay's --max-handshake-ms-per-second (default: the relay's default, 10).")
+    var handshakeMs: Int?
     @Flag(name: .customLong("attackers-in-process"), help: "Run the attackers in this process, beside the relay (their own CPU then counts against it), instead of a child process.")
     var attackersInProcess = false
+    @Option(help: "Honest new clients connecting at once in the newcomer phases (each connects — TLS handshake and hello —, subscribes to a queue of its own made before, and closes, again and again); 0 skips those phases.")
+    var newcomers: Int = 4
+    @Option(name: .customLong("newcomer-seconds"), help: "Seconds of each newcomer phase (one unloaded, one under the attack, after the good client's phases).")
+    var newcomerSeconds: Int = 5
     @Option(name: .customLong("attackers-cpus"), help: "Run the attackers' process on these CPUs only (a taskset list, e.g. 1), as remote attackers would not use the relay's CPUs; run the bench itself with `taskset -c 0` so that the relay and the good client keep to the others.")
     var attackersCPUs: String?
 
     func validate() throws {
         guard attackers >= 0, attackers <= 2000 else { throw ValidationError("--attackers must be 0…2000") }
         guard (1...300).contains(seconds) else { throw ValidationError("--seconds must be 1…300") }
+        guard (0...256).contains(newcomers) else { throw ValidationError("--newcomers must be 0…256") }
+        guard (1...300).contains(newcomerSeconds) else { throw ValidationError("--newcomer-seconds must be 1…300") }
         if let unprovenWorkMs, !(1...1_000_000).contains(unprovenWorkMs) { throw ValidationError("--unproven-work-ms must be 1…1000000") }
+        if let handshakeMs, !(1...1_000_000).contains(handshakeMs) { throw ValidationError("--handshake-ms must be 1…1000000") }
         guard size >= 8, size <= RelayLimits.maxMessageBodyLength else { throw ValidationError("--size must be 8…\(RelayLimits.maxMessageBodyLength)") }
         if let attackersCPUs {
             guard !attackersInProcess else { throw ValidationError("--attackers-cpus needs the attackers in their own process") }
@@ -98,10 +109,12 @@ struct RelayAbuseBench: AsyncParsableCommand {
         var config = RelayConfiguration(dataDirectory: dir, host: "127.0.0.1", port: 0)
         config.writeStallTimeout = .seconds(5)
         if let unprovenWorkMs { config.unprovenWorkRate = RateLimit(perSecond: unprovenWorkMs * 1000, burst: unprovenWorkMs * 200) }
+        if let handshakeMs { config.handshakeWorkRate = RateLimit(perSecond: handshakeMs * 1000, burst: max(handshakeMs * 5000, 50_000)) }
+        if noUnprovenRuns { config.unprovenRunRate = .unlimited }
         if unlimitedRates { config.unlimitRates() }
         let server = try await RelayServer.start(configuration: config, group: serverGroup, logger: logger)
         print("relay-abuse: \(attackers) misbehaving connections (\(behaviours.map(\.rawValue).joined(separator: ", "))), \(seconds) s per phase, \(size)-byte messages, \(threads) relay event-loop threads")
-        print("relay limits: unproven work \(config.unprovenWorkRate) µs, accepts \(config.acceptRate)")
+        print("relay limits: unproven work \(config.unprovenWorkRate) µs, new connections' work \(config.handshakeWorkRate) µs, runs of unproven work \(config.unprovenRunRate) µs, accepts \(config.acceptRate)")
         print("CPUs: relay and good client \(Self.allowedCPUs() ?? "?"), attackers \(attackersInProcess ? "the same (in process)" : attackersCPUs ?? "any")")
 
         // The good client: a recipient connection and a sender connection, one secured queue.
@@ -114,17 +127,26 @@ struct RelayAbuseBench: AsyncParsableCommand {
         let good = GoodClient(recipient: recipient, sender: sender, queue: queue, senderKey: senderKey, size: size, verbose: verbose)
         // An address for the SKEY attackers to aim at.
         let address = try await recipient.createQueue(recipientKey: .newX25519(), mode: .contact)
+        // The newcomers' queues, made on a connection of their own (closed: each newcomer subscribes anew).
+        let setup = try await RelayConnection.connect(to: server.address, group: goodGroup)
+        var newcomerQueues: [RecipientQueue] = []
+        for _ in 0..<newcomers { newcomerQueues.append(try await setup.createQueue(recipientKey: .newX25519())) }
+        await setup.close()
+        let newcomerProbe = Newcomers(relay: server.address, queues: newcomerQueues, group: goodGroup)
 
         // Warm-up, then unloaded.
         for _ in 0..<200 { _ = try await good.roundTrip() }
         let (unloaded, unloadedParts) = try await good.measure(seconds: seconds)
         print(unloaded.line("unloaded"))
         print(unloadedParts)
+        let newcomersUnloaded = newcomers > 0 ? await newcomerProbe.measure(seconds: newcomerSeconds) : nil
+        if let newcomersUnloaded { print(newcomersUnloaded.line("unloaded")) }
 
         // Loaded: the attackers run for the phase (plus a second to get going), then stop.
         let loaded: (total: Summary, parts: String)
         let statsDuring: RelayStats
         let attackSummary: String
+        var newcomersLoaded: NewcomerFigures?
         if attackersInProcess {
             let stop = NIOLockedValueBox(false)
             let counters = AttackCounters()
@@ -139,6 +161,7 @@ struct RelayAbuseBench: AsyncParsableCommand {
                 try await Task.sleep(for: .seconds(1))
                 let summary = try await good.measure(seconds: seconds)
                 let stats = server.stats
+                if newcomers > 0 { newcomersLoaded = await newcomerProbe.measure(seconds: newcomerSeconds) }
                 stop.withLockedValue { $0 = true }
                 try await group.waitForAll()
                 return (summary, stats)
@@ -149,6 +172,7 @@ struct RelayAbuseBench: AsyncParsableCommand {
             try await Task.sleep(for: .seconds(1))
             loaded = try await good.measure(seconds: seconds)
             statsDuring = server.stats
+            if newcomers > 0 { newcomersLoaded = await newcomerProbe.measure(seconds: newcomerSeconds) }
             attackSummary = try child.stop()
         }
         print(loaded.total.line("loaded"))
@@ -156,8 +180,12 @@ struct RelayAbuseBench: AsyncParsableCommand {
         let p99Ratio = loaded.total.p99ms / unloaded.p99ms
         print(String(format: "ratio loaded/unloaded: p50 %.2f, p99 %.2f (goal: p99 within 3: %@)", loaded.total.p50ms / unloaded.p50ms, p99Ratio,
                      (p99Ratio <= 3 ? "met" : "not met") as NSString))
+        if let newcomersLoaded, let newcomersUnloaded {
+            print(newcomersLoaded.line("loaded"))
+            print(String(format: "newcomers: ratio of connections completed loaded/unloaded %.2f", newcomersLoaded.completedPerSecond / newcomersUnloaded.completedPerSecond))
+        }
         print("attackers (\(attackersInProcess ? "in this process" : "in a child process")): \(attackSummary)")
-        print("relay during the attack: \(statsDuring.connections) connections, \(statsDuring.queues) queues, \(statsDuring.storedMessages) stored messages, \(statsDuring.authFailures) AUTH answers, \(statsDuring.limitRefusals) limit refusals, \(statsDuring.throttled) throttles")
+        print("relay during the attack: \(statsDuring.connections) connections, \(statsDuring.queues) queues, \(statsDuring.storedMessages) stored messages, \(statsDuring.authFailures) AUTH answers, \(statsDuring.limitRefusals) limit refusals, \(statsDuring.throttled) throttles (\(statsDuring.throttledByLimit.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")))")
         await recipient.close()
         await sender.close()
         await server.shutdown()
@@ -260,6 +288,58 @@ final class AttackerProcess {
             throw ValidationError("the attackers' process failed (\(termination)): \(text)")
         }
         return text
+    }
+}
+
+/// What the newcomers of one phase got: connections completed (TLS handshake, hello, an answered
+/// `SUB`), their time from connect to the `SUB`'s answer, and attempts that failed.
+struct NewcomerFigures {
+    var summary: Summary
+    var failed: Int
+    var seconds: Int
+    var completedPerSecond: Double { summary.perSecond }
+
+    func line(_ phase: String) -> String {
+        String(format: "newcomers %@: %d connected and subscribed in %d s (%.1f/s), connect→SUB answered p50 %.1f ms, p99 %.1f ms; %d attempts failed",
+               phase as NSString, summary.count, seconds, summary.perSecond, summary.p50ms, summary.p99ms, failed)
+    }
+}
+
+/// Honest new clients (as after a relay restart or a network change): each connects, subscribes
+/// to its own queue (made before) and closes, again and again, for a phase.
+struct Newcomers {
+    let relay: RelayAddress
+    let queues: [RecipientQueue]
+    let group: any EventLoopGroup
+
+    func measure(seconds: Int) async -> NewcomerFigures {
+        let recorder = Recorder(capacity: 100_000)
+        let failed = NIOLockedValueBox(0)
+        let start = ContinuousClock.now
+        let end = start + .seconds(seconds)
+        await withTaskGroup(of: Void.self) { tasks in
+            for queue in queues {
+                tasks.addTask {
+                    while ContinuousClock.now < end {
+                        let t0 = monotonicNanos()
+                        do {
+                            let c = try await RelayConnection.connect(to: relay, group: group, timeout: .seconds(10))
+                            do {
+                                try await c.subscribe(queue)
+                                recorder.record(monotonicNanos() &- t0)
+                            } catch {
+                                failed.withLockedValue { $0 += 1 }
+                            }
+                            await c.close()
+                        } catch {
+                            failed.withLockedValue { $0 += 1 }
+                            try? await Task.sleep(for: .milliseconds(50))
+                        }
+                    }
+                }
+            }
+        }
+        return NewcomerFigures(summary: recorder.summary(elapsed: ContinuousClock.now - start), failed: failed.withLockedValue { $0 }, seconds: seconds)
     }
 }
 

@@ -26,10 +26,14 @@ struct RelayClientsBench: AsyncParsableCommand {
     @Option(name: .customLong("extra-queues"), help: "Queues made on one connection to measure memory per queue.") var extraQueues: Int = 10_000
     @Option(name: .customLong("connect-window"), help: "Clients connecting (TLS handshake, NEW, SUB) at once.") var connectWindow: Int = 64
     @Option(help: "Event loop threads of the clients (the relay uses one per core).") var threads: Int = System.coreCount
-    @Option(name: .customLong("unproven-work-ms"), help: "Keep the relay's budget of unproven work on, at N ms a second (the relay's default is 100); off by default here.")
+    @Option(name: .customLong("unproven-work-ms"), help: "Keep the relay's budget of unproven work on, at N ms a second (the relay's default is 50); off by default here.")
     var unprovenWorkMs: Int?
     @Option(name: .customLong("accepts-per-second"), help: "Keep the relay's accept rate on, at N a second (the relay's default is 200); off by default here.")
     var acceptsPerSecond: Int?
+    @Option(name: .customLong("handshake-ms"), help: "Keep the relay's budget of new connections' work on, at N ms a second (the relay's default is 10); off by default here.")
+    var handshakeMs: Int?
+    @Flag(name: .customLong("relay-pacing"), help: "Keep all of the relay's pacing of connections at its defaults (accept rate, budgets of new connections' and of unproven work, runs of unproven work); the options above override each.")
+    var relayPacing = false
     @Option(name: .customLong("relay-prefix"), help: "A command the relay's process is started under, split at spaces (e.g. 'valgrind --tool=massif' to see what its memory holds).")
     var relayPrefix: String?
 
@@ -43,6 +47,7 @@ struct RelayClientsBench: AsyncParsableCommand {
         guard messages > 0, extraQueues >= 0, connectWindow > 0, threads > 0 else { throw ValidationError("counts must be positive") }
         if let unprovenWorkMs, !(1...1_000_000).contains(unprovenWorkMs) { throw ValidationError("--unproven-work-ms must be 1…1000000") }
         if let acceptsPerSecond, !(1...1_000_000).contains(acceptsPerSecond) { throw ValidationError("--accepts-per-second must be 1…1000000") }
+        if let handshakeMs, !(1...1_000_000).contains(handshakeMs) { throw ValidationError("--handshake-ms must be 1…1000000") }
         guard size >= 8, size <= RelayLimits.maxMessageBodyLength else { throw ValidationError("--size must be 8…\(RelayLimits.maxMessageBodyLength)") }
     }
 
@@ -58,9 +63,11 @@ struct RelayClientsBench: AsyncParsableCommand {
         var limits: [String] = []
         if let unprovenWorkMs { limits += ["--unproven-work-ms", "\(unprovenWorkMs)"] }
         if let acceptsPerSecond { limits += ["--accepts-per-second", "\(acceptsPerSecond)"] }
+        if let handshakeMs { limits += ["--handshake-ms", "\(handshakeMs)"] }
+        if relayPacing { limits += ["--relay-pacing"] }
         let relay = try RelayChild(maxConnections: largest + 64, limits: limits, prefix: relayPrefix?.split(separator: " ").map(String.init) ?? [])
         defer { relay.stop() }
-        print("relay-clients: relay in process \(relay.pid) (its own open-file limit raised like this one's: \(limit)); relay rates off except: unproven work \(unprovenWorkMs.map { "\($0) ms/s" } ?? "off"), accepts \(acceptsPerSecond.map { "\($0)/s" } ?? "off"); clients \(steps.map(String.init).joined(separator: ", ")); \(messages) messages of \(size) bytes per throughput figure; x25519 recipient and sender keys (the client library's default)")
+        print("relay-clients: relay in process \(relay.pid) (its own open-file limit raised like this one's: \(limit)); relay rates off except: \(relayPacing ? "the relay's pacing at its defaults, but " : "")unproven work \(unprovenWorkMs.map { "\($0) ms/s" } ?? (relayPacing ? "default" : "off")), new connections' work \(handshakeMs.map { "\($0) ms/s" } ?? (relayPacing ? "default" : "off")), accepts \(acceptsPerSecond.map { "\($0)/s" } ?? (relayPacing ? "default" : "off")); clients \(steps.map(String.init).joined(separator: ", ")); \(messages) messages of \(size) bytes per throughput figure; x25519 recipient and sender keys (the client library's default)")
 
         let idle = relay.residentBytes()
         print(String(format: "relay idle: %.1f MB resident", Double(idle) / 1e6))
@@ -262,6 +269,8 @@ struct RelayClientsRelay: AsyncParsableCommand {
     @Option(name: .customLong("max-connections")) var maxConnections: Int
     @Option(name: .customLong("unproven-work-ms")) var unprovenWorkMs: Int?
     @Option(name: .customLong("accepts-per-second")) var acceptsPerSecond: Int?
+    @Option(name: .customLong("handshake-ms")) var handshakeMs: Int?
+    @Flag(name: .customLong("relay-pacing")) var relayPacing = false
 
     func run() async throws {
         try OpenFileLimit.raise(toAtLeast: maxConnections + 64)
@@ -275,8 +284,10 @@ struct RelayClientsRelay: AsyncParsableCommand {
         var config = RelayConfiguration(dataDirectory: dir, host: "127.0.0.1", port: 0, maxConnections: maxConnections,
                                         maxQueues: 10_000_000, maxNewQueuesPerConnection: 1_000_000)
         config.unlimitRates()
-        // What a restart's reconnection storm meets, when asked: the relay's budget of unproven
-        // work (every handshake is unproven) and its accept rate.
+        // What a restart's reconnection storm meets, when asked: the relay's pacing of connections
+        // (accept rate, the budgets of new connections' and of unproven work, runs of unproven work).
+        if relayPacing { config.restoreConnectionPacing() }
+        if let handshakeMs { config.handshakeWorkRate = RateLimit(perSecond: handshakeMs * 1000, burst: max(handshakeMs * 5000, 50_000)) }
         if let unprovenWorkMs { config.unprovenWorkRate = RateLimit(perSecond: unprovenWorkMs * 1000, burst: unprovenWorkMs * 200) }
         if let acceptsPerSecond { config.acceptRate = RateLimit(perSecond: acceptsPerSecond) }
         let server = try await RelayServer.start(configuration: config, group: group, logger: logger)

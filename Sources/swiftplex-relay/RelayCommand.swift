@@ -96,8 +96,11 @@ struct RelayCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-accepts-per-second"), help: "Connections the relay accepts per second (a burst of two seconds' worth); beyond it new connections wait in the listen backlog.")
     var maxAcceptsPerSecond: Int = 200
 
-    @Option(name: .customLong("max-unproven-work-ms-per-second"), help: "Milliseconds of event-loop time per second that connections not yet proven well-behaved may cost together (a burst of a fifth of it); an unproven connection that takes from the overdrawn budget is read from more slowly, and no connection is accepted meanwhile.")
-    var maxUnprovenWorkMsPerSecond: Int = 100
+    @Option(name: .customLong("max-unproven-work-ms-per-second"), help: "Milliseconds of event-loop time per second that connections not yet proven well-behaved may cost together after their TLS handshake and first commands (a burst of a fifth of it); an unproven connection that takes from the overdrawn budget is read from more slowly.")
+    var maxUnprovenWorkMsPerSecond: Int = 50
+
+    @Option(name: .customLong("max-handshake-ms-per-second"), help: "Milliseconds of event-loop time per second that new connections which do not prove themselves may cost together: TLS handshakes, hellos and first commands (a burst of five seconds' worth, at least 50 ms; a connection that proves itself gives back what it took); while it is overdrawn no connection is accepted.")
+    var maxHandshakeMsPerSecond: Int = 10
 
     @Option(name: .customLong("password-file"), help: "A file holding the password NEW must carry (private relay); the address becomes smp://fingerprint:password@host.")
     var passwordFile: String?
@@ -132,6 +135,9 @@ struct RelayCommand: AsyncParsableCommand {
         }
         guard (1...1_000_000).contains(maxUnprovenWorkMsPerSecond) else {
             throw ValidationError("--max-unproven-work-ms-per-second must be 1…1000000")
+        }
+        guard (1...1_000_000).contains(maxHandshakeMsPerSecond) else {
+            throw ValidationError("--max-handshake-ms-per-second must be 1…1000000")
         }
         guard (1...(Int.max >> 20)).contains(maxStoredMB) else { throw ValidationError("--max-stored-mb must be at least 1") }
         if let passwordFile { _ = try Self.readPassword(passwordFile) }
@@ -173,6 +179,7 @@ struct RelayCommand: AsyncParsableCommand {
             acceptRate: RateLimit(perSecond: maxAcceptsPerSecond)
         )
         config.unprovenWorkRate = RateLimit(perSecond: maxUnprovenWorkMsPerSecond * 1000, burst: max(maxUnprovenWorkMsPerSecond * 200, 1))
+        config.handshakeWorkRate = RateLimit(perSecond: maxHandshakeMsPerSecond * 1000, burst: max(maxHandshakeMsPerSecond * 5000, 50_000))
         // A file descriptor per connection, plus the databases, listeners and a margin.
         do {
             let limits = try OpenFileLimit.raise(toAtLeast: maxConnections + 128)

@@ -10,14 +10,24 @@ import Testing
 
 /// Issue 9's load goal: connections that have proven themselves (an answered command authorised by
 /// a key the relay already held) keep the event loops, while the event-loop time of all the others
-/// together is bounded by the relay-wide budget of unproven work (`unprovenWorkRate`). Over real
-/// TLS on loopback. Each test puts that budget a few seconds in debt by hand (as a crowd of
-/// misbehaving connections would), then waits for events, never for a fixed time.
+/// together is bounded by the relay-wide budget of unproven work (`unprovenWorkRate`), new
+/// connections' handshakes and first commands by a budget of their own (`handshakeWorkRate`), and
+/// unproven work comes in short runs (`unprovenRunRate`). Over real TLS on loopback. Each test puts
+/// one of those budgets seconds in debt by hand (as a crowd of misbehaving connections would), then
+/// waits for events, never for a fixed time.
 @Suite(.timeLimit(.minutes(1))) struct RelayUnprovenWorkTests {
     /// Puts the relay-wide budget of unproven work `seconds` in debt (as if unproven connections had just cost that much).
     private func overdrawUnprovenWork(_ relay: RelayServer, seconds: Int) {
-        let rate = relay.configuration.unprovenWorkRate
-        _ = relay.core.globalBudget.take(.unprovenWork, rate.burst + seconds * rate.perSecond)
+        overdraw(relay, .unprovenWork, relay.configuration.unprovenWorkRate, seconds: seconds)
+    }
+
+    /// Throttles so far with the limit `limit`.
+    private func throttled(_ relay: RelayServer, _ limit: ConnectionBudget.Limit) -> Int {
+        relay.stats.throttledByLimit[limit.rawValue] ?? 0
+    }
+
+    private func overdraw(_ relay: RelayServer, _ limit: GlobalBudget.Limit, _ rate: RateLimit, seconds: Int) {
+        _ = relay.core.globalBudget.take(limit, rate.burst + seconds * rate.perSecond)
     }
 
     /// A round trip on `connection`'s own queue: an unsigned `SEND`, then `GET` and `ACK`, which its
@@ -36,7 +46,7 @@ import Testing
             try await roundTrip(good, q, 1) // proven from here on
             let unproven = try await RelayConnection.connect(to: relay.address)
             try await unproven.ping() // answered: PINGs carry no key, so it stays unproven
-            let throttledBefore = relay.stats.throttled
+            let throttledBefore = throttled(relay, .unprovenWork)
 
             overdrawUnprovenWork(relay, seconds: 4)
             // The unproven connection's next PING is read (its cost then takes from the overdrawn
@@ -48,29 +58,151 @@ import Testing
                     pings.withLockedValue { $0 += 1 }
                 }
             }
-            // A new connection does not get through its TLS handshake meanwhile (the listener
-            // stops accepting; one already accepted is held once its handshake's first read is charged).
-            let connected = NIOLockedValueBox(false)
-            let newcomer = Task {
-                let c = try await RelayConnection.connect(to: relay.address, timeout: .seconds(30))
-                connected.withLockedValue { $0 = true }
-                return c
-            }
-            try await eventually("the unproven connection is held") { relay.stats.throttled > throttledBefore }
+            try await eventually("the unproven connection is held") { throttled(relay, .unprovenWork) > throttledBefore }
 
             // The proven connection is served at once, every command of it.
             try await roundTrip(good, q, 2)
             try await good.ping()
             #expect(pings.withLockedValue { $0 } < 2, "the unproven connection's second PING was read at once")
-            #expect(!connected.withLockedValue { $0 }, "a new connection was accepted while the unproven budget was overdrawn")
 
-            // Slowed, not refused: both are served once the debt is paid.
+            // Slowed, not refused: served once the debt is paid.
             try await unprovenPings.value
-            let late = try await newcomer.value
-            try await late.ping()
             #expect(unproven.isActive)
             #expect(relay.stats.limitRefusals == 0)
-            await late.close()
+            await unproven.close()
+            await good.close()
+        }
+    }
+
+    @Test func aNewConnectionIsAcceptedAndProvesItselfWhileUnprovenWorkIsOverdrawn() async throws {
+        try await withRelay { relay in
+            // The queues of two clients that will reconnect (as after a relay restart).
+            let before = try await RelayConnection.connect(to: relay.address)
+            let queues = [try await before.createQueue(), try await before.createQueue()]
+            await before.close()
+            // A connection past its grace, which keeps unproven.
+            let unproven = try await RelayConnection.connect(to: relay.address)
+            try await unproven.ping()
+
+            overdrawUnprovenWork(relay, seconds: 30)
+            let throttledBefore = throttled(relay, .unprovenWork)
+            let pings = NIOLockedValueBox(0)
+            let unprovenPings = Task {
+                for _ in 0..<2 {
+                    try await unproven.ping()
+                    pings.withLockedValue { $0 += 1 }
+                }
+            }
+            try await eventually("the unproven connection is held") { throttled(relay, .unprovenWork) > throttledBefore }
+
+            // Each reconnecting client in turn is accepted (its handshake and first commands are
+            // the budget of new connections', not the overdrawn one; the listener checks before
+            // each accept, so the first could get in on a check made before the debt), proves
+            // itself with its SUB and is served at once from then on.
+            var back: [RelayConnection] = []
+            for (n, q) in queues.enumerated() {
+                let (c, inbox) = try await returnsWithin(.seconds(10), "reconnecting client \(n) while the unproven budget is overdrawn") {
+                    let c = try await RelayConnection.connect(to: relay.address, timeout: .seconds(10))
+                    let inbox = EventInbox(c)
+                    try await c.subscribe(q)
+                    return (c, inbox)
+                }
+                back.append(c)
+                try await returnsWithin(.seconds(10), "reconnected client \(n)'s round trips") {
+                    for i in 0..<5 {
+                        try await c.sendMessage(senderId: q.senderId, key: nil, body: [UInt8(i)])
+                        let m = try await inbox.nextMessage(for: q)
+                        #expect(m.body == [UInt8(i)])
+                        try await c.acknowledge(q, messageId: m.id)
+                    }
+                }
+            }
+            #expect(pings.withLockedValue { $0 } < 2, "the unproven connection's second PING was read at once")
+            unprovenPings.cancel()
+            for c in back { await c.close() }
+            await unproven.close()
+        }
+    }
+
+    @Test func aNewConnectionWaitsForTheBudgetOfNewConnectionsWhileAProvenOneIsServed() async throws {
+        try await withRelay { relay in
+            let good = try await RelayConnection.connect(to: relay.address)
+            let q = try await good.createQueue()
+            try await roundTrip(good, q, 1) // proven
+            overdraw(relay, .handshakeWork, relay.configuration.handshakeWorkRate, seconds: 30)
+            let throttledBefore = throttled(relay, .handshakeWork)
+            // The listener checks the budget before each accept: the first connection may already
+            // be past that check; the one after it waits in the backlog.
+            let first = try await RelayConnection.connect(to: relay.address, timeout: .seconds(10))
+            try await eventually("the listener pauses") { throttled(relay, .handshakeWork) > throttledBefore }
+            let connected = NIOLockedValueBox(false)
+            let second = Task {
+                let c = try await RelayConnection.connect(to: relay.address, timeout: .seconds(50))
+                connected.withLockedValue { $0 = true }
+                await c.close()
+            }
+            try await roundTrip(good, q, 2)
+            try await good.ping()
+            #expect(!connected.withLockedValue { $0 }, "a connection was accepted while the budget of new connections was overdrawn")
+            second.cancel()
+            await first.close()
+            await good.close()
+        }
+    }
+
+    @Test func newConnectionsThatProveThemselvesGiveBackTheirHandshakesCost() async throws {
+        // A budget of new connections' work of 1 µs a second: one handshake puts it in debt for minutes.
+        try await withRelay(configure: { $0.handshakeWorkRate = RateLimit(perSecond: 1, burst: 1) }) { relay in
+            // The listener checks the budget after each accept, before the new connection's
+            // handshake has cost anything: each connection's accept depends on those before it.
+            // Each of these proves itself (its GET's answer) before the next connects.
+            var clients: [RelayConnection] = []
+            for i in 0..<4 {
+                let c = try await returnsWithin(.seconds(20), "client \(i) connects and proves itself") {
+                    let c = try await RelayConnection.connect(to: relay.address, timeout: .seconds(10))
+                    let q = try await c.createQueue()
+                    try await roundTrip(c, q, UInt8(i))
+                    return c
+                }
+                clients.append(c)
+            }
+            #expect(relay.core.globalBudget.debt(.handshakeWork) == nil)
+            // One that does not prove itself keeps its cost: the listener pauses.
+            let throttledBefore = throttled(relay, .handshakeWork)
+            let idle = try await RelayConnection.connect(to: relay.address, timeout: .seconds(10))
+            try await idle.ping()
+            let next = try await RelayConnection.connect(to: relay.address, timeout: .seconds(10))
+            try await eventually("the listener pauses") { throttled(relay, .handshakeWork) > throttledBefore }
+            #expect(relay.core.globalBudget.debt(.handshakeWork) != nil)
+            await next.close()
+            await idle.close()
+            for c in clients { await c.close() }
+        }
+    }
+
+    @Test func unprovenReadsWaitForAGapInTheRunOfUnprovenWorkWhileAProvenConnectionIsServed() async throws {
+        try await withRelay { relay in
+            let good = try await RelayConnection.connect(to: relay.address)
+            let q = try await good.createQueue()
+            try await roundTrip(good, q, 1) // proven
+            let unproven = try await RelayConnection.connect(to: relay.address)
+            try await unproven.ping()
+            // As if unproven connections had just run for 30 s without a gap.
+            overdraw(relay, .unprovenRun, relay.configuration.unprovenRunRate, seconds: 30)
+            let throttledBefore = throttled(relay, .unprovenRun)
+            let pinged = NIOLockedValueBox(false)
+            let ping = Task {
+                try await unproven.ping()
+                pinged.withLockedValue { $0 = true }
+            }
+            // Its read waits, unprocessed (counted as a throttle with the limit `unproven_run`).
+            try await eventually("the unproven connection's read waits") { throttled(relay, .unprovenRun) > throttledBefore }
+            try await returnsWithin(.seconds(10), "the proven connection's round trips") {
+                for i in 0..<5 { try await roundTrip(good, q, UInt8(i + 2)) }
+                try await good.ping()
+            }
+            #expect(!pinged.withLockedValue { $0 }, "the unproven connection's PING was processed during the run's debt")
+            ping.cancel()
             await unproven.close()
             await good.close()
         }
@@ -83,7 +215,7 @@ import Testing
             try await roundTrip(client, q, 1) // proven
             overdrawUnprovenWork(relay, seconds: 3)
             try await client.ping() // proven: nothing is taken from the overdrawn budget
-            let throttledBefore = relay.stats.throttled
+            let throttledBefore = throttled(relay, .unprovenWork)
             #expect(throttledBefore == 0)
 
             // An AUTH answer (a SKEY at a sender ID that does not exist) demotes it for good.
@@ -98,7 +230,7 @@ import Testing
                 }
             }
             // Its work is now taken from the overdrawn budget: it is held like any unproven connection.
-            try await eventually("the demoted connection is held") { relay.stats.throttled > throttledBefore }
+            try await eventually("the demoted connection is held") { throttled(relay, .unprovenWork) > throttledBefore }
             #expect(pinged.withLockedValue { $0 } < 2)
             try await pings.value
             #expect(client.isActive)
