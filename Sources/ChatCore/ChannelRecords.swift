@@ -121,6 +121,21 @@ enum ChannelStore {
     }
 }
 
+extension ChannelStore {
+    /// Registered after ``registerChannelState(_:)``: a subscriber's channel items carry their
+    /// channel author, so that the owner's updates, deletions and reactions find them (posts
+    /// were kept under the relay that brought them; those as the channel are marked `#channel`).
+    static func registerChannelItems(_ m: inout DatabaseMigrator) {
+        m.registerMigration("channels 4: channel item authors") { db in
+            try db.execute(sql: """
+                ALTER TABLE group_item ADD COLUMN channel_author TEXT;
+                UPDATE group_item SET channel_author = '#channel' WHERE id IN (SELECT item_id FROM channel_item_check)
+                    AND member_row_id IN (SELECT id FROM group_member WHERE role = 'relay');
+                """)
+        }
+    }
+}
+
 /// `channel_history`: a relay's latest forwarded posts (the forward encoded as a one-item batch),
 /// served to subscribers who join later; the newest ``ChannelRelayState/historyLimit`` are kept.
 struct ChannelHistoryRecord: ChatRecord {

@@ -467,9 +467,10 @@ extension ChatController {
             guard let old = relaysBefore[r.memberId] else { return false }
             return old.status == r.status && old.link == r.link && old.profile == r.profile
         }
-        let items = try await dbWrite { db -> [(Int64, ContentSender)] in
+        let limits = self.limits
+        let content = try await dbWrite { db -> ChannelContentOutcome in
             try Self.queueChannelSteps(db, groupId: groupId, effects.compactMap(ChannelStep.init)) // (+ChannelActions)
-            var items: [(Int64, ContentSender)] = []
+            var content = ChannelContentOutcome()
             var userId: Int64?
             for e in effects {
                 switch e {
@@ -498,32 +499,8 @@ extension ChatController {
                 case let .saveProfile(p):
                     try Self.saveChannelProfile(db, groupId: groupId, p, now: now)
                 case let .applyContent(env, sender, relay, verification):
-                    guard env.event == "x.msg.new", let content = env.params["content"], let msgId = env.msgId else { continue }
-                    // The store's dedup across relays (and restarts): (author, shared msg id).
-                    let author = switch sender {
-                    case .channel: "#channel"
-                    case let .member(id): id.text
-                    }
-                    try GroupMsgRecord(groupId: groupId, authorMemberId: author, sharedMsgId: msgId).insert(db, onConflict: .ignore)
-                    guard db.changesCount > 0 else { continue }
-                    // Cached statements: this runs for the first copy of every post.
-                    func rowId(_ member: String) throws -> Int64? {
-                        try Int64.fetchOne(db.cachedStatement(sql: "SELECT id FROM group_member WHERE group_id = ? AND member_id = ?"), arguments: [groupId, member])
-                    }
-                    let authorRow: Int64? = switch sender {
-                    case .channel: try rowId(relay.text)
-                    case let .member(id): try rowId(id.text)
-                    }
-                    let relayRow = try rowId(relay.text)
-                    if userId == nil { userId = try Int64.fetchOne(db.cachedStatement(sql: "SELECT user_id FROM chat_group WHERE id = ?"), arguments: [groupId]) }
-                    guard let user = userId else { continue }
-                    var item = GroupItemRecord(userId: user, groupId: groupId, memberRowId: authorRow ?? relayRow, forwardedByRowId: relayRow,
-                                               content: content.description, sharedMsgId: msgId, status: .rcvNew, blocked: false, createdAt: now)
-                    try item.insert(db)
-                    // Its signature check (`meta.msgVerified`).
-                    try db.cachedStatement(sql: "INSERT INTO channel_item_check (item_id, msg_verified) VALUES (?, ?)").execute(arguments: [item.id, verification.rawValue])
-                    try db.cachedStatement(sql: "UPDATE chat_group SET chat_ts = ? WHERE id = ?").execute(arguments: [now, groupId])
-                    items.append((item.id!, sender))
+                    try Self.applyChannelContent(db, env, sender: sender, relay: relay, verification: verification, groupId: groupId, now: now,
+                                                 limits: limits, userId: &userId, into: &content) // (+ChannelItems)
                 default: break
                 }
             }
@@ -536,24 +513,11 @@ extension ChatController {
                 _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == snapshot.memberId.text)
                     .updateAll(db, Column("status").set(to: GroupProtocol.GroupMemberStatus.connected.rawValue))
             }
-            return items
+            return content
         }
         channelRuntime.subscribers[groupId] = state
-        if !items.isEmpty { try await reportChannelItems(groupId, items) }
+        try await reportChannelContent(groupId, content) // (+ChannelItems)
         return effects
-    }
-
-    /// `newChatItems` for posts a subscriber took: `channelRcv` when posted as the channel.
-    private func reportChannelItems(_ groupId: Int64, _ items: [(Int64, ContentSender)]) async throws {
-        let view = try await groupView(groupId)
-        guard let c = try await channelRecord(groupId) else { return }
-        let u = try await user(view.group.userId)
-        let ids = items.map(\.0)
-        let records = try await dbRead { db in try Self.groupItems(db, ids: ids) }
-        let info = channelInfo(view, c)
-        // As the channel: stored as brought by the relay, shown `channelRcv` (``groupItemModel``).
-        let models = try await groupItemModels(records, view: view)
-        sink.yield(.newChatItems(user: userModel(u), chatItems: models.map { AChatItem(chatInfo: .group(groupInfo: info), chatItem: $0) }))
     }
 
     /// Returns the error when the input was cut short by something that passes (see

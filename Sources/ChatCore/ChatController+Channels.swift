@@ -722,6 +722,7 @@ extension ChatController {
         var state = try await relayState(groupId)
         let before = state.profile
         let lastPost = state.history.last
+        let revision = state.historyRevision
         let effects: [ChannelRelayEffect]
         do { effects = try state.handle(input, newMessageId: ChatMessage.newMessageId) } catch { throw ChatFailure(error) }
         let now = Timestamp.now()
@@ -758,8 +759,16 @@ extension ChatController {
                                                 recipients: JSONValue.array(to.map { .string($0.text) }).description, createdAt: now)
                 try job.insert(db)
             }
-            // A post kept for late joiners: stored with the input, the newest `historyLimit` kept.
-            if let post = snapshot.history.last, post != lastPost {
+            // A post (or an update of one) kept for late joiners: stored with the input, the newest
+            // `historyLimit` kept; a post deleted leaves it with its updates — the stored history
+            // is written again then (rare; at most `historyLimit` rows).
+            if snapshot.historyRevision != revision {
+                _ = try ChannelHistoryRecord.filter(ChannelHistoryRecord.Columns.groupId == groupId).deleteAll(db)
+                for post in snapshot.history {
+                    var h = ChannelHistoryRecord(groupId: groupId, body: Data(try ChannelBatch.encode([.forward(post)])))
+                    try h.insert(db)
+                }
+            } else if let post = snapshot.history.last, post != lastPost {
                 var h = ChannelHistoryRecord(groupId: groupId, body: Data(try ChannelBatch.encode([.forward(post)])))
                 try h.insert(db)
                 try db.execute(sql: """
