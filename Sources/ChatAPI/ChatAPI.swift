@@ -201,6 +201,7 @@ public struct ChatAPI: Sendable {
         case let .getUserRelays(userId): return try await c.getRelays(userId: userId)
         case .listChatRelays: return try await c.listChatRelays()
         case let .setChatRelays(relays): return try await c.setChatRelays(relays)
+        case let .testChatRelay(userId, address): return try await c.testChatRelay(userId: userId, address: address)
         case let .newPublicGroup(userId, incognito, relayIds, profile):
             return try await c.createPublicGroup(userId: userId, incognito: incognito, relayIds: relayIds, profile: profile)
         case let .getGroupRelays(groupId): return try await c.getGroupRelays(groupId: groupId)

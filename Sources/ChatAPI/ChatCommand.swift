@@ -63,6 +63,9 @@ public enum ChatCommand: Sendable, Equatable {
     case listChatRelays
     /// `/relays name=<name> <address> …`: replaces the active user's chat relays.
     case setChatRelays(relays: [ChatRelayEntry])
+    /// `/relay test <address>` (the active user) or `/_relay test <userId> <address>`: the chat
+    /// relay at this address proves it holds it (`x.grp.relay.test`).
+    case testChatRelay(userId: Int64?, address: String)
     /// `/_public group <userId>[ incognito=on] <relayId,…> <json GroupProfile>`: a channel.
     case newPublicGroup(userId: Int64, incognito: Bool, relayIds: [Int64], profile: JSONValue)
     /// `/_get relays #<groupId>`: a channel's relays (owner).

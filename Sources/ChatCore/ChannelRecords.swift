@@ -133,6 +133,15 @@ extension ChannelStore {
                     AND member_row_id IN (SELECT id FROM group_member WHERE role = 'relay');
                 """)
         }
+        // A relay address's link root key (base64url secret key), to answer `/relay test`.
+        m.registerMigration("channels 5: relay address keys") { db in
+            try db.execute(sql: """
+                CREATE TABLE relay_address_key (
+                    user_id INTEGER PRIMARY KEY REFERENCES user(id) ON DELETE CASCADE,
+                    root_key TEXT NOT NULL
+                );
+                """)
+        }
     }
 }
 

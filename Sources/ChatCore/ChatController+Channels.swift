@@ -37,6 +37,11 @@ struct ChannelRuntime {
     var unheldSteps: Set<String> = []
     /// Join steps being retried after a failure that may pass, with their attempts so far (+ChannelActions).
     var retries: [String: Int] = [:]
+    /// `/relay test`s running, the tests waiting for their relay's answer (by test connection),
+    /// and answers that came before their test waited (+RelayTest).
+    var relayTestsInFlight = 0
+    var relayTestWaiters: [Int64: CheckedContinuation<GroupEnvelope?, Never>] = [:]
+    var relayTestAnswers: [Int64: GroupEnvelope] = [:]
 }
 
 struct ChannelConnection: Sendable {
@@ -659,6 +664,7 @@ extension ChatController {
         }
         let env: GroupEnvelope
         do { env = try GroupMessage.decodeEnvelope(info, asConnInfo: true) } catch { return await refuse("not a channel message: \(error.message)") }
+        if env.event == ChannelMessage.Event.relayTest.rawValue { return try await answerRelayTest(user: u, request: request, env) } // (+RelayTest)
         let own = try Self.memberProfile(u.profile)
         let decision: RelayDirectory.Decision
         let directory = RelayDirectory(rejectedLinks: try await refusedChannelLinks(userId: u.id))
@@ -946,6 +952,7 @@ extension ChatController {
 
     /// Handles an agent event if it is of a channel connection; returns false for others.
     func handleChannelAgentEvent(_ event: AgentEvent) async throws -> Bool {
+        if try await takeRelayTestAnswer(event) { return true } // a chat relay's test answer (+RelayTest)
         guard let conn = event.connectionId, let ref = try await channelConnection(conn) else { return false }
         switch event {
         case .confirmation, .connected, .message: break
