@@ -117,8 +117,12 @@ public struct ChannelOwnerState: Sendable {
     public var linkData: ChannelLinkData {
         let links = relays.values.filter { ($0.status == .accepted || $0.status == .acknowledgedRoster || $0.status == .active) && $0.connected }
             .sorted { $0.memberId < $1.memberId }.compactMap(\.relayLink)
-        return ChannelLinkData(publicGroupId: publicGroupId, profile: profile, owners: [ownerKey], relays: links, publicMemberCount: subscribers.count)
+        return ChannelLinkData(publicGroupId: publicGroupId, profile: profile, owners: [ownerKey], relays: links, publicMemberCount: publicMemberCount)
     }
+
+    /// The channel's members as its link data counts them (SimpleX `publicMemberCount`): the
+    /// owner and the subscribers (relays not counted).
+    public var publicMemberCount: Int { 1 + subscribers.count }
 
     public var activeRelays: [MemberId] { relays.values.filter { $0.status == .active && $0.connected }.map(\.memberId).sorted() }
 
@@ -325,6 +329,7 @@ public struct ChannelOwnerState: Sendable {
             guard subscribers[id] != nil else { return }
             formerSubscribers[id] = subscribers.removeValue(forKey: id)
             run.effects.append(.emit(.leftMember(id)))
+            run.effects.append(.publishLinkData(linkData))
         case let .element(e):
             let env = try decodeElement(e)
             let message: GroupMessage?
@@ -346,6 +351,8 @@ public struct ChannelOwnerState: Sendable {
                 }
                 subscribers[info.memberId] = key
                 run.effects.append(.emit(.joinedGroupMemberConnecting(relay: from, member: info.memberId)))
+                // The count in the link data follows (the engine coalesces publishes).
+                run.effects.append(.publishLinkData(linkData))
             case .leave?:
                 try move(from, .removed, &run)
                 var gone = relays[from]!

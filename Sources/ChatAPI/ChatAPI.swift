@@ -205,6 +205,7 @@ public struct ChatAPI: Sendable {
         case let .newPublicGroup(userId, incognito, relayIds, profile):
             return try await c.createPublicGroup(userId: userId, incognito: incognito, relayIds: relayIds, profile: profile)
         case let .getGroupRelays(groupId): return try await c.getGroupRelays(groupId: groupId)
+        case let .getUpdatedGroupLinkData(groupId): return try await c.refreshChannelLinkData(groupId: groupId)
         case let .addGroupRelays(groupId, relayIds): return try await c.addGroupRelays(groupId: groupId, relayIds: relayIds)
         case let .allowRelayGroup(groupId): return try await c.allowRelayGroup(groupId: groupId)
         case let .setRelayPolicy(policy): return try await c.setRelayPolicy(policy)

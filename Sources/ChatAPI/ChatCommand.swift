@@ -70,6 +70,9 @@ public enum ChatCommand: Sendable, Equatable {
     case newPublicGroup(userId: Int64, incognito: Bool, relayIds: [Int64], profile: JSONValue)
     /// `/_get relays #<groupId>`: a channel's relays (owner).
     case getGroupRelays(groupId: Int64)
+    /// `/_get group link data #<groupId>`: a channel's link data read again — a subscriber joins
+    /// relays added and drops relays removed — answered `groupInfo` with `publicMemberCount`.
+    case getUpdatedGroupLinkData(groupId: Int64)
     /// `/_add relays #<groupId> <relayId,…>`: more chat relays for a channel (owner).
     case addGroupRelays(groupId: Int64, relayIds: [Int64])
     /// `/_relay allow #<groupId>`: a chat relay serves a channel it left again when invited.

@@ -270,6 +270,9 @@ public enum CommandParser {
         switch s.word() {
         case "relays":
             return .getGroupRelays(groupId: try s.groupId())
+        case "group":
+            guard s.word() == "link", s.word() == "data" else { throw CommandParseError(.badArguments, "expected /_get group link data #<groupId>") }
+            return .getUpdatedGroupLinkData(groupId: try s.groupId())
         case "chats":
             let id = try s.id("userId")
             var pcc = false

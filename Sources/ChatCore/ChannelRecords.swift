@@ -133,13 +133,15 @@ extension ChannelStore {
                     AND member_row_id IN (SELECT id FROM group_member WHERE role = 'relay');
                 """)
         }
-        // A relay address's link root key (base64url secret key), to answer `/relay test`.
-        m.registerMigration("channels 5: relay address keys") { db in
+        // A relay address's link root key (base64url secret key), to answer `/relay test`; the
+        // channel's member count as its link data last said (`groupSummary.publicMemberCount`).
+        m.registerMigration("channels 5: relay address keys, public member counts") { db in
             try db.execute(sql: """
                 CREATE TABLE relay_address_key (
                     user_id INTEGER PRIMARY KEY REFERENCES user(id) ON DELETE CASCADE,
                     root_key TEXT NOT NULL
                 );
+                ALTER TABLE channel ADD COLUMN public_member_count INTEGER;
                 """)
         }
     }
@@ -202,6 +204,9 @@ struct ChannelRecord: ChatRecord {
     var createdAt: String
     /// Subscriber: distinct owner messages taken (the base of each relay's `missed`).
     var uniqueMessages: Int = 0
+    /// The channel's `publicMemberCount`: as the owner last published it, as a subscriber last
+    /// read it from the link data (at its join, `/_get group link data`).
+    var publicMemberCount: Int64?
 
     enum Role: String { case owner, relay, subscriber }
 

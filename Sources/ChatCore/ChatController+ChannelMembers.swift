@@ -349,14 +349,8 @@ extension ChatController {
                 throw ChatFailure.chat(.groupDuplicateMember(contactName: view.group.localDisplayName))
             }
         }
-        let (resolved, raw, root) = try await channelLinkWithData(short)
-        let group: GroupShortLinkData
-        do { group = try GroupShortLinkData(bytes: raw.userData) } catch { throw ChatFailure(error) }
-        let owners = raw.owners.compactMap { o -> OwnerKey? in
-            MemberId(Base64URL.encode(o.ownerId)).map { OwnerKey(memberId: $0, key: MemberKey(o.key), profile: MemberProfile(displayName: "owner")) }
-        }
-        let data = ChannelLinkData(publicGroupId: Digest.sha256(root.bytes), profile: group.groupProfile, owners: owners,
-                                   relays: raw.relays.map(\.description), publicMemberCount: group.publicMemberCount ?? 0)
+        let (resolved, data) = try await readChannelLinkData(short)
+        let owners = data.owners
         let key = Ed25519.PrivateKey()
         let memberId = Self.newMemberId()
         let ownProfile = incognito ? Self.randomProfile() : u.profile
@@ -370,7 +364,7 @@ extension ChatController {
         let profileText = data.profile.json.description
         let record = ChannelRecord(groupId: 0, role: ChannelRecord.Role.subscriber.rawValue, channelLink: link, publicGroupId: Base64URL.encode(data.publicGroupId),
                                    memberId: memberId.text, memberKey: Base64URL.encode(key.secretBytes), fullLink: resolved.link.description,
-                                   owners: Self.ownerKeysJSON(owners).description, createdAt: now)
+                                   owners: Self.ownerKeysJSON(owners).description, createdAt: now, publicMemberCount: Int64(data.publicMemberCount))
         let groupId = try await dbWrite { db -> Int64 in
             let local = try LocalNames.reserve(db, userId: userId, displayName: data.profile.displayName)
             var g = GroupRecord(userId: userId, localDisplayName: local, profile: profileText, createdAt: now, updatedAt: now, chatTs: now, viaLink: link)
@@ -394,6 +388,41 @@ extension ChatController {
         let view = try await groupView(groupId)
         guard let c = try await channelRecord(groupId) else { throw ChatFailure.store(.groupNotFound(groupId: groupId)) }
         return .channel(.startedConnectionToGroup(UserGroup(user: userModel(u), groupInfo: channelInfo(view, c))))
+    }
+
+    /// A channel link's data as a subscriber reads it (the agent checked its signatures).
+    func readChannelLinkData(_ short: ShortLink) async throws -> (ResolvedShortLink, ChannelLinkData) {
+        let (resolved, raw, root) = try await channelLinkWithData(short)
+        let group: GroupShortLinkData
+        do { group = try GroupShortLinkData(bytes: raw.userData) } catch { throw ChatFailure(error) }
+        let owners = raw.owners.compactMap { o -> OwnerKey? in
+            MemberId(Base64URL.encode(o.ownerId)).map { OwnerKey(memberId: $0, key: MemberKey(o.key), profile: MemberProfile(displayName: "owner")) }
+        }
+        return (resolved, ChannelLinkData(publicGroupId: Digest.sha256(root.bytes), profile: group.groupProfile, owners: owners,
+                                          relays: raw.relays.map(\.description), publicMemberCount: group.publicMemberCount ?? 0))
+    }
+
+    /// `/_get group link data #<groupId>` (SimpleX `APIGetUpdatedGroupLinkData`, a PLAN's command
+    /// string): the channel link's data read again. A subscriber syncs its relays with it (joins
+    /// the relays it lists that it does not know — relays the owner added while the
+    /// subscriber missed their `x.grp.relay.new` — and drops those it no longer lists) and takes
+    /// its profile, owners and `publicMemberCount`; the owner and a relay read the count.
+    /// Answer: `groupInfo {user, groupInfo}` with `groupSummary.publicMemberCount`.
+    public func refreshChannelLinkData(groupId: Int64) async throws -> ChatResponse {
+        let (u, _) = try await groupAndUser(groupId)
+        guard let c = try await channelRecord(groupId) else { throw ChatFailure.command("group link data is read for channels only") }
+        try requireStarted()
+        let short: ShortLink
+        do { short = try ShortLink(parsing: c.channelLink) } catch { throw ChatFailure(ChannelError(.invalidLink, "the channel's link cannot be read: \(error)")) }
+        let (_, data) = try await readChannelLinkData(short)
+        if c.role == ChannelRecord.Role.subscriber.rawValue {
+            let effects = try await runSubscriber(groupId, .linkDataRefreshed(data))
+            await performSubscriberEffects(groupId, effects)
+        }
+        let count = Int64(data.publicMemberCount)
+        try await dbWrite { db in try db.execute(sql: "UPDATE channel SET public_member_count = ? WHERE group_id = ?", arguments: [count, groupId]) }
+        guard let after = try await channelRecord(groupId) else { throw ChatFailure.store(.groupNotFound(groupId: groupId)) }
+        return .channel(.groupInfo(UserGroup(user: userModel(u), groupInfo: channelInfo(try await groupView(groupId), after))))
     }
 
     /// The subscriber's machine, restored from the store on first use.

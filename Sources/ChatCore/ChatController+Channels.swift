@@ -42,6 +42,9 @@ struct ChannelRuntime {
     var relayTestsInFlight = 0
     var relayTestWaiters: [Int64: CheckedContinuation<GroupEnvelope?, Never>] = [:]
     var relayTestAnswers: [Int64: GroupEnvelope] = [:]
+    /// Channels whose link data an owner is publishing, and those to publish again after.
+    var publishing: Set<Int64> = []
+    var republish: Set<Int64> = []
 }
 
 struct ChannelConnection: Sendable {
@@ -239,6 +242,7 @@ extension ChatController {
         var info = view.info
         info.useRelays = true
         if c.role == ChannelRecord.Role.relay.rawValue { info.relayOwnStatus = c.relayStatus.flatMap(ChatModel.RelayStatus.init(rawValue:)) }
+        if let count = c.publicMemberCount { info.groupSummary.publicMemberCount = count }
         return info
     }
 
@@ -306,7 +310,7 @@ extension ChatController {
         do {
             let owner = LinkOwner.authorized(ownerId: Base64URL.decode(memberId.text) ?? [], key: memberKey, senderId: full.queue.senderId, by: root)
             func data(_ p: GroupProtocol.GroupProfile) -> ShortLinkData {
-                ShortLinkData(direct: false, owners: [owner], relays: [], userData: GroupShortLinkData(groupProfile: p, publicMemberCount: 0).bytes)
+                ShortLinkData(direct: false, owners: [owner], relays: [], userData: GroupShortLinkData(groupProfile: p, publicMemberCount: 1).bytes)
             }
             // The link is known once made; then the profile names it (SimpleX `publicGroup.groupLink`).
             let owned = try await agentCall { try await agent.createShortLink(forAddress: addressId, link: full, kind: .channel, data: data(firstProfile), rootKey: root) }
@@ -566,8 +570,7 @@ extension ChatController {
                         try await agentCall { try await agent.allow(conn, info: ChatMessage(event: "x.ok", params: .object([])).encoded) }
                     }
                 case let .publishLinkData(data):
-                    let published = try await publishChannelLinkData(groupId, data)
-                    await feedOwner(groupId, .linkDataPublished(relays: published))
+                    try await publishCoalesced(groupId, data)
                 case let .send(item, to):
                     try await sendChannelItem(groupId, item, to: to)
                 case let .deleteConnection(id):
@@ -598,8 +601,27 @@ extension ChatController {
         return id
     }
 
-    /// Publishes the channel link's data (the owner, the profile, the accepted relays' links);
-    /// returns the relay links published.
+    /// Publishes the channel link's data, one publish at a time per channel: one asked for while
+    /// another runs is made once after it, with the owner's state then (subscribers joining in a
+    /// burst each move the count: one `LSET` for the burst, not one per join).
+    private func publishCoalesced(_ groupId: Int64, _ first: ChannelLinkData) async throws {
+        if channelRuntime.publishing.contains(groupId) {
+            channelRuntime.republish.insert(groupId)
+            return
+        }
+        channelRuntime.publishing.insert(groupId)
+        defer { channelRuntime.publishing.remove(groupId) }
+        var data = first
+        while true {
+            let published = try await publishChannelLinkData(groupId, data)
+            await feedOwner(groupId, .linkDataPublished(relays: published))
+            guard channelRuntime.republish.remove(groupId) != nil else { return }
+            data = try await ownerState(groupId).linkData
+        }
+    }
+
+    /// Publishes the channel link's data (the owner, the profile, the accepted relays' links,
+    /// the member count); returns the relay links published.
     private func publishChannelLinkData(_ groupId: Int64, _ data: ChannelLinkData) async throws -> [String] {
         guard let c = try await channelRecord(groupId), let addressId = c.agentAddressId, let fullText = c.fullLink,
               case let .contact(full)? = try? AgentLink(parsing: fullText) else {
@@ -614,6 +636,8 @@ extension ChatController {
         let linkData = ShortLinkData(direct: false, owners: [owner], relays: relays,
                                      userData: GroupShortLinkData(groupProfile: data.profile, publicMemberCount: data.publicMemberCount).bytes)
         try await agentCall { try await agent.updateShortLink(forAddress: addressId, link: full, owned: OwnedShortLink(link: short, rootKey: root), data: linkData) }
+        let count = Int64(data.publicMemberCount)
+        try await dbWrite { db in try db.execute(sql: "UPDATE channel SET public_member_count = ? WHERE group_id = ?", arguments: [count, groupId]) }
         return relays.map(\.description)
     }
 

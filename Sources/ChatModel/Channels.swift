@@ -149,9 +149,12 @@ public enum ChannelResponse: Sendable, Hashable, Codable {
     case relayGroupAllowed(UserGroup)
     /// `/relay test <address>`: the chat relay proved its address (or why not).
     case chatRelayTestResult(ChatRelayTestResult)
+    /// `/_get group link data #g`: the channel with its link data's `publicMemberCount`
+    /// (SimpleX `CRGroupInfo`, `{user, groupInfo}`).
+    case groupInfo(UserGroup)
 
     public static let types: [ChatMessageType] = [.userChatRelays, .publicGroupCreated, .publicGroupCreationFailed, .groupRelays, .startedConnectionToGroup,
-                                                  .groupRelaysAdded, .groupRelaysAddFailed, .relayGroupAllowed, .chatRelayTestResult]
+                                                  .groupRelaysAdded, .groupRelaysAddFailed, .relayGroupAllowed, .chatRelayTestResult, .groupInfo]
 
     public var type: ChatMessageType {
         switch self {
@@ -164,6 +167,7 @@ public enum ChannelResponse: Sendable, Hashable, Codable {
         case .groupRelaysAddFailed: .groupRelaysAddFailed
         case .relayGroupAllowed: .relayGroupAllowed
         case .chatRelayTestResult: .chatRelayTestResult
+        case .groupInfo: .groupInfo
         }
     }
 
@@ -179,6 +183,7 @@ public enum ChannelResponse: Sendable, Hashable, Codable {
         case .groupRelaysAddFailed: self = .groupRelaysAddFailed(try PublicGroupCreationFailed(from: decoder))
         case .relayGroupAllowed: self = .relayGroupAllowed(try UserGroup(from: decoder))
         case .chatRelayTestResult: self = .chatRelayTestResult(try ChatRelayTestResult(from: decoder))
+        case .groupInfo: self = .groupInfo(try UserGroup(from: decoder))
         default: throw ModelDecodingError(.unknownTag, type: "ChannelResponse", value: type.rawValue, path: decoder.codingPath)
         }
     }
@@ -195,7 +200,7 @@ public enum ChannelResponse: Sendable, Hashable, Codable {
         case let .publicGroupCreated(p): try p.encode(to: encoder)
         case let .publicGroupCreationFailed(p): try p.encode(to: encoder)
         case let .groupRelays(p): try p.encode(to: encoder)
-        case let .startedConnectionToGroup(p), let .relayGroupAllowed(p): try p.encode(to: encoder)
+        case let .startedConnectionToGroup(p), let .relayGroupAllowed(p), let .groupInfo(p): try p.encode(to: encoder)
         case let .groupRelaysAdded(p): try p.encode(to: encoder)
         case let .groupRelaysAddFailed(p): try p.encode(to: encoder)
         case let .chatRelayTestResult(p): try p.encode(to: encoder)
