@@ -134,14 +134,19 @@ extension ChannelStore {
                 """)
         }
         // A relay address's link root key (base64url secret key), to answer `/relay test`; the
-        // channel's member count as its link data last said (`groupSummary.publicMemberCount`).
-        m.registerMigration("channels 5: relay address keys, public member counts") { db in
+        // channel's member count as its link data last said (`groupSummary.publicMemberCount`);
+        // the chat relay's operator policy (one row), in force from the engine's start.
+        m.registerMigration("channels 5: relay address keys, public member counts, relay policy") { db in
             try db.execute(sql: """
                 CREATE TABLE relay_address_key (
                     user_id INTEGER PRIMARY KEY REFERENCES user(id) ON DELETE CASCADE,
                     root_key TEXT NOT NULL
                 );
                 ALTER TABLE channel ADD COLUMN public_member_count INTEGER;
+                CREATE TABLE relay_policy (
+                    id INTEGER PRIMARY KEY,
+                    policy TEXT NOT NULL
+                );
                 """)
         }
     }

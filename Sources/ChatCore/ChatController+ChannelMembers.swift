@@ -65,7 +65,7 @@ extension ChatController {
             try? await agent.rejectRequest(request)
             return true
         }
-        if relayPolicyRefusal(joinTo: groupId) != nil { // the operator's policy (+RelayPolicy)
+        if await relayPolicyRefusal(joinTo: groupId) != nil { // the operator's policy (+RelayPolicy)
             try? await agent.rejectRequest(request)
             return true
         }
