@@ -357,6 +357,8 @@ public struct ChannelSubscriberState: Sendable {
                 reject(relayId, ChannelError(.linkDataMismatch, "x.grp.info changes the channel's publicGroupId"), &run)
                 return
             }
+            // Taken already (from the link data, `linkDataRefreshed`): no second event.
+            guard p != profile else { return }
             let old = profile
             profile = p
             run.effects.append(.saveProfile(p))

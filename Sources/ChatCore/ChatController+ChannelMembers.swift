@@ -425,6 +425,23 @@ extension ChatController {
         return .channel(.groupInfo(UserGroup(user: userModel(u), groupInfo: channelInfo(try await groupView(groupId), after))))
     }
 
+    /// At start (`/_start`): each channel the engine's users subscribe to reads its link data
+    /// again and syncs its relays with it (`refreshChannelLinkData`) — a bot has no moment of
+    /// "opening the channel", when SimpleX's apps do it. A failure (the link unreachable, the
+    /// channel gone) is logged; the next start tries again.
+    func resyncSubscribedChannels() async {
+        guard let ids = try? await dbRead({ db -> [Int64] in
+            try Row.fetchAll(db, sql: "SELECT group_id FROM channel WHERE role = ?", arguments: [ChannelRecord.Role.subscriber.rawValue]).map { $0["group_id"] }
+        }) else { return }
+        for groupId in ids {
+            guard let s = try? await subscriberState(groupId), !s.left, !s.deleted else { continue }
+            do { _ = try await refreshChannelLinkData(groupId: groupId) } catch {
+                if closing { return }
+                logger.info("a channel's link data was not read again", metadata: ["group": "\(groupId)", "error": "\(error)"])
+            }
+        }
+    }
+
     /// The subscriber's machine, restored from the store on first use.
     func subscriberState(_ groupId: Int64) async throws -> ChannelSubscriberState {
         if let s = channelRuntime.subscribers[groupId] { return s }

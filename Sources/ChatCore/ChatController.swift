@@ -325,6 +325,7 @@ public actor ChatController {
         await agent.setRelays(rs)
         started = true
         await resumeAutoAccepts()
+        inBackground { await self.resyncSubscribedChannels() } // (+ChannelMembers)
         return .chatStarted
     }
 

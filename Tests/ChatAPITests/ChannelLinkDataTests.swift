@@ -41,11 +41,25 @@ import Testing
                     let refused = await s.execute("/_get group link data #\(plainId)")
                     #expect(refused["type"]?.stringValue == "chatCmdError", "\(refused)")
                 }
-                // A newcomer's plan shows the count.
-                try await withEngine(dir, "late", relays: [relay.address]) { l, _ in
+                // A newcomer's plan shows the count; it joins (the owner publishes 3).
+                try await withEngine(dir, "late", relays: [relay.address]) { l, lIn in
                     await startUser(l, "late")
                     let plan = await l.execute("/_connect plan 1 \(link)")
                     #expect(plan["connectionPlan"]?["groupLinkPlan"]?["groupSLinkData_"]?["publicGroupData"]?["publicMemberCount"]?.intValue == 2, "\(plan)")
+                    _ = await l.execute("/_connect 1 \(link)")
+                    for _ in 0..<2 { _ = try await lIn.next("userJoinedGroup", timeout: .seconds(30)) }
+                    _ = try await oIn.next("joinedGroupMemberConnecting", timeout: .seconds(30))
+                    _ = try await oIn.next("groupLinkDataUpdated", where: { $0["relaysChanged"]?.boolValue == false }, timeout: .seconds(30))
+                }
+                // The first subscriber, started again, reads the link data by itself (the count is
+                // a stored value with no event: polled).
+                try await withEngine(dir, "subs", relays: [relay.address]) { s, _ in
+                    _ = await s.execute("/_start")
+                    let groups = await s.execute("/_groups 1")["groups"]?.arrayValue ?? []
+                    let groupId = try #require(groups.first { $0["useRelays"]?.boolValue == true }?["groupId"]?.intValue, "\(groups)")
+                    try await eventually(timeout: .seconds(30), "the restarted subscriber's count") {
+                        await s.execute("/_get relays #\(groupId)")["groupInfo"]?["groupSummary"]?["publicMemberCount"]?.intValue == 3
+                    }
                 }
             }
         }
