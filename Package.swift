@@ -41,7 +41,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
         .package(url: "https://github.com/weichsel/ZIPFoundation.git", from: "0.9.20"),
-        // The relay's PostgreSQL store (RelayPostgres only).
+        // The PostgreSQL stores (SwiftplexSQLPostgres, RelayPostgres).
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
@@ -109,6 +109,7 @@ let package = Package(
             dependencies: [
                 "RelayServer",
                 "RelayProtocol",
+                "SwiftplexSQLPostgres",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -133,6 +134,20 @@ let package = Package(
         .target(name: "SwiftplexStorage", dependencies: [.product(name: "GRDB", package: "GRDB.swift")]),
         // One SQL layer over SQLite (GRDB) and, next, PostgreSQL: stores written once for both.
         .target(name: "SwiftplexSQL", dependencies: ["SwiftplexStorage", .product(name: "GRDB", package: "GRDB.swift")]),
+        // The PostgreSQL backend of SwiftplexSQL (`PostgresStore`: one thread and one connection
+        // per store, a schema per store held with an advisory lock, SQLite DDL translated), and
+        // the one PostgreSQL URL parser (`PostgresLocation`) the relay's store shares.
+        .target(
+            name: "SwiftplexSQLPostgres",
+            dependencies: [
+                "SwiftplexSQL",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
 
         // Layer 4: the agent — duplex end-to-end encrypted connections over relay queues.
         .target(
@@ -143,9 +158,10 @@ let package = Package(
                 "SwiftplexStorage",
                 "RelayProtocol",
                 "SwiftplexCrypto",
+                "SwiftplexSQL",
+                "SwiftplexSQLPostgres",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -155,7 +171,7 @@ let package = Package(
         // foundation's JSONValue.
         .target(name: "ChatModel", dependencies: ["SwiftplexBase"]),
 
-        // Layer 5b: the chat core — chat protocol, chat store (GRDB records), users, contacts,
+        // Layer 5b: the chat core — chat protocol, chat store (records on SwiftplexSQL), users, contacts,
         // items; works in ChatModel values and reports them (ChatResponse, ChatEvent).
         .target(
             name: "ChatCore",
@@ -168,7 +184,8 @@ let package = Package(
                 "SwiftplexStorage",
                 "SwiftplexCrypto",
                 "SwiftplexBackup",
-                .product(name: "GRDB", package: "GRDB.swift"),
+                "SwiftplexSQL",
+                "SwiftplexSQLPostgres",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -203,7 +220,7 @@ let package = Package(
         .target(
             name: "SimplexLib",
             dependencies: [
-                "ChatAPI", "ChatCore", "ChatModel", "CSodium", "RelayProtocol", "SwiftplexBase", "SwiftplexCrypto", "SwiftplexStorage",
+                "ChatAPI", "ChatCore", "ChatModel", "CSodium", "RelayProtocol", "SwiftplexBase", "SwiftplexCrypto", "SwiftplexStorage", "SwiftplexSQLPostgres",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
@@ -333,6 +350,7 @@ let package = Package(
             dependencies: [
                 "RelayServer",
                 "RelayPostgres",
+                "SwiftplexSQLPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -349,6 +367,7 @@ let package = Package(
                 "Agent",
                 "RelayServer",
                 "RelayPostgres",
+                "SwiftplexSQLPostgres",
                 "RelayClient",
                 "SimplexLib",
                 "ChatAPI",
@@ -382,7 +401,7 @@ let package = Package(
 
         // Tests.
         .testTarget(name: "SwiftplexBaseTests", dependencies: ["SwiftplexBase"]),
-        .testTarget(name: "SwiftplexSQLTests", dependencies: ["SwiftplexSQL", "TestSupport"]),
+        .testTarget(name: "SwiftplexSQLTests", dependencies: ["SwiftplexSQL", "SwiftplexSQLPostgres", "ChatCore", "Agent", "TestSupport"]),
         .testTarget(name: "SwiftplexCryptoTests", dependencies: ["SwiftplexCrypto"]),
         .testTarget(name: "TestSupportTests", dependencies: ["TestSupport"]),
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode", "TestSupport"]),
@@ -435,7 +454,7 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
-        .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore", "ChatModel", "ChatAPI", "ChatTestSupport", "GroupProtocol", "SwiftplexBase", "TestSupport"]),
+        .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore", "ChatModel", "ChatAPI", "ChatTestSupport", "GroupProtocol", "SwiftplexBase", "SwiftplexSQL", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(
             name: "ChatServerTests",
             dependencies: [
@@ -453,7 +472,7 @@ let package = Package(
         .testTarget(
             name: "ChatAPITests",
             dependencies: [
-                "ChatAPI", "ChatCore", "ChatTestSupport", "RelayServer", "RelayProtocol", "Agent", "RelayClient", "SwiftplexBase", "TestSupport",
+                "ChatAPI", "ChatCore", "ChatTestSupport", "RelayServer", "RelayProtocol", "Agent", "RelayClient", "SwiftplexBase", "TestSupport", "SwiftplexSQL",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -467,6 +486,7 @@ let package = Package(
                 "RelayClient",
                 "RelayProtocol",
                 "TestSupport",
+                "SwiftplexSQL",
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -477,6 +497,7 @@ let package = Package(
             dependencies: [
                 "RelayServer",
                 "RelayPostgres",
+                "SwiftplexSQLPostgres",
                 "RelayClient",
                 "swiftplex-relay",
                 "TestSupport",

@@ -1,7 +1,7 @@
 import Agent
 import ChatModel
 import Foundation
-import GRDB
+import SwiftplexSQL
 import Logging
 import RelayProtocol
 import SwiftplexBase
@@ -26,8 +26,8 @@ public actor ChatController {
     let store: ChatStore
     let agent: Agent
     private let defaultRelays: [RelayAddress]
-    /// `<prefix>_chat.db` and `<prefix>_agent.db` (`/_db export`, `/_db import`).
-    let databasePrefix: String
+    /// Where the chat and agent databases are (`/_db export`, `/_db import`, `/_db delete` on SQLite).
+    let database: EngineDatabase
     /// Set when the databases were replaced or deleted (``storeChanged``).
     nonisolated let storeChange = StoreChange()
     let logger: Logger
@@ -77,21 +77,28 @@ public actor ChatController {
     var userCacheGeneration = 0
 
     /// Opens (creating and migrating) `<prefix>_chat.db` and `<prefix>_agent.db`.
+    public init(prefix: String, defaultRelays: [RelayAddress], logger: Logger, confirmation: MigrationConfirmation = .yesUp,
+                limits: ChatLimits = ChatLimits(), agentOptions: AgentOptions = AgentOptions()) throws {
+        try self.init(database: .sqlite(prefix: prefix), defaultRelays: defaultRelays, logger: logger, confirmation: confirmation,
+                      limits: limits, agentOptions: agentOptions)
+    }
+
+    /// Opens (creating and migrating) the engine's chat and agent databases.
     /// - Parameter defaultRelays: used for users with no relays of their own (`SWIFTPLEX_SERVERS`).
     /// - Parameter limits: what peers may send (requests, reactions).
     /// - Parameter agentOptions: which relays peers' links may name and how long to wait for them.
-    public init(prefix: String, defaultRelays: [RelayAddress], logger: Logger, confirmation: MigrationConfirmation = .yesUp,
+    public init(database: EngineDatabase, defaultRelays: [RelayAddress], logger: Logger, confirmation: MigrationConfirmation = .yesUp,
                 limits: ChatLimits = ChatLimits(), agentOptions: AgentOptions = AgentOptions()) throws {
+        let (chat, agentDB) = (try database.chat, try database.agent)
         if confirmation == .error {
-            for (file, pending) in [(prefix + "_chat.db", try PrivateDatabase.pendingMigrations(ChatStore.migrator, at: URL(fileURLWithPath: prefix + "_chat.db"))),
-                                    (prefix + "_agent.db", try Agent.pendingMigrations(databasePath: URL(fileURLWithPath: prefix + "_agent.db")))]
-            where !pending.isEmpty {
-                throw MigrationPending(dbFile: file, migrations: pending)
+            for (location, migrations) in [(chat, ChatStore.migrations), (agentDB, Agent.databaseMigrations)] {
+                let pending = try EngineDatabase.pending(migrations, at: location)
+                if !pending.isEmpty { throw MigrationPending(dbFile: "\(location)", migrations: pending) }
             }
         }
-        databasePrefix = prefix
-        store = try ChatStore(path: URL(fileURLWithPath: prefix + "_chat.db"))
-        agent = try Agent(databasePath: URL(fileURLWithPath: prefix + "_agent.db"), relays: defaultRelays, logger: logger, options: agentOptions)
+        self.database = database
+        store = try ChatStore(location: chat)
+        agent = try Agent(database: agentDB, relays: defaultRelays, logger: logger, options: agentOptions)
         self.defaultRelays = defaultRelays
         self.logger = logger
         self.limits = limits
@@ -148,8 +155,8 @@ public actor ChatController {
     }
 
     /// Database work, off the actor: GRDB runs it on the queue's own thread and the actor awaits it.
-    func dbRead<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T { try await store.queue.plainRead(body) }
-    func dbWrite<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T { try await store.queue.cachedWrite(body) }
+    func dbRead<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T { try await store.db.read(body) }
+    func dbWrite<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T { try await store.db.write(body) }
 
     // MARK: - Users
 
@@ -336,7 +343,7 @@ public actor ChatController {
         for task in background.values { task.cancel() }
         for task in background.values { await task.value }
         await agent.close()
-        try? store.queue.close()
+        try? store.db.close()
     }
 
     public func stop() -> ChatResponse {

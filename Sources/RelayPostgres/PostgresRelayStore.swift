@@ -7,6 +7,8 @@ import NIOSSL
 import PostgresNIO
 import RelayProtocol
 import RelayServer
+import SwiftplexSQL
+import SwiftplexSQLPostgres
 
 /// The relay's queues and messages in PostgreSQL (`swiftplex-relay --store postgresql://…`).
 ///
@@ -536,66 +538,15 @@ package final class PostgresRelayStore: RelayQueueStore {
     }
 }
 
-/// Where a PostgreSQL store is: `postgresql://user[:password]@host[:port]/database[?schema=name&sslmode=disable|prefer|require]`.
-/// The password may also come from `PGPASSWORD`; it is never printed (``description`` leaves it out).
-package struct PostgresLocation: Sendable, CustomStringConvertible {
-    package var host: String
-    package var port: Int
-    package var user: String
-    package var password: String?
-    package var database: String
-    /// Tables live in this schema (created if missing): several relays can share a database.
-    package var schema: String
-    package var sslMode: String
+extension PostgresLocation {
+    /// The schema a relay's store uses when its URL names none.
+    package static let relayDefaultSchema = "swiftplex_relay"
 
-    /// Whether a `--store` value names PostgreSQL (otherwise it is an SQLite file).
-    package static func isPostgres(_ value: String) -> Bool {
-        value.hasPrefix("postgresql://") || value.hasPrefix("postgres://")
-    }
-
-    package init(url: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
-        guard Self.isPostgres(url), let c = URLComponents(string: url), let host = c.host, !host.isEmpty else {
-            throw RelayServerError(.configuration, "not a PostgreSQL URL (postgresql://user@host:port/database?schema=name)")
+    /// A relay's `--store` (or `store copy`) URL: the shared parser (``PostgresLocation``), its
+    /// errors as ``RelayServerError`` `.configuration`.
+    package static func relay(url: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> PostgresLocation {
+        do { return try PostgresLocation(url: url, defaultSchema: relayDefaultSchema, environment: environment) } catch let e as SQLError {
+            throw RelayServerError(.configuration, e.message)
         }
-        guard let user = c.user, !user.isEmpty else { throw RelayServerError(.configuration, "the PostgreSQL URL has no user (postgresql://user@host/…)") }
-        let database = String(c.path.drop(while: { $0 == "/" }))
-        guard !database.isEmpty else { throw RelayServerError(.configuration, "the PostgreSQL URL has no database (postgresql://…/database)") }
-        self.host = host
-        self.port = c.port ?? 5432
-        self.user = user.removingPercentEncoding ?? user
-        self.password = c.password?.removingPercentEncoding ?? environment["PGPASSWORD"]
-        self.database = database
-        var schema = "swiftplex_relay"
-        var sslMode = "disable"
-        for item in c.queryItems ?? [] {
-            switch item.name {
-            case "schema": schema = item.value ?? ""
-            case "sslmode": sslMode = item.value ?? ""
-            default: throw RelayServerError(.configuration, "unknown PostgreSQL URL parameter \(item.name) (schema, sslmode)")
-            }
-        }
-        guard !schema.isEmpty, schema.count <= 63, schema.first.map({ $0 == "_" || ($0.isASCII && $0.isLowercase) }) == true,
-              schema.allSatisfy({ $0 == "_" || ($0.isASCII && ($0.isLowercase || $0.isNumber)) }) else {
-            throw RelayServerError(.configuration, "the schema must be 1–63 of a–z 0–9 _ (starting with a letter or _)")
-        }
-        guard ["disable", "prefer", "require"].contains(sslMode) else {
-            throw RelayServerError(.configuration, "sslmode must be disable, prefer or require")
-        }
-        self.schema = schema
-        self.sslMode = sslMode
-    }
-
-    var quotedSchema: String { "\"\(schema)\"" }
-
-    package var description: String { "postgresql://\(user)@\(host):\(port)/\(database)?schema=\(schema)" }
-
-    func connectionConfiguration() throws -> PostgresConnection.Configuration {
-        let tls: PostgresConnection.Configuration.TLS
-        switch sslMode {
-        case "prefer": tls = .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
-        case "require": tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
-        default: tls = .disable
-        }
-        return PostgresConnection.Configuration(host: host, port: port, username: user, password: password, database: database, tls: tls)
     }
 }

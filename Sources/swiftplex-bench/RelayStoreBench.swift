@@ -7,6 +7,7 @@ import RelayPostgres
 import RelayProtocol
 import RelayServer
 import SwiftplexCrypto
+import SwiftplexSQLPostgres
 import SwiftplexSpawn
 
 /// `swiftplex-bench relay-store --postgres postgresql://…`: the relay on PostgreSQL against the
@@ -57,7 +58,7 @@ struct RelayStoreBench: AsyncParsableCommand {
         var logger = Logger(label: "bench.relay-store")
         logger.logLevel = .warning
         let tag = String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        let base = try PostgresLocation(url: postgres)
+        let base = try PostgresLocation.relay(url: postgres)
         print("relay-store benchmark: \(connections) senders, \(connections) receivers, \(connections * queuesPerConnection) queues, \(messages) messages of \(size) bytes per round; SQLite (WAL, synchronous=FULL) vs PostgreSQL (\(base.host):\(base.port)/\(base.database), synchronous_commit as the server has it)")
         print("load: \(Self.loadAverage())")
 
@@ -71,7 +72,7 @@ struct RelayStoreBench: AsyncParsableCommand {
             let warmUp = round == 0
             let n = warmUp ? min(2000, messages) : messages
             let s = try await relayBench.runRelay(group: group, messages: n)
-            let location = try PostgresLocation(url: url(schema: "bench_\(tag)_\(round)"))
+            let location = try PostgresLocation.relay(url: url(schema: "bench_\(tag)_\(round)"))
             let store = try await PostgresRelayStore.open(location, logger: logger)
             let p = try await relayBench.runRelay(group: group, messages: n, store: store)
             let cleanup = try await PostgresRelayStore.open(location, logger: logger)
@@ -107,7 +108,7 @@ struct RelayStoreBench: AsyncParsableCommand {
             print(Self.row(rows.last!))
 
             let schemaURL = url(schema: "bench_\(tag)_held_\(count)")
-            let store = try await PostgresRelayStore.open(try PostgresLocation(url: schemaURL), logger: logger)
+            let store = try await PostgresRelayStore.open(try PostgresLocation.relay(url: schemaURL), logger: logger)
             t0 = ContinuousClock.now
             try await store.insertSyntheticQueues(count: count, recipientKey: rk, boxKey: box)
             let pgInsert = (ContinuousClock.now - t0).seconds
@@ -115,7 +116,7 @@ struct RelayStoreBench: AsyncParsableCommand {
             let (pgStart, pgRSS) = try await Self.measureRelay(dataDirectory: dir, extra: ["--store", schemaURL, "--queue-cache", "\(queueCache)"])
             rows.append(("postgres", count, pgInsert, pgStart, pgRSS))
             print(Self.row(rows.last!))
-            let cleanup = try await PostgresRelayStore.open(try PostgresLocation(url: schemaURL), logger: logger)
+            let cleanup = try await PostgresRelayStore.open(try PostgresLocation.relay(url: schemaURL), logger: logger)
             try await cleanup.dropSchema()
             try await cleanup.closeStore()
         }

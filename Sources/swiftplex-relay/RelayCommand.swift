@@ -9,6 +9,7 @@ import RelayPostgres
 import RelayProtocol
 import RelayServer
 import ServiceLifecycle
+import SwiftplexSQLPostgres
 
 @main
 struct RelayCommand: AsyncParsableCommand {
@@ -111,7 +112,7 @@ struct RelayCommand: AsyncParsableCommand {
         guard quota > 0 else { throw ValidationError("--quota must be at least 1") }
         guard queueCache > 0 else { throw ValidationError("--queue-cache must be at least 1") }
         if let store, PostgresLocation.isPostgres(store) {
-            do { _ = try PostgresLocation(url: store) } catch let e as RelayServerError { throw ValidationError("--store: \(e.message)") }
+            do { _ = try PostgresLocation.relay(url: store) } catch let e as RelayServerError { throw ValidationError("--store: \(e.message)") }
         }
         _ = try Self.duration(ttl, option: "--ttl")
         _ = try Self.duration(newWindow, option: "--new-window")

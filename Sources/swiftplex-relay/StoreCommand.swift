@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import RelayPostgres
 import RelayServer
+import SwiftplexSQLPostgres
 
 /// `swiftplex-relay store copy --from A --to B`: moves a relay's queues and messages between
 /// stores (SQLite file ↔ PostgreSQL, either way), rows unchanged (sequence numbers kept), in
@@ -40,7 +41,7 @@ struct StoreCommand: AsyncParsableCommand {
         func validate() throws {
             guard batch > 0 else { throw ValidationError("--batch must be at least 1") }
             for (value, option) in [(from, "--from"), (to, "--to")] where PostgresLocation.isPostgres(value) {
-                do { _ = try PostgresLocation(url: value) } catch let e as RelayServerError { throw ValidationError("\(option): \(e.message)") }
+                do { _ = try PostgresLocation.relay(url: value) } catch let e as RelayServerError { throw ValidationError("\(option): \(e.message)") }
             }
             guard from != to else { throw ValidationError("--from and --to are the same store") }
             if !PostgresLocation.isPostgres(from), !FileManager.default.fileExists(atPath: from) {
@@ -82,7 +83,7 @@ struct StoreCommand: AsyncParsableCommand {
     /// An SQLite file or a PostgreSQL URL.
     static func open(_ value: String, logger: Logger) async throws -> any RelayQueueStore {
         if PostgresLocation.isPostgres(value) {
-            return try await PostgresRelayStore.open(try PostgresLocation(url: value), logger: logger)
+            return try await PostgresRelayStore.open(try PostgresLocation.relay(url: value), logger: logger)
         }
         return try openSQLiteRelayStore(URL(fileURLWithPath: value))
     }

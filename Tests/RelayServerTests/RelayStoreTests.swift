@@ -5,6 +5,7 @@ import RelayPostgres
 import RelayProtocol
 @testable import RelayServer
 import SwiftplexCrypto
+import SwiftplexSQLPostgres
 import TestSupport
 import Testing
 
@@ -171,25 +172,25 @@ import Testing
     @Test(.enabled(if: TestPostgres.isAvailable, Comment(rawValue: TestPostgres.skipReason)))
     func aSecondRelayOnTheSameSchemaIsRefused() async throws {
         let url = try #require(TestPostgres.url())
-        let first = try await PostgresRelayStore.open(try PostgresLocation(url: url), logger: testLogger)
+        let first = try await PostgresRelayStore.open(try PostgresLocation.relay(url: url), logger: testLogger)
         await #expect(throws: RelayServerError.self) {
-            _ = try await PostgresRelayStore.open(try PostgresLocation(url: url), lockWait: .zero, logger: testLogger)
+            _ = try await PostgresRelayStore.open(try PostgresLocation.relay(url: url), lockWait: .zero, logger: testLogger)
         }
         try await first.closeStore()
         // Once the first is gone, a standby takes over.
-        let second = try await PostgresRelayStore.open(try PostgresLocation(url: url), logger: testLogger)
+        let second = try await PostgresRelayStore.open(try PostgresLocation.relay(url: url), logger: testLogger)
         try await second.closeStore()
     }
 
     @Test func postgresURLsAreCheckedWithClearErrors() throws {
-        let ok = try PostgresLocation(url: "postgresql://relay:secret@db.example:6432/swiftplex?schema=relay_a&sslmode=require", environment: [:])
+        let ok = try PostgresLocation.relay(url: "postgresql://relay:secret@db.example:6432/swiftplex?schema=relay_a&sslmode=require", environment: [:])
         #expect(ok.host == "db.example" && ok.port == 6432 && ok.user == "relay" && ok.password == "secret")
         #expect(ok.database == "swiftplex" && ok.schema == "relay_a" && ok.sslMode == "require")
         #expect(!ok.description.contains("secret"))
-        #expect(try PostgresLocation(url: "postgres://relay@h/db", environment: ["PGPASSWORD": "pw"]).password == "pw")
+        #expect(try PostgresLocation.relay(url: "postgres://relay@h/db", environment: ["PGPASSWORD": "pw"]).password == "pw")
         for bad in ["postgresql://h/db", "postgresql://u@h", "postgresql://u@h/db?schema=Bad-Name", "postgresql://u@h/db?what=1",
                     "postgresql://u@h/db?sslmode=maybe", "mysql://u@h/db"] {
-            #expect(throws: RelayServerError.self, "\(bad)") { _ = try PostgresLocation(url: bad, environment: [:]) }
+            #expect(throws: RelayServerError.self, "\(bad)") { _ = try PostgresLocation.relay(url: bad, environment: [:]) }
         }
     }
 }

@@ -9,6 +9,7 @@ import RelayPostgres
 import RelayProtocol
 import RelayServer
 import SwiftplexCrypto
+import SwiftplexSQLPostgres
 import TestSupport
 import Testing
 
@@ -44,7 +45,7 @@ enum RelayStoreKind: String, Sendable, CaseIterable, CustomTestStringConvertible
     /// the same schema (a relay restarted on it finds its queues).
     static func postgresStore(for dataDirectory: URL) async throws -> any RelayQueueStore {
         let url = try #require(TestPostgres.url(schema: TestPostgres.schema(for: dataDirectory.path)), "\(TestPostgres.skipReason)")
-        return try await PostgresRelayStore.open(try PostgresLocation(url: url), logger: testLogger)
+        return try await PostgresRelayStore.open(try PostgresLocation.relay(url: url), logger: testLogger)
     }
 }
 

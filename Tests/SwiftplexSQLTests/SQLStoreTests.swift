@@ -1,9 +1,11 @@
 import Foundation
 import SwiftplexSQL
+import SwiftplexSQLPostgres
 import TestSupport
 import Testing
 
-/// The SQL layer's contract, for every backend (PostgreSQL joins `backends` when it lands).
+/// The SQL layer's contract, for every backend: SQLite, and PostgreSQL when a server was given
+/// (``TestPostgres``; each test on a schema of its own).
 @Suite struct SQLStoreTests {
     static let migrations = [
         SQLMigration("v1", sqlite: """
@@ -11,13 +13,19 @@ import Testing
             """, postgres: """
             CREATE TABLE item (id BIGSERIAL PRIMARY KEY, name TEXT NOT NULL UNIQUE, n BIGINT, x DOUBLE PRECISION, data BYTEA);
             """),
+        // The same SQL for both: PostgreSQL runs it translated.
         SQLMigration("v2", sqlite: "ALTER TABLE item ADD COLUMN note TEXT", postgres: "ALTER TABLE item ADD COLUMN note TEXT"),
     ]
 
     /// A fresh store of each backend, and how to open the same database again.
     static func backends(_ dir: TemporaryDirectory) throws -> [(name: String, open: () throws -> any SQLStore)] {
         let path = dir.url.appendingPathComponent("t.db")
-        return [("sqlite", { try SQLiteStore(path: path, label: "t", migrations: migrations) })]
+        var backends: [(name: String, open: () throws -> any SQLStore)] = [("sqlite", { try SQLiteStore(path: path, label: "t", migrations: migrations) })]
+        TestPostgres.noteSkippedOnce()
+        if let url = TestPostgres.url() {
+            backends.append(("postgres", { try PostgresStore(url: url, label: "t", migrations: migrations, lockWait: .zero) }))
+        }
+        return backends
     }
 
     @Test func valuesOfEveryKindRoundTrip() async throws {

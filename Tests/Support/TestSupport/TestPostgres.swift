@@ -42,6 +42,6 @@ public enum TestPostgres {
     }
 
     private static let printedSkip: Void = {
-        if !isAvailable { print("note: \(skipReason) — the relay suites run on SQLite only") }
+        if !isAvailable { print("note: \(skipReason) — the PostgreSQL variants (relay and SQL store suites) are left out") }
     }()
 }
