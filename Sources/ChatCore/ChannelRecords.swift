@@ -119,21 +119,18 @@ extension ChannelStore {
     /// Registered after ``registerChannelState(_:)``: a subscriber's channel items carry their
     /// channel author, so that the owner's updates, deletions and reactions find them (posts
     /// were kept under the relay that brought them; those as the channel are marked `#channel`).
-    static func registerChannelItems(_ m: inout DatabaseMigrator) {
-        m.registerMigration("channels 4: channel item authors") { db in
-            try db.execute(sql: """
+    static func registerChannelItems(_ m: inout [SQLMigration]) {
+        m.append(SQLMigration("channels 4: channel item authors", sql: """
                 ALTER TABLE group_item ADD COLUMN channel_author TEXT;
                 UPDATE group_item SET channel_author = '#channel' WHERE id IN (SELECT item_id FROM channel_item_check)
                     AND member_row_id IN (SELECT id FROM group_member WHERE role = 'relay');
-                """)
-        }
+                """))
         // A relay address's link root key (base64url secret key), to answer `/relay test`; the
         // channel's member count as its link data last said (`groupSummary.publicMemberCount`);
         // the chat relay's operator policy (one row), in force from the engine's start.
-        m.registerMigration("channels 5: relay address keys, public member counts, relay policy") { db in
-            try db.execute(sql: """
+        m.append(SQLMigration("channels 5: relay address keys, public member counts, relay policy", sql: """
                 CREATE TABLE relay_address_key (
-                    user_id INTEGER PRIMARY KEY REFERENCES user(id) ON DELETE CASCADE,
+                    user_id INTEGER PRIMARY KEY REFERENCES "user"(id) ON DELETE CASCADE,
                     root_key TEXT NOT NULL
                 );
                 ALTER TABLE channel ADD COLUMN public_member_count INTEGER;
@@ -141,8 +138,7 @@ extension ChannelStore {
                     id INTEGER PRIMARY KEY,
                     policy TEXT NOT NULL
                 );
-                """)
-        }
+                """))
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import SwiftplexSQL
 import TestSupport
 import Testing
 @testable import ChatCore
@@ -16,38 +17,35 @@ import Testing
         let path = dir.appendingPathComponent("old_chat.db").path
         do {
             let old = try DatabaseQueue(path: path)
-            try ChatStore.migrator.migrate(old, upTo: "channels 3: relay history, refused channels, subscriber counters, verified posts, channel actions")
-            try old.write { db in
-                try db.execute(sql: "INSERT INTO user (display_name, profile, active, created_at) VALUES ('bot', ?, 1, ?)",
-                               arguments: [#"{"displayName":"bot","fullName":""}"#, Self.ts])
-                let user = db.lastInsertedRowID
-                try db.execute(sql: "INSERT INTO chat_group (user_id, local_display_name, profile, created_at, updated_at) VALUES (?, 'g', '{}', ?, ?)",
-                               arguments: [user, Self.ts, Self.ts])
-                let group = db.lastInsertedRowID
+            try SQLiteStore.migrator(ChatStore.migrations).migrate(old, upTo: "channels 3: relay history, refused channels, subscriber counters, verified posts, channel actions")
+            try SQLiteStore(wrapping: old).writeNow { db in
+                let user = try db.insert(sql: "INSERT INTO \"user\" (display_name, profile, active, created_at) VALUES ('bot', ?, 1, ?)",
+                                         arguments: [#"{"displayName":"bot","fullName":""}"#, Self.ts])
+                let group = try db.insert(sql: "INSERT INTO chat_group (user_id, local_display_name, profile, created_at, updated_at) VALUES (?, 'g', '{}', ?, ?)",
+                                          arguments: [user, Self.ts, Self.ts])
                 var rows: [Int64] = []
                 for (id, role) in [("cmVsYXk", "relay"), ("bWVtYmVy", "member")] {
-                    try db.execute(sql: """
+                    rows.append(try db.insert(sql: """
                         INSERT INTO group_member (group_id, member_id, role, status, category, created_at, updated_at)
                         VALUES (?, ?, ?, 'connected', 'host', ?, ?)
-                        """, arguments: [group, id, role, Self.ts, Self.ts])
-                    rows.append(db.lastInsertedRowID)
+                        """, arguments: [group, id, role, Self.ts, Self.ts]))
                 }
                 // A channel post (checked, under the relay), a group member's message, the user's own.
                 for (row, checked) in [(rows[0] as Int64?, true), (rows[1], false), (nil, false)] {
-                    try db.execute(sql: """
+                    let item = try db.insert(sql: """
                         INSERT INTO group_item (user_id, group_id, member_row_id, content, shared_msg_id, status, blocked, created_at)
                         VALUES (?, ?, ?, '{"type":"text","text":"hi"}', 'msg', 'rcvNew', 0, ?)
                         """, arguments: [user, group, row, Self.ts])
                     if checked {
-                        try db.execute(sql: "INSERT INTO channel_item_check (item_id, msg_verified) VALUES (?, 'verified')", arguments: [db.lastInsertedRowID])
+                        try db.execute(sql: "INSERT INTO channel_item_check (item_id, msg_verified) VALUES (?, 'verified')", arguments: [item])
                     }
                 }
             }
             try old.close()
         }
         let store = try ChatStore(path: URL(fileURLWithPath: path))
-        try store.queue.read { db in
-            let authors = try Row.fetchAll(db, sql: "SELECT channel_author FROM group_item ORDER BY id").map { $0["channel_author"] as String? }
+        try store.db.readNow { db in
+            let authors = try SQLRow.fetchAll(db, sql: "SELECT channel_author FROM group_item ORDER BY id").map { $0["channel_author"] as String? }
             #expect(authors == ["#channel", nil, nil])
         }
     }

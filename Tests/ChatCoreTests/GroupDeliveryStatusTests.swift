@@ -25,11 +25,11 @@ import Testing
                 """, arguments: [group, m.text, 100 + i, Self.ts, Self.ts])
         }
         // Plain SQL: the migration test makes this on an earlier schema than the record's.
-        try db.execute(sql: """
+        let item = try db.insert(sql: """
             INSERT INTO group_item (user_id, group_id, content, shared_msg_id, status, blocked, created_at)
             VALUES (?, ?, '{"type":"text","text":"hi"}', 'msg-1', 'sndNew', 0, ?)
             """, arguments: [user, group, Self.ts])
-        return (group, db.lastInsertedRowID)
+        return (group, item)
     }
 
     func status(_ db: any SQLConnection, _ item: Int64) throws -> ItemStatus? {
