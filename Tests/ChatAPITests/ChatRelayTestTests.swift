@@ -1,6 +1,5 @@
 import ChatTestSupport
 import Foundation
-import GRDB
 import SwiftplexBase
 import TestSupport
 import Testing
@@ -43,8 +42,8 @@ import Testing
                     #expect(chatError(garbage)?["code"]?.stringValue == "invalidLink", "\(garbage)")
 
                     // A relay that cannot prove the address (its key is gone): fails at `verify`.
-                    let side = try sideConnection(dir.appendingPathComponent("relays_chat.db").path)
-                    try await side.write { db in try db.execute(sql: "DELETE FROM relay_address_key WHERE user_id = 1") }
+                    // (Through the engine's own store: SQLite or PostgreSQL alike.)
+                    _ = try await r.controller.dbWrite { db in try db.execute(sql: "DELETE FROM relay_address_key WHERE user_id = 1") }
                     let unsigned = await o.execute("/relay test \(addresses[0])")
                     #expect(unsigned["testFailure"]?["testStep"]?.stringValue == "verify", "\(unsigned)")
                     #expect(await o.execute("/relays")["chatRelays"]?.arrayFirst?["tested"]?.boolValue == false)
