@@ -5,9 +5,11 @@ import SwiftplexPluginKit
 /// relay serves every channel that invites it. The plugin hands the policy to the engine at start
 /// (`/_relay policy <json>`), where the relay consults it on each owner's invitation
 /// (`x.grp.relay.inv`: refused ones are answered with `x.grp.relay.reject {reason: relay_policy}`
-/// and nothing is kept) and on each subscriber's join (`x.member`: refused unseen); stopping the
-/// plugin puts the relay back to serving every channel. It logs the channels it starts serving
-/// and the subscribers that join.
+/// and nothing is kept) and on each subscriber's join (`x.member`: refused unseen). The engine
+/// keeps the policy across restarts and reloads (in force from its start, until this plugin sets
+/// its own again); the host clears it when the plugin is no longer configured, putting the relay
+/// back to serving every channel. It logs the channels it starts serving and the subscribers that
+/// join.
 public final class ChannelRelay: Plugin {
     public struct Config: Decodable, Sendable {
         var allow: [String]?
@@ -70,10 +72,8 @@ public final class ChannelRelay: Plugin {
         }
     }
 
-    public func stop() {
-        // Back to serving every channel: a relay without this plugin has no policy.
-        _ = try? context.command("/_relay policy {}")
-    }
+    // No `stop()`: the policy stays in force while the plugin restarts (a reload, the host's
+    // restart); the host clears it when the plugin is removed (HostedBot.reload).
 }
 
 @_cdecl("swiftplex_plugin_entry")

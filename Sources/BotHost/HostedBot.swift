@@ -167,6 +167,21 @@ public final class HostedBot: Sendable {
     public func reload(_ specs: [PluginSpec]) async -> [(name: String, outcome: PluginOutcome)] {
         let results = await plugins.apply(specs)
         state.withLockedValue { $0.appliedPlugins = specs }
+        // Relay mode: the engine keeps the channel-relay plugin's policy across restarts (so that
+        // no request meets an empty one before the plugin sets it again); without the plugin
+        // running, the relay serves every channel.
+        // (A configured one that failed to start keeps the last policy: refusing stays the safer side.)
+        let configured = specs.contains { URL(fileURLWithPath: $0.path).lastPathComponent.contains("channel-relay") }
+            || plugins.statuses().contains { $0.info.name == "channel-relay" }
+        if isChatRelay, !configured,
+           await controller.currentRelayPolicy != ChannelRelayPolicy() {
+            do {
+                _ = try await controller.setRelayPolicy(.object([]))
+                logger.info("no channel-relay plugin: the relay serves every channel")
+            } catch {
+                logger.error("the relay policy could not be cleared: \(error)")
+            }
+        }
         for (name, outcome) in results where outcome.isFailure {
             logger.error("plugin \(name): \(outcome)")
         }

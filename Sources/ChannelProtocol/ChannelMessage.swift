@@ -238,8 +238,13 @@ extension GroupEnvelope {
         try ChannelMessage.decode(event: event, params: params)
     }
 
-    /// `asGroup: true` in `x.msg.new` / `x.msg.update`: the owner posts as the channel.
+    /// `asGroup: true` in `x.msg.new` / `x.msg.update` (SimpleX), and — **Swiftplex** — in
+    /// `x.msg.del` / `x.msg.react`: the owner acts as the channel, so that deleting or reacting to
+    /// a post made as the channel does not reveal which owner made it.
     public var isAsGroup: Bool {
-        (event == "x.msg.new" || event == "x.msg.update") && params["asGroup"]?.boolValue == true
+        Self.asGroupEvents.contains(event) && params["asGroup"]?.boolValue == true
     }
+
+    /// The events that may carry `asGroup`.
+    public static let asGroupEvents: Set<String> = ["x.msg.new", "x.msg.update", "x.msg.del", "x.msg.react"]
 }

@@ -41,6 +41,12 @@ public enum ChannelOwnerInput: Sendable, Hashable {
     case linkDataPublished(relays: [String])
     /// A post (`x.msg.new` with this `content`), as the channel (`asGroup`) or as the owner.
     case post(content: JSONValue, asGroup: Bool)
+    /// `/_update item #g <id>` of a post: `x.msg.update {msgId, content, asGroup?}`.
+    case updatePost(msgId: String, content: JSONValue, asGroup: Bool)
+    /// `/_delete item #g <ids> broadcast` of a post: `x.msg.del {msgId, asGroup?}`.
+    case deletePost(msgId: String, asGroup: Bool)
+    /// `/_reaction #g <id> on|off <reaction>` on a post: `x.msg.react {msgId, reaction, add, asGroup?}`.
+    case reactToPost(msgId: String, reaction: JSONValue, add: Bool, asGroup: Bool)
     /// `/_group_profile #g <json>`.
     case updateProfile(GroupProfile)
     /// `/_remove #g <relay member>`.
@@ -111,8 +117,12 @@ public struct ChannelOwnerState: Sendable {
     public var linkData: ChannelLinkData {
         let links = relays.values.filter { ($0.status == .accepted || $0.status == .acknowledgedRoster || $0.status == .active) && $0.connected }
             .sorted { $0.memberId < $1.memberId }.compactMap(\.relayLink)
-        return ChannelLinkData(publicGroupId: publicGroupId, profile: profile, owners: [ownerKey], relays: links, publicMemberCount: subscribers.count)
+        return ChannelLinkData(publicGroupId: publicGroupId, profile: profile, owners: [ownerKey], relays: links, publicMemberCount: publicMemberCount)
     }
+
+    /// The channel's members as its link data counts them (SimpleX `publicMemberCount`): the
+    /// owner and the subscribers (relays not counted).
+    public var publicMemberCount: Int { 1 + subscribers.count }
 
     public var activeRelays: [MemberId] { relays.values.filter { $0.status == .active && $0.connected }.map(\.memberId).sorted() }
 
@@ -225,14 +235,13 @@ public struct ChannelOwnerState: Sendable {
                 }
             }
         case let .post(content, asGroup):
-            try requireLive()
-            let targets = activeRelays
-            guard !targets.isEmpty else { throw ChannelError(.invalidState, "the channel has no active relay") }
-            var p = ParamsWriter()
-            p.set("content", content)
-            if asGroup { p.set("asGroup", .bool(true)) }
-            let item = try signed(GroupEnvelope(msgId: run.newMessageId(), event: "x.msg.new", params: p.json), asChannel: asGroup)
-            for t in targets { run.effects.append(.send(item, to: t)) }
+            try sendContent("x.msg.new", [("content", content)], asGroup: asGroup, &run)
+        case let .updatePost(msgId, content, asGroup):
+            try sendContent("x.msg.update", [("msgId", .string(msgId)), ("content", content)], asGroup: asGroup, &run)
+        case let .deletePost(msgId, asGroup):
+            try sendContent("x.msg.del", [("msgId", .string(msgId))], asGroup: asGroup, &run)
+        case let .reactToPost(msgId, reaction, add, asGroup):
+            try sendContent("x.msg.react", [("msgId", .string(msgId)), ("reaction", reaction), ("add", .bool(add))], asGroup: asGroup, &run)
         case let .updateProfile(p):
             try requireLive()
             guard ChannelProfiles.publicGroupId(of: p) == publicGroupId else {
@@ -282,6 +291,24 @@ public struct ChannelOwnerState: Sendable {
         }
     }
 
+    /// Content (a post, or an owner's event on a post: its update, deletion, a reaction) to every
+    /// active relay, signed — with the channel binding when the owner acts as the channel
+    /// (`asGroup`), so that relays forward it as the channel's.
+    private func sendContent(_ event: String, _ params: [(String, JSONValue)], asGroup: Bool,
+                             _ run: inout ChannelRun<ChannelOwnerEffect>) throws(ChannelError) {
+        try requireLive()
+        let targets = activeRelays
+        guard !targets.isEmpty else { throw ChannelError(.invalidState, "the channel has no active relay") }
+        if let msgId = params.first(where: { $0.0 == "msgId" })?.1.stringValue, msgId.isEmpty || msgId.utf8.count > 256 {
+            throw ChannelError(.malformedMessage, "\(event): the post's msgId is empty or too long")
+        }
+        var p = ParamsWriter()
+        for (k, v) in params { p.set(k, v) }
+        if asGroup { p.set("asGroup", .bool(true)) }
+        let item = try signed(GroupEnvelope(msgId: run.newMessageId(), event: event, params: p.json), asChannel: asGroup)
+        for t in targets { run.effects.append(.send(item, to: t)) }
+    }
+
     /// A relay sends the owner only its own protocol messages: `x.grp.mem.new` about a subscriber,
     /// and `x.grp.leave` when its operator leaves. A relay never authors content.
     private mutating func received(_ from: MemberId, _ item: BatchItem, _ run: inout ChannelRun<ChannelOwnerEffect>) throws(ChannelError) {
@@ -302,6 +329,7 @@ public struct ChannelOwnerState: Sendable {
             guard subscribers[id] != nil else { return }
             formerSubscribers[id] = subscribers.removeValue(forKey: id)
             run.effects.append(.emit(.leftMember(id)))
+            run.effects.append(.publishLinkData(linkData))
         case let .element(e):
             let env = try decodeElement(e)
             let message: GroupMessage?
@@ -323,6 +351,8 @@ public struct ChannelOwnerState: Sendable {
                 }
                 subscribers[info.memberId] = key
                 run.effects.append(.emit(.joinedGroupMemberConnecting(relay: from, member: info.memberId)))
+                // The count in the link data follows (the engine coalesces publishes).
+                run.effects.append(.publishLinkData(linkData))
             case .leave?:
                 try move(from, .removed, &run)
                 var gone = relays[from]!

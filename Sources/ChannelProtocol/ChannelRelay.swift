@@ -119,11 +119,27 @@ public struct ChannelRelayState: Sendable {
     public private(set) var owners: [MemberId: OwnerKey] = [:]
     public private(set) var relayLink: String?
     public private(set) var subscribers: [MemberId: RelaySubscriber] = [:]
-    /// The latest forwarded posts, served to new subscribers (SimpleX `sendHistory`).
+    /// The latest forwarded posts, served to new subscribers (SimpleX `sendHistory`), each
+    /// followed by the owner's updates of it (`x.msg.update`, which cannot replace the post: the
+    /// signature covers the original); a post deleted (`x.msg.del`) leaves it with its updates.
     public private(set) var history: [ForwardedElement] = []
-    /// The shared msg ids of `history`, in its order: a post that comes again (the owner's
-    /// message redelivered after a restart, before its acknowledgement) is not forwarded twice.
-    private var historyMsgIds: [String?] = []
+    /// The shared msg ids of `history` and the post each concerns, in its order: a message that
+    /// comes again (the owner's message redelivered after a restart, before its acknowledgement)
+    /// is not forwarded twice.
+    private var historyKeys: [HistoryKey] = []
+    /// Counts the times entries left `history` other than by age (a post deleted): the engine
+    /// rewrites its stored history then, and only appends otherwise.
+    public private(set) var historyRevision = 0
+
+    private struct HistoryKey: Sendable {
+        var msgId: String?
+        var post: String?
+
+        init(_ env: GroupEnvelope?) {
+            msgId = env?.msgId
+            post = env?.event == "x.msg.update" ? env?.params["msgId"]?.stringValue : env?.msgId
+        }
+    }
     public let historyLimit: Int
     /// Posts and events forwarded (for the host's counters).
     public private(set) var forwardedCount = 0
@@ -153,7 +169,7 @@ public struct ChannelRelayState: Sendable {
         for sub in subscribers { self.subscribers[sub.memberId] = sub }
         self.historyLimit = historyLimit
         self.history = Array(history.suffix(historyLimit))
-        historyMsgIds = self.history.map { try? $0.element.envelope().msgId }
+        historyKeys = self.history.map { HistoryKey(try? $0.element.envelope()) }
         self.ownerConnected = ownerConnected
         self.forwardedCount = forwardedCount
     }
@@ -304,6 +320,15 @@ public struct ChannelRelayState: Sendable {
         }
     }
 
+    private mutating func keep(_ fwd: ForwardedElement, _ env: GroupEnvelope) {
+        history.append(fwd)
+        historyKeys.append(HistoryKey(env))
+        if history.count > historyLimit {
+            history.removeFirst(history.count - historyLimit)
+            historyKeys.removeFirst(historyKeys.count - historyLimit)
+        }
+    }
+
     private mutating func fromOwner(_ owner: OwnerKey, _ element: ChannelElement, _ env: GroupEnvelope, _ brokerTs: Int64,
                                     _ run: inout ChannelRun<ChannelRelayEffect>) throws(ChannelError) {
         guard let pg = publicGroupId else { throw ChannelError(.invalidState, "the channel is not checked yet") }
@@ -326,14 +351,22 @@ public struct ChannelRelayState: Sendable {
         switch message {
         case nil:
             guard ChannelSignaturePolicy.isForwarded(env) else { throw ChannelError(.invalidState, "\(env.event) is not forwarded in channels") }
-            if env.event == "x.msg.new" {
-                if let id = env.msgId, historyMsgIds.contains(id) { return } // a repeat: forwarded already
-                history.append(fwd)
-                historyMsgIds.append(env.msgId)
-                if history.count > historyLimit {
-                    history.removeFirst(history.count - historyLimit)
-                    historyMsgIds.removeFirst(historyMsgIds.count - historyLimit)
+            if let id = env.msgId, historyKeys.contains(where: { $0.msgId == id }) { return } // a repeat: forwarded already
+            switch env.event {
+            case "x.msg.new":
+                keep(fwd, env)
+            case "x.msg.update":
+                // Kept after its post, for late joiners; an update of a post no longer kept is not.
+                if let post = env.params["msgId"]?.stringValue, historyKeys.contains(where: { $0.post == post }) { keep(fwd, env) }
+            case "x.msg.del":
+                if let post = env.params["msgId"]?.stringValue, historyKeys.contains(where: { $0.post == post }) {
+                    let kept = zip(history, historyKeys).filter { $0.1.post != post }
+                    history = kept.map(\.0)
+                    historyKeys = kept.map(\.1)
+                    historyRevision += 1
                 }
+            default:
+                break // reactions are not kept for late joiners
             }
         case let .info(p)?:
             guard ChannelProfiles.publicGroupId(of: p) == pg else { throw ChannelError(.linkDataMismatch, "x.grp.info changes the channel's publicGroupId") }

@@ -47,6 +47,10 @@ public enum ChannelSubscriberInput: Sendable, Hashable {
     case received(from: MemberId, BatchItem)
     /// `/_leave #g`.
     case leave
+    /// The channel link's data read again (SimpleX `APIGetUpdatedGroupLinkData` →
+    /// `syncSubscriberRelays`): join the relays it lists that this side does not know, drop
+    /// those it no longer lists; take its profile and owners.
+    case linkDataRefreshed(ChannelLinkData)
 }
 
 public enum ChannelSubscriberEffect: Sendable, Hashable {
@@ -198,6 +202,31 @@ public struct ChannelSubscriberState: Sendable {
             run.effects.append(.emit(.userJoinedGroup(host: id)))
         case let .received(from, item):
             try received(from, item, &run)
+        case let .linkDataRefreshed(data):
+            guard data.publicGroupId == publicGroupId, ChannelProfiles.isChannel(data.profile),
+                  ChannelProfiles.publicGroupId(of: data.profile) == publicGroupId else {
+                throw ChannelError(.linkDataMismatch, "the link's data is another channel's")
+            }
+            guard !data.owners.contains(where: { $0.memberId == memberId }) else { throw ChannelError(.duplicateMember, "member id \(memberId) is an owner's") }
+            if data.profile != profile {
+                let old = profile
+                profile = data.profile
+                run.effects.append(.saveProfile(data.profile))
+                run.effects.append(.emit(.groupUpdated(from: old, to: data.profile)))
+            }
+            // The link data's owners (signed by the root key) are the channel's; a known owner
+            // keeps the profile it was introduced with.
+            var fresh: [MemberId: OwnerKey] = [:]
+            for var o in data.owners {
+                if let known = owners[o.memberId], known.key == o.key { o.profile = known.profile }
+                fresh[o.memberId] = o
+            }
+            owners = fresh
+            let listed = Set(data.relays)
+            for id in relays.keys.sorted() where relays[id]!.status != .gone && !listed.contains(relays[id]!.link) { relayGone(id, &run) }
+            for link in data.relays where !relays.values.contains(where: { $0.link == link && $0.status != .gone }) {
+                run.effects.append(.fetchRelayLinkData(link))
+            }
         case .leave:
             let item: BatchItem
             do {
@@ -328,6 +357,8 @@ public struct ChannelSubscriberState: Sendable {
                 reject(relayId, ChannelError(.linkDataMismatch, "x.grp.info changes the channel's publicGroupId"), &run)
                 return
             }
+            // Taken already (from the link data, `linkDataRefreshed`): no second event.
+            guard p != profile else { return }
             let old = profile
             profile = p
             run.effects.append(.saveProfile(p))

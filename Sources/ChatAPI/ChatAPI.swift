@@ -201,9 +201,11 @@ public struct ChatAPI: Sendable {
         case let .getUserRelays(userId): return try await c.getRelays(userId: userId)
         case .listChatRelays: return try await c.listChatRelays()
         case let .setChatRelays(relays): return try await c.setChatRelays(relays)
+        case let .testChatRelay(userId, address): return try await c.testChatRelay(userId: userId, address: address)
         case let .newPublicGroup(userId, incognito, relayIds, profile):
             return try await c.createPublicGroup(userId: userId, incognito: incognito, relayIds: relayIds, profile: profile)
         case let .getGroupRelays(groupId): return try await c.getGroupRelays(groupId: groupId)
+        case let .getUpdatedGroupLinkData(groupId): return try await c.refreshChannelLinkData(groupId: groupId)
         case let .addGroupRelays(groupId, relayIds): return try await c.addGroupRelays(groupId: groupId, relayIds: relayIds)
         case let .allowRelayGroup(groupId): return try await c.allowRelayGroup(groupId: groupId)
         case let .setRelayPolicy(policy): return try await c.setRelayPolicy(policy)

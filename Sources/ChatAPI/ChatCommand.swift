@@ -63,10 +63,16 @@ public enum ChatCommand: Sendable, Equatable {
     case listChatRelays
     /// `/relays name=<name> <address> …`: replaces the active user's chat relays.
     case setChatRelays(relays: [ChatRelayEntry])
+    /// `/relay test <address>` (the active user) or `/_relay test <userId> <address>`: the chat
+    /// relay at this address proves it holds it (`x.grp.relay.test`).
+    case testChatRelay(userId: Int64?, address: String)
     /// `/_public group <userId>[ incognito=on] <relayId,…> <json GroupProfile>`: a channel.
     case newPublicGroup(userId: Int64, incognito: Bool, relayIds: [Int64], profile: JSONValue)
     /// `/_get relays #<groupId>`: a channel's relays (owner).
     case getGroupRelays(groupId: Int64)
+    /// `/_get group link data #<groupId>`: a channel's link data read again — a subscriber joins
+    /// relays added and drops relays removed — answered `groupInfo` with `publicMemberCount`.
+    case getUpdatedGroupLinkData(groupId: Int64)
     /// `/_add relays #<groupId> <relayId,…>`: more chat relays for a channel (owner).
     case addGroupRelays(groupId: Int64, relayIds: [Int64])
     /// `/_relay allow #<groupId>`: a chat relay serves a channel it left again when invited.

@@ -126,6 +126,15 @@ public enum CommandParser {
             } else {
                 command = .setUserRelays(userId: id, relays: list.split(separator: ",").map { String($0).trimmingCharactersInSet() })
             }
+        case "/_relay" where s.peekWord() == "test":
+            _ = s.word()
+            let id = try s.id("userId")
+            guard let address = s.word() else { throw CommandParseError(.badArguments, "/_relay test needs a chat relay address") }
+            command = .testChatRelay(userId: id, address: String(address))
+        case "/relay" where s.peekWord() == "test":
+            _ = s.word()
+            guard let address = s.word() else { throw CommandParseError(.badArguments, "/relay test needs a chat relay address") }
+            command = .testChatRelay(userId: nil, address: String(address))
         case "/_relay" where s.peekWord() == "policy":
             _ = s.word()
             command = .setRelayPolicy(policy: try s.jsonObject("RelayPolicy"))
@@ -261,6 +270,9 @@ public enum CommandParser {
         switch s.word() {
         case "relays":
             return .getGroupRelays(groupId: try s.groupId())
+        case "group":
+            guard s.word() == "link", s.word() == "data" else { throw CommandParseError(.badArguments, "expected /_get group link data #<groupId>") }
+            return .getUpdatedGroupLinkData(groupId: try s.groupId())
         case "chats":
             let id = try s.id("userId")
             var pcc = false

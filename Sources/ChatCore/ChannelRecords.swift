@@ -115,6 +115,33 @@ enum ChannelStore {
     }
 }
 
+extension ChannelStore {
+    /// Registered after ``registerChannelState(_:)``: a subscriber's channel items carry their
+    /// channel author, so that the owner's updates, deletions and reactions find them (posts
+    /// were kept under the relay that brought them; those as the channel are marked `#channel`).
+    static func registerChannelItems(_ m: inout [SQLMigration]) {
+        m.append(SQLMigration("channels 4: channel item authors", sql: """
+                ALTER TABLE group_item ADD COLUMN channel_author TEXT;
+                UPDATE group_item SET channel_author = '#channel' WHERE id IN (SELECT item_id FROM channel_item_check)
+                    AND member_row_id IN (SELECT id FROM group_member WHERE role = 'relay');
+                """))
+        // A relay address's link root key (base64url secret key), to answer `/relay test`; the
+        // channel's member count as its link data last said (`groupSummary.publicMemberCount`);
+        // the chat relay's operator policy (one row), in force from the engine's start.
+        m.append(SQLMigration("channels 5: relay address keys, public member counts, relay policy", sql: """
+                CREATE TABLE relay_address_key (
+                    user_id INTEGER PRIMARY KEY REFERENCES "user"(id) ON DELETE CASCADE,
+                    root_key TEXT NOT NULL
+                );
+                ALTER TABLE channel ADD COLUMN public_member_count INTEGER;
+                CREATE TABLE relay_policy (
+                    id INTEGER PRIMARY KEY,
+                    policy TEXT NOT NULL
+                );
+                """))
+    }
+}
+
 /// `channel_history`: a relay's latest forwarded posts (the forward encoded as a one-item batch),
 /// served to subscribers who join later; the newest ``ChannelRelayState/historyLimit`` are kept.
 struct ChannelHistoryRecord: ChatRecord {
@@ -174,6 +201,9 @@ struct ChannelRecord: ChatRecord {
     var createdAt: String
     /// Subscriber: distinct owner messages taken (the base of each relay's `missed`).
     var uniqueMessages: Int = 0
+    /// The channel's `publicMemberCount`: as the owner last published it, as a subscriber last
+    /// read it from the link data (at its join, `/_get group link data`).
+    var publicMemberCount: Int64?
 
     enum Role: String { case owner, relay, subscriber }
 

@@ -3,6 +3,7 @@ import ChatModel
 import Foundation
 import SwiftplexSQL
 import SwiftplexBase
+import SwiftplexCrypto
 
 extension ChatController {
     // MARK: - Address
@@ -20,12 +21,15 @@ extension ChatController {
         if try await address(userId: userId) != nil { throw ChatFailure.chat(.userContactLinkExists) }
         let (agentId, link) = try await agentCall { try await agent.createAddress() }
         var shortLink: String?
+        var relayKey: Ed25519.PrivateKey?
         if short || u.chatRelay {
             do {
                 if u.chatRelay {
                     // SimpleX `RelayAddressLinkData {relayProfile}` as the link's user data.
                     let data = ShortLinkData(direct: true, userData: try Self.relayAddressLinkData(u.profile))
-                    shortLink = try await agentCall { try await agent.createShortLink(forAddress: agentId, link: link, kind: .relay, data: data) }.link.description
+                    let owned = try await agentCall { try await agent.createShortLink(forAddress: agentId, link: link, kind: .relay, data: data) }
+                    shortLink = owned.link.description
+                    relayKey = owned.rootKey // kept to answer `/relay test` (+RelayTest)
                 } else {
                     shortLink = try await agentCall { try await agent.shortLink(forAddress: agentId, link: link, kind: .contact) }.description
                 }
@@ -36,7 +40,11 @@ extension ChatController {
         }
         let record = AddressRecord(userId: userId, agentAddressId: agentId, link: link.description,
                                    settings: try Stored.text(AddressSettings(businessAddress: false)), shortLink: shortLink)
-        try await dbWrite { db in try record.insert(db) }
+        let keep = relayKey
+        try await dbWrite { db in
+            try record.insert(db)
+            if let keep { try Self.saveRelayAddressKey(db, userId: userId, keep) }
+        }
         return .userContactLinkCreated(user: userModel(u), connLinkContact: CreatedConnLink(connFullLink: link.description, connShortLink: shortLink))
     }
 
@@ -94,7 +102,10 @@ extension ChatController {
         let u = try await user(userId)
         guard let a = try await address(userId: userId) else { throw ChatFailure.store(.userContactLinkNotFound) }
         try await agentCall { try await agent.deleteAddress(a.agentId) }
-        _ = try await dbWrite { db in try AddressRecord.deleteOne(db, key: userId) }
+        try await dbWrite { db in
+            _ = try AddressRecord.deleteOne(db, key: userId)
+            try db.execute(sql: "DELETE FROM relay_address_key WHERE user_id = ?", arguments: [userId])
+        }
         return .userContactLinkDeleted(user: userModel(u))
     }
 }

@@ -65,7 +65,7 @@ extension ChatController {
             try? await agent.rejectRequest(request)
             return true
         }
-        if relayPolicyRefusal(joinTo: groupId) != nil { // the operator's policy (+RelayPolicy)
+        if await relayPolicyRefusal(joinTo: groupId) != nil { // the operator's policy (+RelayPolicy)
             try? await agent.rejectRequest(request)
             return true
         }
@@ -349,14 +349,8 @@ extension ChatController {
                 throw ChatFailure.chat(.groupDuplicateMember(contactName: view.group.localDisplayName))
             }
         }
-        let (resolved, raw, root) = try await channelLinkWithData(short)
-        let group: GroupShortLinkData
-        do { group = try GroupShortLinkData(bytes: raw.userData) } catch { throw ChatFailure(error) }
-        let owners = raw.owners.compactMap { o -> OwnerKey? in
-            MemberId(Base64URL.encode(o.ownerId)).map { OwnerKey(memberId: $0, key: MemberKey(o.key), profile: MemberProfile(displayName: "owner")) }
-        }
-        let data = ChannelLinkData(publicGroupId: Digest.sha256(root.bytes), profile: group.groupProfile, owners: owners,
-                                   relays: raw.relays.map(\.description), publicMemberCount: group.publicMemberCount ?? 0)
+        let (resolved, data) = try await readChannelLinkData(short)
+        let owners = data.owners
         let key = Ed25519.PrivateKey()
         let memberId = Self.newMemberId()
         let ownProfile = incognito ? Self.randomProfile() : u.profile
@@ -370,7 +364,7 @@ extension ChatController {
         let profileText = data.profile.json.description
         let record = ChannelRecord(groupId: 0, role: ChannelRecord.Role.subscriber.rawValue, channelLink: link, publicGroupId: Base64URL.encode(data.publicGroupId),
                                    memberId: memberId.text, memberKey: Base64URL.encode(key.secretBytes), fullLink: resolved.link.description,
-                                   owners: Self.ownerKeysJSON(owners).description, createdAt: now)
+                                   owners: Self.ownerKeysJSON(owners).description, createdAt: now, publicMemberCount: Int64(data.publicMemberCount))
         let groupId = try await dbWrite { db -> Int64 in
             let local = try LocalNames.reserve(db, userId: userId, displayName: data.profile.displayName)
             var g = GroupRecord(userId: userId, localDisplayName: local, profile: profileText, createdAt: now, updatedAt: now, chatTs: now, viaLink: link)
@@ -394,6 +388,58 @@ extension ChatController {
         let view = try await groupView(groupId)
         guard let c = try await channelRecord(groupId) else { throw ChatFailure.store(.groupNotFound(groupId: groupId)) }
         return .channel(.startedConnectionToGroup(UserGroup(user: userModel(u), groupInfo: channelInfo(view, c))))
+    }
+
+    /// A channel link's data as a subscriber reads it (the agent checked its signatures).
+    func readChannelLinkData(_ short: ShortLink) async throws -> (ResolvedShortLink, ChannelLinkData) {
+        let (resolved, raw, root) = try await channelLinkWithData(short)
+        let group: GroupShortLinkData
+        do { group = try GroupShortLinkData(bytes: raw.userData) } catch { throw ChatFailure(error) }
+        let owners = raw.owners.compactMap { o -> OwnerKey? in
+            MemberId(Base64URL.encode(o.ownerId)).map { OwnerKey(memberId: $0, key: MemberKey(o.key), profile: MemberProfile(displayName: "owner")) }
+        }
+        return (resolved, ChannelLinkData(publicGroupId: Digest.sha256(root.bytes), profile: group.groupProfile, owners: owners,
+                                          relays: raw.relays.map(\.description), publicMemberCount: group.publicMemberCount ?? 0))
+    }
+
+    /// `/_get group link data #<groupId>` (SimpleX `APIGetUpdatedGroupLinkData`, a PLAN's command
+    /// string): the channel link's data read again. A subscriber syncs its relays with it (joins
+    /// the relays it lists that it does not know — relays the owner added while the
+    /// subscriber missed their `x.grp.relay.new` — and drops those it no longer lists) and takes
+    /// its profile, owners and `publicMemberCount`; the owner and a relay read the count.
+    /// Answer: `groupInfo {user, groupInfo}` with `groupSummary.publicMemberCount`.
+    public func refreshChannelLinkData(groupId: Int64) async throws -> ChatResponse {
+        let (u, _) = try await groupAndUser(groupId)
+        guard let c = try await channelRecord(groupId) else { throw ChatFailure.command("group link data is read for channels only") }
+        try requireStarted()
+        let short: ShortLink
+        do { short = try ShortLink(parsing: c.channelLink) } catch { throw ChatFailure(ChannelError(.invalidLink, "the channel's link cannot be read: \(error)")) }
+        let (_, data) = try await readChannelLinkData(short)
+        if c.role == ChannelRecord.Role.subscriber.rawValue {
+            let effects = try await runSubscriber(groupId, .linkDataRefreshed(data))
+            await performSubscriberEffects(groupId, effects)
+        }
+        let count = Int64(data.publicMemberCount)
+        try await dbWrite { db in try db.execute(sql: "UPDATE channel SET public_member_count = ? WHERE group_id = ?", arguments: [count, groupId]) }
+        guard let after = try await channelRecord(groupId) else { throw ChatFailure.store(.groupNotFound(groupId: groupId)) }
+        return .channel(.groupInfo(UserGroup(user: userModel(u), groupInfo: channelInfo(try await groupView(groupId), after))))
+    }
+
+    /// At start (`/_start`): each channel the engine's users subscribe to reads its link data
+    /// again and syncs its relays with it (`refreshChannelLinkData`) — a bot has no moment of
+    /// "opening the channel", when SimpleX's apps do it. A failure (the link unreachable, the
+    /// channel gone) is logged; the next start tries again.
+    func resyncSubscribedChannels() async {
+        guard let ids = try? await dbRead({ db -> [Int64] in
+            try Row.fetchAll(db, sql: "SELECT group_id FROM channel WHERE role = ?", arguments: [ChannelRecord.Role.subscriber.rawValue]).map { $0["group_id"] }
+        }) else { return }
+        for groupId in ids {
+            guard let s = try? await subscriberState(groupId), !s.left, !s.deleted else { continue }
+            do { _ = try await refreshChannelLinkData(groupId: groupId) } catch {
+                if closing { return }
+                logger.info("a channel's link data was not read again", metadata: ["group": "\(groupId)", "error": "\(error)"])
+            }
+        }
     }
 
     /// The subscriber's machine, restored from the store on first use.
@@ -467,9 +513,10 @@ extension ChatController {
             guard let old = relaysBefore[r.memberId] else { return false }
             return old.status == r.status && old.link == r.link && old.profile == r.profile
         }
-        let items = try await dbWrite { db -> [(Int64, ContentSender)] in
+        let limits = self.limits
+        let content = try await dbWrite { db -> ChannelContentOutcome in
             try Self.queueChannelSteps(db, groupId: groupId, effects.compactMap(ChannelStep.init)) // (+ChannelActions)
-            var items: [(Int64, ContentSender)] = []
+            var content = ChannelContentOutcome()
             var userId: Int64?
             for e in effects {
                 switch e {
@@ -498,32 +545,8 @@ extension ChatController {
                 case let .saveProfile(p):
                     try Self.saveChannelProfile(db, groupId: groupId, p, now: now)
                 case let .applyContent(env, sender, relay, verification):
-                    guard env.event == "x.msg.new", let content = env.params["content"], let msgId = env.msgId else { continue }
-                    // The store's dedup across relays (and restarts): (author, shared msg id).
-                    let author = switch sender {
-                    case .channel: "#channel"
-                    case let .member(id): id.text
-                    }
-                    try GroupMsgRecord(groupId: groupId, authorMemberId: author, sharedMsgId: msgId).insert(db, onConflict: .ignore)
-                    guard db.changesCount > 0 else { continue }
-                    // Cached statements: this runs for the first copy of every post.
-                    func rowId(_ member: String) throws -> Int64? {
-                        try Int64.fetchOne(db.cachedStatement(sql: "SELECT id FROM group_member WHERE group_id = ? AND member_id = ?"), arguments: [groupId, member])
-                    }
-                    let authorRow: Int64? = switch sender {
-                    case .channel: try rowId(relay.text)
-                    case let .member(id): try rowId(id.text)
-                    }
-                    let relayRow = try rowId(relay.text)
-                    if userId == nil { userId = try Int64.fetchOne(db.cachedStatement(sql: "SELECT user_id FROM chat_group WHERE id = ?"), arguments: [groupId]) }
-                    guard let user = userId else { continue }
-                    var item = GroupItemRecord(userId: user, groupId: groupId, memberRowId: authorRow ?? relayRow, forwardedByRowId: relayRow,
-                                               content: content.description, sharedMsgId: msgId, status: .rcvNew, blocked: false, createdAt: now)
-                    try item.insert(db)
-                    // Its signature check (`meta.msgVerified`).
-                    try db.cachedStatement(sql: "INSERT INTO channel_item_check (item_id, msg_verified) VALUES (?, ?)").execute(arguments: [item.id, verification.rawValue])
-                    try db.cachedStatement(sql: "UPDATE chat_group SET chat_ts = ? WHERE id = ?").execute(arguments: [now, groupId])
-                    items.append((item.id!, sender))
+                    try Self.applyChannelContent(db, env, sender: sender, relay: relay, verification: verification, groupId: groupId, now: now,
+                                                 limits: limits, userId: &userId, into: &content) // (+ChannelItems)
                 default: break
                 }
             }
@@ -536,24 +559,11 @@ extension ChatController {
                 _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == snapshot.memberId.text)
                     .updateAll(db, Column("status").set(to: GroupProtocol.GroupMemberStatus.connected.rawValue))
             }
-            return items
+            return content
         }
         channelRuntime.subscribers[groupId] = state
-        if !items.isEmpty { try await reportChannelItems(groupId, items) }
+        try await reportChannelContent(groupId, content) // (+ChannelItems)
         return effects
-    }
-
-    /// `newChatItems` for posts a subscriber took: `channelRcv` when posted as the channel.
-    private func reportChannelItems(_ groupId: Int64, _ items: [(Int64, ContentSender)]) async throws {
-        let view = try await groupView(groupId)
-        guard let c = try await channelRecord(groupId) else { return }
-        let u = try await user(view.group.userId)
-        let ids = items.map(\.0)
-        let records = try await dbRead { db in try Self.groupItems(db, ids: ids) }
-        let info = channelInfo(view, c)
-        // As the channel: stored as brought by the relay, shown `channelRcv` (``groupItemModel``).
-        let models = try await groupItemModels(records, view: view)
-        sink.yield(.newChatItems(user: userModel(u), chatItems: models.map { AChatItem(chatInfo: .group(groupInfo: info), chatItem: $0) }))
     }
 
     /// Returns the error when the input was cut short by something that passes (see

@@ -37,6 +37,14 @@ struct ChannelRuntime {
     var unheldSteps: Set<String> = []
     /// Join steps being retried after a failure that may pass, with their attempts so far (+ChannelActions).
     var retries: [String: Int] = [:]
+    /// `/relay test`s running, the tests waiting for their relay's answer (by test connection),
+    /// and answers that came before their test waited (+RelayTest).
+    var relayTestsInFlight = 0
+    var relayTestWaiters: [Int64: CheckedContinuation<GroupEnvelope?, Never>] = [:]
+    var relayTestAnswers: [Int64: GroupEnvelope] = [:]
+    /// Channels whose link data an owner is publishing, and those to publish again after.
+    var publishing: Set<Int64> = []
+    var republish: Set<Int64> = []
 }
 
 struct ChannelConnection: Sendable {
@@ -234,6 +242,7 @@ extension ChatController {
         var info = view.info
         info.useRelays = true
         if c.role == ChannelRecord.Role.relay.rawValue { info.relayOwnStatus = c.relayStatus.flatMap(ChatModel.RelayStatus.init(rawValue:)) }
+        if let count = c.publicMemberCount { info.groupSummary.publicMemberCount = count }
         return info
     }
 
@@ -301,7 +310,7 @@ extension ChatController {
         do {
             let owner = LinkOwner.authorized(ownerId: Base64URL.decode(memberId.text) ?? [], key: memberKey, senderId: full.queue.senderId, by: root)
             func data(_ p: GroupProtocol.GroupProfile) -> ShortLinkData {
-                ShortLinkData(direct: false, owners: [owner], relays: [], userData: GroupShortLinkData(groupProfile: p, publicMemberCount: 0).bytes)
+                ShortLinkData(direct: false, owners: [owner], relays: [], userData: GroupShortLinkData(groupProfile: p, publicMemberCount: 1).bytes)
             }
             // The link is known once made; then the profile names it (SimpleX `publicGroup.groupLink`).
             let owned = try await agentCall { try await agent.createShortLink(forAddress: addressId, link: full, kind: .channel, data: data(firstProfile), rootKey: root) }
@@ -561,8 +570,7 @@ extension ChatController {
                         try await agentCall { try await agent.allow(conn, info: ChatMessage(event: "x.ok", params: .object([])).encoded) }
                     }
                 case let .publishLinkData(data):
-                    let published = try await publishChannelLinkData(groupId, data)
-                    await feedOwner(groupId, .linkDataPublished(relays: published))
+                    try await publishCoalesced(groupId, data)
                 case let .send(item, to):
                     try await sendChannelItem(groupId, item, to: to)
                 case let .deleteConnection(id):
@@ -593,8 +601,27 @@ extension ChatController {
         return id
     }
 
-    /// Publishes the channel link's data (the owner, the profile, the accepted relays' links);
-    /// returns the relay links published.
+    /// Publishes the channel link's data, one publish at a time per channel: one asked for while
+    /// another runs is made once after it, with the owner's state then (subscribers joining in a
+    /// burst each move the count: one `LSET` for the burst, not one per join).
+    private func publishCoalesced(_ groupId: Int64, _ first: ChannelLinkData) async throws {
+        if channelRuntime.publishing.contains(groupId) {
+            channelRuntime.republish.insert(groupId)
+            return
+        }
+        channelRuntime.publishing.insert(groupId)
+        defer { channelRuntime.publishing.remove(groupId) }
+        var data = first
+        while true {
+            let published = try await publishChannelLinkData(groupId, data)
+            await feedOwner(groupId, .linkDataPublished(relays: published))
+            guard channelRuntime.republish.remove(groupId) != nil else { return }
+            data = try await ownerState(groupId).linkData
+        }
+    }
+
+    /// Publishes the channel link's data (the owner, the profile, the accepted relays' links,
+    /// the member count); returns the relay links published.
     private func publishChannelLinkData(_ groupId: Int64, _ data: ChannelLinkData) async throws -> [String] {
         guard let c = try await channelRecord(groupId), let addressId = c.agentAddressId, let fullText = c.fullLink,
               case let .contact(full)? = try? AgentLink(parsing: fullText) else {
@@ -609,6 +636,8 @@ extension ChatController {
         let linkData = ShortLinkData(direct: false, owners: [owner], relays: relays,
                                      userData: GroupShortLinkData(groupProfile: data.profile, publicMemberCount: data.publicMemberCount).bytes)
         try await agentCall { try await agent.updateShortLink(forAddress: addressId, link: full, owned: OwnedShortLink(link: short, rootKey: root), data: linkData) }
+        let count = Int64(data.publicMemberCount)
+        try await dbWrite { db in try db.execute(sql: "UPDATE channel SET public_member_count = ? WHERE group_id = ?", arguments: [count, groupId]) }
         return relays.map(\.description)
     }
 
@@ -659,6 +688,7 @@ extension ChatController {
         }
         let env: GroupEnvelope
         do { env = try GroupMessage.decodeEnvelope(info, asConnInfo: true) } catch { return await refuse("not a channel message: \(error.message)") }
+        if env.event == ChannelMessage.Event.relayTest.rawValue { return try await answerRelayTest(user: u, request: request, env) } // (+RelayTest)
         let own = try Self.memberProfile(u.profile)
         let decision: RelayDirectory.Decision
         let directory = RelayDirectory(rejectedLinks: try await refusedChannelLinks(userId: u.id))
@@ -722,6 +752,7 @@ extension ChatController {
         var state = try await relayState(groupId)
         let before = state.profile
         let lastPost = state.history.last
+        let revision = state.historyRevision
         let effects: [ChannelRelayEffect]
         do { effects = try state.handle(input, newMessageId: ChatMessage.newMessageId) } catch { throw ChatFailure(error) }
         let now = Timestamp.now()
@@ -758,8 +789,16 @@ extension ChatController {
                                                 recipients: JSONValue.array(to.map { .string($0.text) }).description, createdAt: now)
                 try job.insert(db)
             }
-            // A post kept for late joiners: stored with the input, the newest `historyLimit` kept.
-            if let post = snapshot.history.last, post != lastPost {
+            // A post (or an update of one) kept for late joiners: stored with the input, the newest
+            // `historyLimit` kept; a post deleted leaves it with its updates — the stored history
+            // is written again then (rare; at most `historyLimit` rows).
+            if snapshot.historyRevision != revision {
+                _ = try ChannelHistoryRecord.filter(ChannelHistoryRecord.Columns.groupId == groupId).deleteAll(db)
+                for post in snapshot.history {
+                    var h = ChannelHistoryRecord(groupId: groupId, body: Data(try ChannelBatch.encode([.forward(post)])))
+                    try h.insert(db)
+                }
+            } else if let post = snapshot.history.last, post != lastPost {
                 var h = ChannelHistoryRecord(groupId: groupId, body: Data(try ChannelBatch.encode([.forward(post)])))
                 try h.insert(db)
                 try db.execute(sql: """
@@ -937,6 +976,7 @@ extension ChatController {
 
     /// Handles an agent event if it is of a channel connection; returns false for others.
     func handleChannelAgentEvent(_ event: AgentEvent) async throws -> Bool {
+        if try await takeRelayTestAnswer(event) { return true } // a chat relay's test answer (+RelayTest)
         guard let conn = event.connectionId, let ref = try await channelConnection(conn) else { return false }
         switch event {
         case .confirmation, .connected, .message: break

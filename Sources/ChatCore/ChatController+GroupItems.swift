@@ -83,6 +83,9 @@ extension ChatController {
         if Stored.json(item.content) == json {
             return .chatItemNotChanged(user: userModel(u), chatItem: try await groupAChatItem(item, view: view))
         }
+        if let c = try await ownedChannel(groupId, view: view) { // a channel's post (+ChannelItems)
+            return try await updateChannelPost(c, item: item, msgId: msgId, content: json, user: u, view: view)
+        }
         try requireStarted()
         let (text, now) = (json.description, Timestamp.now())
         try await runGroupCommand(view, userId: u.id, .sendContent(event: "x.msg.update", params: .object([("msgId", .string(msgId)), ("content", json)])),
@@ -108,6 +111,9 @@ extension ChatController {
                 throw ChatFailure.chat(.invalidChatItemDelete)
             }
             guard view.membership?.state?.status.isCurrent == true else { throw ChatFailure.chat(.groupNotJoined(groupInfo: view.info)) }
+            if let c = try await ownedChannel(groupId, view: view) { // a channel's posts (+ChannelItems)
+                return try await deleteChannelPosts(c, items: items, user: u, view: view)
+            }
             try requireStarted()
         }
         var deletions: [ChatItemDeletion] = []
@@ -183,6 +189,10 @@ extension ChatController {
         guard item.deleted == nil, !(item.blocked && item.memberRowId != nil), let msgId = item.sharedMsgId else { throw ChatFailure.chat(.invalidChatItemUpdate) }
         guard Self.reactionsAllowed(profile: view.group.profile) else { throw ChatFailure.command("reactions are off in this group") }
         guard let me = view.membership, me.state?.status.isCurrent == true else { throw ChatFailure.chat(.groupNotJoined(groupInfo: view.info)) }
+        if let c = try await ownedChannel(groupId, view: view) { // the owner on its post (+ChannelItems)
+            guard item.memberRowId == nil else { throw ChatFailure.chat(.invalidChatItemUpdate) }
+            return try await reactToChannelPost(c, item: item, msgId: msgId, add: add, reaction: reaction, user: u, view: view)
+        }
         let author = item.memberRowId.flatMap { row in view.members.first { $0.id == row } } ?? me
         let key = Reactions.json(reaction).description
         let (myId, limits) = (me.memberId, self.limits)

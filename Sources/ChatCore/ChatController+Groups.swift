@@ -786,8 +786,10 @@ extension ChatController {
         let meta = CIMeta(itemId: r.id ?? 0, itemTs: r.itemTs.map(Stored.timestamp) ?? created, itemText: hiddenText ?? content.text, itemStatus: r.status.ciStatus, itemSharedMsgId: r.sharedMsgId,
                           itemDeleted: itemDeleted, itemEdited: r.edited, deletable: r.deleted == nil, editable: sent && r.deleted == nil, forwardedByMember: r.forwardedByRowId,
                           createdAt: created, updatedAt: r.updatedAt.map(Stored.timestamp) ?? created, msgVerified: Self.msgVerified(verified))
-        // A channel post as the channel is stored as brought by its relay (+ChannelMembers): `channelRcv`.
-        let dir: CIDirection = sent ? .groupSnd : author.map { $0.memberRole == .relay ? .channelRcv : .groupRcv(groupMember: $0) } ?? .groupSnd
+        // A channel post as the channel is stored as brought by its relay, its channel author
+        // `#channel` (+ChannelItems): `channelRcv`.
+        let dir: CIDirection = sent ? .groupSnd : r.channelAuthor == Self.channelAuthorTag ? .channelRcv
+            : author.map { $0.memberRole == .relay ? .channelRcv : .groupRcv(groupMember: $0) } ?? .groupSnd
         let quote = Stored.decode(GroupItemQuote.self, r.quote).map { q -> CIQuote in
             // The quoted message's direction is known when this side has it: its own, or a member's.
             let quotedDir: CIDirection? = q.itemId == nil ? nil

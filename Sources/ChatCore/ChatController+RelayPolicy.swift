@@ -8,6 +8,9 @@ import SwiftplexBase
 // The chat relay's operator policy: which channels a relay user serves and how many subscribers
 // each may have. A relay serves every channel that invites it unless a policy is set
 // (`/_relay policy <json>`, what the bot host's channel-relay plugin sends at start). The policy
+// is kept in the chat database (`relay_policy`) and read before the first request it judges, so
+// a restarted engine applies the last one from its first moment — not only once the plugin has
+// set it again (the start-up gap of session 10). The policy
 // is consulted at two points only, each a single call in the relay's request handlers
 // (+Channels `relayAddressRequest`, +ChannelMembers `channelLinkRequest`); the channel machines
 // themselves are not changed by it.
@@ -68,6 +71,8 @@ public struct ChannelRelayPolicy: Sendable, Equatable {
 /// The policy and what it counts, in the controller.
 struct RelayPolicyState {
     var policy = ChannelRelayPolicy()
+    /// Whether `policy` was read from the store (or set since the start).
+    var loaded = false
     var channelArrivals: [ContinuousClock.Instant] = []
     var joinArrivals: [Int64: [ContinuousClock.Instant]] = [:]
     /// Refusals since the controller started: channel invitations and subscriber joins.
@@ -96,19 +101,51 @@ public struct RelayChannelCounters: Sendable, Equatable {
 }
 
 extension ChatController {
-    /// `/_relay policy <json>`: replaces the relay policy (``ChannelRelayPolicy``); `cmdOk`.
-    public func setRelayPolicy(_ json: JSONValue) throws -> ChatResponse {
-        relayPolicy.policy = try ChannelRelayPolicy(json: json)
-        logger.info("chat relay policy set", metadata: ["policy": "\(json.description)"])
+    /// `/_relay policy <json>`: replaces the relay policy (``ChannelRelayPolicy``), stored so that
+    /// it holds from the engine's next start on; `cmdOk`. `{}`: no policy.
+    public func setRelayPolicy(_ json: JSONValue) async throws -> ChatResponse {
+        let policy = try ChannelRelayPolicy(json: json)
+        let text = json.description
+        try await dbWrite { db in
+            try db.execute(sql: "DELETE FROM relay_policy WHERE id = 1")
+            try db.execute(sql: "INSERT INTO relay_policy (id, policy) VALUES (1, ?)", arguments: [text])
+        }
+        relayPolicy.policy = policy
+        relayPolicy.loaded = true
+        logger.info("chat relay policy set", metadata: ["policy": "\(text)"])
         return .cmdOk(user: nil)
     }
 
-    public var currentRelayPolicy: ChannelRelayPolicy { relayPolicy.policy }
+    /// The policy in force (read from the store on first use).
+    public var currentRelayPolicy: ChannelRelayPolicy {
+        get async {
+            await loadRelayPolicy()
+            return relayPolicy.policy
+        }
+    }
+
+    /// Reads the stored policy once. One that no longer reads (a newer engine's key) is logged
+    /// and ignored: the relay then serves every channel, as without a policy.
+    func loadRelayPolicy() async {
+        guard !relayPolicy.loaded else { return }
+        let text = try? await dbRead { db in try String.fetchOne(db, sql: "SELECT policy FROM relay_policy WHERE id = 1") }
+        guard !relayPolicy.loaded else { return } // set meanwhile: that one holds
+        relayPolicy.loaded = true
+        guard let text else { return }
+        do {
+            guard let json = Stored.json(text) else { throw ChatFailure(commandError: "not JSON") }
+            relayPolicy.policy = try ChannelRelayPolicy(json: json)
+            logger.info("chat relay policy restored", metadata: ["policy": "\(text)"])
+        } catch {
+            logger.error("the stored chat relay policy is not used", metadata: ["error": "\(error)"])
+        }
+    }
     /// Invitations and joins the relay policy refused since the controller started.
     public var relayPolicyRefusals: (channels: Int, joins: Int) { (relayPolicy.refusedChannels, relayPolicy.refusedJoins) }
 
     /// Why the policy refuses an owner's invitation, or nil to serve it. Counts it when served.
     func relayPolicyRefusal(invitation inv: GroupRelayInvitation, userId: Int64) async -> String? {
+        await loadRelayPolicy()
         let p = relayPolicy.policy
         var why: String?
         if let allow = p.allow {
@@ -139,7 +176,8 @@ extension ChatController {
     }
 
     /// Why the policy refuses a subscriber's join to a channel, or nil to take it.
-    func relayPolicyRefusal(joinTo groupId: Int64) -> String? {
+    func relayPolicyRefusal(joinTo groupId: Int64) async -> String? {
+        await loadRelayPolicy()
         let p = relayPolicy.policy
         var why: String?
         if let cap = p.maxSubscribersPerChannel, let state = channelRuntime.relays[groupId] {

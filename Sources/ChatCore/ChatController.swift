@@ -332,6 +332,7 @@ public actor ChatController {
         await agent.setRelays(rs)
         started = true
         await resumeAutoAccepts()
+        inBackground { await self.resyncSubscribedChannels() } // (+ChannelMembers)
         return .chatStarted
     }
 

@@ -123,6 +123,7 @@ final class ChatStore: Sendable {
         GroupStore.registerDeliveryStatuses(&m)
         ChannelStore.registerChannels(&m)
         ChannelStore.registerChannelState(&m)
+        ChannelStore.registerChannelItems(&m)
         return m
     }
 }

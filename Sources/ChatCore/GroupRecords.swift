@@ -341,10 +341,14 @@ struct GroupItemRecord: ChatRecord {
     /// The item's time when it is not `createdAt`: a forwarded message's `msgTs` (clamped to the
     /// receive time); nil for the user's own items and messages received directly.
     var itemTs: String?
+    /// A channel post's author at a subscriber (``ChatController/channelAuthorTag`` for a post as
+    /// the channel, else the owner's member id): how the owner's later events on it find it.
+    var channelAuthor: String?
 
     enum Columns {
         static let id = Column("id")
         static let groupId = Column("group_id")
+        static let channelAuthor = Column("channel_author")
         static let status = Column("status")
         static let sharedMsgId = Column("shared_msg_id")
         static let memberRowId = Column("member_row_id")

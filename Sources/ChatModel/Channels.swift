@@ -27,6 +27,34 @@ public struct UserChatRelays: Sendable, Hashable, Codable {
     }
 }
 
+/// Why a chat relay test failed (**Swiftplex**'s shape, after SimpleX's `ProtocolTestFailure`
+/// of server tests): the step (`resolve`: reading the address's link; `connect`: the contact
+/// request; `confirm`: the relay's answer; `verify`: its signature) and what went wrong.
+public struct RelayTestFailure: Sendable, Hashable, Codable {
+    public var testStep: String
+    public var testError: String
+    public init(testStep: String, testError: String) {
+        self.testStep = testStep
+        self.testError = testError
+    }
+}
+
+/// `chatRelayTestResult` (**Swiftplex**'s answer to `/relay test <address>`; SimpleX's CLI prints
+/// "relay test passed, profile: …"): the relay's profile from its address's link data, and the
+/// failure if it did not pass.
+public struct ChatRelayTestResult: Sendable, Hashable, Codable {
+    public var user: User
+    public var relayAddress: String
+    public var relayProfile: RelayProfile?
+    public var testFailure: RelayTestFailure?
+    public init(user: User, relayAddress: String, relayProfile: RelayProfile?, testFailure: RelayTestFailure?) {
+        self.user = user
+        self.relayAddress = relayAddress
+        self.relayProfile = relayProfile
+        self.testFailure = testFailure
+    }
+}
+
 /// `publicGroupCreated`: a channel was made, its link published and its relays invited; also the
 /// payload of `groupRelaysAdded` (the same fields).
 public struct PublicGroupCreated: Sendable, Hashable, Codable {
@@ -119,9 +147,14 @@ public enum ChannelResponse: Sendable, Hashable, Codable {
     case groupRelaysAddFailed(PublicGroupCreationFailed)
     /// `/_relay allow #g`: a chat relay serves a channel it left again when invited.
     case relayGroupAllowed(UserGroup)
+    /// `/relay test <address>`: the chat relay proved its address (or why not).
+    case chatRelayTestResult(ChatRelayTestResult)
+    /// `/_get group link data #g`: the channel with its link data's `publicMemberCount`
+    /// (SimpleX `CRGroupInfo`, `{user, groupInfo}`).
+    case groupInfo(UserGroup)
 
     public static let types: [ChatMessageType] = [.userChatRelays, .publicGroupCreated, .publicGroupCreationFailed, .groupRelays, .startedConnectionToGroup,
-                                                  .groupRelaysAdded, .groupRelaysAddFailed, .relayGroupAllowed]
+                                                  .groupRelaysAdded, .groupRelaysAddFailed, .relayGroupAllowed, .chatRelayTestResult, .groupInfo]
 
     public var type: ChatMessageType {
         switch self {
@@ -133,6 +166,8 @@ public enum ChannelResponse: Sendable, Hashable, Codable {
         case .groupRelaysAdded: .groupRelaysAdded
         case .groupRelaysAddFailed: .groupRelaysAddFailed
         case .relayGroupAllowed: .relayGroupAllowed
+        case .chatRelayTestResult: .chatRelayTestResult
+        case .groupInfo: .groupInfo
         }
     }
 
@@ -147,6 +182,8 @@ public enum ChannelResponse: Sendable, Hashable, Codable {
         case .groupRelaysAdded: self = .groupRelaysAdded(try PublicGroupCreated(from: decoder))
         case .groupRelaysAddFailed: self = .groupRelaysAddFailed(try PublicGroupCreationFailed(from: decoder))
         case .relayGroupAllowed: self = .relayGroupAllowed(try UserGroup(from: decoder))
+        case .chatRelayTestResult: self = .chatRelayTestResult(try ChatRelayTestResult(from: decoder))
+        case .groupInfo: self = .groupInfo(try UserGroup(from: decoder))
         default: throw ModelDecodingError(.unknownTag, type: "ChannelResponse", value: type.rawValue, path: decoder.codingPath)
         }
     }
@@ -163,9 +200,10 @@ public enum ChannelResponse: Sendable, Hashable, Codable {
         case let .publicGroupCreated(p): try p.encode(to: encoder)
         case let .publicGroupCreationFailed(p): try p.encode(to: encoder)
         case let .groupRelays(p): try p.encode(to: encoder)
-        case let .startedConnectionToGroup(p), let .relayGroupAllowed(p): try p.encode(to: encoder)
+        case let .startedConnectionToGroup(p), let .relayGroupAllowed(p), let .groupInfo(p): try p.encode(to: encoder)
         case let .groupRelaysAdded(p): try p.encode(to: encoder)
         case let .groupRelaysAddFailed(p): try p.encode(to: encoder)
+        case let .chatRelayTestResult(p): try p.encode(to: encoder)
         }
     }
 }

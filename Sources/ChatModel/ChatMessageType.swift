@@ -27,7 +27,7 @@ public enum ChatMessageType: String, Sendable, Hashable, CaseIterable {
     case groupMemberUpdated
     // Channels (``ChannelResponse``, ``ChannelChatEvent``)
     case userChatRelays, publicGroupCreated, publicGroupCreationFailed, groupRelays, startedConnectionToGroup
-    case groupRelaysAdded, groupRelaysAddFailed, relayGroupAllowed
+    case groupRelaysAdded, groupRelaysAddFailed, relayGroupAllowed, chatRelayTestResult, groupInfo
     case groupRelayUpdated, groupLinkDataUpdated
 }
 

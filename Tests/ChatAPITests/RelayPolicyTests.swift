@@ -31,6 +31,41 @@ import Testing
         }
     }
 
+    /// The policy is kept in the chat database: a restarted engine refuses an invitation off the
+    /// allow-list before anyone sets the policy again (the host's start-up gap); `{}` clears it
+    /// for good.
+    @Test func aStoredPolicyHoldsFromTheEnginesStart() async throws {
+        try await withLiveRelay { dir, relay in
+            let addresses = try await withEngine(dir, "relays", relays: [relay.address]) { r, _ in
+                let addresses = try await makeRelayUsers(r)
+                let set = await r.execute(#"/_relay policy {"allow": ["https://elsewhere.example/c#not-this-one"], "maxChannels": 5}"#)
+                #expect(set["type"]?.stringValue == "cmdOk", "\(set)")
+                return addresses
+            }
+            try await withEngine(dir, "relays", relays: [relay.address]) { r, _ in
+                _ = await r.execute("/_start")
+                #expect(await r.controller.currentRelayPolicy == ChannelRelayPolicy(allow: ["https://elsewhere.example/c#not-this-one"], maxChannels: 5))
+                try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
+                    await startUser(o, "owner")
+                    let relays = await o.execute("/relays name=one \(addresses[0]) name=two \(addresses[1])")
+                    guard case let .array(list)? = relays["chatRelays"], list.count == 2 else { throw TestFailure("\(relays)") }
+                    let ids = list.compactMap { $0["chatRelayId"]?.intValue }.map(String.init).joined(separator: ",")
+                    let created = await o.execute(#"/_public group 1 \#(ids) {"displayName": "news", "fullName": ""}"#)
+                    #expect(created["type"]?.stringValue == "publicGroupCreated", "\(created)")
+                    for _ in 0..<2 {
+                        _ = try await oIn.next("groupRelayUpdated", where: { $0["groupRelay"]?["relayStatus"]?.stringValue == "rejected" })
+                    }
+                    #expect(await r.controller.relayPolicyRefusals.channels == 2)
+                }
+                let cleared = await r.execute("/_relay policy {}")
+                #expect(cleared["type"]?.stringValue == "cmdOk", "\(cleared)")
+            }
+            try await withEngine(dir, "relays", relays: [relay.address]) { r, _ in
+                #expect(await r.controller.currentRelayPolicy == ChannelRelayPolicy())
+            }
+        }
+    }
+
     /// A channel not on the allow-list: both relays answer `x.grp.relay.reject`, the owner sees
     /// them `rejected`, and the relays keep no channel.
     @Test func aChannelOffTheAllowListIsRefused() async throws {

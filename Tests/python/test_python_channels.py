@@ -13,7 +13,9 @@ posts reach every subscriber exactly once, shown as the channel (`channelRcv`); 
 with SIGKILL right after a post and more posts made while it is down, then restarted on its
 data: nothing is lost; a late subscriber gets the history; with relay 2 stopped, a post still
 reaches all three through the restarted relay 1; the relays' status shows per-channel counters;
-the owner restarted reuses its channel and posts again; connecting to a relay address is refused
+the owner restarted reuses its channel and posts again; the owner edits a post and deletes
+another for everyone (admin API): each subscriber gets one chatItemUpdated and one
+chatItemsDeleted though both relays bring them; connecting to a relay address is refused
 ("This is a chat relay address…"); relay 1's operator leaves the channel (admin API), refuses the
 owner's new invitation (`rejected`) until `/_relay allow`, then serves again: the subscribers
 rejoin it and, with relay 2 stopped, a post reaches all three through relay 1 alone; a relay that
@@ -135,9 +137,13 @@ class Subscriber:
         self.client = Client(profile=Profile(display_name=name), db=db(os.path.join(work, name)))
         self.posts = []          # texts of channelRcv items, in arrival order
         self.joined = 0          # userJoinedGroup events (one per relay)
+        self.edits = []          # texts of chatItemUpdated items (channelRcv)
+        self.deleted = []        # texts of items in chatItemsDeleted
         self.changed = asyncio.Condition()
         self.client.on_event("newChatItems")(self._items)
         self.client.on_event("userJoinedGroup")(self._joined)
+        self.client.on_event("chatItemUpdated")(self._updated)
+        self.client.on_event("chatItemsDeleted")(self._deleted)
 
     async def _items(self, event):
         async with self.changed:
@@ -145,6 +151,19 @@ class Subscriber:
                 item = ci["chatItem"]
                 if item["chatDir"]["type"] == "channelRcv":
                     self.posts.append(item["content"]["msgContent"].get("text"))
+            self.changed.notify_all()
+
+    async def _updated(self, event):
+        async with self.changed:
+            item = event["chatItem"]["chatItem"]
+            if item["chatDir"]["type"] == "channelRcv":
+                self.edits.append(item["content"]["msgContent"].get("text"))
+            self.changed.notify_all()
+
+    async def _deleted(self, event):
+        async with self.changed:
+            for d in event["chatItemDeletions"]:
+                self.deleted.append(d["deletedChatItem"]["chatItem"]["content"].get("msgContent", {}).get("text"))
             self.changed.notify_all()
 
     async def _joined(self, event):
@@ -294,6 +313,21 @@ async def channels(work, smp):
         # until allowed again; then it serves again and the subscribers rejoin it.
         relay2.start()
         relay2.wait_out(r"relay address: (\S+)")
+
+        # The owner edits post 11 and deletes post 10 for everyone (its admin API): signed, as the
+        # channel, through both relays; each subscriber gets one chatItemUpdated and one
+        # chatItemsDeleted (checked after post 12, which relay 2 brings after them).
+        gid = owner.admin("/api/channels")["channels"][0]["groupInfo"]["groupId"]
+        recent = owner.command(f"/_get chat #{gid} count=5")["chat"]["chatItems"]
+        ids = {i["content"]["msgContent"]["text"]: i["meta"]["itemId"] for i in recent if i["content"].get("msgContent")}
+        edited = owner.command(f"/_update item #{gid} {ids['post 11']} json " + json.dumps({"msgContent": {"type": "text", "text": "post 11, edited"}}))
+        check(edited["type"] == "chatItemUpdated", f"the owner edits post 11 ({edited['type']})")
+        removed = owner.command(f"/_delete item #{gid} {ids['post 10']} broadcast")
+        check(removed["type"] == "chatItemsDeleted", f"the owner deletes post 10 for everyone ({removed['type']})")
+        for s in subs:
+            await s.wait(lambda x: "post 11, edited" in x.edits and "post 10" in x.deleted, "the edit and the deletion arrive")
+        check(True, "the owner's edit and deletion reached all three subscribers (chatItemUpdated, chatItemsDeleted)")
+
         channel1 = relay1.status()["bots"][0]["chatRelay"]["channels"][0]
         mark = owner.err.mark()
         left = relay1.command(f"/_leave #{channel1['groupId']}")
@@ -315,6 +349,8 @@ async def channels(work, smp):
         await post("post 12")
         for s in subs:
             await s.wait(has(["post 12"]), "post 12 arrives through relay 2")
+        check(all(s.edits == ["post 11, edited"] and s.deleted == ["post 10"] for s in subs),
+              f"each subscriber applied the edit and the deletion once ({[(s.edits, s.deleted) for s in subs]})")
         mark = owner.err.mark()
         again = owner.command(f"/_add relays #{owner_group} {relay_one}")
         check(again["type"] == "groupRelaysAdded", f"the owner invites relay 1 again ({again['type']})")
