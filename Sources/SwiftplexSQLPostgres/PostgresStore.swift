@@ -68,6 +68,22 @@ public final class PostgresStore: SQLStore {
         try self.init(location: try PostgresLocation(url: url, defaultSchema: defaultSchema), label: label, migrations: migrations, lockWait: lockWait)
     }
 
+    /// The same as ``init(location:label:migrations:lockWait:eventLoopGroup:logger:)`` for an async
+    /// caller: the waiting (connecting, the lock, migrations) happens on a thread of its own, not
+    /// on the caller's task.
+    public static func open(location: PostgresLocation, label: String, migrations: [SQLMigration], lockWait: Duration = .seconds(10),
+                            eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+                            logger: Logger = Logger(label: "swiftplex.sql.postgres")) async throws -> PostgresStore {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread {
+                continuation.resume(with: Result {
+                    try PostgresStore(location: location, label: label, migrations: migrations, lockWait: lockWait,
+                                      eventLoopGroup: eventLoopGroup, logger: logger)
+                })
+            }.start()
+        }
+    }
+
     deinit {
         let session = self.session
         _ = worker.submit { session.shutdown() }

@@ -148,9 +148,24 @@ struct PostgresStoreTests {
         try await first.write { db in try db.execute("INSERT INTO item (name) VALUES (?)", "first") }
         try first.close()
         await #expect(throws: SQLError.self) { try await first.read { db in try db.rows("SELECT 1") } }
-        let second = try open(url)
-        defer { try? second.close() }
+        let second = try await PostgresStore.open(location: try PostgresLocation(url: url), label: "second", migrations: Self.migrations, lockWait: .zero)
         #expect(try await second.read { try $0.value(String.self, "SELECT name FROM item") } == "first")
+        // A standby started while the schema is held waits, and takes over once the holder is gone.
+        let admin = try open(try #require(TestPostgres.url()))
+        defer { try? admin.close() }
+        let schema = try PostgresLocation(url: url).schema
+        let standby = Task { try await PostgresStore.open(location: try PostgresLocation(url: url), label: "standby", migrations: Self.migrations, lockWait: .seconds(30)) }
+        // (No event says the standby tried and was refused: the server's view of its session does.)
+        try await eventually("the standby to try the schema's lock") {
+            try await admin.read { db in
+                try db.value(Int.self, "SELECT COUNT(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND query LIKE ?",
+                             "%pg_try_advisory_lock(hashtext('\(schema)'))%") ?? 0
+            } >= 1
+        }
+        try second.close()
+        let third = try await standby.value
+        defer { try? third.close() }
+        #expect(try await third.read { try $0.value(String.self, "SELECT name FROM item") } == "first")
         // Another schema of the same database is another store.
         let other = try open(try #require(TestPostgres.url()))
         try other.close()
