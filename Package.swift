@@ -365,6 +365,7 @@ let package = Package(
                 "Agent",
                 "RelayServer",
                 "RelayPostgres",
+                "SwiftplexSQL",
                 "SwiftplexSQLPostgres",
                 "RelayClient",
                 "SimplexLib",

@@ -652,7 +652,10 @@ final class PostgresSQLConnection: SQLConnection {
     @discardableResult
     func run(_ statement: PostgresTranslation.Statement, _ arguments: [SQLValue]) throws -> PostgresQueryResult {
         guard valid else { throw SQLError(.statement, "a connection used after its transaction ended") }
-        if let failure {
+        // `ROLLBACK TO [SAVEPOINT] name` is what PostgreSQL still takes in an aborted transaction,
+        // and it ends the abort.
+        let rollsBackToSavepoint = statement.sql.prefix(12).uppercased().hasPrefix("ROLLBACK TO ")
+        if let failure, !rollsBackToSavepoint {
             throw SQLError(failure.code, "an earlier statement of this transaction failed (PostgreSQL aborts the whole transaction): \(failure.message)")
         }
         if !write, !statement.isReadOnly {
@@ -661,6 +664,7 @@ final class PostgresSQLConnection: SQLConnection {
         do {
             try begin()
             let result = try session.run(statement, arguments)
+            if rollsBackToSavepoint { failure = nil }
             switch result.metadata.command {
             case "INSERT", "UPDATE", "DELETE", "MERGE": changesCount = result.metadata.rows ?? 0
             default: break

@@ -92,6 +92,17 @@ struct PostgresStoreTests {
             }
         }
         #expect(try await store.read { try $0.value(Int.self, "SELECT n FROM item WHERE name = ?", "kept") } == 1)
+        // A savepoint (which SQLite takes too) is the way to go on after a failing statement.
+        try await store.write { db in
+            try db.execute("UPDATE item SET n = ? WHERE name = ?", 5, "kept")
+            try db.execute("SAVEPOINT duplicate")
+            #expect(throws: SQLError.self) { try db.execute("INSERT INTO item (name) VALUES (?)", "kept") }
+            try db.execute("ROLLBACK TO SAVEPOINT duplicate")
+            try db.execute("RELEASE duplicate")
+            try db.execute("UPDATE item SET n = n + 1 WHERE name = ?", "kept")
+        }
+        #expect(try await store.read { try $0.value(Int.self, "SELECT n FROM item WHERE name = ?", "kept") } == 6)
+        try await store.write { db in try db.execute("UPDATE item SET n = ? WHERE name = ?", 1, "kept") }
         // A read does not write; the refusal does not spoil the next transaction.
         await #expect(throws: SQLError.self) { try await store.read { db in try db.execute("DELETE FROM item") } }
         #expect(try await store.read { try $0.value(Int.self, "SELECT COUNT(*) FROM item") } == 1)
