@@ -335,7 +335,10 @@ final class PostgresSession: @unchecked Sendable {
             if c.began { rollback() }
             throw SQLError(failure.code, "the transaction was rolled back: a statement in it failed (\(failure.message))")
         }
-        if c.began { _ = try run(PostgresTranslation.Statement(sql: "COMMIT", parameterCount: 0, isReadOnly: false), []) }
+        if c.began {
+            try c.settleBegin()
+            _ = try run(PostgresTranslation.Statement(sql: "COMMIT", parameterCount: 0, isReadOnly: false), [])
+        }
         return value
     }
 
@@ -377,6 +380,19 @@ final class PostgresSession: @unchecked Sendable {
         } catch {
             throw failure(error, conn: conn, sql: statement.sql)
         }
+    }
+
+    /// Sends a statement of the store's own without waiting for its reply (postgres-nio runs a
+    /// connection's statements in the order they were sent): `BEGIN` goes with a write's first
+    /// statement, and the thread wakes once for both.
+    func send(_ sql: String) throws -> (PostgresConnection, EventLoopFuture<PostgresQueryResult>) {
+        let conn = try current()
+        return (conn, conn.query(PostgresQuery(unsafeSQL: sql), logger: logger))
+    }
+
+    /// Waits for a statement sent with ``send(_:)``.
+    func settle(_ sent: (PostgresConnection, EventLoopFuture<PostgresQueryResult>), sql: String) throws {
+        do { _ = try sent.1.wait() } catch { throw failure(error, conn: sent.0, sql: sql) }
     }
 
     /// A statement of the store's own (no translation, no arguments), as rows.
@@ -591,6 +607,7 @@ final class PostgresSession: @unchecked Sendable {
                     switch Self.step(of: m) {
                     case let .postgres(script):
                         try c.begin()
+                        try c.settleBegin()
                         try rawScript(script)
                     case let .sqlite(script):
                         for s in try Self.translatedScript(script, of: m) { try c.run(s, []) }
@@ -643,10 +660,24 @@ final class PostgresSQLConnection: SQLConnection {
 
     var dialect: SQLDialect { .postgres }
 
+    /// `BEGIN` sent, its reply not yet awaited.
+    private var pendingBegin: (PostgresConnection, EventLoopFuture<PostgresQueryResult>)?
+
+    /// Sends `BEGIN` (a write's first statement follows it at once); ``settleBegin()`` waits for it.
     func begin() throws {
         guard write, !began else { return }
-        _ = try session.run(PostgresTranslation.Statement(sql: "BEGIN", parameterCount: 0, isReadOnly: false), [])
+        pendingBegin = try session.send("BEGIN")
         began = true
+    }
+
+    /// Waits for `BEGIN`'s reply, if it is still due.
+    func settleBegin() throws {
+        guard let sent = pendingBegin else { return }
+        pendingBegin = nil
+        do { try session.settle(sent, sql: "BEGIN") } catch let e as SQLError {
+            failure = failure ?? e
+            throw e
+        }
     }
 
     @discardableResult
@@ -663,7 +694,9 @@ final class PostgresSQLConnection: SQLConnection {
         }
         do {
             try begin()
-            let result = try session.run(statement, arguments)
+            let outcome = Result { try session.run(statement, arguments) }
+            try settleBegin()
+            let result = try outcome.get()
             if rollsBackToSavepoint { failure = nil }
             switch result.metadata.command {
             case "INSERT", "UPDATE", "DELETE", "MERGE": changesCount = result.metadata.rows ?? 0
