@@ -158,9 +158,9 @@ let package = Package(
                 "SwiftplexStorage",
                 "RelayProtocol",
                 "SwiftplexCrypto",
+                "SwiftplexSQL",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -170,7 +170,7 @@ let package = Package(
         // foundation's JSONValue.
         .target(name: "ChatModel", dependencies: ["SwiftplexBase"]),
 
-        // Layer 5b: the chat core — chat protocol, chat store (GRDB records), users, contacts,
+        // Layer 5b: the chat core — chat protocol, chat store (records on SwiftplexSQL), users, contacts,
         // items; works in ChatModel values and reports them (ChatResponse, ChatEvent).
         .target(
             name: "ChatCore",
@@ -183,7 +183,7 @@ let package = Package(
                 "SwiftplexStorage",
                 "SwiftplexCrypto",
                 "SwiftplexBackup",
-                .product(name: "GRDB", package: "GRDB.swift"),
+                "SwiftplexSQL",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -400,7 +400,7 @@ let package = Package(
 
         // Tests.
         .testTarget(name: "SwiftplexBaseTests", dependencies: ["SwiftplexBase"]),
-        .testTarget(name: "SwiftplexSQLTests", dependencies: ["SwiftplexSQL", "SwiftplexSQLPostgres", "TestSupport"]),
+        .testTarget(name: "SwiftplexSQLTests", dependencies: ["SwiftplexSQL", "SwiftplexSQLPostgres", "ChatCore", "Agent", "TestSupport"]),
         .testTarget(name: "SwiftplexCryptoTests", dependencies: ["SwiftplexCrypto"]),
         .testTarget(name: "TestSupportTests", dependencies: ["TestSupport"]),
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode", "TestSupport"]),
@@ -453,7 +453,7 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
-        .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore", "ChatModel", "ChatAPI", "ChatTestSupport", "GroupProtocol", "SwiftplexBase", "TestSupport"]),
+        .testTarget(name: "ChatCoreTests", dependencies: ["ChatCore", "ChatModel", "ChatAPI", "ChatTestSupport", "GroupProtocol", "SwiftplexBase", "SwiftplexSQL", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(
             name: "ChatServerTests",
             dependencies: [
@@ -471,7 +471,7 @@ let package = Package(
         .testTarget(
             name: "ChatAPITests",
             dependencies: [
-                "ChatAPI", "ChatCore", "ChatTestSupport", "RelayServer", "RelayProtocol", "Agent", "RelayClient", "SwiftplexBase", "TestSupport",
+                "ChatAPI", "ChatCore", "ChatTestSupport", "RelayServer", "RelayProtocol", "Agent", "RelayClient", "SwiftplexBase", "TestSupport", "SwiftplexSQL",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -485,6 +485,7 @@ let package = Package(
                 "RelayClient",
                 "RelayProtocol",
                 "TestSupport",
+                "SwiftplexSQL",
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),

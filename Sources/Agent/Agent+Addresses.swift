@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SwiftplexSQL
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -20,7 +20,7 @@ extension Agent {
         let q = try await connection.createQueue(mode: .contact, password: relay.password)
         let e2e = X25519.PrivateKey()
         let record = AddressRecord(rcv: OwnQueue(q, relay: relay, e2e: e2e))
-        let id = try await store.queue.cachedWrite { db in try AgentStore.save(db, record) }
+        let id = try await store.db.write { db in try AgentStore.save(db, record) }
         try await connection.subscribe(q)
         return (id, ContactAddressLink(queue: QueueURI(relay: relay, senderId: q.senderId, recipientDhKey: e2e.publicKey), groupLinkId: groupLinkId))
     }
@@ -31,7 +31,7 @@ extension Agent {
     /// host's `x.grp.link.inv` first.
     public func joinAddress(_ link: ContactAddressLink, info: [UInt8], autoAllow: Bool = true) async throws -> Int64 {
         let senderId = link.queue.senderId
-        if try await store.queue.plainRead({ db in try AgentStore.isOwnQueue(db, senderId: senderId) }) {
+        if try await store.db.read({ db in try AgentStore.isOwnQueue(db, senderId: senderId) }) {
             throw AgentError(.ownLink, "this is your own contact address")
         }
         let peerRelay = link.queue.relay
@@ -53,16 +53,16 @@ extension Agent {
 
     /// Accepts a contact request: joins the requester's invitation, sending `info`.
     public func acceptRequest(_ request: Int64, info: [UInt8]) async throws -> Int64 {
-        guard let (invitation, _) = try await store.queue.plainRead({ db in try AgentStore.request(db, id: request) }) else {
+        guard let (invitation, _) = try await store.db.read({ db in try AgentStore.request(db, id: request) }) else {
             throw AgentError(.unknownConnection, "no contact request \(request)")
         }
         let id = try await join(invitation, info: info)
-        try await store.queue.cachedWrite { db in try AgentStore.deleteRequest(db, id: request) }
+        try await store.db.write { db in try AgentStore.deleteRequest(db, id: request) }
         return id
     }
 
     public func rejectRequest(_ request: Int64) async throws {
-        let deleted = try await store.queue.cachedWrite { db -> Bool in
+        let deleted = try await store.db.write { db -> Bool in
             try AgentStore.deleteRequest(db, id: request)
             return db.changesCount > 0
         }
@@ -86,13 +86,13 @@ extension Agent {
             var updated = a
             updated.lastRelayMessageId = Data(messageId)
             let record = updated
-            let requestId = try await store.queue.cachedWrite { db in
+            let requestId = try await store.db.write { db in
                 try AgentStore.save(db, record)
                 return try AgentStore.insertRequest(db, addressId: a.id, invitation: invitation, info: info)
             }
             try? await connection.acknowledge(q, messageId: messageId)
             eventSink.yield(.contactRequest(address: a.id, request: requestId, info: info))
-        } catch let e as DatabaseError {
+        } catch let e as SQLError {
             deferReceive(d, connection: nil, e) // not acknowledged: the relay keeps the request
         } catch is CancellationError {
             return // stopping before it was stored: not acknowledged, delivered again next time

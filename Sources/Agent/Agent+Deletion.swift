@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SwiftplexSQL
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -14,7 +14,7 @@ extension Agent {
     /// Deletes a connection: first delivers what its outbox still holds (such as a goodbye), then
     /// deletes its receiving queue on the relay (unless `deleteQueue` is false), then its state.
     public func deleteConnection(_ id: Int64, deleteQueue: Bool = true) async throws {
-        guard let r = try await store.queue.plainRead({ db in try AgentStore.connection(db, id: id) }) else {
+        guard let r = try await store.db.read({ db in try AgentStore.connection(db, id: id) }) else {
             throw AgentError(.unknownConnection, "no connection \(id)")
         }
         pendingReceipts[id] = nil
@@ -33,18 +33,18 @@ extension Agent {
         // Under the connection's lock: a message being received for it commits before the row
         // goes, or finds it gone and is dropped (no half-done receive, no foreign-key failure).
         try await withConnectionLock(id) {
-            try await store.queue.cachedWrite { db in try AgentStore.delete(db, id: id) }
+            try await store.db.write { db in try AgentStore.delete(db, id: id) }
             forgetRecord(id)
         }
     }
 
     /// Deletes an address: its queue on the relay, its pending requests. Connections made through it stay.
     public func deleteAddress(_ id: Int64, deleteQueue: Bool = true) async throws {
-        guard let a = try await store.queue.plainRead({ db in try AgentStore.address(db, id: id) }) else {
+        guard let a = try await store.db.read({ db in try AgentStore.address(db, id: id) }) else {
             throw AgentError(.unknownConnection, "no address \(id)")
         }
         let q = try a.receivingQueue
         if deleteQueue { try? await relayConnection(q.relay).delete(q) }
-        try await store.queue.cachedWrite { db in try AgentStore.deleteAddress(db, id: id) }
+        try await store.db.write { db in try AgentStore.deleteAddress(db, id: id) }
     }
 }

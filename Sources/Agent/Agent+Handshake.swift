@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SwiftplexSQL
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -25,7 +25,7 @@ extension Agent {
         let record = ConnectionRecord(
             role: .inviter, status: .pending, rcv: OwnQueue(q, relay: relay, e2e: e2e),
             x3dhKey1: Data(x3dh.key1.secretBytes), x3dhKey2: Data(x3dh.key2.secretBytes), autoAllowInfo: autoAllowInfo.map { Data($0) })
-        let id = try await store.queue.cachedWrite { db in try AgentStore.save(db, record) }
+        let id = try await store.db.write { db in try AgentStore.save(db, record) }
         try await connection.subscribe(q)
         let link = InvitationLink(queue: QueueURI(relay: relay, senderId: q.senderId, recipientDhKey: e2e.publicKey), keys: x3dh.publicKeys)
         return (id, link)
@@ -35,7 +35,7 @@ extension Agent {
     /// confirmation carrying `info`. Returns the new connection's id.
     public func join(_ link: InvitationLink, info: [UInt8]) async throws -> Int64 {
         let senderId = link.queue.senderId
-        if try await store.queue.plainRead({ db in try AgentStore.isOwnQueue(db, senderId: senderId) }) {
+        if try await store.db.read({ db in try AgentStore.isOwnQueue(db, senderId: senderId) }) {
             throw AgentError(.ownLink, "this is your own invitation link")
         }
         let peerRelay = link.queue.relay
@@ -71,7 +71,7 @@ extension Agent {
             role: .joiner, status: .pending, rcv: OwnQueue(q, relay: relay, e2e: rcvE2E),
             sndQueue: link.queue.description, sndKey: Data(sndKey.secretBytes), sndE2E: Data(sndE2E.secretBytes), sndConfirmationSent: true,
             associatedData: Data(ad), ratchet: ratchet)
-        let id = try await store.queue.cachedWrite { db in
+        let id = try await store.db.write { db in
             let id = try AgentStore.save(db, record)
             try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: nil)
             return id
@@ -108,7 +108,7 @@ extension Agent {
             r.sndConfirmationSent = true
             r.status = next
             let record = r
-            try await store.queue.cachedWrite { db in
+            try await store.db.write { db in
                 try AgentStore.save(db, record)
                 try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: nil)
             }

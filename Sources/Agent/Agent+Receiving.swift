@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SwiftplexSQL
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -34,7 +34,7 @@ extension Agent {
         if found == nil {
             do {
                 // Not remembered: an address or a connection not used since the start, one read.
-                let lookup = try await store.queue.plainRead { db -> (AddressRecord?, ConnectionRecord?) in
+                let lookup = try await store.db.read { db -> (AddressRecord?, ConnectionRecord?) in
                     if let address = try AgentStore.address(db, recipientId: recipientId) { return (address, nil) }
                     return (nil, try AgentStore.connection(db, recipientId: recipientId))
                 }
@@ -75,7 +75,7 @@ extension Agent {
                 let marks = takeProcessedMarks()
                 let stillThere: Bool
                 do {
-                    stillThere = try await store.queue.cachedWrite { db -> Bool in
+                    stillThere = try await store.db.write { db -> Bool in
                         try AgentStore.removeFromInbox(db, marks)
                         try AgentStore.save(db, record)
                         guard db.changesCount > 0 else { return false }  // the UPDATE found no row
@@ -116,7 +116,7 @@ extension Agent {
             // the relay's OK): already processed, nothing to report.
             _ = await ack()
             logger.debug("duplicate message dropped", metadata: ["connection": "\(id)"])
-        } catch let e as DatabaseError {
+        } catch let e as SQLError {
             // Nothing was committed, so nothing is acknowledged: the relay keeps the message.
             deferReceive(d, connection: id, e)
         } catch is CancellationError {

@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SwiftplexSQL
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -26,7 +26,7 @@ extension Agent {
     /// ``send(_:_:idempotencyKey:)`` that also says whether the key had been used (nothing sent now).
     public func sendKeyed(_ id: Int64, _ body: [UInt8], idempotencyKey key: String?) async throws -> (seq: UInt64, repeated: Bool) {
         let result = try await withConnectionLock(id) { () async throws -> (UInt64, Bool) in
-            if let key, let seq = try await store.queue.plainRead({ db in try AgentStore.sentSeq(db, connectionId: id, key: key) }) {
+            if let key, let seq = try await store.db.read({ db in try AgentStore.sentSeq(db, connectionId: id, key: key) }) {
                 return (seq, true)
             }
             guard var r = try await lockedRecord(id) else {
@@ -36,7 +36,7 @@ extension Agent {
                 throw AgentError(.wrongState, "connection \(id) is not connected")
             }
             let record = r
-            try await store.queue.cachedWrite { db in
+            try await store.db.write { db in
                 try AgentStore.save(db, record)
                 try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: seq)
                 if let key { try AgentStore.recordSendKey(db, connectionId: id, key: key, seq: seq) }
@@ -97,7 +97,7 @@ extension Agent {
             let envelope = try sealForPeer(frame, record: r)
             r.ratchet = ratchet
             let record = r
-            try await store.queue.cachedWrite { db in
+            try await store.db.write { db in
                 try AgentStore.save(db, record)
                 try AgentStore.enqueue(db, connectionId: id, envelope: envelope, messageSeq: nil)
             }
@@ -136,7 +136,7 @@ extension Agent {
             while !closed {
                 // The sending queue and key never change once set: a remembered record serves.
                 let remembered = records[id]
-                let (record, items) = try await store.queue.plainRead { db in
+                let (record, items) = try await store.db.read { db in
                     (try remembered ?? AgentStore.connection(db, id: id), try AgentStore.pending(db, connectionId: id))
                 }
                 guard let record, let sndText = record.sndQueue, let keyBytes = record.sndKey, !items.isEmpty else { return }
@@ -160,7 +160,7 @@ extension Agent {
                 }
                 if !sent.isEmpty {
                     let done = sent.map(\.id)
-                    try await store.queue.cachedWrite { db in for item in done { try AgentStore.removePending(db, id: item) } }
+                    try await store.db.write { db in for item in done { try AgentStore.removePending(db, id: item) } }
                     for item in sent { if let seq = item.messageSeq { eventSink.yield(.sent(connection: id, seq: seq)) } }
                 }
                 if let failure { throw failure }
@@ -169,7 +169,7 @@ extension Agent {
             // The peer's queue is gone (or our key no longer fits it): permanent. Retrying would
             // only add to the relay's count of AUTH answers on a connection we share.
             do {
-                let seqs = try await store.queue.cachedWrite { db in try AgentStore.dropPending(db, connectionId: id) }
+                let seqs = try await store.db.write { db in try AgentStore.dropPending(db, connectionId: id) }
                 logger.info("the peer's queue refused delivery; waiting messages dropped", metadata: ["connection": "\(id)", "messages": "\(seqs.count)"])
                 eventSink.yield(.undeliverable(connection: id, seqs: seqs))
             } catch {
@@ -181,7 +181,7 @@ extension Agent {
     }
 
     func retryOutbox() async {
-        guard let ids = try? await store.queue.plainRead({ db in try AgentStore.connectionsWithPending(db) }) else { return }
+        guard let ids = try? await store.db.read({ db in try AgentStore.connectionsWithPending(db) }) else { return }
         // Side by side: a peer relay that does not answer holds up only its own connections.
         await withTaskGroup(of: Void.self) { group in
             for id in ids { group.addTask { await self.deliverOutbox(id) } }

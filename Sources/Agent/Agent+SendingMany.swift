@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SwiftplexSQL
 import RelayClient
 import RelayProtocol
 import SwiftplexCrypto
@@ -30,7 +30,7 @@ extension Agent {
         }
         var outcomes: [ManySendOutcome?] = Array(repeating: nil, count: sends.count)
         let keys = sends
-        let used = try await store.queue.plainRead { db in try keys.map { try AgentStore.sentSeq(db, connectionId: $0.connection, key: $0.idempotencyKey) } }
+        let used = try await store.db.read { db in try keys.map { try AgentStore.sentSeq(db, connectionId: $0.connection, key: $0.idempotencyKey) } }
         var held: [Int64] = []
         var staged: [StagedSend] = []
         do {
@@ -73,7 +73,7 @@ extension Agent {
     private func commitStaged(_ batch: [StagedSend], held: [Int64]) async throws -> [(Int, UInt64)] {
         defer { for id in held { releaseConnectionLock(id) } }
         guard !batch.isEmpty else { return [] }
-        try await store.queue.cachedWrite { db in
+        try await store.db.write { db in
             for s in batch {
                 try AgentStore.save(db, s.record)
                 try AgentStore.enqueue(db, connectionId: s.record.id, envelope: s.envelope, messageSeq: s.seq)
@@ -99,7 +99,7 @@ extension Agent {
         var again = Set<Int64>()
         do {
             let remembered = mine.map { records[$0] }
-            let loaded = try await store.queue.plainRead { db in
+            let loaded = try await store.db.read { db in
                 try zip(mine, remembered).map { id, r in (try r ?? AgentStore.connection(db, id: id), try AgentStore.pending(db, connectionId: id)) }
             }
             struct Outbox: Sendable {
@@ -138,13 +138,13 @@ extension Agent {
             }
             guard !closed else { return } // sent again after a restart; the peer drops the repeat
             let removed = sent.flatMap(\.1).map(\.id)
-            try await store.queue.cachedWrite { db in for id in removed { try AgentStore.removePending(db, id: id) } }
+            try await store.db.write { db in for id in removed { try AgentStore.removePending(db, id: id) } }
             for (id, items, ok) in sent {
                 for item in items { if let seq = item.messageSeq { eventSink.yield(.sent(connection: id, seq: seq)) } }
                 if !ok { again.insert(id) }
             }
             // Anything queued meanwhile (its own delivery found this one running) goes now.
-            let waiting = try await store.queue.plainRead { db in
+            let waiting = try await store.db.read { db in
                 try Int64.fetchAll(db, sql: "SELECT DISTINCT connection_id FROM pending WHERE connection_id IN (\(mine.map { _ in "?" }.joined(separator: ",")))",
                                    arguments: StatementArguments(mine))
             }

@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SwiftplexSQL
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -14,7 +14,7 @@ extension Agent {
     /// Stores an invitation's full link, encrypted, on the relay of the connection's own queue
     /// (`LSET`); returns the short link that finds and decrypts it.
     public func shortLink(forConnection id: Int64, link: InvitationLink) async throws -> ShortLink {
-        guard let r = try await store.queue.plainRead({ db in try AgentStore.connection(db, id: id) }) else {
+        guard let r = try await store.db.read({ db in try AgentStore.connection(db, id: id) }) else {
             throw AgentError(.unknownConnection, "no connection \(id)")
         }
         return try await setLinkData(try r.receivingQueue, kind: .invitation, link: link.description)
@@ -26,7 +26,7 @@ extension Agent {
         guard kind != .invitation, kind != .channel else {
             throw AgentError(.badLink, "an address's short link without data is /a, /g or /r (a channel link carries data: createShortLink)")
         }
-        guard let a = try await store.queue.plainRead({ db in try AgentStore.address(db, id: id) }) else {
+        guard let a = try await store.db.read({ db in try AgentStore.address(db, id: id) }) else {
             throw AgentError(.unknownConnection, "no address \(id)")
         }
         return try await setLinkData(try a.receivingQueue, kind: link.groupLinkId == nil ? kind : .group, link: link.description)
@@ -81,7 +81,7 @@ extension Agent {
     }
 
     private func addressQueue(_ id: Int64) async throws -> RecipientQueue {
-        guard let a = try await store.queue.plainRead({ db in try AgentStore.address(db, id: id) }) else {
+        guard let a = try await store.db.read({ db in try AgentStore.address(db, id: id) }) else {
             throw AgentError(.unknownConnection, "no address \(id)")
         }
         return try a.receivingQueue

@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SwiftplexSQL
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -90,20 +90,21 @@ public actor Agent {
         (newConnections, newConnectionSink) = AsyncStream.makeStream(of: (RelayAddress, RelayConnection).self)
     }
 
+    /// The agent database's migrations, in order (for tools and tests that apply them elsewhere).
+    public static var databaseMigrations: [SQLMigration] { AgentStore.migrations }
+
     /// The agent database migrations not yet applied at `databasePath`.
     public static func pendingMigrations(databasePath: URL) throws -> [String] {
-        try PrivateDatabase.pendingMigrations(AgentStore.migrator, at: databasePath)
+        try SQLiteStore.pendingMigrations(AgentStore.migrations, at: databasePath)
     }
 
     /// Envelopes in the outbox of the agent database at `databasePath` (application messages and
     /// receipts waiting for their relay), read through a read-only connection of its own: a
     /// monitoring process can ask while the agent runs (WAL readers do not block it).
     public static func outboxDepth(databasePath: URL) throws -> Int {
-        var configuration = Configuration()
-        configuration.readonly = true
-        let db = try DatabaseQueue(path: databasePath.path, configuration: configuration)
-        defer { try? db.close() }
-        return try db.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM pending") ?? 0 }
+        let store = try SQLiteStore(readingOnly: databasePath, label: "agent-monitor")
+        defer { try? store.close() }
+        return try store.readNow { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM pending") ?? 0 }
     }
 
     // MARK: - Running
@@ -136,7 +137,7 @@ public actor Agent {
             await task.value
             background[key] = nil
         }
-        try? store.queue.close()
+        try? store.db.close()
     }
 
     /// Runs `body` in a task that ``close()`` waits for (a task that touched the database after
@@ -187,7 +188,7 @@ public actor Agent {
         let marks = takeProcessedMarks()
         guard !marks.isEmpty else { return }
         do {
-            try await store.queue.cachedWrite { db in try AgentStore.removeFromInbox(db, marks) }
+            try await store.db.write { db in try AgentStore.removeFromInbox(db, marks) }
         } catch {
             logger.error("cannot clear processed messages", metadata: ["messages": "\(marks.count)", "error": "\(error)"])
         }
@@ -210,12 +211,12 @@ public actor Agent {
     public static let sendKeyRetention: TimeInterval = 7 * 24 * 3600
 
     func runLoops() async throws {
-        try await store.queue.cachedWrite { db in try AgentStore.pruneSendKeys(db, olderThan: Self.sendKeyRetention) }
+        try await store.db.write { db in try AgentStore.pruneSendKeys(db, olderThan: Self.sendKeyRetention) }
         // Messages received before a crash and not yet stored by the chat layer come first.
-        for m in try await store.queue.plainRead({ db in try AgentStore.inbox(db) }) {
+        for m in try await store.db.read({ db in try AgentStore.inbox(db) }) {
             eventSink.yield(.message(connection: m.connectionId, seq: m.seq, body: m.body, integrity: .ok))
         }
-        let relaysInUse = try await store.queue.plainRead { db in
+        let relaysInUse = try await store.db.read { db in
             try AgentStore.relaysInUse(db)
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -241,7 +242,7 @@ public actor Agent {
             await retryOutbox()
             // Answers to our contact requests that were accepted but not yet allowed when the
             // process stopped (allowing runs outside the receive loop).
-            if let waiting = try? await store.queue.plainRead({ db in try AgentStore.connections(db, status: .confirmed) }) {
+            if let waiting = try? await store.db.read({ db in try AgentStore.connections(db, status: .confirmed) }) {
                 for r in waiting {
                     if let info = r.autoAllowInfo { startAutoAllow(r.id, info: [UInt8](info)) }
                 }
@@ -270,7 +271,7 @@ public actor Agent {
     }
 
     func hostsOwnQueues(_ relay: RelayAddress) async -> Bool {
-        guard let hosts = try? await store.queue.plainRead({ db in
+        guard let hosts = try? await store.db.read({ db in
             try AgentStore.relaysInUse(db)
         }) else { return true }
         return hosts.contains(relay.description)
@@ -295,8 +296,8 @@ public actor Agent {
     /// agent subscribes (`swiftplex-bench contacts`). The queues hold private keys.
     public static func receivingQueues(databasePath: URL) throws -> [RecipientQueue] {
         let store = try AgentStore(path: databasePath)
-        defer { try? store.queue.close() }
-        return try store.queue.read { db in try AgentStore.receivingQueues(db).map { try $0.queue.recipientQueue } }
+        defer { try? store.db.close() }
+        return try store.db.readNow { db in try AgentStore.receivingQueues(db).map { try $0.queue.recipientQueue } }
     }
 
     /// Connects (if needed) and subscribes every receiving queue on `relay`, pipelined (see
@@ -307,7 +308,7 @@ public actor Agent {
     func resubscribe(_ relay: RelayAddress) async throws {
         let connection = try await relayConnection(relay)
         let here = relay.description
-        let stored = try await store.queue.plainRead { db in try AgentStore.receivingQueues(db) }
+        let stored = try await store.db.read { db in try AgentStore.receivingQueues(db) }
         var owners: [Int64?] = []  // the connection behind each queue; nil for an address
         var queues: [RecipientQueue] = []
         for (owner, own) in stored where own.relay == here {
@@ -421,7 +422,7 @@ public actor Agent {
     /// The connection's record; call only under its lock.
     func lockedRecord(_ id: Int64) async throws -> ConnectionRecord? {
         if let r = records[id] { return r }
-        guard let r = try await store.queue.plainRead({ db in try AgentStore.connection(db, id: id) }) else { return nil }
+        guard let r = try await store.db.read({ db in try AgentStore.connection(db, id: id) }) else { return nil }
         committed(r)
         return r
     }

@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SwiftplexSQL
 import RelayClient
 import RelayProtocol
 import SwiftplexCrypto
@@ -188,21 +188,24 @@ struct PendingEnvelope: Sendable {
 /// `<prefix>_agent.db`: connections and the outbox, in SQLite (WAL). What runs for every message
 /// sent or received goes through cached statements (compiled once per database connection:
 /// compiling, with GRDB's authorizer, was ~6 % of the echo benchmark's samples).
+/// A transaction's connection (the store's `read` and `write` closures take one).
+typealias Database = any SQLConnection
+typealias Row = SQLRow
+
 final class AgentStore: Sendable {
-    let queue: DatabaseQueue
+    let db: any SQLStore
 
     init(path: URL) throws {
         do {
-            queue = try PrivateDatabase.open(path: path, label: "agent", migrator: Self.migrator)
+            db = try SQLiteStore(path: path, label: "agent", migrations: Self.migrations)
         } catch {
             throw AgentError(.store, "cannot open the agent database \(path.path): \(error)")
         }
     }
 
-    static var migrator: DatabaseMigrator {
-        var m = DatabaseMigrator()
-        m.registerMigration("v1") { db in
-            try db.execute(sql: """
+    static var migrations: [SQLMigration] {
+        var m: [SQLMigration] = []
+        m.append(SQLMigration("v1", sql: """
                 CREATE TABLE connection (
                     id INTEGER PRIMARY KEY AUTOINCREMENT,
                     rcv_id BLOB NOT NULL UNIQUE,
@@ -217,10 +220,8 @@ final class AgentStore: Sendable {
                     created_at INTEGER NOT NULL
                 );
                 CREATE INDEX pending_by_connection ON pending(connection_id, id);
-                """)
-        }
-        m.registerMigration("v2: addresses") { db in
-            try db.execute(sql: """
+                """))
+        m.append(SQLMigration("v2: addresses", sql: """
                 CREATE TABLE address (
                     id INTEGER PRIMARY KEY AUTOINCREMENT,
                     rcv_id BLOB NOT NULL UNIQUE,
@@ -234,13 +235,11 @@ final class AgentStore: Sendable {
                     info BLOB NOT NULL,
                     created_at INTEGER NOT NULL
                 );
-                """)
-        }
-        m.registerMigration("v3: inbox") { db in
+                """))
             // Received messages wait here, committed with the ratchet step that decrypted them,
             // until the chat layer has stored them (`Agent.messageProcessed`): the relay's ACK can
             // go out at once, and a crash between the agent and the chat database loses nothing.
-            try db.execute(sql: """
+        m.append(SQLMigration("v3: inbox", sql: """
                 CREATE TABLE inbox (
                     id INTEGER PRIMARY KEY AUTOINCREMENT,
                     connection_id INTEGER NOT NULL REFERENCES connection(id) ON DELETE CASCADE,
@@ -248,13 +247,11 @@ final class AgentStore: Sendable {
                     body BLOB NOT NULL,
                     UNIQUE (connection_id, seq)
                 );
-                """)
-        }
-        m.registerMigration("v4: idempotent sends") { db in
+                """))
             // The key of a send the caller may repeat (the bot host replaying an event after a
             // crash), committed with the ratchet step and the outbox entry of that send: a send
             // whose key is here was made, and is not made again.
-            try db.execute(sql: """
+        m.append(SQLMigration("v4: idempotent sends", sql: """
                 CREATE TABLE send_key (
                     connection_id INTEGER NOT NULL REFERENCES connection(id) ON DELETE CASCADE,
                     key TEXT NOT NULL,
@@ -263,19 +260,22 @@ final class AgentStore: Sendable {
                     PRIMARY KEY (connection_id, key)
                 ) WITHOUT ROWID;
                 CREATE INDEX send_key_by_age ON send_key(created_at);
-                """)
-        }
-        m.registerMigration("v5: connection status and queue columns") { db in
+                """))
             // Records are stored in a binary form from now on (``ConnectionRecord/binaryState()``),
             // which SQLite's JSON functions cannot read: what queries select by moves to columns.
-            try db.execute(sql: """
+        m.append(SQLMigration("v5: connection status and queue columns", sqlite: """
                 ALTER TABLE connection ADD COLUMN status TEXT;
                 ALTER TABLE connection ADD COLUMN rcv TEXT;
                 UPDATE connection SET status = json_extract(CAST(state AS TEXT), '$.status'),
                                       rcv = json_extract(CAST(state AS TEXT), '$.rcv');
                 CREATE INDEX connection_by_status ON connection(status);
-                """)
-        }
+                """, postgres: """
+                ALTER TABLE connection ADD COLUMN status TEXT;
+                ALTER TABLE connection ADD COLUMN rcv TEXT;
+                UPDATE connection SET status = convert_from(state, 'UTF8')::jsonb #>> '{status}',
+                                      rcv = convert_from(state, 'UTF8')::jsonb #>> '{rcv}';
+                CREATE INDEX connection_by_status ON connection(status);
+                """))
         return m
     }
 
@@ -297,7 +297,7 @@ final class AgentStore: Sendable {
 
     /// Keeps a received message until the chat layer has stored it.
     static func keepInInbox(_ db: Database, connectionId: Int64, seq: UInt64, body: [UInt8]) throws {
-        try db.cachedStatement(sql: "INSERT OR IGNORE INTO inbox (connection_id, seq, body) VALUES (?, ?, ?)")
+        try db.cachedStatement(sql: "INSERT INTO inbox (connection_id, seq, body) VALUES (?, ?, ?) ON CONFLICT DO NOTHING")
             .execute(arguments: [connectionId, Int64(seq), Data(body)])
     }
 
@@ -325,9 +325,8 @@ final class AgentStore: Sendable {
     static func save(_ db: Database, _ record: ConnectionRecord) throws -> Int64 {
         var r = record
         if r.id == 0 {
-            try db.execute(sql: "INSERT INTO connection (rcv_id, rcv_sender_id, state, status, rcv) VALUES (?, ?, X'', ?, ?)",
-                           arguments: [r.rcv.id, r.rcv.senderId, r.status.rawValue, String(decoding: try encoder.encode(r.rcv), as: UTF8.self)])
-            r.id = db.lastInsertedRowID
+            r.id = try db.insert(sql: "INSERT INTO connection (rcv_id, rcv_sender_id, state, status, rcv) VALUES (?, ?, ?, ?, ?)",
+                                 arguments: [r.rcv.id, r.rcv.senderId, Data(), r.status.rawValue, String(decoding: try encoder.encode(r.rcv), as: UTF8.self)])
         }
         try db.cachedStatement(sql: "UPDATE connection SET state = ?, status = ? WHERE id = ?").execute(arguments: [r.binaryState(), r.status.rawValue, r.id])
         return r.id
@@ -351,8 +350,7 @@ final class AgentStore: Sendable {
     static func save(_ db: Database, _ record: AddressRecord) throws -> Int64 {
         var r = record
         if r.id == 0 {
-            try db.execute(sql: "INSERT INTO address (rcv_id, rcv_sender_id, state) VALUES (?, ?, '')", arguments: [r.rcv.id, r.rcv.senderId])
-            r.id = db.lastInsertedRowID
+            r.id = try db.insert(sql: "INSERT INTO address (rcv_id, rcv_sender_id, state) VALUES (?, ?, ?)", arguments: [r.rcv.id, r.rcv.senderId, Data()])
         }
         try db.execute(sql: "UPDATE address SET state = ? WHERE id = ?", arguments: [try encoder.encode(r), r.id])
         return r.id
@@ -371,9 +369,8 @@ final class AgentStore: Sendable {
     }
 
     static func insertRequest(_ db: Database, addressId: Int64, invitation: InvitationLink, info: [UInt8]) throws -> Int64 {
-        try db.execute(sql: "INSERT INTO contact_request (address_id, invitation, info, created_at) VALUES (?, ?, ?, ?)",
-                       arguments: [addressId, invitation.description, Data(info), Int64(Date().timeIntervalSince1970)])
-        return db.lastInsertedRowID
+        try db.insert(sql: "INSERT INTO contact_request (address_id, invitation, info, created_at) VALUES (?, ?, ?, ?)",
+                      arguments: [addressId, invitation.description, Data(info), Int64(Date().timeIntervalSince1970)])
     }
 
     static func request(_ db: Database, id: Int64) throws -> (invitation: InvitationLink, info: [UInt8])? {
@@ -393,7 +390,8 @@ final class AgentStore: Sendable {
         let connections = try Row.fetchAll(db, sql: "SELECT id, rcv FROM connection ORDER BY id").map {
             (connection: Optional<Int64>($0["id"] as Int64), queue: try decoder.decode(OwnQueue.self, from: Data(($0["rcv"] as String).utf8)))
         }
-        let addresses = try String.fetchAll(db, sql: "SELECT json_extract(CAST(state AS TEXT), '$.rcv') FROM address ORDER BY id").map {
+        let rcv = db.dialect.jsonText(db.dialect.utf8Text("state"), "rcv")
+        let addresses = try String.fetchAll(db, sql: "SELECT \(rcv) FROM address ORDER BY id").map {
             (connection: Int64?.none, queue: try decoder.decode(OwnQueue.self, from: Data($0.utf8)))
         }
         return connections + addresses
@@ -401,9 +399,10 @@ final class AgentStore: Sendable {
 
     /// The relays that hold our receiving queues (`OwnQueue.relay` as stored).
     static func relaysInUse(_ db: Database) throws -> Set<String> {
-        Set(try String.fetchAll(db, sql: """
-            SELECT json_extract(rcv, '$.relay') FROM connection
-            UNION SELECT json_extract(CAST(state AS TEXT), '$.rcv.relay') FROM address
+        let d = db.dialect
+        return Set(try String.fetchAll(db, sql: """
+            SELECT \(d.jsonText("rcv", "relay")) FROM connection
+            UNION SELECT \(d.jsonText(d.utf8Text("state"), "rcv", "relay")) FROM address
             """))
     }
 

@@ -1,6 +1,6 @@
 import ChatModel
 import Foundation
-import GRDB
+import SwiftplexSQL
 import SwiftplexBase
 
 // The channel tables of the chat database: the chat relays an owner registered (`chat_relay`),
@@ -9,13 +9,12 @@ import SwiftplexBase
 // talks to, with their agent connections).
 
 enum ChannelStore {
-    static func register(_ m: inout DatabaseMigrator) {
-        m.registerMigration("channels 1: chat relays, relay users") { db in
-            try db.execute(sql: """
-                ALTER TABLE user ADD COLUMN chat_relay INTEGER NOT NULL DEFAULT 0;
+    static func register(_ m: inout [SQLMigration]) {
+        m.append(SQLMigration("channels 1: chat relays, relay users", sql: """
+                ALTER TABLE "user" ADD COLUMN chat_relay INTEGER NOT NULL DEFAULT 0;
                 CREATE TABLE chat_relay (
                     id INTEGER PRIMARY KEY AUTOINCREMENT,
-                    user_id INTEGER NOT NULL REFERENCES user(id) ON DELETE CASCADE,
+                    user_id INTEGER NOT NULL REFERENCES "user"(id) ON DELETE CASCADE,
                     name TEXT NOT NULL,
                     address TEXT NOT NULL,
                     relay_profile TEXT NOT NULL,
@@ -27,15 +26,13 @@ enum ChannelStore {
                     created_at TEXT NOT NULL,
                     UNIQUE (user_id, address)
                 );
-                """)
-        }
+                """))
     }
 
-    /// Registered after every other migration (``ChatStore/migrator``): an existing database
+    /// Registered after every other migration (``ChatStore/migrations``): an existing database
     /// migrates in the same order as a new one.
-    static func registerChannels(_ m: inout DatabaseMigrator) {
-        m.registerMigration("channels 2: channels, their relays and members") { db in
-            try db.execute(sql: """
+    static func registerChannels(_ m: inout [SQLMigration]) {
+        m.append(SQLMigration("channels 2: channels, their relays and members", sql: """
                 CREATE TABLE channel (
                     group_id INTEGER PRIMARY KEY REFERENCES chat_group(id) ON DELETE CASCADE,
                     role TEXT NOT NULL,
@@ -77,17 +74,15 @@ enum ChannelStore {
                     created_at TEXT NOT NULL
                 );
                 CREATE INDEX channel_delivery_by_group ON channel_delivery(group_id, id);
-                """)
-        }
+                """))
     }
 
     /// Registered after ``registerChannels(_:)`` and every other migration: what lived in memory —
     /// the relay's history for late joiners, the subscriber's per-relay counters — the channels a
     /// relay's operator left (refused until `/_relay allow`), the signature check of a received
     /// channel post (`meta.msgVerified`), and the channel steps still to make (`channel_action`).
-    static func registerChannelState(_ m: inout DatabaseMigrator) {
-        m.registerMigration("channels 3: relay history, refused channels, subscriber counters, verified posts, channel actions") { db in
-            try db.execute(sql: """
+    static func registerChannelState(_ m: inout [SQLMigration]) {
+        m.append(SQLMigration("channels 3: relay history, refused channels, subscriber counters, verified posts, channel actions", sql: """
                 CREATE TABLE channel_history (
                     id INTEGER PRIMARY KEY AUTOINCREMENT,
                     group_id INTEGER NOT NULL REFERENCES chat_group(id) ON DELETE CASCADE,
@@ -95,7 +90,7 @@ enum ChannelStore {
                 );
                 CREATE INDEX channel_history_by_group ON channel_history(group_id, id);
                 CREATE TABLE channel_refused (
-                    user_id INTEGER NOT NULL REFERENCES user(id) ON DELETE CASCADE,
+                    user_id INTEGER NOT NULL REFERENCES "user"(id) ON DELETE CASCADE,
                     channel_link TEXT NOT NULL,
                     group_id INTEGER REFERENCES chat_group(id) ON DELETE SET NULL,
                     created_at TEXT NOT NULL,
@@ -116,8 +111,7 @@ enum ChannelStore {
                     action TEXT NOT NULL
                 );
                 CREATE INDEX channel_action_by_group ON channel_action(group_id, id);
-                """)
-        }
+                """))
     }
 }
 
@@ -141,6 +135,7 @@ struct ChannelHistoryRecord: ChatRecord {
 /// are answered `x.grp.relay.reject` until `/_relay allow #g`.
 struct ChannelRefusedRecord: ChatRecord {
     static let databaseTableName = "channel_refused"
+    static let databasePrimaryKey = ["user_id", "channel_link"]
     var userId: Int64
     var channelLink: String
     var groupId: Int64?
@@ -159,6 +154,7 @@ struct ChannelRefusedRecord: ChatRecord {
 /// channel's link data, the owner's request until it is accepted).
 struct ChannelRecord: ChatRecord {
     static let databaseTableName = "channel"
+    static let databasePrimaryKey = ["group_id"]
     var groupId: Int64
     var role: String
     var channelLink: String

@@ -1,7 +1,7 @@
 import Agent
 import ChatModel
 import Foundation
-import GRDB
+import SwiftplexSQL
 import SwiftplexBase
 
 extension ChatController {
@@ -73,10 +73,10 @@ extension ChatController {
             do {
                 try await handle(event)
                 return
-            } catch let e as DatabaseError {
+            } catch let e as SQLError {
                 attempt += 1
-                logger.warning("the chat database refused an event; retrying", metadata: ["attempt": "\(attempt)", "error": "\(e.resultCode)"])
-                sink.yield(.chatError(.store(.dbError(resultCode: "\(e.resultCode)", message: e.message ?? ""))))
+                logger.warning("the chat database refused an event; retrying", metadata: ["attempt": "\(attempt)", "error": "\(e.backendCode ?? e.code.rawValue)"])
+                sink.yield(.chatError(.store(.dbError(resultCode: e.backendCode ?? e.code.rawValue, message: e.message))))
                 if Task.isCancelled || closing { return }
                 if !Self.passingFault(e), attempt >= Self.maxStoreAttempts { return }
                 try? await Task.sleep(for: min(.milliseconds(50) * (1 << min(attempt, 7)), .seconds(5)))
@@ -105,11 +105,9 @@ extension ChatController {
         error is CancellationError || Task.isCancelled
     }
 
-    /// Database faults that go away by themselves (space returns, a lock is released).
-    static func passingFault(_ e: DatabaseError) -> Bool {
-        let passing: [ResultCode] = [.SQLITE_FULL, .SQLITE_IOERR, .SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_READONLY, .SQLITE_NOMEM, .SQLITE_CANTOPEN, .SQLITE_PROTOCOL]
-        return passing.contains(e.resultCode)
-    }
+    /// Database faults that go away by themselves (space returns, a lock is released, the
+    /// server is reached again).
+    static func passingFault(_ e: SQLError) -> Bool { e.isTransient }
 
     /// Runs `body` in a task of its own (accepting, allowing: they wait on a peer's relay),
     /// reporting its failure as a `chatError` event.
@@ -153,7 +151,7 @@ extension ChatController {
             // agent announces it again after the restart, and `received` drops the repeat. A
             // database failure leaves it with the agent (see `handleStoring`).
             let wantsReceipt: Bool
-            do { wantsReceipt = try await received(conn, seq: seq, body: body) } catch let e as DatabaseError {
+            do { wantsReceipt = try await received(conn, seq: seq, body: body) } catch let e as SQLError {
                 throw e
             } catch where Self.isStopping(error) || closing {
                 // The engine is stopping (its database access was cancelled): nothing was

@@ -99,7 +99,7 @@ extension ChatController {
         for task in background.values { task.cancel() }
         for task in background.values { await task.value }
         await agent.close()
-        try? store.queue.close()
+        try? store.db.close()
         userCache = nil
     }
 

@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+import SwiftplexSQL
 
 // Read-only counters of the channel delivery path, for `swiftplex-bench channel` and operators:
 // what a relay still has to send, and what a subscriber has received.

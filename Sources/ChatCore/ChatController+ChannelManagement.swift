@@ -2,7 +2,7 @@ import Agent
 import ChannelProtocol
 import ChatModel
 import Foundation
-import GRDB
+import SwiftplexSQL
 import GroupProtocol
 import SwiftplexBase
 

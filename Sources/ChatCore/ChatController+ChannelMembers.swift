@@ -2,7 +2,7 @@ import Agent
 import ChannelProtocol
 import ChatModel
 import Foundation
-import GRDB
+import SwiftplexSQL
 import GroupProtocol
 import SwiftplexBase
 import SwiftplexCrypto
@@ -425,7 +425,7 @@ extension ChatController {
         // the counters too. A post as the channel is kept as `#channel`: under each owner here.
         let owners = Stored.json(c.owners).map(Self.ownerKeys) ?? []
         let recent = try await dbRead { db -> [(String, String)] in
-            try Row.fetchAll(db, sql: "SELECT author_member_id, shared_msg_id FROM group_msg WHERE group_id = ? ORDER BY rowid DESC LIMIT 2000",
+            try Row.fetchAll(db, sql: "SELECT author_member_id, shared_msg_id FROM group_msg WHERE group_id = ? ORDER BY \(db.dialect.insertionOrder) DESC LIMIT 2000",
                              arguments: [groupId]).map { ($0[0], $0[1]) }
         }
         var dedup = ForwardDedup()

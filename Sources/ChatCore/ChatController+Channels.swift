@@ -2,7 +2,7 @@ import Agent
 import ChannelProtocol
 import ChatModel
 import Foundation
-import GRDB
+import SwiftplexSQL
 import GroupProtocol
 import SwiftplexBase
 import SwiftplexCrypto
@@ -793,7 +793,7 @@ extension ChatController {
     /// A failure that says nothing about the input — a database fault (reported, and retried
     /// by `handleStoring`) or the engine stopping — or nil for a refusal of the input itself.
     func passingChannelFailure(_ error: any Error) -> (any Error)? {
-        if error is DatabaseError { return error }
+        if error is SQLError { return error }
         if Self.isStopping(error) || closing { return error }
         return nil
     }
@@ -993,7 +993,7 @@ extension ChatController {
             // applied come again as repeats, which the machines drop); by the engine stopping, the
             // agent keeps the message and announces it again after the start.
             if let cutShort {
-                if cutShort is DatabaseError, !closing { throw cutShort }
+                if cutShort is SQLError, !closing { throw cutShort }
                 return true
             }
             await agent.messageProcessed(conn, seq: seq)

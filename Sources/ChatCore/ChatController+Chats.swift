@@ -1,6 +1,6 @@
 import ChatModel
 import Foundation
-import GRDB
+import SwiftplexSQL
 import SwiftplexBase
 
 /// Which items of a chat `/_get chat` returns; items always come oldest first.

@@ -1,6 +1,6 @@
 import ChatModel
 import Foundation
-import GRDB
+import SwiftplexSQL
 import GroupProtocol
 import SwiftplexBase
 
@@ -40,7 +40,7 @@ extension ChatController {
         guard !itemIds.isEmpty else { return [:] }
         let placeholders = Array(repeating: "?", count: itemIds.count).joined(separator: ",")
         let rows = try Row.fetchAll(db.cachedStatement(sql: """
-            SELECT item_id, reaction, sum(sent) AS mine, count(reaction) AS total FROM group_reaction
+            SELECT item_id, reaction, max(sent) AS mine, count(reaction) AS total FROM group_reaction
             WHERE item_id IN (\(placeholders)) GROUP BY item_id, reaction ORDER BY item_id, min(created_at)
             """), arguments: StatementArguments(itemIds))
         var out: [Int64: [CIReactionCount]] = [:]
@@ -292,8 +292,8 @@ extension ChatController {
                     // messages are all here already.
                     guard row != nil else { return }
                     try db.execute(sql: """
-                        INSERT OR IGNORE INTO group_pending_moderation (group_id, author_member_id, shared_msg_id, moderator_row_id, created_at)
-                        VALUES (?, ?, ?, ?, ?)
+                        INSERT INTO group_pending_moderation (group_id, author_member_id, shared_msg_id, moderator_row_id, created_at)
+                        VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
                         """, arguments: [groupId, named, msgId, authorRow, now])
                     // Bounded: the oldest go beyond the last `pendingModerationsKept` of the group.
                     try db.execute(sql: """
@@ -549,7 +549,7 @@ extension ChatController {
     nonisolated static func refreshGroupItemStatus(_ db: Database, itemId: Int64) throws -> Bool {
         let (rcvd, sent) = (ItemStatus.sndRcvd.rawValue, ItemStatus.sndSent.rawValue)
         guard let counts = try Row.fetchOne(db.cachedStatement(sql: """
-            SELECT count(*) AS total, coalesce(sum(status = ?), 0) AS rcvd, coalesce(sum(status IN (?, ?)), 0) AS sent
+            SELECT count(*) AS total, count(CASE WHEN status = ? THEN 1 END) AS rcvd, count(CASE WHEN status IN (?, ?) THEN 1 END) AS sent
             FROM group_snd_status WHERE item_id = ?
             """), arguments: [rcvd, sent, rcvd, itemId]),
             let current = try ItemStatus.fetchOne(db.cachedStatement(sql: "SELECT status FROM group_item WHERE id = ?"), arguments: [itemId])

@@ -1,7 +1,7 @@
 import Agent
 import ChatModel
 import Foundation
-import GRDB
+import SwiftplexSQL
 import GroupProtocol
 import SwiftplexBase
 import SwiftplexCrypto
@@ -186,7 +186,7 @@ extension ChatController {
         let placeholders = named.isEmpty ? "" : " OR id IN (" + Array(repeating: "?", count: named.count).joined(separator: ",") + ")"
         var members = try GroupMemberRecord.fetchAll(
             db.cachedStatement(sql: "SELECT * FROM group_member WHERE group_id = ? AND (category = ?\(placeholders)) ORDER BY id"),
-            arguments: StatementArguments([groupId.databaseValue, user.databaseValue] + named.map(\.databaseValue)))
+            arguments: StatementArguments(values: [groupId.sqlValue, user.sqlValue] + named.map(\.sqlValue)))
         let inviters = Set(members.compactMap(\.invitedBy)).subtracting(members.map(\.memberId))
         if !inviters.isEmpty {
             members += try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && inviters.contains(GroupMemberRecord.Columns.memberId)).fetchAll(db)
@@ -541,7 +541,7 @@ extension ChatController {
         do {
             let outcome = try await commitGroupInput(ref.groupId, userId: ref.userId, input, dedup: dedup, mark: mark)
             if case let .received(_, env, _) = input { wantsReceipt = try await groupReceiptWanted(ref, env, outcome) }
-        } catch let e as DatabaseError {
+        } catch let e as SQLError {
             throw e // nothing committed: the event is handled again (`handleStoring`)
         } catch where Self.isStopping(error) || closing {
             throw error // the engine is stopping: nothing committed, the agent announces it again after the start

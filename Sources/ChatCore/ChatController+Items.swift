@@ -1,7 +1,7 @@
 import Agent
 import ChatModel
 import Foundation
-import GRDB
+import SwiftplexSQL
 import SwiftplexBase
 
 extension ChatController {
@@ -15,7 +15,7 @@ extension ChatController {
     nonisolated static func reactionCounts(_ db: Database, itemId: Int64) throws -> [CIReactionCount] {
         // A cached statement: this runs for every item an event reports (statuses included).
         let rows = try Row.fetchAll(db.cachedStatement(sql: """
-            SELECT reaction, SUM(sent) AS mine, COUNT(reaction) AS total FROM chat_item_reaction WHERE item_id = ? GROUP BY reaction
+            SELECT reaction, MAX(sent) AS mine, COUNT(reaction) AS total FROM chat_item_reaction WHERE item_id = ? GROUP BY reaction
             """), arguments: [itemId])
         return rows.compactMap { row in
             guard let reaction = Stored.decode(MsgReaction.self, row["reaction"]) else { return nil }

@@ -1,7 +1,7 @@
 import Agent
 import ChatModel
 import Foundation
-import GRDB
+import SwiftplexSQL
 import GroupProtocol
 import SwiftplexBase
 
@@ -20,17 +20,15 @@ import SwiftplexBase
 /// `v7-member-contacts`, which also adds incognito joins' columns: `group_link_join.incognito_profile`,
 /// `chat_group.incognito`).
 enum MemberContactStore {
-    static func register(_ m: inout DatabaseMigrator) {
-        m.registerMigration("v7-member-contacts: member contacts") { db in
-            try db.execute(sql: """
+    static func register(_ m: inout [SQLMigration]) {
+        m.append(SQLMigration("v7-member-contacts: member contacts", sql: """
                 ALTER TABLE contact ADD COLUMN group_member_row_id INTEGER;
                 ALTER TABLE contact ADD COLUMN grp_inv_sent INTEGER NOT NULL DEFAULT 0;
                 ALTER TABLE contact ADD COLUMN direct_inv TEXT;
-                ALTER TABLE user ADD COLUMN auto_accept_member_contacts INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE "user" ADD COLUMN auto_accept_member_contacts INTEGER NOT NULL DEFAULT 0;
                 ALTER TABLE group_link_join ADD COLUMN incognito_profile TEXT;
                 ALTER TABLE chat_group ADD COLUMN incognito INTEGER NOT NULL DEFAULT 0;
-                """)
-        }
+                """))
     }
 }
 

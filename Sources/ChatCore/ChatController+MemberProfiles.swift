@@ -1,6 +1,6 @@
 import ChatModel
 import Foundation
-import GRDB
+import SwiftplexSQL
 import GroupProtocol
 import SwiftplexBase
 

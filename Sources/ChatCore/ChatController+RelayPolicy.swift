@@ -1,7 +1,7 @@
 import ChannelProtocol
 import ChatModel
 import Foundation
-import GRDB
+import SwiftplexSQL
 import GroupProtocol
 import SwiftplexBase
 

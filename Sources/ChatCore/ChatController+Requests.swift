@@ -1,7 +1,7 @@
 import Agent
 import ChatModel
 import Foundation
-import GRDB
+import SwiftplexSQL
 import SwiftplexBase
 
 extension ChatController {

@@ -1,7 +1,7 @@
 import Agent
 import ChatModel
 import Foundation
-import GRDB
+import SwiftplexSQL
 import Logging
 import RelayProtocol
 import SwiftplexBase
@@ -83,7 +83,7 @@ public actor ChatController {
     public init(prefix: String, defaultRelays: [RelayAddress], logger: Logger, confirmation: MigrationConfirmation = .yesUp,
                 limits: ChatLimits = ChatLimits(), agentOptions: AgentOptions = AgentOptions()) throws {
         if confirmation == .error {
-            for (file, pending) in [(prefix + "_chat.db", try PrivateDatabase.pendingMigrations(ChatStore.migrator, at: URL(fileURLWithPath: prefix + "_chat.db"))),
+            for (file, pending) in [(prefix + "_chat.db", try SQLiteStore.pendingMigrations(ChatStore.migrations, at: URL(fileURLWithPath: prefix + "_chat.db"))),
                                     (prefix + "_agent.db", try Agent.pendingMigrations(databasePath: URL(fileURLWithPath: prefix + "_agent.db")))]
             where !pending.isEmpty {
                 throw MigrationPending(dbFile: file, migrations: pending)
@@ -148,8 +148,8 @@ public actor ChatController {
     }
 
     /// Database work, off the actor: GRDB runs it on the queue's own thread and the actor awaits it.
-    func dbRead<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T { try await store.queue.plainRead(body) }
-    func dbWrite<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T { try await store.queue.cachedWrite(body) }
+    func dbRead<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T { try await store.db.read(body) }
+    func dbWrite<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T { try await store.db.write(body) }
 
     // MARK: - Users
 
@@ -335,7 +335,7 @@ public actor ChatController {
         for task in background.values { task.cancel() }
         for task in background.values { await task.value }
         await agent.close()
-        try? store.queue.close()
+        try? store.db.close()
     }
 
     public func stop() -> ChatResponse {

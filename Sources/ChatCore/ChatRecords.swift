@@ -1,10 +1,15 @@
 import ChatModel
 import Foundation
-import GRDB
+import SwiftplexSQL
 import Synchronization
 import SwiftplexBase
 
-// The chat database's rows as GRDB records (columns in snake_case). Each table's JSON columns
+/// A transaction's connection (``ChatController/dbRead(_:)`` and ``ChatController/dbWrite(_:)``
+/// closures take one).
+typealias Database = any SQLConnection
+typealias Row = SQLRow
+
+// The chat database's rows as records (columns in snake_case). Each table's JSON columns
 // (profiles, settings, message content) hold the JSON the API exchanges; `Stored` reads them into
 // ChatModel values once, when a row is fetched.
 
@@ -12,8 +17,7 @@ import SwiftplexBase
 protocol ChatRecord: Codable, Sendable, FetchableRecord, MutablePersistableRecord {}
 
 extension ChatRecord {
-    static var databaseColumnDecodingStrategy: DatabaseColumnDecodingStrategy { .custom(SnakeCaseColumns.key(forColumn:)) }
-    static var databaseColumnEncodingStrategy: DatabaseColumnEncodingStrategy { .custom(SnakeCaseColumns.column(forKey:)) }
+    static func databaseColumnName(forKey key: String) -> String { SnakeCaseColumns.column(forKey: key) }
 }
 
 /// Records' properties are camel case, their columns snake case. GRDB's own snake-case strategies
@@ -21,25 +25,9 @@ extension ChatRecord {
 /// message's CPU in the echo bench's profile); the names are few and fixed, so each is converted
 /// once and looked up after.
 enum SnakeCaseColumns {
-    private struct Key: CodingKey {
-        let stringValue: String
-        init(stringValue: String) { self.stringValue = stringValue }
-        var intValue: Int? { nil }
-        init?(intValue: Int) { nil }
-    }
-
-    private static let keys = Mutex<[String: Key]>([:])
     private static let columns = Mutex<[String: String]>([:])
 
-    @Sendable static func key(forColumn column: String) -> any CodingKey {
-        if let known = keys.withLock({ $0[column] }) { return known }
-        let key = Key(stringValue: camelCase(column))
-        keys.withLock { $0[column] = key }
-        return key
-    }
-
-    @Sendable static func column(forKey key: any CodingKey) -> String {
-        let name = key.stringValue
+    static func column(forKey name: String) -> String {
         if let known = columns.withLock({ $0[name] }) { return known }
         let column = snakeCase(name)
         columns.withLock { $0[name] = column }
@@ -101,6 +89,7 @@ struct UserRecord: ChatRecord {
 /// `address`: a user's contact address.
 struct AddressRecord: ChatRecord, PersistableRecord {
     static let databaseTableName = "address"
+    static let databasePrimaryKey = ["user_id"]
     var userId: Int64
     var agentAddressId: Int64
     var link: String
@@ -136,7 +125,7 @@ struct ContactRequestRecord: ChatRecord {
 }
 
 /// Where a contact's connection is: made or joined (`pending`), connected (`ready`), or deleted by the contact.
-enum ContactState: String, Codable, Sendable, DatabaseValueConvertible {
+enum ContactState: String, Codable, Sendable, SQLValueConvertible {
     case pending, ready, deleted
 }
 
@@ -185,7 +174,7 @@ struct ContactRecord: ChatRecord {
 }
 
 /// An item's stored status (a CIStatus without its details).
-enum ItemStatus: String, Codable, Sendable, DatabaseValueConvertible {
+enum ItemStatus: String, Codable, Sendable, SQLValueConvertible {
     case sndNew, sndSent, sndRcvd, sndErrorAuth, rcvNew, rcvRead
     /// A group item sent to (received by) some of its members only.
     case sndSentPartial, sndRcvdPartial
@@ -240,6 +229,7 @@ struct ChatItemRecord: ChatRecord {
 /// `chat_item_reaction`: one side's reaction on an item (`reaction` is the MsgReaction's JSON).
 struct ReactionRecord: ChatRecord, PersistableRecord {
     static let databaseTableName = "chat_item_reaction"
+    static let databasePrimaryKey = ["item_id", "sent", "reaction"]
     var itemId: Int64
     var sent: Bool
     var reaction: String
@@ -255,6 +245,7 @@ struct ReactionRecord: ChatRecord, PersistableRecord {
 /// `display_name`: a local name taken in a user's names (``LocalNames``).
 struct DisplayNameRecord: ChatRecord, PersistableRecord {
     static let databaseTableName = "display_name"
+    static let databasePrimaryKey = ["user_id", "local_name"]
     var userId: Int64
     var localName: String
     var base: String

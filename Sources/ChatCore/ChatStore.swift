@@ -1,23 +1,21 @@
 import ChatModel
 import Foundation
-import GRDB
+import SwiftplexSQL
 import SwiftplexBase
-import SwiftplexStorage
 
 /// `<prefix>_chat.db`: users, contacts, pending connections, addresses, contact requests and chat
 /// items. Profiles, settings and message content are stored as the JSON the API exchanges.
 final class ChatStore: Sendable {
-    let queue: DatabaseQueue
+    let db: any SQLStore
 
     init(path: URL) throws {
-        queue = try PrivateDatabase.open(path: path, label: "chat", migrator: Self.migrator)
+        db = try SQLiteStore(path: path, label: "chat", migrations: Self.migrations)
     }
 
-    static var migrator: DatabaseMigrator {
-        var m = DatabaseMigrator()
-        m.registerMigration("v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE user (
+    static var migrations: [SQLMigration] {
+        var m: [SQLMigration] = []
+        m.append(SQLMigration("v1", sql: """
+                CREATE TABLE "user" (
                     id INTEGER PRIMARY KEY AUTOINCREMENT,
                     display_name TEXT NOT NULL UNIQUE,
                     profile TEXT NOT NULL,
@@ -26,21 +24,21 @@ final class ChatStore: Sendable {
                     created_at TEXT NOT NULL
                 );
                 CREATE TABLE address (
-                    user_id INTEGER PRIMARY KEY REFERENCES user(id) ON DELETE CASCADE,
+                    user_id INTEGER PRIMARY KEY REFERENCES "user"(id) ON DELETE CASCADE,
                     agent_address_id INTEGER NOT NULL,
                     link TEXT NOT NULL,
                     settings TEXT NOT NULL
                 );
                 CREATE TABLE contact_request (
                     id INTEGER PRIMARY KEY AUTOINCREMENT,
-                    user_id INTEGER NOT NULL REFERENCES user(id) ON DELETE CASCADE,
+                    user_id INTEGER NOT NULL REFERENCES "user"(id) ON DELETE CASCADE,
                     agent_request_id INTEGER NOT NULL,
                     profile TEXT NOT NULL,
                     created_at TEXT NOT NULL
                 );
                 CREATE TABLE contact (
                     id INTEGER PRIMARY KEY AUTOINCREMENT,
-                    user_id INTEGER NOT NULL REFERENCES user(id) ON DELETE CASCADE,
+                    user_id INTEGER NOT NULL REFERENCES "user"(id) ON DELETE CASCADE,
                     agent_conn_id INTEGER NOT NULL UNIQUE,
                     profile TEXT,
                     status TEXT NOT NULL,
@@ -52,7 +50,7 @@ final class ChatStore: Sendable {
                 );
                 CREATE TABLE chat_item (
                     id INTEGER PRIMARY KEY AUTOINCREMENT,
-                    user_id INTEGER NOT NULL REFERENCES user(id) ON DELETE CASCADE,
+                    user_id INTEGER NOT NULL REFERENCES "user"(id) ON DELETE CASCADE,
                     contact_id INTEGER NOT NULL REFERENCES contact(id) ON DELETE CASCADE,
                     sent INTEGER NOT NULL,
                     content TEXT NOT NULL,
@@ -72,11 +70,9 @@ final class ChatStore: Sendable {
                     created_at TEXT NOT NULL,
                     PRIMARY KEY (item_id, sent, reaction)
                 );
-                """)
-        }
-        m.registerMigration("v2: quotes, chat state, incognito, short links, receipts") { db in
-            try db.execute(sql: """
-                ALTER TABLE user ADD COLUMN send_receipts INTEGER NOT NULL DEFAULT 1;
+                """))
+        m.append(SQLMigration("v2: quotes, chat state, incognito, short links, receipts", sql: """
+                ALTER TABLE "user" ADD COLUMN send_receipts INTEGER NOT NULL DEFAULT 1;
                 ALTER TABLE address ADD COLUMN short_link TEXT;
                 ALTER TABLE contact ADD COLUMN custom_data TEXT;
                 ALTER TABLE contact ADD COLUMN user_prefs TEXT;
@@ -86,30 +82,28 @@ final class ChatStore: Sendable {
                 ALTER TABLE chat_item ADD COLUMN quoted TEXT;
                 CREATE INDEX chat_item_by_seq ON chat_item(contact_id, agent_seq);
                 CREATE INDEX chat_item_by_shared_id ON chat_item(contact_id, shared_msg_id);
-                """)
-        }
-        m.registerMigration("v3: local display names unique per user") { db in
-            try db.execute(sql: """
+                """))
+        m.append(SQLMigration("v3: local display names unique per user", sql: """
                 CREATE TABLE display_name (
-                    user_id INTEGER NOT NULL REFERENCES user(id) ON DELETE CASCADE,
+                    user_id INTEGER NOT NULL REFERENCES "user"(id) ON DELETE CASCADE,
                     local_name TEXT NOT NULL,
                     base TEXT NOT NULL,
                     suffix INTEGER NOT NULL,
                     PRIMARY KEY (user_id, local_name),
                     UNIQUE (user_id, base, suffix)
                 );
-                ALTER TABLE user ADD COLUMN local_display_name TEXT;
+                ALTER TABLE "user" ADD COLUMN local_display_name TEXT;
                 ALTER TABLE contact ADD COLUMN local_display_name TEXT;
                 ALTER TABLE contact_request ADD COLUMN local_display_name TEXT;
                 CREATE INDEX contact_request_by_age ON contact_request(created_at);
-                """)
+                """) { db in
             // Existing rows get names in the order they were made: the user's own first, then its
             // contacts, then its waiting requests; a later duplicate becomes `name_1`, `name_2`, ….
-            for userId in try Int64.fetchAll(db, sql: "SELECT id FROM user ORDER BY id") {
-                let profile = try String.fetchOne(db, sql: "SELECT profile FROM user WHERE id = ?", arguments: [userId])
+            for userId in try Int64.fetchAll(db, sql: "SELECT id FROM \"user\" ORDER BY id") {
+                let profile = try String.fetchOne(db, sql: "SELECT profile FROM \"user\" WHERE id = ?", arguments: [userId])
                 let own = LocalNames.base(of: profile.flatMap { try? JSONValue.parse($0) }) ?? ""
                 let name = try LocalNames.reserve(db, userId: userId, displayName: own)
-                try db.execute(sql: "UPDATE user SET local_display_name = ? WHERE id = ?", arguments: [name, userId])
+                try db.execute(sql: "UPDATE \"user\" SET local_display_name = ? WHERE id = ?", arguments: [name, userId])
                 for table in ["contact", "contact_request"] {
                     for row in try Row.fetchAll(db, sql: "SELECT id, profile FROM \(table) WHERE user_id = ? AND profile IS NOT NULL ORDER BY id", arguments: [userId]) {
                         guard let base = LocalNames.base(of: (row["profile"] as String?).flatMap { try? JSONValue.parse($0) }) else { continue }
@@ -118,7 +112,7 @@ final class ChatStore: Sendable {
                     }
                 }
             }
-        }
+        })
         GroupStore.register(&m)
         ChannelStore.register(&m)
         GroupStore.registerItemTimes(&m)
@@ -128,6 +122,11 @@ final class ChatStore: Sendable {
         ChannelStore.registerChannelState(&m)
         return m
     }
+}
+
+extension ChatController {
+    /// The chat database's migrations, in order (for tools and tests that apply them elsewhere).
+    public static var databaseMigrations: [SQLMigration] { ChatStore.migrations }
 }
 
 /// Local display names: the name by which the bot's database knows a user, a contact or a

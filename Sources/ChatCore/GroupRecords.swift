@@ -1,6 +1,6 @@
 import ChatModel
 import Foundation
-import GRDB
+import SwiftplexSQL
 import GroupProtocol
 import SwiftplexBase
 
@@ -10,12 +10,11 @@ import SwiftplexBase
 // transaction as the input's other effects (``GroupActionRecord``) and its "handled" mark.
 
 enum GroupStore {
-    static func register(_ m: inout DatabaseMigrator) {
-        m.registerMigration("v4: groups") { db in
-            try db.execute(sql: """
+    static func register(_ m: inout [SQLMigration]) {
+        m.append(SQLMigration("v4: groups", sql: """
                 CREATE TABLE chat_group (
                     id INTEGER PRIMARY KEY AUTOINCREMENT,
-                    user_id INTEGER NOT NULL REFERENCES user(id) ON DELETE CASCADE,
+                    user_id INTEGER NOT NULL REFERENCES "user"(id) ON DELETE CASCADE,
                     local_display_name TEXT NOT NULL,
                     profile TEXT NOT NULL,
                     pending_join TEXT,
@@ -62,7 +61,7 @@ enum GroupStore {
                 );
                 CREATE TABLE group_item (
                     id INTEGER PRIMARY KEY AUTOINCREMENT,
-                    user_id INTEGER NOT NULL REFERENCES user(id) ON DELETE CASCADE,
+                    user_id INTEGER NOT NULL REFERENCES "user"(id) ON DELETE CASCADE,
                     group_id INTEGER NOT NULL REFERENCES chat_group(id) ON DELETE CASCADE,
                     member_row_id INTEGER,
                     forwarded_by_row_id INTEGER,
@@ -79,13 +78,9 @@ enum GroupStore {
                     action TEXT NOT NULL
                 );
                 CREATE INDEX group_action_by_group ON group_action(group_id, id);
-                """)
-        }
-        m.registerMigration("v4b: group item quotes") { db in
-            try db.execute(sql: "ALTER TABLE group_item ADD COLUMN quote TEXT")
-        }
-        m.registerMigration("v4-items: group item edits, deletions, reactions") { db in
-            try db.execute(sql: """
+                """))
+        m.append(SQLMigration("v4b: group item quotes", sql: "ALTER TABLE group_item ADD COLUMN quote TEXT"))
+        m.append(SQLMigration("v4-items: group item edits, deletions, reactions", sql: """
                 ALTER TABLE group_item ADD COLUMN edited INTEGER NOT NULL DEFAULT 0;
                 ALTER TABLE group_item ADD COLUMN deleted TEXT;
                 ALTER TABLE group_item ADD COLUMN deleted_by_row_id INTEGER;
@@ -99,10 +94,8 @@ enum GroupStore {
                     created_at TEXT NOT NULL,
                     PRIMARY KEY (item_id, by_member, reaction)
                 );
-                """)
-        }
-        m.registerMigration("v4-items-b: group delivery statuses") { db in
-            try db.execute(sql: """
+                """))
+        m.append(SQLMigration("v4-items-b: group delivery statuses", sql: """
                 CREATE TABLE group_snd_status (
                     item_id INTEGER NOT NULL REFERENCES group_item(id) ON DELETE CASCADE,
                     member_row_id INTEGER NOT NULL,
@@ -112,10 +105,8 @@ enum GroupStore {
                     PRIMARY KEY (item_id, member_row_id)
                 );
                 CREATE INDEX group_snd_status_by_msg ON group_snd_status(agent_conn_id, seq);
-                """)
-        }
-        m.registerMigration("v4-items-c: pending moderations") { db in
-            try db.execute(sql: """
+                """))
+        m.append(SQLMigration("v4-items-c: pending moderations", sql: """
                 CREATE TABLE group_pending_moderation (
                     id INTEGER PRIMARY KEY AUTOINCREMENT,
                     group_id INTEGER NOT NULL REFERENCES chat_group(id) ON DELETE CASCADE,
@@ -125,10 +116,8 @@ enum GroupStore {
                     created_at TEXT NOT NULL,
                     UNIQUE (group_id, author_member_id, shared_msg_id)
                 );
-                """)
-        }
-        m.registerMigration("v5-links: group links and admission") { db in
-            try db.execute(sql: """
+                """))
+        m.append(SQLMigration("v5-links: group links and admission", sql: """
                 CREATE TABLE group_link (
                     id INTEGER PRIMARY KEY AUTOINCREMENT,
                     group_id INTEGER NOT NULL UNIQUE REFERENCES chat_group(id) ON DELETE CASCADE,
@@ -141,7 +130,7 @@ enum GroupStore {
                 );
                 CREATE TABLE group_link_join (
                     id INTEGER PRIMARY KEY AUTOINCREMENT,
-                    user_id INTEGER NOT NULL REFERENCES user(id) ON DELETE CASCADE,
+                    user_id INTEGER NOT NULL REFERENCES "user"(id) ON DELETE CASCADE,
                     agent_conn_id INTEGER NOT NULL UNIQUE,
                     link TEXT NOT NULL,
                     short_link TEXT,
@@ -153,24 +142,20 @@ enum GroupStore {
                 ALTER TABLE group_member ADD COLUMN x_contact_id TEXT;
                 ALTER TABLE chat_group ADD COLUMN via_link TEXT;
                 CREATE INDEX group_member_by_x_contact ON group_member(group_id, x_contact_id);
-                """)
-        }
+                """))
     }
 
-    /// Registered after the channel migrations (``ChatStore/migrator``).
-    static func registerItemTimes(_ m: inout DatabaseMigrator) {
-        m.registerMigration("v6-history: group item times") { db in
-            try db.execute(sql: "ALTER TABLE group_item ADD COLUMN item_ts TEXT")
-        }
+    /// Registered after the channel migrations (``ChatStore/migrations``).
+    static func registerItemTimes(_ m: inout [SQLMigration]) {
+        m.append(SQLMigration("v6-history: group item times", sql: "ALTER TABLE group_item ADD COLUMN item_ts TEXT"))
     }
 
-    /// Registered after `v7-member-contacts` (``ChatStore/migrator``): databases made before it
+    /// Registered after `v7-member-contacts` (``ChatStore/migrations``): databases made before it
     /// migrate in the order the migrations were written.
-    static func registerDeliveryStatuses(_ m: inout DatabaseMigrator) {
+    static func registerDeliveryStatuses(_ m: inout [SQLMigration]) {
         // A delivery status is made for every recipient when the item is sent (the agent message
         // it goes as comes later): `agent_conn_id` and `seq` may be NULL until then.
-        m.registerMigration("v6-items-d: group delivery statuses from the send") { db in
-            try db.execute(sql: """
+        m.append(SQLMigration("v6-items-d: group delivery statuses from the send", sql: """
                 CREATE TABLE group_snd_status_new (
                     item_id INTEGER NOT NULL REFERENCES group_item(id) ON DELETE CASCADE,
                     member_row_id INTEGER NOT NULL,
@@ -184,8 +169,7 @@ enum GroupStore {
                 DROP TABLE group_snd_status;
                 ALTER TABLE group_snd_status_new RENAME TO group_snd_status;
                 CREATE INDEX group_snd_status_by_msg ON group_snd_status(agent_conn_id, seq);
-                """)
-        }
+                """))
     }
 }
 
@@ -308,6 +292,7 @@ struct GroupLinkJoinRecord: ChatRecord {
 /// `group_intro`: an introduction the user hosts.
 struct GroupIntroRecord: ChatRecord, PersistableRecord {
     static let databaseTableName = "group_intro"
+    static let databasePrimaryKey = ["group_id", "re_member", "to_member"]
     var groupId: Int64
     var reMember: String
     var toMember: String
@@ -317,6 +302,7 @@ struct GroupIntroRecord: ChatRecord, PersistableRecord {
 /// `group_msg`: (author, shared message id) pairs applied — the forward dedup that survives restarts.
 struct GroupMsgRecord: ChatRecord, PersistableRecord {
     static let databaseTableName = "group_msg"
+    static let databasePrimaryKey = ["group_id", "author_member_id", "shared_msg_id"]
     var groupId: Int64
     var authorMemberId: String
     var sharedMsgId: String
@@ -325,6 +311,7 @@ struct GroupMsgRecord: ChatRecord, PersistableRecord {
 /// `group_input`: agent messages on member connections already handled (a replay after a crash is dropped).
 struct GroupInputRecord: ChatRecord, PersistableRecord {
     static let databaseTableName = "group_input"
+    static let databasePrimaryKey = ["agent_conn_id", "seq"]
     var agentConnId: Int64
     var seq: Int64
 }
@@ -370,13 +357,14 @@ struct GroupItemRecord: ChatRecord {
 
 /// How a group item was deleted for everyone: by its author (`x.msg.del`), or by a moderator
 /// (`x.msg.del` with the author's `memberId`, or a removal with `messages=on`).
-enum GroupItemDeletion: String, Codable, Sendable, DatabaseValueConvertible {
+enum GroupItemDeletion: String, Codable, Sendable, SQLValueConvertible {
     case deleted, moderated
 }
 
 /// `group_reaction`: a reaction on a group item — by a member (its member id) or by the user (`sent`).
 struct GroupReactionRecord: ChatRecord, PersistableRecord {
     static let databaseTableName = "group_reaction"
+    static let databasePrimaryKey = ["item_id", "by_member", "reaction"]
     var itemId: Int64
     var byMember: String
     var sent: Bool
@@ -396,6 +384,7 @@ struct GroupReactionRecord: ChatRecord, PersistableRecord {
 /// the send's transaction; `agentConnId` and `seq` are nil until the agent has the message.
 struct GroupSndStatusRecord: ChatRecord, PersistableRecord {
     static let databaseTableName = "group_snd_status"
+    static let databasePrimaryKey = ["item_id", "member_row_id"]
     var itemId: Int64
     var memberRowId: Int64
     var agentConnId: Int64?

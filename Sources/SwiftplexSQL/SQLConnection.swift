@@ -4,6 +4,33 @@ public enum SQLDialect: String, Sendable {
     case sqlite
     case postgres
 
+    /// The text at `path` (object keys) in the JSON text `expression`: a string as the string, an
+    /// object as its JSON (SQLite's `json_extract`, PostgreSQL's `#>>`).
+    public func jsonText(_ expression: String, _ path: String...) -> String {
+        switch self {
+        case .sqlite: "json_extract(\(expression), '$.\(path.joined(separator: "."))')"
+        case .postgres: "((\(expression))::jsonb #>> '{\(path.joined(separator: ","))}')"
+        }
+    }
+
+    /// A blob holding UTF-8 as text.
+    public func utf8Text(_ expression: String) -> String {
+        switch self {
+        case .sqlite: "CAST(\(expression) AS TEXT)"
+        case .postgres: "convert_from(\(expression), 'UTF8')"
+        }
+    }
+
+    /// An expression that orders a table's rows as they were inserted, for a table without an id
+    /// column: SQLite's `rowid`; PostgreSQL's inserting transaction (`xmin`; rows of one
+    /// transaction tie).
+    public var insertionOrder: String {
+        switch self {
+        case .sqlite: "rowid"
+        case .postgres: "xmin::text::bigint"
+        }
+    }
+
     /// The larger of two values: SQLite's scalar `max(a, b)`, PostgreSQL's `GREATEST(a, b)`.
     public func greatest(_ a: String, _ b: String) -> String {
         switch self {
@@ -28,6 +55,10 @@ public protocol SQLConnection {
 
     /// Runs several statements without arguments (a migration's script).
     func executeScript(_ sql: String) throws
+
+    /// The rows the last `execute` inserted, changed or deleted (0 after an `INSERT … ON CONFLICT
+    /// DO NOTHING` that found its row).
+    var changesCount: Int { get }
 }
 
 extension SQLConnection {
@@ -61,23 +92,44 @@ extension SQLConnection {
     }
 }
 
-/// A schema change, in each dialect. Applied once, in order, each in its own transaction.
+/// A schema change. Applied once, in order, each in its own transaction: a script per dialect, one
+/// script in SQLite's SQL (which the PostgreSQL backend translates), or Swift code that runs
+/// statements of its own (data moved or rewritten).
 public struct SQLMigration: Sendable {
-    public let identifier: String
-    public let sqlite: String
-    public let postgres: String
-
-    public init(_ identifier: String, sqlite: String, postgres: String) {
-        self.identifier = identifier
-        self.sqlite = sqlite
-        self.postgres = postgres
+    public enum Step: Sendable {
+        case scripts(sqlite: String, postgres: String)
+        case sqlite(String)
+        case code(@Sendable (any SQLConnection) throws -> Void)
+        /// A script in SQLite's SQL, then code in the same transaction (data moved into what the
+        /// script made).
+        case sqliteThenCode(String, @Sendable (any SQLConnection) throws -> Void)
     }
 
-    public func script(for dialect: SQLDialect) -> String {
-        switch dialect {
-        case .sqlite: sqlite
-        case .postgres: postgres
-        }
+    public let identifier: String
+    public let step: Step
+
+    /// A script for each dialect.
+    public init(_ identifier: String, sqlite: String, postgres: String) {
+        self.identifier = identifier
+        step = .scripts(sqlite: sqlite, postgres: postgres)
+    }
+
+    /// One script in SQLite's SQL.
+    public init(_ identifier: String, sql: String) {
+        self.identifier = identifier
+        step = .sqlite(sql)
+    }
+
+    /// One script in SQLite's SQL, then statements of its own.
+    public init(_ identifier: String, sql: String, then body: @escaping @Sendable (any SQLConnection) throws -> Void) {
+        self.identifier = identifier
+        step = .sqliteThenCode(sql, body)
+    }
+
+    /// Statements of its own.
+    public init(_ identifier: String, body: @escaping @Sendable (any SQLConnection) throws -> Void) {
+        self.identifier = identifier
+        step = .code(body)
     }
 }
 

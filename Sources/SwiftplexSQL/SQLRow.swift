@@ -68,14 +68,24 @@ public struct SQLError: Error, CustomStringConvertible, Sendable {
         case migration
         /// Another process holds the database.
         case locked
+        /// A fault that goes away by itself: the disk full, an I/O error, the database busy or
+        /// read-only for a while. The work is to be retried, not dropped.
+        case transient
     }
+
+    /// The work that failed can succeed later: a transient fault, or the connection to the
+    /// server lost (the next transaction reconnects).
+    public var isTransient: Bool { code == .transient || code == .connection }
 
     public let code: Code
     public let message: String
+    /// The backend's own code for the failure (SQLite's result code, PostgreSQL's SQLSTATE), when it gave one.
+    public let backendCode: String?
 
-    public init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String, backendCode: String? = nil) {
         self.code = code
         self.message = message
+        self.backendCode = backendCode
     }
 
     public var description: String { "\(code.rawValue): \(message)" }

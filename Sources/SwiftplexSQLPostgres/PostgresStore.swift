@@ -580,10 +580,15 @@ final class PostgresSession: @unchecked Sendable {
         case sqliteThenCode(String, @Sendable (any SQLConnection) throws -> Void)
     }
 
-    /// `postgres` equal to `sqlite` (the same SQL for both) means the script is translated;
-    /// otherwise the `postgres` script is run as written.
+    /// A script for each dialect runs its `postgres` script as written (translated when it is the
+    /// same text as the `sqlite` one); SQLite's SQL alone is translated.
     static func step(of migration: SQLMigration) -> MigrationStep {
-        migration.postgres == migration.sqlite ? .sqlite(migration.sqlite) : .postgres(migration.postgres)
+        switch migration.step {
+        case let .scripts(sqlite, postgres): postgres == sqlite ? .sqlite(sqlite) : .postgres(postgres)
+        case let .sqlite(script): .sqlite(script)
+        case let .code(body): .code(body)
+        case let .sqliteThenCode(script, body): .sqliteThenCode(script, body)
+        }
     }
 
     private static func translatedScript(_ script: String, of m: SQLMigration) throws -> [PostgresTranslation.Statement] {

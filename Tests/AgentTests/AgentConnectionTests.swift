@@ -76,9 +76,9 @@ import Testing
                 let captured = try await relayDB.read { db in try Data.fetchOne(db, sql: "SELECT body FROM message ORDER BY seq DESC LIMIT 1") }!
                 try relayDB.close()
                 // Alice's sender key for Bob's queue, as an attacker who stole it would have it.
-                let aliceDB = try DatabaseQueue(path: alicePath.path)
-                let record = try await aliceDB.read { db in try AgentStore.connection(db, id: a) }!
-                try aliceDB.close()
+                let aliceDB = try AgentStore(path: alicePath)
+                let record = try await aliceDB.db.read { db in try AgentStore.connection(db, id: a) }!
+                try aliceDB.db.close()
                 let snd = try QueueURI(parsing: record.sndQueue!)
                 let key = try AuthPrivateKey(secretBytes: [UInt8](record.sndKey!))
 
@@ -176,8 +176,8 @@ import Testing
                 }
                 // Bob's first receiving queue is deleted at the relay while bob is stopped.
                 let store = try AgentStore(path: bobPath)
-                let queue = try #require(try await store.queue.read { db in try AgentStore.connection(db, id: first.1) }).receivingQueue
-                try store.queue.close()
+                let queue = try #require(try await store.db.read { db in try AgentStore.connection(db, id: first.1) }).receivingQueue
+                try store.db.close()
                 let bare = try await RelayConnection.connect(to: relay.address)
                 try await bare.delete(queue)
                 await bare.close()

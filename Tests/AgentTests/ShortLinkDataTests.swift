@@ -173,7 +173,7 @@ import Testing
                     }
                     // A stranger who learned the queue's recipient id cannot LSET it: the relay
                     // takes it only signed by the recipient key.
-                    let ownerQueue = try #require(try await owner.store.queue.read { db in try AgentStore.address(db, id: address) }).receivingQueue
+                    let ownerQueue = try #require(try await owner.store.db.read { db in try AgentStore.address(db, id: address) }).receivingQueue
                     var strangers = ownerQueue
                     strangers.recipientKey = .newEd25519()
                     let stranger = try await RelayConnection.connect(to: relay.address)
@@ -184,7 +184,7 @@ import Testing
                     // A forger with the link's key stores forged data on a queue of its own: it
                     // does not resolve (the link's key commits to the owner's root key).
                     let (forgerAddress, _) = try await reader.createAddress()
-                    let forgerQueue = try #require(try await reader.store.queue.read { db in try AgentStore.address(db, id: forgerAddress) }).receivingQueue
+                    let forgerQueue = try #require(try await reader.store.db.read { db in try AgentStore.address(db, id: forgerAddress) }).receivingQueue
                     let forgedId = try await stranger.setLinkData(forgerQueue, data: forged)
                     await #expect(throws: AgentError(.badLink, "")) {
                         _ = try await reader.resolveWithData(ShortLink(kind: .channel, relay: owned.link.relay, linkId: forgedId, key: owned.link.key))

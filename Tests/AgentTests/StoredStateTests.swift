@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import SwiftplexSQL
 import RelayProtocol
 import SwiftplexCrypto
 import TestSupport
@@ -28,8 +29,8 @@ import Testing
                 }
                 // Alice's records as this version stored them: binary, with the status and queue columns.
                 let stored = try DatabaseQueue(path: alicePath.path)
-                let rows = try stored.read { db in
-                    try Row.fetchAll(db, sql: "SELECT id, rcv_id, rcv_sender_id, state, status, rcv FROM connection ORDER BY id")
+                let rows: [GRDB.Row] = try stored.read { db in
+                    try GRDB.Row.fetchAll(db, sql: "SELECT id, rcv_id, rcv_sender_id, state, status, rcv FROM connection ORDER BY id")
                 }
                 try stored.close()
                 #expect(!rows.isEmpty)
@@ -51,7 +52,7 @@ import Testing
                 // The same records in a database of the previous version (migrations up to v4,
                 // each record JSON in `state`, no `status` / `rcv` columns).
                 let old = try DatabaseQueue(path: oldPath.path)
-                try AgentStore.migrator.migrate(old, upTo: "v4: idempotent sends")
+                try SQLiteStore.migrator(AgentStore.migrations).migrate(old, upTo: "v4: idempotent sends")
                 let toStore = records
                 try await old.write { db in
                     for r in toStore {
@@ -73,7 +74,7 @@ import Testing
                 let migrated = try DatabaseQueue(path: oldPath.path)
                 defer { try? migrated.close() }
                 let after = try migrated.read { db in
-                    try Row.fetchOne(db, sql: "SELECT state, status, json_extract(rcv, '$.relay') AS relay FROM connection WHERE id = ?", arguments: [connected.id])
+                    try GRDB.Row.fetchOne(db, sql: "SELECT state, status, json_extract(rcv, '$.relay') AS relay FROM connection WHERE id = ?", arguments: [connected.id])
                 }
                 let row = try #require(after)
                 #expect((row["state"] as Data).first == ConnectionRecord.binaryMark)  // saved binary since

@@ -200,8 +200,8 @@ func say(_ api: ChatAPI, to contact: Int, _ t: String) async -> JSONValue {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let chat = try ChatStore(path: dir.appendingPathComponent("x_chat.db"))
-        #expect(try chat.queue.read { db in try Int.fetchOne(db, sql: "PRAGMA secure_delete") } == 1)
+        #expect(try chat.db.readNow { db in try Int.fetchOne(db, sql: "PRAGMA secure_delete") } == 1)
         let agent = try AgentStore(path: dir.appendingPathComponent("x_agent.db"))
-        #expect(try agent.queue.read { db in try Int.fetchOne(db, sql: "PRAGMA secure_delete") } == 1)
+        #expect(try agent.db.readNow { db in try Int.fetchOne(db, sql: "PRAGMA secure_delete") } == 1)
     }
 }

@@ -1,7 +1,7 @@
 @testable import ChatCore
 import ChatTestSupport
 import Foundation
-import GRDB
+import SwiftplexSQL
 import NIOConcurrencyHelpers
 import SwiftplexBase
 import Testing
@@ -17,10 +17,10 @@ import Testing
     static func itemId(_ r: JSONValue) -> Int? { r["chatItems"]?.arrayFirst?["chatItem"]?["meta"]?["itemId"]?.intValue }
 
     /// Sent items of `text` in the chat database.
-    static func sentItems(_ api: ChatAPI, _ text: String) async throws -> [Row] {
-        let queue = await api.controller.store.queue
-        return try queue.read { db in
-            try Row.fetchAll(db, sql: "SELECT id, agent_seq FROM chat_item WHERE sent = 1 AND json_extract(content, '$.text') = ?", arguments: [text])
+    static func sentItems(_ api: ChatAPI, _ text: String) async throws -> [SQLRow] {
+        let store = await api.controller.store.db
+        return try await store.read { db in
+            try SQLRow.fetchAll(db, sql: "SELECT id, agent_seq FROM chat_item WHERE sent = 1 AND json_extract(content, '$.text') = ?", arguments: [text])
         }
     }
 
@@ -66,7 +66,7 @@ import Testing
                     let seq = try #require(try await Self.sentItems(a, "answer").first?["agent_seq"] as Int64?)
                     // The state a crash between the agent's commit and the item's insert leaves: the
                     // agent has the key (and sent the message), the chat database has no item.
-                    let queue = await a.controller.store.queue
+                    let queue = await a.controller.store.db
                     try await queue.write { db in try db.execute(sql: "DELETE FROM chat_item WHERE id = ?", arguments: [firstId]) }
                     #expect(try await Self.sentItems(a, "answer").isEmpty)
 

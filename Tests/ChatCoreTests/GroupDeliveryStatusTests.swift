@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import SwiftplexSQL
 import GroupProtocol
 import TestSupport
 import Testing
@@ -12,13 +13,11 @@ import Testing
     static let members = ["bWVtYmVyLWE", "bWVtYmVyLWI", "bWVtYmVyLWM"].map { MemberId($0)! }
 
     /// A user, a group with three members and the user's own item `msg-1`: (group, item).
-    func makeGroup(_ db: Database) throws -> (group: Int64, item: Int64) {
-        try db.execute(sql: "INSERT INTO user (display_name, profile, active, created_at) VALUES ('bot', ?, 1, ?)",
-                       arguments: [#"{"displayName":"bot","fullName":""}"#, Self.ts])
-        let user = db.lastInsertedRowID
-        try db.execute(sql: "INSERT INTO chat_group (user_id, local_display_name, profile, created_at, updated_at) VALUES (?, 'g', '{}', ?, ?)",
-                       arguments: [user, Self.ts, Self.ts])
-        let group = db.lastInsertedRowID
+    func makeGroup(_ db: any SQLConnection) throws -> (group: Int64, item: Int64) {
+        let user = try db.insert(sql: "INSERT INTO \"user\" (display_name, profile, active, created_at) VALUES ('bot', ?, 1, ?)",
+                                 arguments: [#"{"displayName":"bot","fullName":""}"#, Self.ts])
+        let group = try db.insert(sql: "INSERT INTO chat_group (user_id, local_display_name, profile, created_at, updated_at) VALUES (?, 'g', '{}', ?, ?)",
+                                  arguments: [user, Self.ts, Self.ts])
         for (i, m) in Self.members.enumerated() {
             try db.execute(sql: """
                 INSERT INTO group_member (group_id, member_id, role, status, category, agent_conn_id, created_at, updated_at)
@@ -31,13 +30,13 @@ import Testing
         return (group, item.id!)
     }
 
-    func status(_ db: Database, _ item: Int64) throws -> ItemStatus? {
+    func status(_ db: any SQLConnection, _ item: Int64) throws -> ItemStatus? {
         try ItemStatus.fetchOne(db, sql: "SELECT status FROM group_item WHERE id = ?", arguments: [item])
     }
 
     /// The agent message of one member's copy, then a relay or receipt event moving it (as
     /// `trackGroupSend` and `groupDelivery` do), then the item's status refreshed.
-    func move(_ db: Database, _ item: Int64, member: Int, to status: ItemStatus) throws -> Bool {
+    func move(_ db: any SQLConnection, _ item: Int64, member: Int, to status: ItemStatus) throws -> Bool {
         try db.execute(sql: """
             UPDATE group_snd_status SET agent_conn_id = ?, seq = 1, status = ?
             WHERE item_id = ? AND member_row_id = (SELECT id FROM group_member WHERE member_id = ?)
@@ -49,12 +48,12 @@ import Testing
     @Test func everyRecipientHasAStatusFromTheSendAndTheItemOnlyMovesForward() throws {
         try withTemporaryDirectory(prefix: "swiftplex-snd-status") { dir in
             let store = try ChatStore(path: dir.appendingPathComponent("test_chat.db"))
-            try store.queue.write { db in
+            try store.db.writeNow { db in
                 let (group, item) = try makeGroup(db)
                 // The send's transaction: a status per recipient, none with its agent message yet;
                 // an x.msg.new that is no item of the user's makes none.
                 try ChatController.expectGroupSends(db, groupId: group, Self.members.map { ("msg-1", $0) } + [("not-an-item", Self.members[0])])
-                let rows = try Row.fetchAll(db, sql: "SELECT agent_conn_id, seq, status FROM group_snd_status WHERE item_id = ?", arguments: [item])
+                let rows = try SQLRow.fetchAll(db, sql: "SELECT agent_conn_id, seq, status FROM group_snd_status WHERE item_id = ?", arguments: [item])
                 #expect(rows.count == 3)
                 #expect(rows.allSatisfy { ($0["agent_conn_id"] as Int64?) == nil && ($0["seq"] as Int64?) == nil && ($0["status"] as String) == "sndNew" })
                 #expect(try Int.fetchOne(db, sql: "SELECT count(*) FROM group_snd_status") == 3)
@@ -82,8 +81,8 @@ import Testing
         let path = dir.appendingPathComponent("old_chat.db").path
         do {
             let old = try DatabaseQueue(path: path)
-            try ChatStore.migrator.migrate(old, upTo: "v6-history: group item times")
-            try old.write { db in
+            try SQLiteStore.migrator(ChatStore.migrations).migrate(old, upTo: "v6-history: group item times")
+            try SQLiteStore(wrapping: old).writeNow { db in
                 let (_, item) = try makeGroup(db)
                 try db.execute(sql: """
                     INSERT INTO group_snd_status (item_id, member_row_id, agent_conn_id, seq, status)
@@ -97,11 +96,11 @@ import Testing
             try old.close()
         }
         let store = try ChatStore(path: URL(fileURLWithPath: path))
-        try store.queue.read { db in
-            let rows = try Row.fetchAll(db, sql: "SELECT agent_conn_id, seq, status FROM group_snd_status ORDER BY member_row_id")
+        try store.db.readNow { db in
+            let rows = try SQLRow.fetchAll(db, sql: "SELECT agent_conn_id, seq, status FROM group_snd_status ORDER BY member_row_id")
             #expect(rows.map { $0["agent_conn_id"] as Int64? } == [100, 101, 102])
             #expect(rows.allSatisfy { ($0["seq"] as Int64?) == 7 && ($0["status"] as String) == "sndSent" })
-            let plan = try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN SELECT * FROM group_snd_status WHERE agent_conn_id = 1 AND seq = 2")
+            let plan = try SQLRow.fetchAll(db, sql: "EXPLAIN QUERY PLAN SELECT * FROM group_snd_status WHERE agent_conn_id = 1 AND seq = 2")
             #expect(plan.contains { ($0["detail"] as String).contains("group_snd_status_by_msg") }, "\(plan)")
         }
     }

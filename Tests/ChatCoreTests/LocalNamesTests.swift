@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import SwiftplexSQL
 import TestSupport
 import Testing
 @testable import ChatCore
@@ -8,24 +9,23 @@ import Testing
 @Suite struct LocalNamesTests {
     static let v2 = "v2: quotes, chat state, incognito, short links, receipts"
 
-    func withStore(_ body: (DatabaseQueue) throws -> Void) throws {
+    func withStore(_ body: (any SQLStore) throws -> Void) throws {
         try withTemporaryDirectory(prefix: "swiftplex-names") { dir in
             let store = try ChatStore(path: dir.appendingPathComponent("test_chat.db"))
-            try body(store.queue)
+            try body(store.db)
         }
     }
 
-    func addUser(_ db: Database, _ name: String) throws -> Int64 {
-        try db.execute(sql: "INSERT INTO user (display_name, profile, active, created_at) VALUES (?, ?, 1, '2026-01-01T00:00:00.000Z')",
-                       arguments: [name, #"{"displayName":"\#(name)","fullName":""}"#])
-        let id = db.lastInsertedRowID
+    func addUser(_ db: any SQLConnection, _ name: String) throws -> Int64 {
+        let id = try db.insert(sql: "INSERT INTO \"user\" (display_name, profile, active, created_at) VALUES (?, ?, 1, '2026-01-01T00:00:00.000Z')",
+                               arguments: [name, #"{"displayName":"\#(name)","fullName":""}"#])
         _ = try LocalNames.reserve(db, userId: id, displayName: name)
         return id
     }
 
     @Test func secondAndThirdOfANameGetSuffixes() throws {
         try withStore { q in
-            try q.write { db in
+            try q.writeNow { db in
                 let u = try addUser(db, "bot")
                 #expect(try LocalNames.reserve(db, userId: u, displayName: "alice") == "alice")
                 #expect(try LocalNames.reserve(db, userId: u, displayName: "alice") == "alice_1")
@@ -41,7 +41,7 @@ import Testing
 
     @Test func aPeerChoosingASuffixedNameCannotCollide() throws {
         try withStore { q in
-            try q.write { db in
+            try q.writeNow { db in
                 let u = try addUser(db, "bot")
                 #expect(try LocalNames.reserve(db, userId: u, displayName: "alice") == "alice")
                 // Someone calls itself "alice_1" and "alice_2" outright…
@@ -56,7 +56,7 @@ import Testing
 
     @Test func renamesKeepNamesUnique() throws {
         try withStore { q in
-            try q.write { db in
+            try q.writeNow { db in
                 let u = try addUser(db, "bot")
                 let alice = try LocalNames.reserve(db, userId: u, displayName: "alice")
                 let bob = try LocalNames.reserve(db, userId: u, displayName: "bob")
@@ -82,7 +82,7 @@ import Testing
         let path = dir.appendingPathComponent("old_chat.db").path
         do {
             let old = try DatabaseQueue(path: path)
-            try ChatStore.migrator.migrate(old, upTo: Self.v2)
+            try SQLiteStore.migrator(ChatStore.migrations).migrate(old, upTo: Self.v2)
             try old.write { db in
                 let ts = "2026-01-01T00:00:00.000Z"
                 try db.execute(sql: "INSERT INTO user (id, display_name, profile, active, created_at) VALUES (1, 'bot', ?, 1, ?)",
@@ -99,13 +99,13 @@ import Testing
             try old.close()
         }
         let store = try ChatStore(path: URL(fileURLWithPath: path))
-        try store.queue.read { db in
+        try store.db.readNow { db in
             #expect(try String.fetchOne(db, sql: "SELECT local_display_name FROM user WHERE id = 1") == "bot")
             let contacts = try String?.fetchAll(db, sql: "SELECT local_display_name FROM contact ORDER BY id")
             #expect(contacts == ["alice", "alice_1", "bot_1", "alice_2", nil])
             #expect(try String.fetchOne(db, sql: "SELECT local_display_name FROM contact_request") == "alice_3")
         }
-        let next = try store.queue.write { db in try LocalNames.reserve(db, userId: 1, displayName: "alice") }
+        let next = try store.db.writeNow { db in try LocalNames.reserve(db, userId: 1, displayName: "alice") }
         #expect(next == "alice_4")
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import TestSupport
 import Testing
 @testable import ChatCore
@@ -55,16 +54,15 @@ import Testing
     @Test func everyColumnOfTheChatDatabaseConvertsAsGRDBWould() throws {
         try withTemporaryDirectory(prefix: "swiftplex-columns") { dir in
             let store = try ChatStore(path: dir.appendingPathComponent("test_chat.db"))
-            let columns = try store.queue.read { db in
+            let columns = try store.db.readNow { db in
                 try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'grdb_%'")
-                    .flatMap { table in try db.columns(in: table).map(\.name) }
+                    .flatMap { table in try String.fetchAll(db, sql: "SELECT name FROM pragma_table_info(?)", arguments: [table]) }
             }
             #expect(columns.count > 50, "\(columns.count) columns")
             let camel = try foundationCamelCase(Array(Set(columns)))
             for column in Set(columns) {
-                let key = SnakeCaseColumns.key(forColumn: column).stringValue
-                #expect(key == camel[column], "\(column): \(key) ≠ \(camel[column] ?? "-")")
-                #expect(SnakeCaseColumns.column(forKey: SnakeCaseColumns.key(forColumn: column)) == column, "\(column) round trip")
+                let key = try #require(camel[column], "\(column) has a camel-case key")
+                #expect(SnakeCaseColumns.column(forKey: key) == column, "\(key) → \(SnakeCaseColumns.column(forKey: key)) ≠ \(column)")
             }
         }
     }
@@ -75,7 +73,7 @@ import Testing
         let names = ["id", "contactId", "agentConnId", "x3dhKey1", "peerURLHost", "aB", "valueA", "key2Value", "memberID", "sendRcptsContacts"]
         let expected = try foundationSnakeCase(names)
         for name in names {
-            let column = SnakeCaseColumns.column(forKey: Named(stringValue: name))
+            let column = SnakeCaseColumns.column(forKey: name)
             #expect(column == expected[name], "\(name): \(column) ≠ \(expected[name] ?? "-")")
         }
     }

@@ -1,4 +1,6 @@
 import Foundation
+import Agent
+import ChatCore
 import SwiftplexSQL
 import SwiftplexSQLPostgres
 import TestSupport
@@ -259,9 +261,9 @@ struct PostgresStoreTests {
     /// Every migration of the chat and agent databases, translated, on a real server; then rows
     /// written the way the engine writes them.
     @Test func theEnginesMigrationsApplyAndTakeTheEnginesRows() async throws {
-        let chat = try open(try #require(TestPostgres.url()), migrations: EngineMigrations.chat)
+        let chat = try open(try #require(TestPostgres.url()), migrations: ChatController.databaseMigrations)
         defer { try? chat.close() }
-        let agent = try open(try #require(TestPostgres.url()), migrations: EngineMigrations.agent)
+        let agent = try open(try #require(TestPostgres.url()), migrations: Agent.databaseMigrations)
         defer { try? agent.close() }
         try await chat.write { db in
             let user = try db.insert("INSERT INTO user (display_name, profile, active, created_at) VALUES (?, ?, ?, ?)", "bot", "{}", true, "2026-11-24")
