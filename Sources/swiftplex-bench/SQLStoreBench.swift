@@ -25,8 +25,7 @@ struct SQLStoreBench: AsyncParsableCommand {
     }
 
     static let migrations = [
-        SQLMigration("v1", sqlite: "CREATE TABLE item (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, n INTEGER NOT NULL, data BLOB)",
-                     postgres: "CREATE TABLE item (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, n INTEGER NOT NULL, data BLOB)"),
+        SQLMigration("v1", sql: "CREATE TABLE item (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, n INTEGER NOT NULL, data BLOB)"),
     ]
 
     /// Microseconds per transaction of each kind, in order.
