@@ -439,7 +439,16 @@ final class PostgresSession: @unchecked Sendable {
             }
             return SQLError(.connection, "lost the connection to PostgreSQL \(location): \(Self.describe(error))")
         }
-        return SQLError(.statement, "\(Self.describe(error)) — in: \(Self.excerpt(sql))")
+        return SQLError(Self.isTransient(error) ? .transient : .statement, "\(Self.describe(error)) — in: \(Self.excerpt(sql))")
+    }
+
+    /// The server's faults that go away by themselves (the work is to be retried): a
+    /// serialization failure or deadlock (class 40), insufficient resources — the disk full, out
+    /// of memory, too many connections (class 53) —, a server read-only for a while (a standby
+    /// not yet promoted, 25006), a lock not available (55P03), the server starting up (57P03).
+    static func isTransient(_ error: Error) -> Bool {
+        guard let e = error as? PSQLError, let state = e.serverInfo?[.sqlState] else { return false }
+        return state.hasPrefix("40") || state.hasPrefix("53") || ["25006", "55P03", "57P03"].contains(state)
     }
 
     static func isConnectionLoss(_ error: Error) -> Bool {

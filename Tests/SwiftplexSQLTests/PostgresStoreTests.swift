@@ -105,6 +105,15 @@ struct PostgresStoreTests {
         }
         #expect(try await store.read { try $0.value(Int.self, "SELECT n FROM item WHERE name = ?", "kept") } == 6)
         try await store.write { db in try db.execute("UPDATE item SET n = ? WHERE name = ?", 1, "kept") }
+        // A fault that passes (here: the transaction made read-only, as on a standby) is
+        // `.transient`: the work is to be retried, not dropped.
+        let readOnly = await #expect(throws: SQLError.self) {
+            try await store.write { db in
+                try db.execute("SET TRANSACTION READ ONLY")
+                try db.execute("UPDATE item SET n = ? WHERE name = ?", 9, "kept")
+            }
+        }
+        #expect(readOnly?.code == .transient && readOnly?.isTransient == true, "\(String(describing: readOnly))")
         // A read does not write; the refusal does not spoil the next transaction.
         await #expect(throws: SQLError.self) { try await store.read { db in try db.execute("DELETE FROM item") } }
         #expect(try await store.read { try $0.value(Int.self, "SELECT COUNT(*) FROM item") } == 1)
