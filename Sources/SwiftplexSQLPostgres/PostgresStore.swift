@@ -314,6 +314,9 @@ final class PostgresSession: @unchecked Sendable {
         closed = true
         if let c = connection {
             connection = nil
+            // The schema's lock goes now, not when the server notices the closed connection: a
+            // store opened on the schema right after this one closed finds it free.
+            _ = try? c.query(PostgresQuery(unsafeSQL: "SELECT pg_advisory_unlock_all()"), logger: logger).wait()
             try? c.close().wait()
         }
     }
