@@ -721,7 +721,8 @@ final class PostgresSQLConnection: SQLConnection {
             }
             return result
         } catch let e as SQLError {
-            failure = e
+            // Only a transaction is aborted by a failing statement: a read's next one runs.
+            if began { failure = failure ?? e }
             throw e
         }
     }

@@ -114,6 +114,11 @@ struct PostgresStoreTests {
             }
         }
         #expect(readOnly?.code == .transient && readOnly?.isTransient == true, "\(String(describing: readOnly))")
+        // A read has no transaction to abort: after a failing statement the next one runs.
+        #expect(try await store.read { db in
+            #expect(throws: SQLError.self) { try db.rows("SELECT nothing FROM item") }
+            return try db.value(Int.self, "SELECT n FROM item WHERE name = ?", "kept")
+        } == 1)
         // A read does not write; the refusal does not spoil the next transaction.
         await #expect(throws: SQLError.self) { try await store.read { db in try db.execute("DELETE FROM item") } }
         #expect(try await store.read { try $0.value(Int.self, "SELECT COUNT(*) FROM item") } == 1)
