@@ -56,6 +56,10 @@ run: deps
 # processes), then the official SimpleX Python library against libsimplex.so.
 # Products the tests run as processes or load with dlopen.
 ENGINE_SUITES := ChatAPITests|ChatModelTests|ChatServerTests|AgentTests
+# The engine suites run a second time with the engines' data in PostgreSQL (SWIFTPLEX_TEST_ENGINE_DB),
+# but for those that reach into the SQLite files themselves (fault triggers, archives).
+PG_ENGINE_SUITES := ChatAPITests|ChatServerTests
+SQLITE_ONLY_SUITES := ChatStoreFaultTests|ConnectionDeletionTests
 TEST_PRODUCTS := simplex swiftplex swiftplex-plugin-runner swiftplex-test-plugin swiftplex-relay swiftplex-chat \
 	auto-accept auto-reply broadcast group-moderator channel-relay channel
 test: deps test-deps
@@ -71,8 +75,11 @@ test: deps test-deps
 	url=$$(PG_BIN=$(PG_BIN) Tests/Support/postgres/cluster.sh start $$pgdir) || exit 1; \
 	echo "PostgreSQL for the tests: $$url"; \
 	for half in --filter --skip; do \
-	  SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build $$half "$(ENGINE_SUITES)" 2>&1 | tee .build/test$$half.log || exit 1; done
-	@cat .build/test--filter.log .build/test--skip.log > .build/test.log
+	  SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build $$half "$(ENGINE_SUITES)" 2>&1 | tee .build/test$$half.log || exit 1; done; \
+	echo "The engine suites with the engines' data in PostgreSQL:"; \
+	SWIFTPLEX_TEST_ENGINE_DB=postgres SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build --filter "$(PG_ENGINE_SUITES)" \
+	  --skip "$(SQLITE_ONLY_SUITES)" 2>&1 | tee .build/test-postgres.log || exit 1
+	@cat .build/test--filter.log .build/test--skip.log .build/test-postgres.log > .build/test.log
 	@n=0; for k in $$(grep -oE 'Test run with [0-9]+ tests?' .build/test.log | grep -oE '[0-9]+'); do n=$$((n + k)); done; \
 	  echo "swift: $$n passed, 0 failed"
 	@$(MAKE) --no-print-directory python-test
@@ -120,6 +127,15 @@ python-test: $(PY_STAMP) browser-deps
 	    $(VENV)/bin/python Tests/python/test_dashboard_bots.py && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) SWIFTPLEX_ARTIFACTS=.build/test-artifacts \
 	    $(VENV)/bin/python Tests/python/test_dashboard_channels.py; fi
+	@# The library's suites again with the engines on PostgreSQL (the library's PostgresDb): a
+	@# throwaway PostgreSQL 15, stopped and removed at the end.
+	@if [ -f $(PY_STAMP) ] && [ -x $(PG_BIN)/initdb ]; then \
+	  set -e; pgdir=$$(mktemp -d /tmp/swiftplex-pg.XXXXXX); \
+	  trap 'PG_BIN=$(PG_BIN) Tests/Support/postgres/cluster.sh stop '"$$pgdir" EXIT; \
+	  url=$$(PG_BIN=$(PG_BIN) Tests/Support/postgres/cluster.sh start $$pgdir); \
+	  for t in test_python_bot test_python_groups test_python_group_bot test_python_channels; do \
+	    SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) SWIFTPLEX_PY_POSTGRES=$$url $(VENV)/bin/python Tests/python/$$t.py; done; \
+	elif [ -f $(PY_STAMP) ]; then echo "note: no PostgreSQL 15 in $(PG_BIN): the library's PostgreSQL runs are left out (make test installs it)"; fi
 
 # Benchmarks (release build). BENCH=relay|libsimplex|echo ; extra flags in BENCH_ARGS.
 BENCH ?= relay

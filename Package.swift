@@ -159,6 +159,7 @@ let package = Package(
                 "RelayProtocol",
                 "SwiftplexCrypto",
                 "SwiftplexSQL",
+                "SwiftplexSQLPostgres",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -184,6 +185,7 @@ let package = Package(
                 "SwiftplexCrypto",
                 "SwiftplexBackup",
                 "SwiftplexSQL",
+                "SwiftplexSQLPostgres",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -218,7 +220,7 @@ let package = Package(
         .target(
             name: "SimplexLib",
             dependencies: [
-                "ChatAPI", "ChatCore", "ChatModel", "CSodium", "RelayProtocol", "SwiftplexBase", "SwiftplexCrypto", "SwiftplexStorage",
+                "ChatAPI", "ChatCore", "ChatModel", "CSodium", "RelayProtocol", "SwiftplexBase", "SwiftplexCrypto", "SwiftplexStorage", "SwiftplexSQLPostgres",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]

@@ -8,6 +8,7 @@ import RelayClient
 import RelayProtocol
 import SwiftplexCrypto
 import SwiftplexStorage
+import SwiftplexSQLPostgres
 
 /// Duplex, end-to-end encrypted connections over pairs of relay queues.
 ///
@@ -81,7 +82,13 @@ public actor Agent {
     ///   - options: which peer relays may be dialled, and how long to wait for them.
     public init(databasePath: URL, relays: [RelayAddress], group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger,
                 options: AgentOptions = AgentOptions()) throws {
-        store = try AgentStore(path: databasePath)
+        try self.init(database: .sqlite(databasePath), relays: relays, group: group, logger: logger, options: options)
+    }
+
+    /// An agent whose database is at `database` (an SQLite file or a PostgreSQL schema).
+    public init(database: DatabaseLocation, relays: [RelayAddress], group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger,
+                options: AgentOptions = AgentOptions()) throws {
+        store = try AgentStore(location: database)
         self.options = options
         self.relays = relays
         self.group = group

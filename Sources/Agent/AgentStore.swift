@@ -1,5 +1,6 @@
 import Foundation
 import SwiftplexSQL
+import SwiftplexSQLPostgres
 import RelayClient
 import RelayProtocol
 import SwiftplexCrypto
@@ -195,11 +196,13 @@ typealias Row = SQLRow
 final class AgentStore: Sendable {
     let db: any SQLStore
 
-    init(path: URL) throws {
+    convenience init(path: URL) throws { try self.init(location: .sqlite(path)) }
+
+    init(location: DatabaseLocation) throws {
         do {
-            db = try SQLiteStore(path: path, label: "agent", migrations: Self.migrations)
+            db = try location.open(label: "agent", migrations: Self.migrations)
         } catch {
-            throw AgentError(.store, "cannot open the agent database \(path.path): \(error)")
+            throw AgentError(.store, "cannot open the agent database \(location): \(error)")
         }
     }
 

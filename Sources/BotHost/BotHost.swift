@@ -119,7 +119,7 @@ public final class BotHost: Service, Sendable {
         var started: [HostedBot] = []
         do {
             for (bot, lock) in zip(bots, locks) {
-                started.append(try await HostedBot.start(bot, dataDirectory: options.dataDirectory, relays: relays, runnerExecutable: options.runnerExecutable,
+                started.append(try await HostedBot.start(bot, dataDirectory: options.dataDirectory, database: options.database, relays: relays, runnerExecutable: options.runnerExecutable,
                                                          metrics: metrics, lock: lock, logger: logger))
             }
         } catch {
@@ -366,7 +366,7 @@ public final class BotHost: Service, Sendable {
     func metricsText() -> [UInt8] {
         metrics.render(bots: bots.map { bot in
             HostMetrics.BotFigures(engine: bot.engine, plugins: bot.plugins.statuses(), engineRunning: bot.engineRunning,
-                                   agentDatabase: bot.agentDatabase(options.dataDirectory))
+                                   agentDatabase: options.database == nil ? bot.agentDatabase(options.dataDirectory) : nil)
         }, uptime: uptimeSeconds)
     }
 

@@ -36,6 +36,10 @@ public struct BotHostOptions: Sendable {
     public var dataDirectory: URL
     /// The first (default) bot's name: the bot the admin API's calls without `?bot=` act on.
     public var botName = BotOptions.defaultName
+    /// A PostgreSQL connection string for every bot's chat and agent data (schemas
+    /// `<schema>_<dataPrefix>_chat_schema` and `…_agent_schema`, `<schema>` from the string or
+    /// `swiftplex`); nil keeps them as SQLite files in ``dataDirectory``.
+    public var database: String?
     /// The first bot's file prefix in ``dataDirectory`` (`bot`: `bot_chat.db`, `bot_agent.db`, `plugins.db`).
     public var dataPrefix = BotOptions.defaultName
     public var profile: Profile

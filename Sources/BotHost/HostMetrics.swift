@@ -77,7 +77,9 @@ final class HostMetrics: Sendable {
         var engine: EngineMetrics
         var plugins: [PluginStatus]
         var engineRunning: Bool
-        var agentDatabase: URL
+        /// The SQLite agent database; nil when the bot's data is in PostgreSQL (its outbox is
+        /// then not read at scrape time: the gauge stays unset rather than report 0).
+        var agentDatabase: URL?
     }
 
     /// The metrics in Prometheus' text format, with the values read at scrape time updated first.
@@ -274,9 +276,9 @@ final class EngineMetrics: Sendable {
     var relayState: HostMetrics.RelayState { relays.withLockedValue { $0 } }
 
     /// Scrape-time values: whether the engine runs, and the agent's outbox read from its database.
-    func scraped(engineRunning running: Bool, agentDatabase: URL) {
+    func scraped(engineRunning running: Bool, agentDatabase: URL?) {
         engineRunning.set(Int64(running ? 1 : 0))
-        if let depth = try? HostMetrics.outboxDepth(agentDatabase) { outbox.set(Int64(depth)) }
+        if let agentDatabase, let depth = try? HostMetrics.outboxDepth(agentDatabase) { outbox.set(Int64(depth)) }
     }
 }
 

@@ -48,6 +48,15 @@ public final class HostedBot: Sendable {
         var appliedPlugins: [PluginSpec] = []
     }
 
+    /// A bot's chat and agent databases: SQLite files at `prefix`, or schemas named after the
+    /// bot's data prefix in the PostgreSQL database `database`.
+    static func engineDatabaseFor(_ options: BotOptions, prefix: String, database: String?) throws -> EngineDatabase {
+        guard let database else { return .sqlite(prefix: prefix) }
+        let base = try EngineDatabase.postgres(connection: database, schemaPrefix: nil)
+        guard case let .postgres(location) = base else { return base }
+        return try EngineDatabase.postgres(connection: database, schemaPrefix: location.schema + "_" + options.dataPrefix)
+    }
+
     /// The database prefix of a bot's files in a data directory.
     public static func databasePrefix(_ dataDirectory: URL, prefix: String) -> String {
         dataDirectory.appendingPathComponent(prefix).path
@@ -56,20 +65,27 @@ public final class HostedBot: Sendable {
     /// Opens the bot's databases (the lock on them already taken), creates its user on first
     /// start, starts chat, makes or reuses its address and loads its plugins. On failure the
     /// controller is closed; the lock stays the caller's to release.
-    static func start(_ options: BotOptions, dataDirectory: URL, relays: [RelayAddress], runnerExecutable: URL,
+    static func start(_ options: BotOptions, dataDirectory: URL, database: String?, relays: [RelayAddress], runnerExecutable: URL,
                       metrics: HostMetrics, lock: DatabaseLock, logger hostLogger: Logger) async throws -> HostedBot {
         var logger = hostLogger
         logger[metadataKey: "bot"] = "\(options.name)"
         let prefix = databasePrefix(dataDirectory, prefix: options.dataPrefix)
         let controller: ChatController
+        let engineDatabase: EngineDatabase
+        do {
+            engineDatabase = try engineDatabaseFor(options, prefix: prefix, database: database)
+        } catch {
+            throw BotHostError("bot \(options.name): database: \(error)")
+        }
         do {
             let limits = ChatLimits(contactRequestsPerWindow: options.requestsPerMinute, contactRequestWindow: .seconds(60),
                                     maxPendingContactRequests: options.maxPendingRequests, contactRequestTTL: options.requestTTL)
             let agentOptions = AgentOptions(allowedHosts: options.peerRelays.allow.map(Set.init), refusePrivateAddresses: options.peerRelays.refusePrivate,
                                             peerRelayTimeout: options.peerRelays.timeout)
-            controller = try ChatController(prefix: prefix, defaultRelays: relays, logger: logger, limits: limits, agentOptions: agentOptions)
+            controller = try ChatController(database: engineDatabase, defaultRelays: relays, logger: logger, limits: limits, agentOptions: agentOptions)
         } catch {
-            throw BotHostError("cannot open the databases of bot \(options.name) (\(prefix)_*.db): \(error)")
+            let where_ = if case .sqlite = engineDatabase { "\(prefix)_*.db" } else { "\(engineDatabase)" }
+            throw BotHostError("cannot open the databases of bot \(options.name) (\(where_)): \(error)")
         }
         let api = ChatAPI(controller: controller)
         do {

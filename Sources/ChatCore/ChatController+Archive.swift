@@ -39,7 +39,7 @@ extension ChatController {
     /// (``DatabaseArchive``). As in SimpleX, the chat must be stopped (`/_stop`).
     public func exportArchive(_ config: ArchiveConfig) async throws -> ChatResponse {
         guard !started else { throw ChatFailure.chat(.chatNotStopped) }
-        let prefix = databasePrefix
+        let prefix = try sqlitePrefix("/_db export")
         do {
             _ = try await Self.offActor { try DatabaseArchive.export(prefix: prefix, to: URL(fileURLWithPath: config.archivePath)) }
         } catch let e as BackupError {
@@ -56,7 +56,7 @@ extension ChatController {
     /// `chat_migrate_init`), as with SimpleX.
     public func importArchive(_ config: ArchiveConfig) async throws -> ChatResponse {
         guard !started else { throw ChatFailure.chat(.chatNotStopped) }
-        let prefix = databasePrefix
+        let prefix = try sqlitePrefix("/_db import")
         let prepared: DatabaseArchive.PreparedImport
         do {
             prepared = try await Self.offActor { try DatabaseArchive.prepareImport(from: URL(fileURLWithPath: config.archivePath), prefix: prefix) }
@@ -77,8 +77,8 @@ extension ChatController {
     /// every command answers `chatStoreChanged`.
     public func deleteStorage() async throws -> ChatResponse {
         guard !started else { throw ChatFailure.chat(.chatNotStopped) }
+        let prefix = try sqlitePrefix("/_db delete")
         await closeStores()
-        let prefix = databasePrefix
         try await Self.offActor {
             for suffix in ["_chat.db", "_agent.db"] {
                 for transient in ["", "-wal", "-shm", "-journal"] where FileManager.default.fileExists(atPath: prefix + suffix + transient) {
@@ -88,6 +88,16 @@ extension ChatController {
         }
         logger.info("deleted the databases")
         return .cmdOk(user: nil)
+    }
+
+    /// The SQLite files' prefix; on PostgreSQL the archive commands are refused (the server's own
+    /// tools back up and restore its schemas: docs/postgres.md).
+    private func sqlitePrefix(_ command: String) throws -> String {
+        switch database {
+        case let .sqlite(prefix): return prefix
+        case let .postgres(location):
+            throw ChatFailure.chat(.exception(message: "\(command) works on SQLite files; these databases are in PostgreSQL (\(location)): use pg_dump and pg_restore on the schemas \(location.schema)_chat_schema and \(location.schema)_agent_schema"))
+        }
     }
 
     /// Closes both databases for good (the agent's work stops with them) and marks the store

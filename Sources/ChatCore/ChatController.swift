@@ -26,8 +26,8 @@ public actor ChatController {
     let store: ChatStore
     let agent: Agent
     private let defaultRelays: [RelayAddress]
-    /// `<prefix>_chat.db` and `<prefix>_agent.db` (`/_db export`, `/_db import`).
-    let databasePrefix: String
+    /// Where the chat and agent databases are (`/_db export`, `/_db import`, `/_db delete` on SQLite).
+    let database: EngineDatabase
     /// Set when the databases were replaced or deleted (``storeChanged``).
     nonisolated let storeChange = StoreChange()
     let logger: Logger
@@ -77,21 +77,28 @@ public actor ChatController {
     var userCacheGeneration = 0
 
     /// Opens (creating and migrating) `<prefix>_chat.db` and `<prefix>_agent.db`.
+    public init(prefix: String, defaultRelays: [RelayAddress], logger: Logger, confirmation: MigrationConfirmation = .yesUp,
+                limits: ChatLimits = ChatLimits(), agentOptions: AgentOptions = AgentOptions()) throws {
+        try self.init(database: .sqlite(prefix: prefix), defaultRelays: defaultRelays, logger: logger, confirmation: confirmation,
+                      limits: limits, agentOptions: agentOptions)
+    }
+
+    /// Opens (creating and migrating) the engine's chat and agent databases.
     /// - Parameter defaultRelays: used for users with no relays of their own (`SWIFTPLEX_SERVERS`).
     /// - Parameter limits: what peers may send (requests, reactions).
     /// - Parameter agentOptions: which relays peers' links may name and how long to wait for them.
-    public init(prefix: String, defaultRelays: [RelayAddress], logger: Logger, confirmation: MigrationConfirmation = .yesUp,
+    public init(database: EngineDatabase, defaultRelays: [RelayAddress], logger: Logger, confirmation: MigrationConfirmation = .yesUp,
                 limits: ChatLimits = ChatLimits(), agentOptions: AgentOptions = AgentOptions()) throws {
+        let (chat, agentDB) = (try database.chat, try database.agent)
         if confirmation == .error {
-            for (file, pending) in [(prefix + "_chat.db", try SQLiteStore.pendingMigrations(ChatStore.migrations, at: URL(fileURLWithPath: prefix + "_chat.db"))),
-                                    (prefix + "_agent.db", try Agent.pendingMigrations(databasePath: URL(fileURLWithPath: prefix + "_agent.db")))]
-            where !pending.isEmpty {
-                throw MigrationPending(dbFile: file, migrations: pending)
+            for (location, migrations) in [(chat, ChatStore.migrations), (agentDB, Agent.databaseMigrations)] {
+                let pending = try EngineDatabase.pending(migrations, at: location)
+                if !pending.isEmpty { throw MigrationPending(dbFile: "\(location)", migrations: pending) }
             }
         }
-        databasePrefix = prefix
-        store = try ChatStore(path: URL(fileURLWithPath: prefix + "_chat.db"))
-        agent = try Agent(databasePath: URL(fileURLWithPath: prefix + "_agent.db"), relays: defaultRelays, logger: logger, options: agentOptions)
+        self.database = database
+        store = try ChatStore(location: chat)
+        agent = try Agent(database: agentDB, relays: defaultRelays, logger: logger, options: agentOptions)
         self.defaultRelays = defaultRelays
         self.logger = logger
         self.limits = limits

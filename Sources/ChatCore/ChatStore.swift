@@ -1,6 +1,7 @@
 import ChatModel
 import Foundation
 import SwiftplexSQL
+import SwiftplexSQLPostgres
 import SwiftplexBase
 
 /// `<prefix>_chat.db`: users, contacts, pending connections, addresses, contact requests and chat
@@ -8,8 +9,10 @@ import SwiftplexBase
 final class ChatStore: Sendable {
     let db: any SQLStore
 
-    init(path: URL) throws {
-        db = try SQLiteStore(path: path, label: "chat", migrations: Self.migrations)
+    convenience init(path: URL) throws { try self.init(location: .sqlite(path)) }
+
+    init(location: DatabaseLocation) throws {
+        db = try location.open(label: "chat", migrations: Self.migrations)
     }
 
     static var migrations: [SQLMigration] {

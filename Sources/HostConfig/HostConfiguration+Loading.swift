@@ -70,7 +70,7 @@ extension HostConfiguration {
 }
 
 extension NodeDecoder {
-    static let topKeys = ["data_dir", "log_level", "bot", "relays", "embedded_relay", "address", "plugin_dirs", "plugins", "peer_relays", "ws_api", "admin", "log", "bots", "chat_relay"]
+    static let topKeys = ["data_dir", "log_level", "bot", "relays", "embedded_relay", "address", "plugin_dirs", "plugins", "peer_relays", "ws_api", "admin", "log", "bots", "chat_relay", "database"]
 
     /// Decodes the whole file; nil when something required is missing or wrong (the problems
     /// are in `sink` either way).
@@ -87,6 +87,14 @@ extension NodeDecoder {
         var dataDirectory = HostConfiguration.resolve(HostConfiguration.defaultDataDirectory, against: directory)
         if let n = f("data_dir"), let s = nonEmptyString(n, "data_dir") {
             dataDirectory = HostConfiguration.resolve(s, against: directory)
+        }
+        var database: String?
+        if let n = f("database"), let s = nonEmptyString(n, "database") {
+            if s.hasPrefix("postgresql://") || s.hasPrefix("postgres://") {
+                database = s
+            } else {
+                problem(n, "database", "a PostgreSQL connection string (postgresql://user@host:5432/db?schema=name), got \(n.shown); leave it out to keep the databases as SQLite files in data_dir")
+            }
         }
         let logLevel = f("log_level").map { choice($0, "log_level", as: HostConfiguration.LogLevel.self) ?? .info } ?? .info
         var logFormat = HostConfiguration.LogFormat.text
@@ -179,6 +187,7 @@ extension NodeDecoder {
         config.webSocketAPI = webSocketAPI
         if let admin { config.admin = admin }
         config.logFormat = logFormat
+        config.database = database
         return config
     }
 

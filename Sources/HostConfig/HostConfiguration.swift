@@ -38,6 +38,10 @@ public struct HostConfiguration: Sendable, Hashable {
     public var admin = Admin()
     /// `log: {format: …}`.
     public var logFormat = LogFormat.text
+    /// `database:`: a PostgreSQL connection string; every bot keeps its chat and agent data in
+    /// schemas of that database (`<schema>_<data>_chat_schema`, …). Absent: SQLite files in
+    /// ``dataDirectory``.
+    public var database: String? = nil
 
     // The defaults, in one place; docs/configuration.md and the starter template repeat them.
     public static let defaultDataDirectory = ".swiftplex/bot"

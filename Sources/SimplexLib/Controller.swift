@@ -21,10 +21,11 @@ final class LibController: @unchecked Sendable {
     private var tasks: [Task<Void, Never>] = []
     /// Commands whose callers wait (guarded by `condition`).
     private var running: [CallerThreadExecutor] = []
-    /// The exclusive lock on the databases, held until `close()` has closed them.
+    /// The exclusive lock on SQLite databases, held until `close()` has closed them (PostgreSQL
+    /// schemas are held by the stores' advisory locks).
     private var databaseLock: DatabaseLock?
 
-    init(api: ChatAPI, lock: DatabaseLock) {
+    init(api: ChatAPI, lock: DatabaseLock?) {
         self.api = api
         databaseLock = lock
         let controller = api.controller

@@ -8,6 +8,7 @@ import RelayProtocol
 import SwiftplexBase
 import SwiftplexCrypto
 import SwiftplexStorage
+import SwiftplexSQLPostgres
 
 // The libsimplex C ABI (see docs/simplex-bot-api.md §2). Every returned string is allocated with
 // malloc and owned by the caller, who frees it with free(); no function returns NULL.
@@ -62,27 +63,48 @@ public func hs_init_with_rtsopts(_ argc: UnsafeMutablePointer<Int32>?, _ argv: U
 public func chat_migrate_init(_ path: UnsafePointer<CChar>?, _ key: UnsafePointer<CChar>?, _ confirm: UnsafePointer<CChar>?,
                               _ ctrlOut: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> UnsafeMutablePointer<CChar> {
     func result(_ v: JSONValue) -> UnsafeMutablePointer<CChar> { cString(v.description) }
-    guard let prefix = string(path), !prefix.isEmpty, let ctrlOut else {
-        return result(.object([("type", .string("errorSQL")), ("dbFile", .string("")), ("migrationSQLError", .string("a database path prefix and a controller pointer are required"))]))
+    guard let ctrlOut else {
+        return result(.object([("type", .string("errorSQL")), ("dbFile", .string("")), ("migrationSQLError", .string("a controller pointer is required"))]))
     }
-    let chatDB = prefix + "_chat.db"
     guard let mode = string(confirm).flatMap(MigrationConfirmation.init(rawValue:)) else {
         return result(.object([("type", .string("invalidConfirmation"))]))
     }
-    if let k = string(key), !k.isEmpty {
-        return result(.object([("type", .string("errorNotADatabase")), ("dbFile", .string(chatDB)),
-                               ("message", .string("database encryption is not supported yet: open the database with an empty key"))]))
+    // The Python library's PostgresDb passes (schema prefix, connection string); SqliteDb passes
+    // (file prefix, encryption key).
+    let database: EngineDatabase
+    let dbFile: String
+    let key = string(key) ?? ""
+    if PostgresLocation.isPostgres(key) {
+        do {
+            database = try EngineDatabase.postgres(connection: key, schemaPrefix: string(path))
+        } catch {
+            return result(.object([("type", .string("errorSQL")), ("dbFile", .string("")), ("migrationSQLError", .string("\(error)"))]))
+        }
+        dbFile = database.description
+    } else {
+        guard let prefix = string(path), !prefix.isEmpty else {
+            return result(.object([("type", .string("errorSQL")), ("dbFile", .string("")), ("migrationSQLError", .string("a database path prefix is required"))]))
+        }
+        dbFile = prefix + "_chat.db"
+        if !key.isEmpty {
+            return result(.object([("type", .string("errorNotADatabase")), ("dbFile", .string(dbFile)),
+                                   ("message", .string("database encryption is not supported yet: open the database with an empty key"))]))
+        }
+        database = .sqlite(prefix: prefix)
     }
     // One controller per set of databases, across processes and within this one: two would
-    // encrypt with the same chain keys. Held until chat_close_store has closed the databases.
-    let lock: DatabaseLock
-    do {
-        lock = try DatabaseLock.acquire(prefix: prefix)
-    } catch {
-        return result(.object([("type", .string("errorSQL")), ("dbFile", .string(chatDB)), ("migrationSQLError", .string("\(error)"))]))
+    // encrypt with the same chain keys. SQLite files: a lock file held until chat_close_store has
+    // closed them; PostgreSQL schemas: the stores' advisory locks.
+    var lock: DatabaseLock?
+    if case let .sqlite(prefix) = database {
+        do {
+            lock = try DatabaseLock.acquire(prefix: prefix)
+        } catch {
+            return result(.object([("type", .string("errorSQL")), ("dbFile", .string(dbFile)), ("migrationSQLError", .string("\(error)"))]))
+        }
     }
     do {
-        let controller = try ChatController(prefix: prefix, defaultRelays: environmentRelays(), logger: logger, confirmation: mode)
+        let controller = try ChatController(database: database, defaultRelays: environmentRelays(), logger: logger, confirmation: mode)
         let lib = LibController(api: ChatAPI(controller: controller), lock: lock)
         let handle = controllers.withLockedValue { c -> UInt in
             let h = c.next
@@ -93,11 +115,13 @@ public func chat_migrate_init(_ path: UnsafePointer<CChar>?, _ key: UnsafePointe
         ctrlOut.pointee = UnsafeMutableRawPointer(bitPattern: handle)
         return result(.object([("type", .string("ok"))]))
     } catch let e as MigrationPending {
+        lock?.release()
         return result(.object([("type", .string("errorMigration")), ("dbFile", .string(e.dbFile)),
                                ("migrationError", .object([("type", .string("upgrade")),
                                                            ("upMigrations", .array(e.migrations.map { .object([("upName", .string($0)), ("withDown", .bool(false))]) }))]))]))
     } catch {
-        return result(.object([("type", .string("errorSQL")), ("dbFile", .string(chatDB)), ("migrationSQLError", .string("\(error)"))]))
+        lock?.release()
+        return result(.object([("type", .string("errorSQL")), ("dbFile", .string(dbFile)), ("migrationSQLError", .string("\(error)"))]))
     }
 }
 

@@ -113,17 +113,6 @@ public struct PostgresLocation: Sendable, CustomStringConvertible, Equatable {
         return copy
     }
 
-    /// The schemas of an engine's two stores for a schema prefix, named as SimpleX's chat core
-    /// names them (so `chat_migrate_init(prefix, connection string, …)` finds the same schemas):
-    /// `<prefix>_chat_schema` and `<prefix>_agent_schema`, or `chat_schema` and `agent_schema`
-    /// without a prefix. Throws ``SQLError`` `.connection` for a prefix that makes no valid schema.
-    public static func engineSchemas(prefix: String) throws -> (chat: String, agent: String) {
-        let schemas = prefix.isEmpty ? ("chat_schema", "agent_schema") : (prefix + "_chat_schema", prefix + "_agent_schema")
-        try validate(schema: schemas.0)
-        try validate(schema: schemas.1)
-        return (schemas.0, schemas.1)
-    }
-
     /// A schema name is 1–63 of `a–z 0–9 _`, starting with a letter or `_`: it needs no quoting
     /// and cannot smuggle SQL.
     public static func validate(schema: String) throws {

@@ -19,6 +19,11 @@ struct SwiftplexChat: AsyncParsableCommand {
     @Option(name: .customLong("data-dir"), help: "Directory for the profile and its databases (created 0700).")
     var dataDirectory: String
 
+    @Option(help: "Keep the chat and agent data in PostgreSQL instead of SQLite files in the data directory: a connection string (postgresql://user@host:5432/db?schema=name; schemas <name>_chat_schema and <name>_agent_schema). Also read from SWIFTPLEX_DATABASE.")
+    var database: String?
+
+    var databaseURL: String? { database ?? ProcessInfo.processInfo.environment["SWIFTPLEX_DATABASE"].flatMap { $0.isEmpty ? nil : $0 } }
+
     @Option(name: .customLong("server"), help: "Relay address smp://<fingerprint>@host[:port]; repeat for several. Stored for the profile.")
     var servers: [String] = []
 
@@ -53,6 +58,11 @@ struct SwiftplexChat: AsyncParsableCommand {
             throw ValidationError("invalid --log-level '\(logLevel)' (trace, debug, info, notice, warning, error or critical)")
         }
         if let name, name.trimmingCharacters(in: .whitespaces).isEmpty { throw ValidationError("--name must not be empty") }
+        if let databaseURL {
+            do { _ = try EngineDatabase.postgres(connection: databaseURL, schemaPrefix: nil) } catch {
+                throw ValidationError("invalid --database: \(error) (expected postgresql://user@host:5432/db?schema=name)")
+            }
+        }
     }
 
     func run() async throws {
@@ -73,10 +83,12 @@ struct SwiftplexChat: AsyncParsableCommand {
         } catch let locked as DatabaseLocked {
             throw ClientFailure("\(dir.path) is in use by another swiftplex-chat\(locked.holder.map { " (pid \($0))" } ?? "")")
         }
+        let database = try databaseURL.map { try EngineDatabase.postgres(connection: $0, schemaPrefix: nil) }
+            ?? .sqlite(prefix: dir.appendingPathComponent("chat").path)
         do {
-            controller = try ChatController(prefix: dir.appendingPathComponent("chat").path, defaultRelays: environmentRelays, logger: logger)
+            controller = try ChatController(database: database, defaultRelays: environmentRelays, logger: logger)
         } catch {
-            throw ClientFailure("cannot open the chat databases in \(dir.path): \(error)")
+            throw ClientFailure("cannot open the chat databases in \(database): \(error)")
         }
         let api = ChatAPI(controller: controller)
         let client = ChatClient(api: api, terminal: terminal, qrColors: terminal.isInteractive)

@@ -115,6 +115,7 @@ struct HostSetup {
         options.requestTTL = first.requestTTL
         options.peerRelays = peerRelays
         options.otherBots = Array(bots.dropFirst())
+        options.database = config.database
         if let ws = config.webSocketAPI {
             options.webSocketAPI = WebSocketAPIOptions(listen: ListenAddress(host: ws.host, port: ws.port), token: ws.token, bot: ws.bot)
         }

@@ -14,10 +14,10 @@ import Testing
         return (relay, try RelayAddress(parsing: "smp://" + line))
     }
 
-    static func config(dataDir: URL, relay: RelayAddress) -> String {
+    static func config(dataDir: URL, relay: RelayAddress, database: String? = nil) -> String {
         """
         data_dir: \(dataDir.path)
-        log_level: warning
+        log_level: warning\(database.map { "\ndatabase: \($0)" } ?? "")
         bot:
           display_name: Echo Bot
         relays:
@@ -55,12 +55,50 @@ import Testing
     /// and the idempotency keys of the answers keep a replayed message from being answered twice.
     @Test
     func kill9TwiceMidConversationLosesAndDuplicatesNothing() async throws {
+        try await kill9TwiceMidConversation(database: nil)
+    }
+
+    /// The same with the bot's chat and agent data in PostgreSQL (`database:`): a transaction the
+    /// server committed survives the host's `kill -9`, and the relay is acknowledged only after it.
+    @Test(.enabled(if: TestPostgres.isAvailable, Comment(rawValue: TestPostgres.skipReason)))
+    func kill9TwiceMidConversationOnPostgreSQLLosesAndDuplicatesNothing() async throws {
+        let database = try #require(TestPostgres.url())
+        try await kill9TwiceMidConversation(database: database)
+    }
+
+    /// Two hosts (two data directories) pointed at the same PostgreSQL schemas: the second refuses
+    /// to start while the first runs, and starts once the first is gone (a standby taking over).
+    @Test(.enabled(if: TestPostgres.isAvailable, Comment(rawValue: TestPostgres.skipReason)))
+    func aSecondHostOnTheSamePostgreSQLSchemaIsRefusedUntilTheFirstIsGone() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (relayProcess, relay) = try await Self.startRelay(dir.appendingPathComponent("relay"))
+        defer { relayProcess.process.signal(SIGTERM) }
+        let database = try #require(TestPostgres.url())
+        let first = dir.appendingPathComponent("first.yaml"), standby = dir.appendingPathComponent("standby.yaml")
+        try Self.config(dataDir: dir.appendingPathComponent("a"), relay: relay, database: database).write(to: first, atomically: true, encoding: .utf8)
+        try Self.config(dataDir: dir.appendingPathComponent("b"), relay: relay, database: database).write(to: standby, atomically: true, encoding: .utf8)
+        let (bot, address) = try await Self.startBot(first)
+        let second = try CLIProcess(["run", "--config", standby.path])
+        #expect(try await second.exitStatus(timeout: .seconds(60)) != 0)
+        #expect(second.stderr.contains("another process"), "\(second.stderr.suffix(2000))")
+        try await Self.kill9(bot)
+        let (takenOver, sameAddress) = try await Self.startBot(standby)
+        #expect(sameAddress == address, "the standby serves the same bot (its address from the shared database)")
+        // Stopped once it serves (SIGTERM before the host's services run ends it by the signal).
+        _ = try await takenOver.line(startingWith: "ready: ", timeout: .seconds(60))
+        kill(takenOver.process.processIdentifier, SIGTERM)
+        let status = try await takenOver.exitStatus(timeout: .seconds(30))
+        #expect(status == 0, "exit \(status): \(takenOver.stderr.suffix(3000))")
+    }
+
+    func kill9TwiceMidConversation(database: String?) async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let (relayProcess, relay) = try await Self.startRelay(dir.appendingPathComponent("relay"))
         defer { relayProcess.process.signal(SIGTERM) }
         let file = dir.appendingPathComponent("bot.yaml")
-        try Self.config(dataDir: dir.appendingPathComponent("data"), relay: relay).write(to: file, atomically: true, encoding: .utf8)
+        try Self.config(dataDir: dir.appendingPathComponent("data"), relay: relay, database: database).write(to: file, atomically: true, encoding: .utf8)
         var (bot, address) = try await Self.startBot(file)
         let person = try await ScriptedContact.start(name: "person", directory: dir.appendingPathComponent("person"), relay: relay)
         try await person.connect(to: address, timeout: .seconds(60))

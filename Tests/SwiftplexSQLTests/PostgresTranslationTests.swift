@@ -123,8 +123,5 @@ import Testing
             #expect(throws: SQLError.self, "\(bad)") { _ = try PostgresLocation(url: bad, environment: [:]) }
         }
         #expect(throws: SQLError.self) { try url.with(schema: "x; DROP TABLE y") }
-        #expect(try PostgresLocation.engineSchemas(prefix: "bot1") == ("bot1_chat_schema", "bot1_agent_schema"))
-        #expect(try PostgresLocation.engineSchemas(prefix: "") == ("chat_schema", "agent_schema"))
-        #expect(throws: SQLError.self) { try PostgresLocation.engineSchemas(prefix: "My-Bot") }
     }
 }

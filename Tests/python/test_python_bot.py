@@ -17,8 +17,8 @@ import sys
 import tempfile
 import threading
 
-from simplex_chat import Client, Profile, SqliteDb
-from harness import ROOT, check, run, start_relay, stop
+from simplex_chat import Client, Profile
+from harness import ROOT, check, run, start_relay, stop, db, db_env
 
 
 class ProcessOutput:
@@ -87,7 +87,7 @@ async def serve(client):
 
 
 async def talk(client_db, link, steps):
-    client = Client(profile=Profile(display_name="tester"), db=SqliteDb(file_prefix=client_db))
+    client = Client(profile=Profile(display_name="tester"), db=db(client_db))
     received: asyncio.Queue = asyncio.Queue()
 
     @client.on_message(content_type="text")
@@ -128,7 +128,7 @@ async def clients_among_themselves(work):
     without auto-accept is rejected by an on_event("receivedContactRequest") handler, a fourth's
     is accepted."""
     def new_client(name):
-        return Client(profile=Profile(display_name=name), db=SqliteDb(file_prefix=os.path.join(work, name)))
+        return Client(profile=Profile(display_name=name), db=db(os.path.join(work, name)))
 
     ann, ben, cat, dan = new_client("ann"), new_client("ben"), new_client("cat"), new_client("dan")
     decisions = []
@@ -246,7 +246,7 @@ async def clients_among_themselves(work):
 def main():
     work = tempfile.mkdtemp(prefix="swiftplex-python-")
     relay, address = start_relay(os.path.join(work, "relay"))
-    env = dict(os.environ, SWIFTPLEX_SERVERS=address, BOT_DB=os.path.join(work, "bot"))
+    env = dict(os.environ, SWIFTPLEX_SERVERS=address, **db_env(os.path.join(work, "bot")))
     os.environ["SWIFTPLEX_SERVERS"] = address
     bot_log = os.path.join(work, "bot.log")
     bot, output = start_bot(env, bot_log)

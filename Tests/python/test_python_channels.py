@@ -34,12 +34,12 @@ import sys
 import tempfile
 import urllib.request
 
-from simplex_chat import Client, Profile, SqliteDb
+from simplex_chat import Client, Profile
 from simplex_chat.core import ChatAPIError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_python_bot import ProcessOutput, serve  # noqa: E402  (shared helpers)
-from harness import BIN, check, run, start_relay, started, stop  # noqa: E402
+from harness import BIN, check, run, start_relay, started, stop, db  # noqa: E402
 
 
 class Host:
@@ -132,7 +132,7 @@ class Subscriber:
 
     def __init__(self, work, name):
         self.name = name
-        self.client = Client(profile=Profile(display_name=name), db=SqliteDb(file_prefix=os.path.join(work, name)))
+        self.client = Client(profile=Profile(display_name=name), db=db(os.path.join(work, name)))
         self.posts = []          # texts of channelRcv items, in arrival order
         self.joined = 0          # userJoinedGroup events (one per relay)
         self.changed = asyncio.Condition()
@@ -184,7 +184,7 @@ async def channels(work, smp):
     relay2.wait_log(r"serving channel #\d+")
     bot_address = owner.wait_out(r"bot address: (\S+)").group(1)
 
-    admin = Client(profile=Profile(display_name="admin"), db=SqliteDb(file_prefix=os.path.join(work, "admin")))
+    admin = Client(profile=Profile(display_name="admin"), db=db(os.path.join(work, "admin")))
     answers: asyncio.Queue = asyncio.Queue()
     admin.on_message(chat_type="direct", content_type="text")(lambda m: answers.put(m.text or ""))
     subs = [Subscriber(work, n) for n in ("sub1", "sub2", "sub3")]
@@ -344,15 +344,15 @@ async def channels(work, smp):
         # history from both relays, refuses relay 1's altered copy (the owner's signature no
         # longer matches) and shows relay 2's.
         stop(relay1.process)
-        db = sqlite3.connect(os.path.join(work, "relay1-data", "bot_chat.db"))
+        relay_db = sqlite3.connect(os.path.join(work, "relay1-data", "bot_chat.db"))
         altered = 0
         # (The channel it serves since it was allowed again is its newest channel group.)
-        for row_id, body in db.execute("SELECT id, body FROM channel_history WHERE group_id = (SELECT max(group_id) FROM channel_history)").fetchall():
+        for row_id, body in relay_db.execute("SELECT id, body FROM channel_history WHERE group_id = (SELECT max(group_id) FROM channel_history)").fetchall():
             if b'"text":"post 13"' in body:
-                db.execute("UPDATE channel_history SET body = ? WHERE id = ?", (body.replace(b'"text":"post 13"', b'"text":"post XY"'), row_id))
+                relay_db.execute("UPDATE channel_history SET body = ? WHERE id = ?", (body.replace(b'"text":"post 13"', b'"text":"post XY"'), row_id))
                 altered += 1
-        db.commit()
-        db.close()
+        relay_db.commit()
+        relay_db.close()
         check(altered == 1, f"relay 1's copy of post 13 altered in its history ({altered})")
         relay1.start()
         relay1.wait_out(r"relay address: (\S+)")

@@ -15,11 +15,11 @@ import os
 import sys
 import tempfile
 
-from simplex_chat import Client, Profile, SqliteDb
+from simplex_chat import Client, Profile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_python_bot import serve, start_bot, start_relay, stop  # noqa: E402  (shared helpers)
-from harness import check, run
+from harness import check, run, db, db_env
 
 
 def sender(message):
@@ -31,7 +31,7 @@ def quoted_text(message):
 
 
 async def session(work, link):
-    ann, ben = (Client(profile=Profile(display_name=n), db=SqliteDb(file_prefix=os.path.join(work, n))) for n in ("ann", "ben"))
+    ann, ben = (Client(profile=Profile(display_name=n), db=db(os.path.join(work, n))) for n in ("ann", "ben"))
     texts = {ann: asyncio.Queue(), ben: asyncio.Queue()}
     for c in (ann, ben):
         c.on_message(chat_type="group", content_type="text")(lambda m, q=texts[c]: q.put(m))
@@ -90,7 +90,7 @@ def main():
     work = tempfile.mkdtemp(prefix="swiftplex-python-group-bot-")
     relay, address = start_relay(os.path.join(work, "relay"))
     os.environ["SWIFTPLEX_SERVERS"] = address
-    env = dict(os.environ, BOT_DB=os.path.join(work, "bot"))
+    env = dict(os.environ, **db_env(os.path.join(work, "bot")))
     bot, output = start_bot(env, os.path.join(work, "bot.log"), script="group_bot.py")
     try:
         link = output.wait_for(r"Bot address: (\S+)").group(1)

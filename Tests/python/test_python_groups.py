@@ -25,11 +25,11 @@ import os
 import sys
 import tempfile
 
-from simplex_chat import Bot, Client, Profile, SqliteDb
+from simplex_chat import Bot, Client, Profile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_python_bot import serve, start_relay, stop  # noqa: E402  (shared helpers)
-from harness import check, run
+from harness import check, run, db
 
 
 class Events:
@@ -71,11 +71,11 @@ def member_name(member):
 
 
 async def groups(work):
-    def db(name):
-        return SqliteDb(file_prefix=os.path.join(work, name))
+    def named_db(name):
+        return db(os.path.join(work, name))
 
-    ann, ben, cat, dan, eve = (Client(profile=Profile(display_name=n), db=db(n)) for n in ("ann", "ben", "cat", "dan", "eve"))
-    bot = Bot(profile=Profile(display_name="echo"), db=db("echo"), welcome="hi")
+    ann, ben, cat, dan, eve = (Client(profile=Profile(display_name=n), db=named_db(n)) for n in ("ann", "ben", "cat", "dan", "eve"))
+    bot = Bot(profile=Profile(display_name="echo"), db=named_db("echo"), welcome="hi")
 
     group_tags = ("receivedGroupInvitation", "userJoinedGroup", "joinedGroupMember", "connectedToGroupMember",
                   "memberRole", "memberBlockedForAll", "deletedMember", "deletedMemberUser", "leftMember",
@@ -265,10 +265,10 @@ async def group_items(work):
     """Edits, deletions, moderation and reactions in a group through the library's ChatApi calls:
     `api_update_chat_item`, `api_chat_item_reaction`, `api_delete_member_chat_item` and
     `api_delete_chat_items` with a group chat, each checked by the event the other member gets."""
-    def db(name):
-        return SqliteDb(file_prefix=os.path.join(work, name))
+    def named_db(name):
+        return db(os.path.join(work, name))
 
-    ann, ben = (Client(profile=Profile(display_name=n), db=db(n + "-items")) for n in ("ann", "ben"))
+    ann, ben = (Client(profile=Profile(display_name=n), db=named_db(n + "-items")) for n in ("ann", "ben"))
     tags = ("receivedGroupInvitation", "userJoinedGroup", "joinedGroupMember", "contactConnected", "chatItemUpdated",
             "chatItemsDeleted", "chatItemReaction", "newChatItems")
     events = {c: Events(c, *tags) for c in (ann, ben)}

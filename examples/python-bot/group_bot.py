@@ -2,19 +2,18 @@
 libsimplex.so: add it to a group and it joins; ask `?topic` in the group and it answers there,
 quoting the question (`msg.reply`). See README.md in this folder."""
 
-import os
-
-from simplex_chat import Bot, Profile, SqliteDb
+from simplex_chat import Bot, Profile
 
 ANSWERS = {
     "rules": "Be kind, stay on topic, no spam.",
     "meeting": "We meet every Monday at 10:00 UTC.",
     "help": "Ask me ?rules or ?meeting.",
 }
+from bot_db import database  # BOT_DB: an SQLite prefix or a PostgreSQL connection string
 
 bot = Bot(
     profile=Profile(display_name="Group helper"),
-    db=SqliteDb(file_prefix=os.environ.get("BOT_DB", "./group_bot")),
+    db=database("./group_bot"),
     welcome="Add me to a group, then ask ?help there.",
 )
 

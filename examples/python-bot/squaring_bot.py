@@ -1,13 +1,12 @@
 """A bot that squares numbers, written for the official SimpleX Python library, running on
 Swiftplex through libsimplex.so. See README.md in this folder."""
 
-import os
-
-from simplex_chat import Bot, BotCommand, Profile, SqliteDb
+from simplex_chat import Bot, BotCommand, Profile
+from bot_db import database  # BOT_DB: an SQLite prefix or a PostgreSQL connection string
 
 bot = Bot(
     profile=Profile(display_name="Squaring bot"),
-    db=SqliteDb(file_prefix=os.environ.get("BOT_DB", "./squaring_bot")),
+    db=database("./squaring_bot"),
     welcome="Send me a number and I will square it.",
     commands=[BotCommand("help", "How to use this bot")],
 )

@@ -37,10 +37,23 @@ public final class ChatInbox: Sendable {
     }
 }
 
-/// Runs an engine on `<dir>/<name>` for the duration of `body`.
+/// Where a test engine named `name` under `dir` keeps its databases: SQLite files
+/// `<dir>/<name>_chat.db` and `_agent.db`; or, when `SWIFTPLEX_TEST_ENGINE_DB=postgres` and a test
+/// server is given (``TestPostgres``), schemas on it named after `dir` and `name` (the same engine
+/// opened again finds them).
+public func testDatabase(_ dir: URL, _ name: String) throws -> EngineDatabase {
+    let prefix = dir.appendingPathComponent(name).path
+    guard ProcessInfo.processInfo.environment["SWIFTPLEX_TEST_ENGINE_DB"] == "postgres" else { return .sqlite(prefix: prefix) }
+    guard let url = TestPostgres.serverURL else {
+        throw TestFailure("SWIFTPLEX_TEST_ENGINE_DB=postgres needs a server in \(TestPostgres.environmentVariable)")
+    }
+    return try EngineDatabase.postgres(connection: url, schemaPrefix: TestPostgres.schema(for: prefix))
+}
+
+/// Runs an engine on `<dir>/<name>` (``testDatabase(_:_:)``) for the duration of `body`.
 public func withEngine<T: Sendable>(_ dir: URL, _ name: String, relays: [RelayAddress], agentOptions: AgentOptions = AgentOptions(),
                                     _ body: (ChatAPI, ChatInbox) async throws -> T) async throws -> T {
-    let controller = try ChatController(prefix: dir.appendingPathComponent(name).path, defaultRelays: relays, logger: silent, agentOptions: agentOptions)
+    let controller = try ChatController(database: try testDatabase(dir, name), defaultRelays: relays, logger: silent, agentOptions: agentOptions)
     let api = ChatAPI(controller: controller)
     let inbox = ChatInbox(api)
     do {
