@@ -367,6 +367,7 @@ let package = Package(
                 "Agent",
                 "RelayServer",
                 "RelayPostgres",
+                "SwiftplexSQL",
                 "SwiftplexSQLPostgres",
                 "RelayClient",
                 "SimplexLib",

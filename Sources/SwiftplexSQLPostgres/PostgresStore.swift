@@ -68,6 +68,22 @@ public final class PostgresStore: SQLStore {
         try self.init(location: try PostgresLocation(url: url, defaultSchema: defaultSchema), label: label, migrations: migrations, lockWait: lockWait)
     }
 
+    /// The same as ``init(location:label:migrations:lockWait:eventLoopGroup:logger:)`` for an async
+    /// caller: the waiting (connecting, the lock, migrations) happens on a thread of its own, not
+    /// on the caller's task.
+    public static func open(location: PostgresLocation, label: String, migrations: [SQLMigration], lockWait: Duration = .seconds(10),
+                            eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+                            logger: Logger = Logger(label: "swiftplex.sql.postgres")) async throws -> PostgresStore {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread {
+                continuation.resume(with: Result {
+                    try PostgresStore(location: location, label: label, migrations: migrations, lockWait: lockWait,
+                                      eventLoopGroup: eventLoopGroup, logger: logger)
+                })
+            }.start()
+        }
+    }
+
     deinit {
         let session = self.session
         _ = worker.submit { session.shutdown() }
@@ -298,6 +314,9 @@ final class PostgresSession: @unchecked Sendable {
         closed = true
         if let c = connection {
             connection = nil
+            // The schema's lock goes now, not when the server notices the closed connection: a
+            // store opened on the schema right after this one closed finds it free.
+            _ = try? c.query(PostgresQuery(unsafeSQL: "SELECT pg_advisory_unlock_all()"), logger: logger).wait()
             try? c.close().wait()
         }
     }
@@ -319,7 +338,10 @@ final class PostgresSession: @unchecked Sendable {
             if c.began { rollback() }
             throw SQLError(failure.code, "the transaction was rolled back: a statement in it failed (\(failure.message))")
         }
-        if c.began { _ = try run(PostgresTranslation.Statement(sql: "COMMIT", parameterCount: 0, isReadOnly: false), []) }
+        if c.began {
+            try c.settleBegin()
+            _ = try run(PostgresTranslation.Statement(sql: "COMMIT", parameterCount: 0, isReadOnly: false), [])
+        }
         return value
     }
 
@@ -361,6 +383,19 @@ final class PostgresSession: @unchecked Sendable {
         } catch {
             throw failure(error, conn: conn, sql: statement.sql)
         }
+    }
+
+    /// Sends a statement of the store's own without waiting for its reply (postgres-nio runs a
+    /// connection's statements in the order they were sent): `BEGIN` goes with a write's first
+    /// statement, and the thread wakes once for both.
+    func send(_ sql: String) throws -> (PostgresConnection, EventLoopFuture<PostgresQueryResult>) {
+        let conn = try current()
+        return (conn, conn.query(PostgresQuery(unsafeSQL: sql), logger: logger))
+    }
+
+    /// Waits for a statement sent with ``send(_:)``.
+    func settle(_ sent: (PostgresConnection, EventLoopFuture<PostgresQueryResult>), sql: String) throws {
+        do { _ = try sent.1.wait() } catch { throw failure(error, conn: sent.0, sql: sql) }
     }
 
     /// A statement of the store's own (no translation, no arguments), as rows.
@@ -407,7 +442,16 @@ final class PostgresSession: @unchecked Sendable {
             }
             return SQLError(.connection, "lost the connection to PostgreSQL \(location): \(Self.describe(error))")
         }
-        return SQLError(.statement, "\(Self.describe(error)) — in: \(Self.excerpt(sql))")
+        return SQLError(Self.isTransient(error) ? .transient : .statement, "\(Self.describe(error)) — in: \(Self.excerpt(sql))")
+    }
+
+    /// The server's faults that go away by themselves (the work is to be retried): a
+    /// serialization failure or deadlock (class 40), insufficient resources — the disk full, out
+    /// of memory, too many connections (class 53) —, a server read-only for a while (a standby
+    /// not yet promoted, 25006), a lock not available (55P03), the server starting up (57P03).
+    static func isTransient(_ error: Error) -> Bool {
+        guard let e = error as? PSQLError, let state = e.serverInfo?[.sqlState] else { return false }
+        return state.hasPrefix("40") || state.hasPrefix("53") || ["25006", "55P03", "57P03"].contains(state)
     }
 
     static func isConnectionLoss(_ error: Error) -> Bool {
@@ -580,6 +624,7 @@ final class PostgresSession: @unchecked Sendable {
                     switch Self.step(of: m) {
                     case let .postgres(script):
                         try c.begin()
+                        try c.settleBegin()
                         try rawScript(script)
                     case let .sqlite(script):
                         for s in try Self.translatedScript(script, of: m) { try c.run(s, []) }
@@ -632,16 +677,33 @@ final class PostgresSQLConnection: SQLConnection {
 
     var dialect: SQLDialect { .postgres }
 
+    /// `BEGIN` sent, its reply not yet awaited.
+    private var pendingBegin: (PostgresConnection, EventLoopFuture<PostgresQueryResult>)?
+
+    /// Sends `BEGIN` (a write's first statement follows it at once); ``settleBegin()`` waits for it.
     func begin() throws {
         guard write, !began else { return }
-        _ = try session.run(PostgresTranslation.Statement(sql: "BEGIN", parameterCount: 0, isReadOnly: false), [])
+        pendingBegin = try session.send("BEGIN")
         began = true
+    }
+
+    /// Waits for `BEGIN`'s reply, if it is still due.
+    func settleBegin() throws {
+        guard let sent = pendingBegin else { return }
+        pendingBegin = nil
+        do { try session.settle(sent, sql: "BEGIN") } catch let e as SQLError {
+            failure = failure ?? e
+            throw e
+        }
     }
 
     @discardableResult
     func run(_ statement: PostgresTranslation.Statement, _ arguments: [SQLValue]) throws -> PostgresQueryResult {
         guard valid else { throw SQLError(.statement, "a connection used after its transaction ended") }
-        if let failure {
+        // `ROLLBACK TO [SAVEPOINT] name` is what PostgreSQL still takes in an aborted transaction,
+        // and it ends the abort.
+        let rollsBackToSavepoint = statement.sql.prefix(12).uppercased().hasPrefix("ROLLBACK TO ")
+        if let failure, !rollsBackToSavepoint {
             throw SQLError(failure.code, "an earlier statement of this transaction failed (PostgreSQL aborts the whole transaction): \(failure.message)")
         }
         if !write, !statement.isReadOnly {
@@ -649,14 +711,18 @@ final class PostgresSQLConnection: SQLConnection {
         }
         do {
             try begin()
-            let result = try session.run(statement, arguments)
+            let outcome = Result { try session.run(statement, arguments) }
+            try settleBegin()
+            let result = try outcome.get()
+            if rollsBackToSavepoint { failure = nil }
             switch result.metadata.command {
             case "INSERT", "UPDATE", "DELETE", "MERGE": changesCount = result.metadata.rows ?? 0
             default: break
             }
             return result
         } catch let e as SQLError {
-            failure = e
+            // Only a transaction is aborted by a failing statement: a read's next one runs.
+            if began { failure = failure ?? e }
             throw e
         }
     }

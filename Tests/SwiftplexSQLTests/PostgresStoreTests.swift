@@ -94,6 +94,31 @@ struct PostgresStoreTests {
             }
         }
         #expect(try await store.read { try $0.value(Int.self, "SELECT n FROM item WHERE name = ?", "kept") } == 1)
+        // A savepoint (which SQLite takes too) is the way to go on after a failing statement.
+        try await store.write { db in
+            try db.execute("UPDATE item SET n = ? WHERE name = ?", 5, "kept")
+            try db.execute("SAVEPOINT duplicate")
+            #expect(throws: SQLError.self) { try db.execute("INSERT INTO item (name) VALUES (?)", "kept") }
+            try db.execute("ROLLBACK TO SAVEPOINT duplicate")
+            try db.execute("RELEASE duplicate")
+            try db.execute("UPDATE item SET n = n + 1 WHERE name = ?", "kept")
+        }
+        #expect(try await store.read { try $0.value(Int.self, "SELECT n FROM item WHERE name = ?", "kept") } == 6)
+        try await store.write { db in try db.execute("UPDATE item SET n = ? WHERE name = ?", 1, "kept") }
+        // A fault that passes (here: the transaction made read-only, as on a standby) is
+        // `.transient`: the work is to be retried, not dropped.
+        let readOnly = await #expect(throws: SQLError.self) {
+            try await store.write { db in
+                try db.execute("SET TRANSACTION READ ONLY")
+                try db.execute("UPDATE item SET n = ? WHERE name = ?", 9, "kept")
+            }
+        }
+        #expect(readOnly?.code == .transient && readOnly?.isTransient == true, "\(String(describing: readOnly))")
+        // A read has no transaction to abort: after a failing statement the next one runs.
+        #expect(try await store.read { db in
+            #expect(throws: SQLError.self) { try db.rows("SELECT nothing FROM item") }
+            return try db.value(Int.self, "SELECT n FROM item WHERE name = ?", "kept")
+        } == 1)
         // A read does not write; the refusal does not spoil the next transaction.
         await #expect(throws: SQLError.self) { try await store.read { db in try db.execute("DELETE FROM item") } }
         #expect(try await store.read { try $0.value(Int.self, "SELECT COUNT(*) FROM item") } == 1)
@@ -150,9 +175,24 @@ struct PostgresStoreTests {
         try await first.write { db in try db.execute("INSERT INTO item (name) VALUES (?)", "first") }
         try first.close()
         await #expect(throws: SQLError.self) { try await first.read { db in try db.rows("SELECT 1") } }
-        let second = try open(url)
-        defer { try? second.close() }
+        let second = try await PostgresStore.open(location: try PostgresLocation(url: url), label: "second", migrations: Self.migrations, lockWait: .zero)
         #expect(try await second.read { try $0.value(String.self, "SELECT name FROM item") } == "first")
+        // A standby started while the schema is held waits, and takes over once the holder is gone.
+        let admin = try open(try #require(TestPostgres.url()))
+        defer { try? admin.close() }
+        let schema = try PostgresLocation(url: url).schema
+        let standby = Task { try await PostgresStore.open(location: try PostgresLocation(url: url), label: "standby", migrations: Self.migrations, lockWait: .seconds(30)) }
+        // (No event says the standby tried and was refused: the server's view of its session does.)
+        try await eventually("the standby to try the schema's lock") {
+            try await admin.read { db in
+                try db.value(Int.self, "SELECT COUNT(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND query LIKE ?",
+                             "%pg_try_advisory_lock(hashtext('\(schema)'))%") ?? 0
+            } >= 1
+        }
+        try second.close()
+        let third = try await standby.value
+        defer { try? third.close() }
+        #expect(try await third.read { try $0.value(String.self, "SELECT name FROM item") } == "first")
         // Another schema of the same database is another store.
         let other = try open(try #require(TestPostgres.url()))
         try other.close()

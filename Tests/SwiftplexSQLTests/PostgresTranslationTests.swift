@@ -102,4 +102,26 @@ import Testing
             }
         }
     }
+
+    @Test func connectionStringsInBothFormsWithClearErrors() throws {
+        let url = try PostgresLocation(url: "postgresql://bot:s%40cret@db.example:6432/swiftplex?schema=bot_1&sslmode=require", environment: [:])
+        #expect(url.host == "db.example" && url.port == 6432 && url.user == "bot" && url.password == "s@cret")
+        #expect(url.database == "swiftplex" && url.schema == "bot_1" && url.sslMode == "require")
+        #expect(!url.description.contains("cret"))
+        let keywords = try PostgresLocation(url: "host=db.example port=6432 user=bot password='it\\'s' dbname=swiftplex", defaultSchema: "chat",
+                                            environment: [:])
+        #expect(keywords.host == "db.example" && keywords.port == 6432 && keywords.user == "bot" && keywords.password == "it's")
+        #expect(keywords.database == "swiftplex" && keywords.schema == "chat" && keywords.sslMode == "disable")
+        let socket = try PostgresLocation(url: "postgresql://bot@/swiftplex?host=/run/postgresql", environment: ["PGPASSWORD": "pw"])
+        #expect(socket.host == "/run/postgresql" && socket.password == "pw" && socket.schema == "swiftplex")
+        #expect(socket.description == "postgresql://bot@/swiftplex?host=/run/postgresql&schema=swiftplex")
+        #expect(PostgresLocation.isPostgres("host=h dbname=d user=u") && PostgresLocation.isPostgres("postgres://u@h/d") && !PostgresLocation.isPostgres("/var/lib/bot"))
+        #expect(try url.with(schema: "other").schema == "other")
+        for bad in ["postgresql://h/db", "postgresql://u@h", "postgresql://u@h/db?schema=Bad-Name", "postgresql://u@h/db?what=1",
+                    "postgresql://u@h/db?sslmode=maybe", "mysql://u@h/db", "host=h dbname=d", "host=h user=u dbname=d port=x",
+                    "host=h user=u dbname=d password='open", "host=h user=u dbname=d color=red"] {
+            #expect(throws: SQLError.self, "\(bad)") { _ = try PostgresLocation(url: bad, environment: [:]) }
+        }
+        #expect(throws: SQLError.self) { try url.with(schema: "x; DROP TABLE y") }
+    }
 }
