@@ -154,8 +154,9 @@ public actor ChatController {
         }
     }
 
-    /// Database work, off the actor: GRDB runs it on the queue's own thread and the actor awaits it.
+    /// Database work, off the actor: the store runs it on its own thread and the actor awaits it.
     func dbRead<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T { try await store.db.read(body) }
+    @discardableResult
     func dbWrite<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T { try await store.db.write(body) }
 
     // MARK: - Users

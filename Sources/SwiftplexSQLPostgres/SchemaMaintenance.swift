@@ -16,7 +16,7 @@ extension PostgresStore {
         } catch let e as SQLError {
             throw e
         } catch {
-            throw SQLError(.connection, "cannot connect to \(location): \(String(reflecting: error).prefix(200))")
+            throw SQLError(.connection, "cannot connect to \(location): \(PostgresSession.describe(error))")
         }
         defer { try? connection.close().wait() }
         return try body(connection, logger)
@@ -43,7 +43,7 @@ extension PostgresStore {
             } catch let e as SQLError {
                 throw e
             } catch {
-                throw SQLError(.statement, "cannot drop the schema \(location.schema) of \(location): \(String(reflecting: error).prefix(200))")
+                throw SQLError(.statement, "cannot drop the schema \(location.schema) of \(location): \(PostgresSession.describe(error))")
             }
         }
     }
@@ -62,7 +62,7 @@ extension PostgresStore {
             let applied = Set(try rows.rows.map { try $0.decode(String.self) })
             return migrations.map(\.identifier).filter { !applied.contains($0) }
         } catch {
-            throw SQLError(.statement, "cannot read the migrations of \(location): \(String(reflecting: error).prefix(200))")
+            throw SQLError(.statement, "cannot read the migrations of \(location): \(PostgresSession.describe(error))")
         }
         }
     }
