@@ -13,9 +13,10 @@ import Testing
 /// together is bounded by the relay-wide budget of unproven work (`unprovenWorkRate`), new
 /// connections' handshakes and first commands by a budget of their own (`handshakeWorkRate`), and
 /// unproven work comes in short runs (`unprovenRunRate`). Over real TLS on loopback. Each test puts
-/// one of those budgets seconds in debt by hand (as a crowd of misbehaving connections would), then
-/// waits for events, never for a fixed time.
-@Suite(.timeLimit(.minutes(1))) struct RelayUnprovenWorkTests {
+/// one of those budgets seconds in debt by hand (as a crowd of misbehaving connections would; two
+/// minutes where a test then waits up to 40 s for a served connection, so that the debt outlasts
+/// any wait on a loaded machine), then waits for events, never for a fixed time.
+@Suite(.timeLimit(.minutes(3))) struct RelayUnprovenWorkTests {
     /// Puts the relay-wide budget of unproven work `seconds` in debt (as if unproven connections had just cost that much).
     private func overdrawUnprovenWork(_ relay: RelayServer, seconds: Int) {
         overdraw(relay, .unprovenWork, relay.configuration.unprovenWorkRate, seconds: seconds)
@@ -84,7 +85,7 @@ import Testing
             let unproven = try await RelayConnection.connect(to: relay.address)
             try await unproven.ping()
 
-            overdrawUnprovenWork(relay, seconds: 30)
+            overdrawUnprovenWork(relay, seconds: 120)
             let throttledBefore = throttled(relay, .unprovenWork)
             let pings = NIOLockedValueBox(0)
             let unprovenPings = Task {
@@ -101,14 +102,14 @@ import Testing
             // itself with its SUB and is served at once from then on.
             var back: [RelayConnection] = []
             for (n, q) in queues.enumerated() {
-                let (c, inbox) = try await returnsWithin(.seconds(10), "reconnecting client \(n) while the unproven budget is overdrawn") {
-                    let c = try await RelayConnection.connect(to: relay.address, timeout: .seconds(10))
+                let (c, inbox) = try await returnsWithin(.seconds(40), "reconnecting client \(n) while the unproven budget is overdrawn") {
+                    let c = try await RelayConnection.connect(to: relay.address, timeout: .seconds(40))
                     let inbox = EventInbox(c)
                     try await c.subscribe(q)
                     return (c, inbox)
                 }
                 back.append(c)
-                try await returnsWithin(.seconds(10), "reconnected client \(n)'s round trips") {
+                try await returnsWithin(.seconds(40), "reconnected client \(n)'s round trips") {
                     for i in 0..<5 {
                         try await c.sendMessage(senderId: q.senderId, key: nil, body: [UInt8(i)])
                         let m = try await inbox.nextMessage(for: q)
@@ -129,7 +130,7 @@ import Testing
             let good = try await RelayConnection.connect(to: relay.address)
             let q = try await good.createQueue()
             try await roundTrip(good, q, 1) // proven
-            overdraw(relay, .handshakeWork, relay.configuration.handshakeWorkRate, seconds: 30)
+            overdraw(relay, .handshakeWork, relay.configuration.handshakeWorkRate, seconds: 120)
             let throttledBefore = throttled(relay, .handshakeWork)
             // The listener checks the budget before each accept: the first connection may already
             // be past that check; the one after it waits in the backlog.
@@ -188,7 +189,7 @@ import Testing
             let unproven = try await RelayConnection.connect(to: relay.address)
             try await unproven.ping()
             // As if unproven connections had just run for 30 s without a gap.
-            overdraw(relay, .unprovenRun, relay.configuration.unprovenRunRate, seconds: 30)
+            overdraw(relay, .unprovenRun, relay.configuration.unprovenRunRate, seconds: 120)
             let throttledBefore = throttled(relay, .unprovenRun)
             let pinged = NIOLockedValueBox(false)
             let ping = Task {
@@ -197,7 +198,7 @@ import Testing
             }
             // Its read waits, unprocessed (counted as a throttle with the limit `unproven_run`).
             try await eventually("the unproven connection's read waits") { throttled(relay, .unprovenRun) > throttledBefore }
-            try await returnsWithin(.seconds(10), "the proven connection's round trips") {
+            try await returnsWithin(.seconds(40), "the proven connection's round trips") {
                 for i in 0..<5 { try await roundTrip(good, q, UInt8(i + 2)) }
                 try await good.ping()
             }
