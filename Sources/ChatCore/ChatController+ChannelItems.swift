@@ -227,12 +227,7 @@ extension ChatController {
                 out.refused.append("x.msg.update of a verified post is not verified")
                 return
             }
-            guard Stored.json(found.content) != json else { return }
-            found.content = json.description
-            found.edited = true
-            found.updatedAt = now
-            try found.update(db)
-            out.updatedItems.append(found.id!)
+            if try found.edit(to: json, at: now, db) { out.updatedItems.append(found.id!) }
         case "x.msg.del":
             guard let found = try post(target, by: author) else {
                 out.refused.append("x.msg.del of a post this side does not have")
@@ -295,17 +290,7 @@ extension ChatController {
         }
         if !out.newItems.isEmpty { sink.yield(.newChatItems(user: user, chatItems: try await items(out.newItems.map(\.0)))) }
         for item in try await items(out.updatedItems) { sink.yield(.chatItemUpdated(user: user, chatItem: item)) }
-        if !out.deletedItems.isEmpty {
-            var deletions: [ChatItemDeletion] = []
-            for d in out.deletedItems {
-                let before = try await groupItemModels([d.before], view: view)[0]
-                var after: ChatItem?
-                if let a = d.after { after = try await groupItemModels([a], view: view)[0] }
-                deletions.append(ChatItemDeletion(deletedChatItem: AChatItem(chatInfo: .group(groupInfo: info), chatItem: before),
-                                                  toChatItem: after.map { AChatItem(chatInfo: .group(groupInfo: info), chatItem: $0) }))
-            }
-            sink.yield(.chatItemsDeleted(user: user, chatItemDeletions: deletions, byUser: false, timed: false))
-        }
+        try await reportDeletions(out.deletedItems, user: user, info: info, view: view)
         for r in out.reactions {
             guard let item = try await items([r.itemId]).first else { continue }
             let dir: CIDirection = switch r.sender {

@@ -267,12 +267,7 @@ extension ChatController {
                     out.refusedContent.append("x.msg.update of a deleted message")
                     return
                 }
-                guard Stored.json(found.content) != json else { return }
-                found.content = json.description
-                found.edited = true
-                found.updatedAt = now
-                try found.update(db)
-                out.updatedItems.append(found.id!)
+                if try found.edit(to: json, at: now, db) { out.updatedItems.append(found.id!) }
             } else {
                 // As SimpleX: an update of a message this side does not have makes it, edited.
                 var made = GroupItemRecord(userId: userId, groupId: groupId, memberRowId: authorRow, content: json.description, sharedMsgId: msgId,

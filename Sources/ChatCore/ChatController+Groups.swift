@@ -633,6 +633,21 @@ extension ChatController {
 
     // MARK: - Events
 
+    /// `chatItemsDeleted` (not `byUser`) for a group's or channel's items a member or owner deleted:
+    /// each as it was and, when it is marked rather than removed, as it is now.
+    func reportDeletions(_ changes: [GroupItemChange], user: User, info: GroupInfo, view: GroupView) async throws {
+        guard !changes.isEmpty else { return }
+        var deletions: [ChatItemDeletion] = []
+        for d in changes {
+            let before = try await groupItemModels([d.before], view: view)[0]
+            var after: ChatItem?
+            if let a = d.after { after = try await groupItemModels([a], view: view)[0] }
+            deletions.append(ChatItemDeletion(deletedChatItem: AChatItem(chatInfo: .group(groupInfo: info), chatItem: before),
+                                              toChatItem: after.map { AChatItem(chatInfo: .group(groupInfo: info), chatItem: $0) }))
+        }
+        sink.yield(.chatItemsDeleted(user: user, chatItemDeletions: deletions, byUser: false, timed: false))
+    }
+
     /// Reports what a committed input did: its API events and received items.
     func reportGroupOutcome(_ groupId: Int64, userId: Int64, _ outcome: GroupOutcome) async throws {
         for why in outcome.refusedContent {
@@ -677,17 +692,7 @@ extension ChatController {
             guard let r = try await dbRead({ db in try GroupItemRecord.fetchOne(db, key: id) }) else { continue }
             sink.yield(.chatItemUpdated(user: user, chatItem: AChatItem(chatInfo: .group(groupInfo: info), chatItem: try await groupItemModels([r], view: view)[0])))
         }
-        if !outcome.deletedItems.isEmpty {
-            var deletions: [ChatItemDeletion] = []
-            for d in outcome.deletedItems {
-                let before = try await groupItemModels([d.before], view: view)[0]
-                var after: ChatItem?
-                if let a = d.after { after = try await groupItemModels([a], view: view)[0] }
-                deletions.append(ChatItemDeletion(deletedChatItem: AChatItem(chatInfo: .group(groupInfo: info), chatItem: before),
-                                                  toChatItem: after.map { AChatItem(chatInfo: .group(groupInfo: info), chatItem: $0) }))
-            }
-            sink.yield(.chatItemsDeleted(user: user, chatItemDeletions: deletions, byUser: false, timed: false))
-        }
+        try await reportDeletions(outcome.deletedItems, user: user, info: info, view: view)
         for r in outcome.reactions {
             guard let rec = try await dbRead({ db in try GroupItemRecord.fetchOne(db, key: r.itemId) }),
                   let by = view.members.first(where: { $0.id == r.byRowId }) else { continue }

@@ -492,3 +492,16 @@ enum GroupPendingAction: Sendable {
         }
     }
 }
+
+extension GroupItemRecord {
+    /// Takes `content` as an edit of the item (stored, marked edited, its update time `now`);
+    /// false when the item holds that content already.
+    mutating func edit(to content: JSONValue, at now: String, _ db: Database) throws -> Bool {
+        guard Stored.json(self.content) != content else { return false }
+        self.content = content.description
+        edited = true
+        updatedAt = now
+        try update(db)
+        return true
+    }
+}
