@@ -428,13 +428,19 @@ extension ChatController {
     /// At start (`/_start`): each channel the engine's users subscribe to reads its link data
     /// again and syncs its relays with it (`refreshChannelLinkData`) — a bot has no moment of
     /// "opening the channel", when SimpleX's apps do it. A failure (the link unreachable, the
-    /// channel gone) is logged; the next start tries again.
+    /// channel gone) is logged; the next start tries again. A channel with steps left undone is
+    /// left to them.
     func resyncSubscribedChannels() async {
         guard let ids = try? await dbRead({ db -> [Int64] in
             try Row.fetchAll(db, sql: "SELECT group_id FROM channel WHERE role = ?", arguments: [ChannelRecord.Role.subscriber.rawValue]).map { $0["group_id"] }
         }) else { return }
         for groupId in ids {
             guard let s = try? await subscriberState(groupId), !s.left, !s.deleted else { continue }
+            // A channel with steps still to make (a join cut short by the stop) carries on with
+            // them instead: read now, its link data would name relays whose own reads are still
+            // under way, and each would be read (and joined) twice. The next start syncs it.
+            let midway = (try? await dbRead { db in try !ChannelActionRecord.filter(ChannelActionRecord.Columns.groupId == groupId).isEmpty(db) }) ?? true
+            if midway { continue }
             do { _ = try await refreshChannelLinkData(groupId: groupId) } catch {
                 if closing { return }
                 logger.info("a channel's link data was not read again", metadata: ["group": "\(groupId)", "error": "\(error)"])

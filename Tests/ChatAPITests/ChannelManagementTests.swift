@@ -405,8 +405,14 @@ import Testing
                         _ = try await sIn.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == "after the restarts" })
                         // Every step carried on to its end (the start's own link-data read, a step too, included).
                         let subs = s.controller
-                        try await waitUntil("the subscriber's steps to be done") {
-                            (try? await subs.dbRead { db in try ChannelActionRecord.fetchCount(db) }) == 0
+                        do {
+                            try await waitUntil("the subscriber's steps to be done") {
+                                (try? await subs.dbRead { db in try ChannelActionRecord.fetchCount(db) }) == 0
+                            }
+                        } catch {
+                            let left = try await subs.dbRead { db in try ChannelActionRecord.fetchAll(db).map(\.action) }
+                            Issue.record("steps left: \(left)")
+                            throw error
                         }
                     }
                 }
