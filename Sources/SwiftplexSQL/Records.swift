@@ -233,6 +233,10 @@ public struct QueryInterfaceRequest<Record: TableRecord>: Sendable {
     /// Sets `assignments` on every row the request selects; returns how many.
     @discardableResult
     public func updateAll(_ db: any SQLConnection, _ assignments: ColumnAssignment...) throws -> Int {
+        try updateAll(db, assignments: assignments)
+    }
+
+    func updateAll(_ db: any SQLConnection, assignments: [ColumnAssignment]) throws -> Int {
         precondition(orderings.isEmpty && limitCount == nil, "updateAll takes conditions only")
         let (clause, arguments) = whereClause
         let set = assignments.map { quoted($0.column) + " = " + $0.value.sql }.joined(separator: ", ")
@@ -305,8 +309,7 @@ extension TableRecord {
 
     @discardableResult
     public static func updateAll(_ db: any SQLConnection, _ assignments: ColumnAssignment...) throws -> Int {
-        let set = assignments.map { quoted($0.column) + " = " + $0.value.sql }.joined(separator: ", ")
-        return try db.execute("UPDATE \(quoted(databaseTableName)) SET \(set)", assignments.flatMap(\.value.arguments))
+        try all().updateAll(db, assignments: assignments)
     }
 
     @discardableResult

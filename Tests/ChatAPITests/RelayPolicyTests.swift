@@ -11,6 +11,19 @@ import Testing
 /// subscriber cap refuses joins past it. Engines on a live relay server (TLS on loopback, SQLite
 /// files), driven by command strings.
 @Suite(.timeLimit(.minutes(3))) struct RelayPolicyTests: LiveRelaySuite {
+    /// The owner registers both relay users' addresses and creates a channel with them; both
+    /// answer `x.grp.relay.reject` (the owner sees each `rejected`).
+    func createChannelBothRelaysRefuse(_ o: ChatAPI, _ oIn: ChatInbox, _ addresses: [String]) async throws {
+        let relays = await o.execute("/relays name=one \(addresses[0]) name=two \(addresses[1])")
+        guard case let .array(list)? = relays["chatRelays"], list.count == 2 else { throw TestFailure("\(relays)") }
+        let ids = list.compactMap { $0["chatRelayId"]?.intValue }.map(String.init).joined(separator: ",")
+        let created = await o.execute(#"/_public group 1 \#(ids) {"displayName": "news", "fullName": ""}"#)
+        #expect(created["type"]?.stringValue == "publicGroupCreated", "\(created)")
+        for _ in 0..<2 {
+            _ = try await oIn.next("groupRelayUpdated", where: { $0["groupRelay"]?["relayStatus"]?.stringValue == "rejected" })
+        }
+    }
+
     func errorMessage(_ r: JSONValue) -> String? {
         r["type"]?.stringValue == "chatCmdError" ? r["chatError"]?["errorType"]?["message"]?.stringValue : nil
     }
@@ -47,14 +60,7 @@ import Testing
                 #expect(await r.controller.currentRelayPolicy == ChannelRelayPolicy(allow: ["https://elsewhere.example/c#not-this-one"], maxChannels: 5))
                 try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
                     await startUser(o, "owner")
-                    let relays = await o.execute("/relays name=one \(addresses[0]) name=two \(addresses[1])")
-                    guard case let .array(list)? = relays["chatRelays"], list.count == 2 else { throw TestFailure("\(relays)") }
-                    let ids = list.compactMap { $0["chatRelayId"]?.intValue }.map(String.init).joined(separator: ",")
-                    let created = await o.execute(#"/_public group 1 \#(ids) {"displayName": "news", "fullName": ""}"#)
-                    #expect(created["type"]?.stringValue == "publicGroupCreated", "\(created)")
-                    for _ in 0..<2 {
-                        _ = try await oIn.next("groupRelayUpdated", where: { $0["groupRelay"]?["relayStatus"]?.stringValue == "rejected" })
-                    }
+                    try await createChannelBothRelaysRefuse(o, oIn, addresses)
                     #expect(await r.controller.relayPolicyRefusals.channels == 2)
                 }
                 let cleared = await r.execute("/_relay policy {}")
@@ -76,14 +82,7 @@ import Testing
                 #expect(set["type"]?.stringValue == "cmdOk", "\(set)")
                 try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
                     await startUser(o, "owner")
-                    let relays = await o.execute("/relays name=one \(addresses[0]) name=two \(addresses[1])")
-                    guard case let .array(list)? = relays["chatRelays"], list.count == 2 else { throw TestFailure("\(relays)") }
-                    let ids = list.compactMap { $0["chatRelayId"]?.intValue }.map(String.init).joined(separator: ",")
-                    let created = await o.execute(#"/_public group 1 \#(ids) {"displayName": "news", "fullName": ""}"#)
-                    #expect(created["type"]?.stringValue == "publicGroupCreated", "\(created)")
-                    for _ in 0..<2 {
-                        _ = try await oIn.next("groupRelayUpdated", where: { $0["groupRelay"]?["relayStatus"]?.stringValue == "rejected" })
-                    }
+                    try await createChannelBothRelaysRefuse(o, oIn, addresses)
                     #expect(await r.controller.relayPolicyRefusals.channels == 2)
                     #expect(try await r.controller.relayChannelCounters().isEmpty)
                 }
