@@ -587,11 +587,13 @@ extension ChatController {
         return (from.text, id)
     }
 
-    /// Now as `YYYY-MM-DDTHH:MM:SSZ` (UTC, whole seconds), written without a date formatter
-    /// (one was made per received group message).
+    /// Now as `YYYY-MM-DDTHH:MM:SS.sssZ` (UTC), written without a date formatter (one was made
+    /// per received group message). Milliseconds, not SMP's whole seconds: it becomes a forward's
+    /// `msgTs` and so the item's time at the members it is forwarded to, and a message forwarded in
+    /// the second a member joined must not look older than the joining (a bot that skips the
+    /// history it was sent would skip it).
     nonisolated static func rfc3339Now() -> String {
-        let whole = ChatTimestamp(seconds: ChatTimestamp.now().seconds).description  // `….000Z`
-        return whole.hasSuffix(".000Z") ? String(whole.dropLast(5)) + "Z" : whole
+        ChatTimestamp.now().description
     }
 
     // MARK: - x.grp.inv on a contact connection

@@ -78,12 +78,15 @@ public struct Introduction: Sendable, Hashable {
         /// Both did.
         case connected = "con"
 
-        /// SimpleX `getForwardIntroducedMembers`: the host forwards between the two until either
-        /// reports the connection.
+        /// The host forwards between the two until both have reported the connection. (SimpleX
+        /// `getForwardIntroducedMembers` stops at the first report, as its members already send
+        /// to a connection that is ready for sending; a Swiftplex member sends to another only
+        /// once its own side is connected, so a host that stopped at the first report would drop
+        /// what the other side writes in between. A copy that comes both ways is a duplicate.)
         public var needsForwarding: Bool {
             switch self {
-            case .sent, .invitationReceived, .invitationForwarded: true
-            case .reConnected, .toConnected, .connected: false
+            case .sent, .invitationReceived, .invitationForwarded, .reConnected, .toConnected: true
+            case .connected: false
             }
         }
     }

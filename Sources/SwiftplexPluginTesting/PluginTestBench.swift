@@ -60,10 +60,16 @@ public final class PluginTestBench: Sendable {
         return URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
     }
 
+    /// The bot's log level unless a test gives one: `SWIFTPLEX_TEST_LOG` (`debug`, `info`, …) when
+    /// set — to see what the bot did in a failing test — else `critical`.
+    public static var defaultLogLevel: Logger.Level {
+        ProcessInfo.processInfo.environment["SWIFTPLEX_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+    }
+
     /// Runs `body` with a bench started as ``start(plugins:botName:logLevel:)`` does, and shuts the
     /// bench down when `body` returns or throws — awaited, so that the next test begins with
     /// nothing of this one still running.
-    public static func withBench<T>(plugins: [Plugin], botName: String = "test-bot", logLevel: Logger.Level = .critical,
+    public static func withBench<T>(plugins: [Plugin], botName: String = "test-bot", logLevel: Logger.Level = defaultLogLevel,
                                     _ body: (PluginTestBench) async throws -> T) async throws -> T {
         let bench = try await start(plugins: plugins, botName: botName, logLevel: logLevel)
         let result: T
@@ -79,7 +85,7 @@ public final class PluginTestBench: Sendable {
 
     /// Starts a bot named `botName` with `plugins`, its own relay, and a contact address; the
     /// caller shuts it down with ``shutdown()`` (``withBench(plugins:botName:logLevel:_:)`` does it for you).
-    public static func start(plugins: [Plugin], botName: String = "test-bot", logLevel: Logger.Level = .critical) async throws -> PluginTestBench {
+    public static func start(plugins: [Plugin], botName: String = "test-bot", logLevel: Logger.Level = defaultLogLevel) async throws -> PluginTestBench {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-plugin-test-\(UUID().uuidString)")
         var logger = Logger(label: "plugin-test")
         logger.logLevel = logLevel
@@ -179,7 +185,7 @@ public final class ScriptedContact: Sendable {
         self.name = name
         self.api = api
         self.engine = engine
-        inbox = EventInbox(api.events)
+        inbox = EventInbox(api.events, owner: name)
     }
 
     func request(_ address: String) async throws {
@@ -345,8 +351,11 @@ final class EventInbox: Sendable {
 
     private let state: NIOLockedValueBox<State>
     private let task: Task<Void, Never>
+    /// Whose events these are, for the timeout's message.
+    private let owner: String
 
-    init(_ events: AsyncStream<JSONValue>) {
+    init(_ events: AsyncStream<JSONValue>, owner: String) {
+        self.owner = owner
         let state = NIOLockedValueBox(State())
         self.state = state
         task = Task {
@@ -381,9 +390,10 @@ final class EventInbox: Sendable {
             }
             waiter?.continuation.resume(throwing: error)
         }
+        let owner = owner
         let deadline = DispatchWorkItem {
-            let seen = state.withLockedValue { $0.buffer.map { $0["type"]?.stringValue ?? "?" } }
-            expire(HarnessError("timed out after \(timeout) waiting for \(type); unconsumed events: \(seen)"))
+            let seen = state.withLockedValue { $0.buffer.map(EventInbox.summary) }
+            expire(HarnessError("\(owner): timed out after \(timeout) waiting for \(type); unconsumed events: \(seen)"))
         }
         defer { deadline.cancel() }
         return try await withTaskCancellationHandler {
@@ -406,6 +416,22 @@ final class EventInbox: Sendable {
         } onCancel: {
             expire(CancellationError())
         }
+    }
+}
+
+extension EventInbox {
+    /// An event's type, and for new items each item's direction, sender and text (cut short).
+    static func summary(_ e: JSONValue) -> String {
+        let type = e["type"]?.stringValue ?? "?"
+        guard type == "newChatItems", let items = e["chatItems"]?.items else { return type }
+        let described = items.map { item -> String in
+            let ci = item["chatItem"]
+            let dir = ci?["chatDir"]?["type"]?.stringValue ?? "?"
+            let from = ci?["chatDir"]?["groupMember"]?["memberProfile"]?["displayName"]?.stringValue.map { " " + $0 } ?? ""
+            let text = ci?["content"]?["msgContent"]?["text"]?.stringValue.map { " \"" + String($0.prefix(40)) + "\"" } ?? ""
+            return dir + from + text
+        }
+        return "newChatItems(" + described.joined(separator: "; ") + ")"
     }
 }
 
