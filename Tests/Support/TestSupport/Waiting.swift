@@ -182,8 +182,10 @@ final class WaitCore<Element: Sendable>: @unchecked Sendable {
 /// Polls `condition` until it holds. THE LAST RESORT: use it only for a condition that cannot be
 /// observed as an event (a row in a database, a counter without a notification). Anything that
 /// arrives on a stream, a pipe or a callback is awaited with `AsyncInbox`, `AsyncLog` or
-/// `ChildProcess` instead. Throws `WaitTimeout` naming `what` after `timeout`.
-public func eventually(timeout: Duration = .seconds(10), _ what: String,
+/// `ChildProcess` instead. Throws `WaitTimeout` naming `what` after `timeout` — 30 s unless
+/// given: the limit only matters when the condition never comes, and `make test` runs beside other
+/// work on a 2-core machine (10 s was met by a PostgreSQL relay's first 60 acknowledged SENDs).
+public func eventually(timeout: Duration = .seconds(30), _ what: String,
                        pollingEvery interval: Duration = .milliseconds(20),
                        _ condition: () async throws -> Bool) async throws {
     let deadline = ContinuousClock.now + timeout
