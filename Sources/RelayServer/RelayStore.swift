@@ -133,6 +133,10 @@ final class RelayStore: Sendable {
         do {
             try DataDirectory.touchPrivateFile(path)
             pool = try DatabasePool(path: path.path, configuration: config)
+            // GRDB sets `synchronous = NORMAL` on a pool's writer when it turns WAL on, after
+            // `prepareDatabase`: without this a commit reached the log but not the disk (safe
+            // against kill -9, not against a power cut or an OS crash) although `OK` promises it is durable.
+            try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
             try Self.migrator.migrate(pool)
             var checkpointConfig = Configuration()
             checkpointConfig.label = "relay.checkpoint"
