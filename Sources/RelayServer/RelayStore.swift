@@ -65,7 +65,8 @@ package struct StoredMessage: Sendable {
 /// All access goes through one serial writer that commits in groups: operations submitted while a
 /// commit is in progress are run together in the next transaction, so a burst of N SENDs costs one
 /// fsync instead of N. Each operation is a single statement, so one failure does not undo the
-/// others; its completion is called only after the transaction is durable. Groups are formed by
+/// others; its completion is called only after the transaction is durable (on a serial queue of
+/// completions, in commit order, while the writer goes on with the next group). Groups are formed by
 /// ``GroupCommitSchedule`` (fair between connections, fences for the relay's own work), which the
 /// PostgreSQL store shares.
 final class RelayStore: Sendable {
@@ -85,6 +86,10 @@ final class RelayStore: Sendable {
 
     private let pool: DatabasePool
     private let queue = DispatchQueue(label: "swiftplex.relay.store")
+    /// Runs each group's completions, in commit order, while the writer already runs the next
+    /// group: what the relay does with a committed write (answer `OK`, seal and hand a message to
+    /// its subscriber) no longer lengthens the commit cycle that every waiting `SEND` shares.
+    private let completer = DispatchQueue(label: "swiftplex.relay.store.complete")
     private let readers = DispatchQueue(label: "swiftplex.relay.store.read", attributes: .concurrent)
     private let pending = NIOLockedValueBox(GroupCommitSchedule<Operation>())
 
@@ -133,6 +138,10 @@ final class RelayStore: Sendable {
         do {
             try DataDirectory.touchPrivateFile(path)
             pool = try DatabasePool(path: path.path, configuration: config)
+            // GRDB sets `synchronous = NORMAL` on a pool's writer when it turns WAL on, after
+            // `prepareDatabase`: without this a commit reached the log but not the disk (safe
+            // against kill -9, not against a power cut or an OS crash) although `OK` promises it is durable.
+            try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
             try Self.migrator.migrate(pool)
             var checkpointConfig = Configuration()
             checkpointConfig.label = "relay.checkpoint"
@@ -242,7 +251,10 @@ final class RelayStore: Sendable {
             }
             // Before the completions: a checkpoint it starts is queued before `close` (after a barrier) waits for them.
             noteWritten(batch)
-            for (i, op) in batch.enumerated() { op.payload.complete(errors[i]) }
+            let completions = batch.map(\.payload.complete)
+            completer.async { [errors] in
+                for (complete, error) in zip(completions, errors) { complete(error) }
+            }
         }
     }
 
@@ -288,6 +300,7 @@ final class RelayStore: Sendable {
     }
 
     func close() throws {
+        completer.sync {}
         checkpoints.sync {}
         try checkpointer.close()
         try pool.close()

@@ -28,9 +28,12 @@ struct RelayBench: AsyncParsableCommand {
     var growth: String = "2000,20000"
     @Flag(name: .customLong("unlimited-rates"), help: "Turn off every rate limit of the relay — per connection, relay-wide and the accept rate (to see what they cost).")
     var unlimitedRates = false
+    @Option(help: "Run one side only, for profiling (perf, callgrind): 'relay' or 'tls-echo' (no ratio, no growth).")
+    var only: String?
 
     func validate() throws {
         guard connections > 0, queuesPerConnection > 0, messages > 0, rounds > 0 else { throw ValidationError("counts must be positive") }
+        guard only == nil || ["relay", "tls-echo"].contains(only!) else { throw ValidationError("--only is relay or tls-echo") }
         guard ["ed25519", "x25519"].contains(recipientKeys) else { throw ValidationError("--recipient-keys is ed25519 or x25519") }
         guard size >= 8, size <= RelayLimits.maxMessageBodyLength else { throw ValidationError("--size must be 8…\(RelayLimits.maxMessageBodyLength)") }
         let g = growthSizes
@@ -49,6 +52,16 @@ struct RelayBench: AsyncParsableCommand {
         let flows = connections * queuesPerConnection
         print("relay benchmark: \(connections) senders, \(connections) receivers, \(flows) queues, \(messages) messages of \(size) bytes; durable (SQLite WAL, synchronous=FULL); \(recipientKeys) recipient keys, x25519 sender keys; \(threads) event-loop threads")
 
+        if let only {
+            // One side alone (a profiler then sees only its work): a warm-up, then the rounds.
+            let run = { (n: Int) async throws -> Summary in
+                only == "relay" ? try await runRelay(group: group, messages: n)
+                    : try await TLSEcho.run(group: group, connections: connections, inFlight: queuesPerConnection, messages: n, bodySize: size)
+            }
+            _ = try await run(min(2000, messages))
+            for round in 1...rounds { print(try await run(messages).line("\(only) round \(round)")) }
+            return try await group.shutdownGracefully()
+        }
         // Warm up both paths, then alternate rounds so that both see the same machine; report
         // the median round of each.
         _ = try await TLSEcho.run(group: group, connections: connections, inFlight: queuesPerConnection, messages: min(2000, messages), bodySize: size)

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import NIOConcurrencyHelpers
 import RelayClient
 import RelayPostgres
@@ -180,6 +181,19 @@ import Testing
         // Once the first is gone, a standby takes over.
         let second = try await PostgresRelayStore.open(try PostgresLocation.relay(url: url), logger: testLogger)
         try await second.closeStore()
+    }
+
+    /// `OK` means on disk: the writer flushes the log at every commit (`synchronous = FULL`, which
+    /// GRDB's pool would otherwise turn down to NORMAL on its writer).
+    @Test func theSQLiteWriterFlushesEveryCommit() async throws {
+        let dir = TempDirectory()
+        defer { dir.cleanup() }
+        let store = try RelayStore(path: dir.appendingPathComponent("relay.db"))
+        defer { try? store.close() }
+        let level = try await store.perform { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
+        #expect(level == 2) // FULL
+        let mode = try await store.perform { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
+        #expect(mode == "wal")
     }
 
     @Test func postgresURLsAreCheckedWithClearErrors() throws {
