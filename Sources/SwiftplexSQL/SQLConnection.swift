@@ -133,10 +133,8 @@ public struct SQLMigration: Sendable {
     }
 }
 
-/// A database. A backend that waits for a server (PostgreSQL) runs the closures on its own thread,
-/// never on the caller's Swift task, so the wait does not hold up the cooperative pool; SQLite,
-/// which waits for no server, runs them on the calling thread (the thread switches cost more
-/// than its transactions).
+/// A database: transactions run their closure on the store's own thread (never on the caller's
+/// Swift task), so a backend that waits for a server does not hold up the cooperative pool.
 public protocol SQLStore: Sendable {
     var dialect: SQLDialect { get }
 

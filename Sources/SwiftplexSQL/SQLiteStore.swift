@@ -58,46 +58,16 @@ public final class SQLiteStore: SQLStore {
         try PrivateDatabase.pendingMigrations(migrator(migrations), at: path)
     }
 
-    /// Reads without a transaction around them (`unsafeRead`: one connection serialises every
+    /// Reads without a transaction around them (`plainRead`: one connection serialises every
     /// access, so the statements of `body` see one state).
-    ///
-    /// Run on the calling thread, not hopped to GRDB's queue and back (see `write`).
     public func read<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
-        try readHere(body)
+        do { return try await queue.plainRead { [statements] db in try body(GRDBConnection(db: db, cache: statements)) } } catch let e as DatabaseError { throw Self.sqlError(e) }
     }
 
-    private func readHere<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
-        try Self.translating { try queue.unsafeRead { db in try body(GRDBConnection(db: db, cache: statements)) } }
-    }
-
-    /// A transaction with cached `BEGIN IMMEDIATE` and `COMMIT`.
-    ///
-    /// Run on the calling thread: GRDB's queue is taken synchronously (`DispatchQueue.sync`, which
-    /// runs the closure on the caller's thread), not hopped to the queue's thread and the task
-    /// resumed back on the pool — two thread switches per transaction, and the engine's message
-    /// path makes a dozen transactions per message (docs/architecture.md, Performance). An SQLite
-    /// transaction waits for no server: its longest waits are the file's writes (WAL, `synchronous
-    /// = NORMAL`: no fsync but at checkpoints) and another access to the same store.
+    /// A transaction with cached `BEGIN IMMEDIATE` and `COMMIT` (`cachedWrite`).
     @discardableResult
     public func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
-        try writeHere(body)
-    }
-
-    private func writeHere<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
-        try Self.translating {
-            try queue.writeWithoutTransaction { db in
-                try db.cachedStatement(sql: "BEGIN IMMEDIATE TRANSACTION").execute()
-                let result: T
-                do {
-                    result = try body(GRDBConnection(db: db, cache: statements, inTransaction: true))
-                    try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
-                } catch {
-                    if db.isInsideTransaction { try? db.rollback() }
-                    throw error
-                }
-                return result
-            }
-        }
+        do { return try await queue.cachedWrite { [statements] db in try body(GRDBConnection(db: db, cache: statements, inTransaction: true)) } } catch let e as DatabaseError { throw Self.sqlError(e) }
     }
 
     public func readNow<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
