@@ -1,3 +1,5 @@
+import Synchronization
+
 // Records: Codable structs stored one per row. A record's properties are its columns (named by
 // `databaseColumnName(forKey:)`); `Bool` is stored 0/1, `Data` and `[UInt8]` as blobs, enums as
 // their raw values. Requests on a record type (`filter`, `order`, `fetchOne`, …) build one
@@ -68,12 +70,100 @@ public struct RecordNotFound: Error, CustomStringConvertible, Sendable {
 
 // MARK: - Writing
 
+/// A record type's columns and the SQL of its writes, made once per type (and again only if the
+/// type encodes another set of properties): a write encodes the record and binds its values, it
+/// does not build its statement's text anew.
+final class RecordTable: Sendable {
+    /// The coding keys in the order the type encodes them, and their columns.
+    let keys: [String]
+    let names: [String]
+    /// Where the primary key's columns are among `names`; nil when one is missing.
+    let keyPositions: [Int]?
+    /// Where `id` is, when the key is `id` alone (an insert with a NULL id leaves it to the database).
+    let generatedId: Int?
+    /// `INSERT`s by conflict resolution (abort, ignore, replace), with every column and without `id`.
+    let inserts: [String]
+    let insertsWithoutId: [String]
+    /// `UPDATE … SET <every other column> WHERE <key>`; nil when the key is every column.
+    let update: String?
+    /// `<key columns> = ? AND …`.
+    let keyCondition: String
+
+    init(keys: [String], naming: (String) -> String, table: String, primaryKey: [String]) {
+        self.keys = keys
+        let names = keys.map(naming)
+        self.names = names
+        var positions: [Int] = []
+        for k in primaryKey {
+            guard let i = names.firstIndex(of: k) else { break }
+            positions.append(i)
+        }
+        keyPositions = positions.count == primaryKey.count ? positions : nil
+        generatedId = primaryKey == ["id"] ? names.firstIndex(of: "id") : nil
+        let quotedTable = quoted(table)
+        func inserts(_ columns: [String]) -> [String] {
+            let list = columns.map(quoted).joined(separator: ", ")
+            let marks = Array(repeating: "?", count: columns.count).joined(separator: ", ")
+            let base = columns.isEmpty ? "INSERT INTO \(quotedTable) DEFAULT VALUES" : "INSERT INTO \(quotedTable) (\(list)) VALUES (\(marks))"
+            let others = columns.filter { !primaryKey.contains($0) }
+            let target = primaryKey.map(quoted).joined(separator: ", ")
+            let replace = others.isEmpty
+                ? " ON CONFLICT (\(target)) DO NOTHING"
+                : " ON CONFLICT (\(target)) DO UPDATE SET " + others.map { quoted($0) + " = excluded." + quoted($0) }.joined(separator: ", ")
+            return [base, base + " ON CONFLICT DO NOTHING", base + replace]
+        }
+        self.inserts = inserts(names)
+        if let id = generatedId {
+            var without = names
+            without.remove(at: id)
+            insertsWithoutId = inserts(without)
+        } else {
+            insertsWithoutId = self.inserts
+        }
+        keyCondition = primaryKey.map { quoted($0) + " = ?" }.joined(separator: " AND ")
+        let others = names.filter { !primaryKey.contains($0) }
+        update = others.isEmpty ? nil : "UPDATE \(quotedTable) SET " + others.map { quoted($0) + " = ?" }.joined(separator: ", ") + " WHERE " + keyCondition
+    }
+
+    private static let tables = Mutex<[ObjectIdentifier: RecordTable]>([:])
+
+    /// The table of `Record` for the keys it encoded.
+    static func of<Record: TableRecord>(_: Record.Type, keys: [String]) -> RecordTable {
+        let id = ObjectIdentifier(Record.self)
+        if let known = tables.withLock({ $0[id] }), known.keys == keys { return known }
+        let made = RecordTable(keys: keys, naming: Record.databaseColumnName(forKey:), table: Record.databaseTableName, primaryKey: Record.databasePrimaryKey)
+        tables.withLock { $0[id] = made }
+        return made
+    }
+}
+
+/// A record encoded once for a write: its values and its table's SQL.
+struct EncodedRecord {
+    let table: RecordTable
+    let values: [SQLValue]
+
+    func keyValues<Record: TableRecord>(_: Record.Type) throws -> [SQLValue] {
+        guard let positions = table.keyPositions else {
+            let missing = Record.databasePrimaryKey.first { !table.names.contains($0) } ?? ""
+            throw SQLError(.column, "\(Record.databaseTableName) has no key column \(missing)")
+        }
+        return positions.map { values[$0] }
+    }
+
+    var keyIsNull: Bool { table.keyPositions?.contains { values[$0] == .null } ?? false }
+}
+
 extension MutablePersistableRecord {
     /// The record's columns and values, in the order of its properties.
     func databaseColumns() throws -> [(String, SQLValue)] {
+        let encoded = try encoded()
+        return Array(zip(encoded.table.names, encoded.values))
+    }
+
+    func encoded() throws -> EncodedRecord {
         let encoder = RecordEncoder(naming: Self.databaseColumnName(forKey:))
         try encode(to: encoder)
-        return encoder.storage.columns
+        return EncodedRecord(table: RecordTable.of(Self.self, keys: encoder.storage.keys), values: encoder.storage.values)
     }
 
     public mutating func insert(_ db: any SQLConnection, onConflict: ConflictResolution = .abort) throws {
@@ -81,50 +171,48 @@ extension MutablePersistableRecord {
     }
 
     mutating func performInsert(_ db: any SQLConnection, onConflict: ConflictResolution) throws {
-        var columns = try databaseColumns()
-        let key = Self.databasePrimaryKey
-        let idColumn = columns.firstIndex { $0.0 == "id" }
-        let generated = key == ["id"] && idColumn != nil
-        if generated, let i = idColumn, columns[i].1 == .null { columns.remove(at: i) }
-        let table = quoted(Self.databaseTableName)
-        let names = columns.map { quoted($0.0) }.joined(separator: ", ")
-        let marks = Array(repeating: "?", count: columns.count).joined(separator: ", ")
-        var sql = columns.isEmpty ? "INSERT INTO \(table) DEFAULT VALUES" : "INSERT INTO \(table) (\(names)) VALUES (\(marks))"
-        switch onConflict {
-        case .abort: break
-        case .ignore: sql += " ON CONFLICT DO NOTHING"
-        case .replace:
-            let others = columns.map(\.0).filter { !key.contains($0) }
-            let target = key.map(quoted).joined(separator: ", ")
-            sql += others.isEmpty
-                ? " ON CONFLICT (\(target)) DO NOTHING"
-                : " ON CONFLICT (\(target)) DO UPDATE SET " + others.map { quoted($0) + " = excluded." + quoted($0) }.joined(separator: ", ")
+        try performInsert(db, onConflict: onConflict, encoded())
+    }
+
+    private mutating func performInsert(_ db: any SQLConnection, onConflict: ConflictResolution, _ record: EncodedRecord) throws {
+        let table = record.table
+        let variant = switch onConflict {
+        case .abort: 0
+        case .ignore: 1
+        case .replace: 2
         }
-        let values = columns.map(\.1)
-        if generated {
+        if let id = table.generatedId {
+            var values = record.values
+            let sql: String
+            if values[id] == .null {
+                values.remove(at: id)
+                sql = table.insertsWithoutId[variant]
+            } else {
+                sql = table.inserts[variant]
+            }
             let rows = try db.rows(sql + " RETURNING \"id\"", values)
             if let row = rows.first { didInsert(InsertionSuccess(rowID: try row.get(0, as: Int64.self))) }
         } else {
-            try db.execute(sql, values)
+            try db.execute(table.inserts[variant], record.values)
         }
     }
 
     /// Updates every column of the row with this record's key; throws `RecordNotFound` when there is none.
     public func update(_ db: any SQLConnection) throws {
-        guard try updateChanges(db) else { throw RecordNotFound(table: Self.databaseTableName) }
+        guard try updateChanges(db, encoded()) else { throw RecordNotFound(table: Self.databaseTableName) }
     }
 
     /// Updates only `columns` of the row with this record's key; throws `RecordNotFound` when there is none.
     public func update(_ db: any SQLConnection, columns: [Column]) throws {
-        let all = try databaseColumns()
-        let (condition, keyArguments) = try Self.keyCondition(all)
+        let record = try encoded()
+        let keyArguments = try record.keyValues(Self.self)
         let names = Set(columns.map(\.name))
-        let changed = all.filter { names.contains($0.0) }
+        let changed = zip(record.table.names, record.values).filter { names.contains($0.0) }
         guard changed.count == names.count else {
-            throw SQLError(.column, "\(Self.databaseTableName) has no column among \(names.subtracting(all.map(\.0)).sorted())")
+            throw SQLError(.column, "\(Self.databaseTableName) has no column among \(names.subtracting(record.table.names).sorted())")
         }
         let set = changed.map { quoted($0.0) + " = ?" }.joined(separator: ", ")
-        guard try db.execute("UPDATE \(quoted(Self.databaseTableName)) SET \(set) WHERE \(condition)", changed.map(\.1) + keyArguments) > 0 else {
+        guard try db.execute("UPDATE \(quoted(Self.databaseTableName)) SET \(set) WHERE \(record.table.keyCondition)", changed.map(\.1) + keyArguments) > 0 else {
             throw RecordNotFound(table: Self.databaseTableName)
         }
     }
@@ -133,40 +221,29 @@ extension MutablePersistableRecord {
     public mutating func save(_ db: any SQLConnection) throws { try performSave(db) }
 
     mutating func performSave(_ db: any SQLConnection) throws {
-        if try !keyIsNull(), try updateChanges(db) { return }
-        try performInsert(db, onConflict: .abort)
+        let record = try encoded()
+        if !record.keyIsNull, try updateChanges(db, record) { return }
+        try performInsert(db, onConflict: .abort, record)
     }
 
     /// Deletes the row with this record's key; false when there was none.
     @discardableResult
     public func delete(_ db: any SQLConnection) throws -> Bool {
-        let columns = try databaseColumns()
-        let (condition, arguments) = try Self.keyCondition(columns)
-        return try db.execute("DELETE FROM \(quoted(Self.databaseTableName)) WHERE \(condition)", arguments) > 0
+        let record = try encoded()
+        let arguments = try record.keyValues(Self.self)
+        return try db.execute("DELETE FROM \(quoted(Self.databaseTableName)) WHERE \(record.table.keyCondition)", arguments) > 0
     }
 
-    private func keyIsNull() throws -> Bool {
-        try databaseColumns().contains { Self.databasePrimaryKey.contains($0.0) && $0.1 == .null }
-    }
-
-    private func updateChanges(_ db: any SQLConnection) throws -> Bool {
-        let columns = try databaseColumns()
-        let (condition, keyArguments) = try Self.keyCondition(columns)
-        let others = columns.filter { !Self.databasePrimaryKey.contains($0.0) }
-        guard !others.isEmpty else { return try Self.filter(SQLExpression(sql: condition, arguments: keyArguments)).fetchCount(db) > 0 }
-        let set = others.map { quoted($0.0) + " = ?" }.joined(separator: ", ")
-        return try db.execute("UPDATE \(quoted(Self.databaseTableName)) SET \(set) WHERE \(condition)", others.map(\.1) + keyArguments) > 0
-    }
-
-    private static func keyCondition(_ columns: [(String, SQLValue)]) throws -> (String, [SQLValue]) {
-        var values: [SQLValue] = []
-        for name in databasePrimaryKey {
-            guard let v = columns.first(where: { $0.0 == name })?.1 else {
-                throw SQLError(.column, "\(databaseTableName) has no key column \(name)")
-            }
-            values.append(v)
+    private func updateChanges(_ db: any SQLConnection, _ record: EncodedRecord) throws -> Bool {
+        let keyArguments = try record.keyValues(Self.self)
+        guard let update = record.table.update, let positions = record.table.keyPositions else {
+            return try Self.filter(SQLExpression(sql: record.table.keyCondition, arguments: keyArguments)).fetchCount(db) > 0
         }
-        return (databasePrimaryKey.map { quoted($0) + " = ?" }.joined(separator: " AND "), values)
+        var arguments: [SQLValue] = []
+        arguments.reserveCapacity(record.values.count)
+        for (i, v) in record.values.enumerated() where !positions.contains(i) { arguments.append(v) }
+        arguments.append(contentsOf: keyArguments)
+        return try db.execute(update, arguments) > 0
     }
 }
 
@@ -360,6 +437,6 @@ extension TableRecord where Self: FetchableRecord {
 
 extension FetchableRecord {
     public init(row: SQLRow) throws {
-        try self.init(from: RowDecoder(row: row, naming: Self.databaseColumnName(forKey:)))
+        try self.init(from: RowDecoder(row: row, naming: Self.databaseColumnName(forKey:), record: ObjectIdentifier(Self.self)))
     }
 }

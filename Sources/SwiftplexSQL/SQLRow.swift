@@ -1,3 +1,5 @@
+import Synchronization
+
 /// One result row: its values in column order, and the statement's column names (shared by every
 /// row of one result).
 public struct SQLRow: Sendable {
@@ -31,6 +33,9 @@ public struct SQLRow: Sendable {
 public final class SQLColumns: Sendable {
     public let names: [String]
     private let byName: [String: Int]
+    /// Per record type, its coding keys' positions among these columns (-1: none), learnt as
+    /// rows are decoded (`RowDecoder`).
+    private let keys = Mutex<[ObjectIdentifier: [String: Int]]>([:])
 
     public init(_ names: [String]) {
         self.names = names
@@ -41,6 +46,12 @@ public final class SQLColumns: Sendable {
     }
 
     public func index(of name: String) -> Int? { byName[name] }
+
+    func keyPositions(_ record: ObjectIdentifier) -> [String: Int] { keys.withLock { $0[record] ?? [:] } }
+
+    func remember(_ key: String, position: Int?, for record: ObjectIdentifier) {
+        keys.withLock { $0[record, default: [:]][key] = position ?? -1 }
+    }
 }
 
 extension SQLValue {

@@ -6,6 +6,8 @@ import SwiftplexStorage
 /// (`PrivateDatabase`), migrated by the `sqlite` scripts of the migrations.
 public final class SQLiteStore: SQLStore {
     public let queue: DatabaseQueue
+    /// Statements prepared once per SQL text (`GRDBConnection`).
+    let statements = SQLiteStatementCache()
     public var dialect: SQLDialect { .sqlite }
 
     public init(path: URL, label: String, migrations: [SQLMigration]) throws {
@@ -40,10 +42,10 @@ public final class SQLiteStore: SQLStore {
             migrator.registerMigration(m.identifier) { db in
                 switch m.step {
                 case let .scripts(sqlite, _), let .sqlite(sqlite): try db.execute(sql: sqlite)
-                case let .code(body): try body(GRDBConnection(db: db))
+                case let .code(body): try body(GRDBConnection(db: db, inTransaction: true))
                 case let .sqliteThenCode(sqlite, body):
                     try db.execute(sql: sqlite)
-                    try body(GRDBConnection(db: db))
+                    try body(GRDBConnection(db: db, inTransaction: true))
                 }
             }
         }
@@ -59,25 +61,30 @@ public final class SQLiteStore: SQLStore {
     /// Reads without a transaction around them (`plainRead`: one connection serialises every
     /// access, so the statements of `body` see one state).
     public func read<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
-        do { return try await queue.plainRead { db in try body(GRDBConnection(db: db)) } } catch let e as DatabaseError { throw Self.sqlError(e) }
+        do { return try await queue.plainRead { [statements] db in try body(GRDBConnection(db: db, cache: statements)) } } catch let e as DatabaseError { throw Self.sqlError(e) }
     }
 
     /// A transaction with cached `BEGIN IMMEDIATE` and `COMMIT` (`cachedWrite`).
     @discardableResult
     public func write<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
-        do { return try await queue.cachedWrite { db in try body(GRDBConnection(db: db)) } } catch let e as DatabaseError { throw Self.sqlError(e) }
+        do { return try await queue.cachedWrite { [statements] db in try body(GRDBConnection(db: db, cache: statements, inTransaction: true)) } } catch let e as DatabaseError { throw Self.sqlError(e) }
     }
 
     public func readNow<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
-        try Self.translating { try queue.read { db in try body(GRDBConnection(db: db)) } }
+        try Self.translating { try queue.read { db in try body(GRDBConnection(db: db, cache: statements)) } }
     }
 
     @discardableResult
     public func writeNow<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
-        try Self.translating { try queue.write { db in try body(GRDBConnection(db: db)) } }
+        try Self.translating { try queue.write { db in try body(GRDBConnection(db: db, cache: statements, inTransaction: true)) } }
     }
 
-    public func close() throws { try queue.close() }
+    /// Finalizes the cached statements (SQLite closes no connection with statements left), then
+    /// closes the file.
+    public func close() throws {
+        queue.inDatabase { [statements] _ in statements.statements.removeAll() }
+        try queue.close()
+    }
 
     private static func translating<T>(_ body: () throws -> T) throws -> T {
         do { return try body() } catch let e as DatabaseError { throw sqlError(e) }
@@ -92,55 +99,3 @@ public final class SQLiteStore: SQLStore {
 
 }
 
-/// GRDB's `Database` as an `SQLConnection`: statements are cached per SQL text.
-struct GRDBConnection: SQLConnection {
-    let db: Database
-    var dialect: SQLDialect { .sqlite }
-
-    func execute(_ sql: String, _ arguments: [SQLValue]) throws -> Int {
-        let statement = try db.cachedStatement(sql: sql)
-        try statement.execute(arguments: Self.arguments(arguments))
-        return db.changesCount
-    }
-
-    func rows(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow] {
-        let statement = try db.cachedStatement(sql: sql)
-        let columns = SQLColumns(statement.columnNames)
-        let count = columns.names.count
-        var result: [SQLRow] = []
-        let cursor = try Row.fetchCursor(statement, arguments: Self.arguments(arguments))
-        while let row = try cursor.next() {
-            var values: [SQLValue] = []
-            values.reserveCapacity(count)
-            for i in 0..<count { values.append(Self.value(row[i] as DatabaseValue)) }
-            result.append(SQLRow(columns: columns, values: values))
-        }
-        return result
-    }
-
-    func executeScript(_ sql: String) throws { try db.execute(sql: sql) }
-
-    var changesCount: Int { db.changesCount }
-
-    static func arguments(_ values: [SQLValue]) -> GRDB.StatementArguments {
-        GRDB.StatementArguments(values.map { v -> DatabaseValue in
-            switch v {
-            case .null: .null
-            case let .integer(i): i.databaseValue
-            case let .real(d): d.databaseValue
-            case let .text(s): s.databaseValue
-            case let .blob(b): Data(b).databaseValue
-            }
-        })
-    }
-
-    static func value(_ v: DatabaseValue) -> SQLValue {
-        switch v.storage {
-        case .null: .null
-        case let .int64(i): .integer(i)
-        case let .double(d): .real(d)
-        case let .string(s): .text(s)
-        case let .blob(data): .blob([UInt8](data))
-        }
-    }
-}

@@ -53,6 +53,32 @@ import Testing
         }
     }
 
+    /// Statements are prepared once per SQL text and kept: a statement that failed runs again,
+    /// empty text and blobs stay empty (not NULL), a wrong number of arguments is a typed error,
+    /// and a cached `SELECT *` sees a column added after it was first run.
+    @Test func cachedStatementsStayCorrect() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.cleanup() }
+        for backend in try Self.backends(dir) {
+            let store = try backend.open()
+            let insert = "INSERT INTO item (name, data, note) VALUES (?, ?, ?)"
+            try await store.write { db in try db.execute(insert, "", [UInt8](), "") }
+            await #expect(throws: SQLError.self) { try await store.write { db in try db.execute(insert, "", [UInt8](), "") } }  // UNIQUE
+            try await store.write { db in try db.execute(insert, "b", [UInt8]([1]), String?.none) }
+            await #expect(throws: SQLError.self) { try await store.write { db in try db.execute(insert, "c") } }
+            let rows = try await store.read { db in try db.rows("SELECT * FROM item ORDER BY id") }
+            #expect(rows.map { try? $0.get("name", as: String.self) } == ["", "b"], "\(backend.name)")
+            #expect(try rows[0].get("data", as: [UInt8].self) == [], "\(backend.name)")
+            #expect(try rows[0].get("note", as: String?.self) == "", "\(backend.name)")
+            #expect(try rows[1].get("note", as: String?.self) == nil, "\(backend.name)")
+            try await store.write { db in try db.execute("ALTER TABLE item ADD COLUMN extra TEXT", [SQLValue]()) }
+            try await store.write { db in try db.execute("UPDATE item SET extra = ? WHERE name = ?", "x", "b") }
+            let again = try await store.read { db in try db.rows("SELECT * FROM item ORDER BY id") }
+            #expect(try again[1].get("extra", as: String?.self) == "x", "\(backend.name)")
+            try store.close()
+        }
+    }
+
     @Test func aThrowingWriteChangesNothing() async throws {
         let dir = TemporaryDirectory()
         defer { dir.cleanup() }
