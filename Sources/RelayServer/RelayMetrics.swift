@@ -66,4 +66,6 @@ public struct RelayStats: Sendable, Equatable {
     /// `throttled` by limit (the `limit` label of `swiftplex_relay_throttled_total`: `unproven_work`,
     /// `unproven_run`, `accepts`, `handshake_work`, …).
     public var throttledByLimit: [String: Int] = [:]
+    /// Sources (IPv4 addresses, IPv6 prefixes) the per-source budgets of new connections' work track now.
+    public var sources = 0
 }
