@@ -28,6 +28,8 @@ struct RelayMetrics: Sendable {
     let storedMessages = Gauge(label: "swiftplex_relay_stored_messages")
     let storedBytes = Gauge(label: "swiftplex_relay_stored_bytes")
     let corruptRows = Counter(label: "swiftplex_relay_corrupt_rows_total")
+    /// Sources the per-source budgets of new connections' work track (``SourceBudgets``).
+    let sources = Gauge(label: "swiftplex_relay_sources")
 
     func throttled(_ limit: ConnectionBudget.Limit) {
         Self.throttles[limit]?.increment()

@@ -108,7 +108,7 @@ public final class RelayServer: Sendable {
                     let tally = WorkTally(global: core.globalBudget)
                     // New connections from a source over its budget of new connections' work wait here, before TLS.
                     if let sources = core.sourceBudgets, let key = sources.key(for: channel.remoteAddress) {
-                        sources.opened(key)
+                        core.metrics.sources.record(sources.opened(key))
                         channel.closeFuture.whenComplete { _ in sources.closed(key) }
                         tally.source = SourceAccount(budgets: sources, key: key)
                         try sync.addHandler(SourceGate(tally: tally, noteWait: { core.noteThrottled(.sourceHandshakeWork) }))

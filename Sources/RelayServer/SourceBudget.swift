@@ -85,17 +85,19 @@ final class SourceBudgets: Sendable {
     /// Sources tracked now.
     var count: Int { state.withLockedValue { $0.entries.count } }
 
-    /// A connection from `key` was accepted.
-    func opened(_ key: SourceKey) {
+    /// A connection from `key` was accepted. Returns the sources tracked.
+    @discardableResult
+    func opened(_ key: SourceKey) -> Int {
         let now = NIODeadline.now()
-        state.withLockedValue { s in
+        return state.withLockedValue { s in
             s.entries[key, default: Entry(bucket: TokenBucket(rate, now: now))].connections += 1
-            guard s.entries.count >= s.pruneAt else { return }
+            guard s.entries.count >= s.pruneAt else { return s.entries.count }
             s.entries = s.entries.filter { _, e in
                 var bucket = e.bucket
                 return e.connections > 0 || !bucket.isFull(now: now)
             }
             s.pruneAt = max(1024, s.entries.count * 2)
+            return s.entries.count
         }
     }
 
@@ -147,6 +149,9 @@ struct SourceAccount {
     let key: SourceKey
     /// Prepaid and not yet used up by measured work.
     private(set) var prepaid = 0
+    /// Let through to its handshake: only work from then on is the source's (setting the
+    /// connection up on accept is the relay-wide budget's, which the accept rate bounds).
+    private var isAdmitted = false
     /// Taken from the source's bucket by the grace's measured work (beyond the prepaid part too).
     private var taken = 0
 
@@ -155,11 +160,14 @@ struct SourceAccount {
         self.key = key
     }
 
-    mutating func admitted() { prepaid = budgets.prepaid }
+    mutating func admitted() {
+        isAdmitted = true
+        prepaid = budgets.prepaid
+    }
 
     /// Work of the connection's grace: what was prepaid is used up first.
     mutating func charge(_ micros: Int) {
-        guard micros > 0 else { return }
+        guard micros > 0, isAdmitted else { return }
         let fromPrepaid = min(prepaid, micros)
         prepaid -= fromPrepaid
         budgets.take(key, micros - fromPrepaid)
@@ -198,6 +206,7 @@ final class SourceGate: ChannelOutboundHandler, RemovableChannelHandler {
     private var timer: Scheduled<Void>?
     private var readWanted = false
     private var admitted = false
+    private var waited = false
 
     init(tally: WorkTally, noteWait: @escaping () -> Void) {
         self.tally = tally
@@ -213,7 +222,11 @@ final class SourceGate: ChannelOutboundHandler, RemovableChannelHandler {
     private func tryAdmit(context: ChannelHandlerContext) {
         guard let account = tally.source else { return letThrough(context: context) }
         if let wait = account.budgets.admit(account.key) {
-            noteWait()
+            // Counted once per connection (its rechecks are not new waits).
+            if !waited {
+                waited = true
+                noteWait()
+            }
             timer = context.eventLoop.assumeIsolated().scheduleTask(in: wait) { [self] in
                 timer = nil
                 guard context.channel.isActive else { return }
