@@ -81,7 +81,7 @@ public struct RelayConfiguration: Sendable {
     /// clients that reconnect in a loop (each a TLS handshake) cost at most this many handshakes.
     public var acceptRate: RateLimit
     /// The event-loop time, in microseconds per second, that connections which have not proven
-    /// themselves may cost the relay together after their grace (default 50 ms/s, burst 10 ms):
+    /// themselves may cost the relay together after their grace (default 25 ms/s, burst 5 ms):
     /// TLS decryption, block decoding, dispatch and the answers' encryption and writes, measured as
     /// they happen (the handshake, hello and first read of commands are ``handshakeWorkRate``'s).
     /// A connection is proven by an answered command authorised by a key the relay already held (a
@@ -91,7 +91,7 @@ public struct RelayConfiguration: Sendable {
     /// overdrawn is held like one over a relay-wide rate (until it proves itself). So
     /// well-behaved clients keep the event loops while misbehaving connections share a bounded
     /// slice of them, and new connections are still accepted.
-    public var unprovenWorkRate: RateLimit = RateLimit(perSecond: 50_000, burst: 10_000)
+    public var unprovenWorkRate: RateLimit = RateLimit(perSecond: 25_000, burst: 5_000)
     /// The event-loop time, in microseconds per second, that new connections which do not prove
     /// themselves may cost the relay together (default 10 ms/s, burst 50 ms — the handshakes of a
     /// few hundred clients reconnecting at once, before their `SUB`s give it back): their TLS

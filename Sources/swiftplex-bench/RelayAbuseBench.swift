@@ -34,7 +34,7 @@ struct RelayAbuseBench: AsyncParsableCommand {
     var only: String?
     @Flag(name: .customLong("unlimited-rates"), help: "Turn off every rate limit of the relay — per connection, relay-wide and the accept rate (to see what they do).")
     var unlimitedRates = false
-    @Option(name: .customLong("unproven-work-ms"), help: "The relay's --max-unproven-work-ms-per-second (default: the relay's default, 50).")
+    @Option(name: .customLong("unproven-work-ms"), help: "The relay's --max-unproven-work-ms-per-second (default: the relay's default, 25).")
     var unprovenWorkMs: Int?
     @Flag(name: .customLong("no-unproven-runs"), help: "Turn off the relay's runs of unproven work (reads of unproven connections waiting for a gap), to compare.")
     var noUnprovenRuns = false

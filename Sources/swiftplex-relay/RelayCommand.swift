@@ -97,7 +97,7 @@ struct RelayCommand: AsyncParsableCommand {
     var maxAcceptsPerSecond: Int = 200
 
     @Option(name: .customLong("max-unproven-work-ms-per-second"), help: "Milliseconds of event-loop time per second that connections not yet proven well-behaved may cost together after their TLS handshake and first commands (a burst of a fifth of it); an unproven connection that takes from the overdrawn budget is read from more slowly.")
-    var maxUnprovenWorkMsPerSecond: Int = 50
+    var maxUnprovenWorkMsPerSecond: Int = 25
 
     @Option(name: .customLong("max-handshake-ms-per-second"), help: "Milliseconds of event-loop time per second that new connections which do not prove themselves may cost together: TLS handshakes, hellos and first commands (a burst of five seconds' worth, at least 50 ms; a connection that proves itself gives back what it took); while it is overdrawn no connection is accepted.")
     var maxHandshakeMsPerSecond: Int = 10
