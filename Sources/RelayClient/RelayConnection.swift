@@ -42,8 +42,10 @@ public final class RelayConnection: Sendable {
     }
 
     /// Opens TLS 1.3 to the relay, checks its fingerprint and completes the relay hello.
+    /// `sourceAddress`: the local IP address to connect from (nil: the system's choice); benchmarks
+    /// use several loopback addresses to stand for clients on different hosts.
     public static func connect(to address: RelayAddress, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-                               timeout: Duration = .seconds(10)) async throws -> RelayConnection {
+                               timeout: Duration = .seconds(10), sourceAddress: String? = nil) async throws -> RelayConnection {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv13
         tls.maximumTLSVersion = .tlsv13
@@ -57,7 +59,7 @@ public final class RelayConnection: Sendable {
         let helloPromise = loop.makePromise(of: ServerHello.self)
         let handlerBox = NIOLockedValueBox<NIOLoopBound<RelayClientHandler>?>(nil)
 
-        let bootstrap = ClientBootstrap(group: loop)
+        var bootstrap = ClientBootstrap(group: loop)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connectTimeout(.nanoseconds(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000))
             .channelInitializer { channel in
@@ -81,6 +83,7 @@ public final class RelayConnection: Sendable {
 
         let channel: any Channel
         do {
+            if let sourceAddress { bootstrap = bootstrap.bind(to: try SocketAddress(ipAddress: sourceAddress, port: 0)) }
             channel = try await bootstrap.connect(host: address.host, port: address.port).get()
         } catch {
             continuation.finish()

@@ -43,6 +43,13 @@ struct TokenBucket {
         balance = min(Double(limit.burst), balance + Double(amount))
     }
 
+    /// Whether the bucket holds its whole burst (an unlimited one always does).
+    mutating func isFull(now: NIODeadline) -> Bool {
+        guard !limit.isUnlimited else { return true }
+        refill(now: now)
+        return balance >= Double(limit.burst)
+    }
+
     /// Nil while in credit; otherwise how long until the balance is back to zero.
     mutating func debtClears(now: NIODeadline) -> TimeAmount? {
         guard !limit.isUnlimited else { return nil }
@@ -154,6 +161,9 @@ struct ConnectionBudget {
         case handshakeWork = "handshake_work"
         /// Not a connection's: the listener paused accepting (``AcceptPacer``).
         case accepts
+        /// A new connection waited before its TLS handshake for its source's budget of new
+        /// connections' work (``RelayConfiguration/sourceHandshakeWorkRate``, ``SourceGate``).
+        case sourceHandshakeWork = "source_handshake_work"
     }
 
     private var buckets: [TokenBucket]
@@ -190,13 +200,15 @@ struct ConnectionBudget {
     /// whole microseconds (the remainder carried to the next charge) from the run of unproven work
     /// and from the relay-wide budget of unproven work — or, while the connection is new
     /// (`newcomer`), from the budget of new connections, which holds no connection (it paces the
-    /// listener).
-    mutating func chargeUnprovenWork(nanoseconds: Int64, newcomer: Bool, now: NIODeadline) {
-        guard nanoseconds > 0 else { return }
+    /// listener). Returns the whole microseconds charged (a newcomer's also go to its source's
+    /// budget, ``SourceAccount``).
+    @discardableResult
+    mutating func chargeUnprovenWork(nanoseconds: Int64, newcomer: Bool, now: NIODeadline) -> Int {
+        guard nanoseconds > 0 else { return 0 }
         workCarry += nanoseconds
         let micros = Int(workCarry / 1000)
         workCarry -= Int64(micros) * 1000
-        guard micros > 0, let global else { return }
+        guard micros > 0, let global else { return micros }
         _ = global.take(.unprovenRun, micros)
         if newcomer {
             _ = global.take(.handshakeWork, micros)
@@ -204,6 +216,7 @@ struct ConnectionBudget {
         } else {
             takeGlobal(.unprovenWork, micros, now: now)
         }
+        return micros
     }
 
     /// The connection has just proven itself: what its handshake and first commands took from the
@@ -416,6 +429,9 @@ final class WorkTally {
     var timing = true
     /// True while the meter times an event (work done within it is not timed again).
     var metering = false
+    /// The connection's account with its source's budget of new connections' work (nil when
+    /// per-source budgets are off).
+    var source: SourceAccount?
 
     init(global: GlobalBudget? = nil) { self.global = global }
 

@@ -81,7 +81,7 @@ public struct RelayConfiguration: Sendable {
     /// clients that reconnect in a loop (each a TLS handshake) cost at most this many handshakes.
     public var acceptRate: RateLimit
     /// The event-loop time, in microseconds per second, that connections which have not proven
-    /// themselves may cost the relay together after their grace (default 50 ms/s, burst 10 ms):
+    /// themselves may cost the relay together after their grace (default 25 ms/s, burst 5 ms):
     /// TLS decryption, block decoding, dispatch and the answers' encryption and writes, measured as
     /// they happen (the handshake, hello and first read of commands are ``handshakeWorkRate``'s).
     /// A connection is proven by an answered command authorised by a key the relay already held (a
@@ -91,7 +91,7 @@ public struct RelayConfiguration: Sendable {
     /// overdrawn is held like one over a relay-wide rate (until it proves itself). So
     /// well-behaved clients keep the event loops while misbehaving connections share a bounded
     /// slice of them, and new connections are still accepted.
-    public var unprovenWorkRate: RateLimit = RateLimit(perSecond: 50_000, burst: 10_000)
+    public var unprovenWorkRate: RateLimit = RateLimit(perSecond: 25_000, burst: 5_000)
     /// The event-loop time, in microseconds per second, that new connections which do not prove
     /// themselves may cost the relay together (default 10 ms/s, burst 50 ms — the handshakes of a
     /// few hundred clients reconnecting at once, before their `SUB`s give it back): their TLS
@@ -108,6 +108,24 @@ public struct RelayConfiguration: Sendable {
     /// was ready in the same event-loop turn. Not a budget of how much, which the two above are.
     /// (No command-line option; benchmarks compare with it off.)
     public var unprovenRunRate: RateLimit = RateLimit(perSecond: 400_000, burst: 300)
+    /// The share of ``handshakeWorkRate`` one source may use, in microseconds per second (default
+    /// 5 ms/s, burst 10 ms; unlimited turns per-source accounting off): a source is an IPv4 address
+    /// or an IPv6 prefix (``sourcePrefixLengthIPv4``, ``sourcePrefixLengthIPv6``). A new connection's
+    /// grace takes from its source's bucket as from the relay-wide one, and a connection that proves
+    /// itself gives it back; while a source's bucket is in debt, its new connections wait before
+    /// their TLS handshake (the connection is accepted, not read from; its handshake timeout runs).
+    /// So a source that reconnects in a loop without proving itself spends its own share and, below
+    /// the relay-wide budget, never pauses the listener for other sources' clients. It cannot tell
+    /// apart clients behind one address (a NAT, a proxy: set it unlimited or to the relay-wide
+    /// budget behind a proxy that hides clients' addresses), nor help against attackers on many sources.
+    public var sourceHandshakeWorkRate: RateLimit = RateLimit(perSecond: 5_000, burst: 10_000)
+    /// The prefix lengths that make a source (default /32: an IPv4 address; /64: an IPv6 network).
+    public var sourcePrefixLengthIPv4 = 32
+    public var sourcePrefixLengthIPv6 = 64
+    /// What a connection takes from its source's bucket when let through to its handshake, before its
+    /// work is measured (used up by that work first, the rest given back when its grace ends), so that
+    /// connections waiting for one source's debt go through one at a time.
+    var sourceHandshakePrepaidMicroseconds = 1000
     /// How long an unproven connection's transmissions are dispatched at once before the rest
     /// waits for the event loop's next turn (tests that move the loop's clock by hand turn it off).
     var unprovenSliceNanoseconds: UInt64 = 200_000
@@ -194,10 +212,17 @@ extension RelayConfiguration {
         unprovenWorkRate = .unlimited
         handshakeWorkRate = .unlimited
         unprovenRunRate = .unlimited
+        sourceHandshakeWorkRate = .unlimited
     }
 }
 
 extension RelayConfiguration {
+    /// ``sourceHandshakeWorkRate`` from milliseconds a second (a burst of twice it, at least 10 ms;
+    /// 0: unlimited, per-source accounting off), as `--max-handshake-ms-per-second-per-source` takes it.
+    public static func sourceHandshakeWorkRate(msPerSecond: Int) -> RateLimit {
+        msPerSecond == 0 ? .unlimited : RateLimit(perSecond: msPerSecond * 1000, burst: max(msPerSecond * 2000, 10_000))
+    }
+
     /// Puts the pacing of connections back to the defaults (after ``unlimitRates()``): the accept
     /// rate, the budgets of new connections' and of unproven work, and the runs of unproven work.
     public mutating func restoreConnectionPacing() {
@@ -206,6 +231,7 @@ extension RelayConfiguration {
         handshakeWorkRate = defaults.handshakeWorkRate
         unprovenWorkRate = defaults.unprovenWorkRate
         unprovenRunRate = defaults.unprovenRunRate
+        sourceHandshakeWorkRate = defaults.sourceHandshakeWorkRate
     }
 }
 

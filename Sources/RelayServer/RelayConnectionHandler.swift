@@ -181,6 +181,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
             logger.info("connection closed")
         }
         phase = .closed
+        workTally?.source?.graceEnded()
         timers.forEach { $0.cancel() }
         idleTimer?.cancel()
         stallTimer?.cancel()
@@ -233,7 +234,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
             phase = .ready
         case .ready:
             if commandReads < 2 { commandReads += 1 }
-            if commandReads > 1 { newcomer = false }
+            if commandReads > 1 { endGrace() }
             let parts: [ByteBuffer]
             do {
                 parts = try BlockCodec.decode(block)
@@ -316,8 +317,10 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
                 standing = .proven
                 newcomer = false
                 workTally?.timing = false
-                // What its handshake and first commands took from the budget of new connections goes back.
+                // What its handshake and first commands took from the budget of new connections
+                // (relay-wide and its source's) goes back.
                 budget.proven()
+                workTally?.source?.proven()
             }
         }
     }
@@ -326,14 +329,23 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
         standing = .demoted
         newcomer = false
         workTally?.timing = true
+        workTally?.source?.demoted()
+    }
+
+    /// The grace is over: what the connection prepaid to its source and did not use goes back.
+    private func endGrace() {
+        guard newcomer else { return }
+        newcomer = false
+        workTally?.source?.graceEnded()
     }
 
     /// Event-loop time spent on this connection; taken from the relay-wide budget of unproven work
     /// unless the connection is proven.
     fileprivate func chargeWork(_ nanoseconds: Int64) {
         guard standing != .proven, phase != .closed, !closing, let context else { return }
-        budget.chargeUnprovenWork(nanoseconds: nanoseconds, newcomer: newcomer, now: context.eventLoop.now)
-        if graceEnding { newcomer = false }
+        let micros = budget.chargeUnprovenWork(nanoseconds: nanoseconds, newcomer: newcomer, now: context.eventLoop.now)
+        if newcomer { workTally?.source?.charge(micros) }
+        if graceEnding { endGrace() }
         checkBudget()
     }
 

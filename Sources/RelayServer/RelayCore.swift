@@ -122,6 +122,8 @@ final class RelayCore: Sendable {
     let metrics = RelayMetrics()
     /// The relay-wide rates every connection's budget also takes from.
     let globalBudget: GlobalBudget
+    /// The per-source budgets of new connections' work (nil when ``RelayConfiguration/sourceHandshakeWorkRate`` is unlimited).
+    let sourceBudgets: SourceBudgets?
     let logger: Logger
     /// Checked against when a queue is missing (or its key is of another kind than the command's
     /// authorisation), so that "no such queue" costs what "wrong key" costs.
@@ -133,6 +135,9 @@ final class RelayCore: Sendable {
         self.configuration = configuration
         self.logger = logger
         globalBudget = GlobalBudget(configuration)
+        sourceBudgets = configuration.sourceHandshakeWorkRate.isUnlimited ? nil
+            : SourceBudgets(rate: configuration.sourceHandshakeWorkRate, prefixIPv4: configuration.sourcePrefixLengthIPv4,
+                            prefixIPv6: configuration.sourcePrefixLengthIPv6, prepaid: configuration.sourceHandshakePrepaidMicroseconds)
     }
 
     /// Loads queue metadata and message counts from the store. A row that cannot be a valid queue
@@ -185,7 +190,11 @@ final class RelayCore: Sendable {
         metrics.queues.record(stats.queues)
     }
 
-    var stats: RelayStats { state.withLockedValue { $0.stats } }
+    var stats: RelayStats {
+        var stats = state.withLockedValue { $0.stats }
+        stats.sources = sourceBudgets?.count ?? 0
+        return stats
+    }
 
     func connectionOpened() {
         let n = state.withLockedValue { s -> Int in s.stats.connections += 1; return s.stats.connections }

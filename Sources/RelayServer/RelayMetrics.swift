@@ -28,6 +28,8 @@ struct RelayMetrics: Sendable {
     let storedMessages = Gauge(label: "swiftplex_relay_stored_messages")
     let storedBytes = Gauge(label: "swiftplex_relay_stored_bytes")
     let corruptRows = Counter(label: "swiftplex_relay_corrupt_rows_total")
+    /// Sources the per-source budgets of new connections' work track (``SourceBudgets``).
+    let sources = Gauge(label: "swiftplex_relay_sources")
 
     func throttled(_ limit: ConnectionBudget.Limit) {
         Self.throttles[limit]?.increment()
@@ -66,4 +68,6 @@ public struct RelayStats: Sendable, Equatable {
     /// `throttled` by limit (the `limit` label of `swiftplex_relay_throttled_total`: `unproven_work`,
     /// `unproven_run`, `accepts`, `handshake_work`, …).
     public var throttledByLimit: [String: Int] = [:]
+    /// Sources (IPv4 addresses, IPv6 prefixes) the per-source budgets of new connections' work track now.
+    public var sources = 0
 }

@@ -106,6 +106,13 @@ public final class RelayServer: Sendable {
                     let sync = channel.pipeline.syncOperations
                     // Times the connection's TLS, decoding and dispatch (the budget of unproven work).
                     let tally = WorkTally(global: core.globalBudget)
+                    // New connections from a source over its budget of new connections' work wait here, before TLS.
+                    if let sources = core.sourceBudgets, let key = sources.key(for: channel.remoteAddress) {
+                        core.metrics.sources.record(sources.opened(key))
+                        channel.closeFuture.whenComplete { _ in sources.closed(key) }
+                        tally.source = SourceAccount(budgets: sources, key: key)
+                        try sync.addHandler(SourceGate(tally: tally, noteWait: { core.noteThrottled(.sourceHandshakeWork) }))
+                    }
                     try sync.addHandler(WorkMeter(tally: tally))
                     try sync.addHandler(NIOSSLServerHandler(context: sslContext))
                     try sync.addHandler(ByteToMessageHandler(BlockDecoder()))

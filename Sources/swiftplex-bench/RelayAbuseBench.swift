@@ -34,7 +34,7 @@ struct RelayAbuseBench: AsyncParsableCommand {
     var only: String?
     @Flag(name: .customLong("unlimited-rates"), help: "Turn off every rate limit of the relay — per connection, relay-wide and the accept rate (to see what they do).")
     var unlimitedRates = false
-    @Option(name: .customLong("unproven-work-ms"), help: "The relay's --max-unproven-work-ms-per-second (default: the relay's default, 50).")
+    @Option(name: .customLong("unproven-work-ms"), help: "The relay's --max-unproven-work-ms-per-second (default: the relay's default, 25).")
     var unprovenWorkMs: Int?
     @Flag(name: .customLong("no-unproven-runs"), help: "Turn off the relay's runs of unproven work (reads of unproven connections waiting for a gap), to compare.")
     var noUnprovenRuns = false
@@ -46,6 +46,14 @@ struct RelayAbuseBench: AsyncParsableCommand {
     var newcomers: Int = 4
     @Option(name: .customLong("newcomer-seconds"), help: "Seconds of each newcomer phase (one unloaded, one under the attack, after the good client's phases).")
     var newcomerSeconds: Int = 5
+    @Option(name: .customLong("attackers-source"), help: "The loopback address the attackers connect from (the good client connects from 127.0.0.1), standing for the attackers' host.")
+    var attackersSource: String = "127.0.0.2"
+    @Option(name: .customLong("newcomers-source"), help: "The loopback address the honest newcomers connect from, standing for other hosts than the attackers'.")
+    var newcomersSource: String = "127.0.0.3"
+    @Flag(name: .customLong("one-source"), help: "Everyone connects from 127.0.0.1 (one source: the relay's per-source budgets cannot tell the attackers from the newcomers).")
+    var oneSource = false
+    @Option(name: .customLong("handshake-ms-per-source"), help: "The relay's --max-handshake-ms-per-second-per-source (default: the relay's default, 5; 0 turns per-source accounting off).")
+    var handshakeMsPerSource: Int?
     @Option(name: .customLong("attackers-cpus"), help: "Run the attackers' process on these CPUs only (a taskset list, e.g. 1), as remote attackers would not use the relay's CPUs; run the bench itself with `taskset -c 0` so that the relay and the good client keep to the others.")
     var attackersCPUs: String?
 
@@ -56,6 +64,10 @@ struct RelayAbuseBench: AsyncParsableCommand {
         guard (1...300).contains(newcomerSeconds) else { throw ValidationError("--newcomer-seconds must be 1…300") }
         if let unprovenWorkMs, !(1...1_000_000).contains(unprovenWorkMs) { throw ValidationError("--unproven-work-ms must be 1…1000000") }
         if let handshakeMs, !(1...1_000_000).contains(handshakeMs) { throw ValidationError("--handshake-ms must be 1…1000000") }
+        if let handshakeMsPerSource, !(0...1_000_000).contains(handshakeMsPerSource) { throw ValidationError("--handshake-ms-per-source must be 0…1000000") }
+        for address in [attackersSource, newcomersSource] where (try? SocketAddress(ipAddress: address, port: 0)) == nil {
+            throw ValidationError("\(address) is not an IP address")
+        }
         guard size >= 8, size <= RelayLimits.maxMessageBodyLength else { throw ValidationError("--size must be 8…\(RelayLimits.maxMessageBodyLength)") }
         if let attackersCPUs {
             guard !attackersInProcess else { throw ValidationError("--attackers-cpus needs the attackers in their own process") }
@@ -111,10 +123,14 @@ struct RelayAbuseBench: AsyncParsableCommand {
         if let unprovenWorkMs { config.unprovenWorkRate = RateLimit(perSecond: unprovenWorkMs * 1000, burst: unprovenWorkMs * 200) }
         if let handshakeMs { config.handshakeWorkRate = RateLimit(perSecond: handshakeMs * 1000, burst: max(handshakeMs * 5000, 50_000)) }
         if noUnprovenRuns { config.unprovenRunRate = .unlimited }
+        if let handshakeMsPerSource { config.sourceHandshakeWorkRate = RelayConfiguration.sourceHandshakeWorkRate(msPerSecond: handshakeMsPerSource) }
         if unlimitedRates { config.unlimitRates() }
         let server = try await RelayServer.start(configuration: config, group: serverGroup, logger: logger)
         print("relay-abuse: \(attackers) misbehaving connections (\(behaviours.map(\.rawValue).joined(separator: ", "))), \(seconds) s per phase, \(size)-byte messages, \(threads) relay event-loop threads")
-        print("relay limits: unproven work \(config.unprovenWorkRate) µs, new connections' work \(config.handshakeWorkRate) µs, runs of unproven work \(config.unprovenRunRate) µs, accepts \(config.acceptRate)")
+        print("relay limits: unproven work \(config.unprovenWorkRate) µs, new connections' work \(config.handshakeWorkRate) µs (per source \(config.sourceHandshakeWorkRate) µs), runs of unproven work \(config.unprovenRunRate) µs, accepts \(config.acceptRate)")
+        let attackersFrom = oneSource ? nil : attackersSource
+        let newcomersFrom = oneSource ? nil : newcomersSource
+        print("sources: good client 127.0.0.1, attackers \(attackersFrom ?? "127.0.0.1"), newcomers \(newcomersFrom ?? "127.0.0.1")")
         print("CPUs: relay and good client \(Self.allowedCPUs() ?? "?"), attackers \(attackersInProcess ? "the same (in process)" : attackersCPUs ?? "any")")
 
         // The good client: a recipient connection and a sender connection, one secured queue.
@@ -132,7 +148,7 @@ struct RelayAbuseBench: AsyncParsableCommand {
         var newcomerQueues: [RecipientQueue] = []
         for _ in 0..<newcomers { newcomerQueues.append(try await setup.createQueue(recipientKey: .newX25519())) }
         await setup.close()
-        let newcomerProbe = Newcomers(relay: server.address, queues: newcomerQueues, group: goodGroup)
+        let newcomerProbe = Newcomers(relay: server.address, queues: newcomerQueues, group: goodGroup, source: newcomersFrom)
 
         // Warm-up, then unloaded.
         for _ in 0..<200 { _ = try await good.roundTrip() }
@@ -155,7 +171,7 @@ struct RelayAbuseBench: AsyncParsableCommand {
                     let behaviour = behaviours[i % behaviours.count]
                     group.addTask {
                         await Attacker(behaviour: behaviour, relay: server.address, address: address.senderId, group: attackGroup,
-                                       stop: stop, counters: counters).run()
+                                       stop: stop, counters: counters, source: attackersFrom).run()
                     }
                 }
                 try await Task.sleep(for: .seconds(1))
@@ -168,7 +184,8 @@ struct RelayAbuseBench: AsyncParsableCommand {
             }
             attackSummary = counters.summary
         } else {
-            let child = try AttackerProcess(relay: server.address, address: address.senderId, attackers: attackers, behaviours: behaviours, cpus: attackersCPUs)
+            let child = try AttackerProcess(relay: server.address, address: address.senderId, attackers: attackers, behaviours: behaviours, cpus: attackersCPUs,
+                                            source: attackersFrom)
             try await Task.sleep(for: .seconds(1))
             loaded = try await good.measure(seconds: seconds)
             statsDuring = server.stats
@@ -185,7 +202,7 @@ struct RelayAbuseBench: AsyncParsableCommand {
             print(String(format: "newcomers: ratio of connections completed loaded/unloaded %.2f", newcomersLoaded.completedPerSecond / newcomersUnloaded.completedPerSecond))
         }
         print("attackers (\(attackersInProcess ? "in this process" : "in a child process")): \(attackSummary)")
-        print("relay during the attack: \(statsDuring.connections) connections, \(statsDuring.queues) queues, \(statsDuring.storedMessages) stored messages, \(statsDuring.authFailures) AUTH answers, \(statsDuring.limitRefusals) limit refusals, \(statsDuring.throttled) throttles (\(statsDuring.throttledByLimit.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")))")
+        print("relay during the attack: \(statsDuring.connections) connections, \(statsDuring.sources) sources tracked, \(statsDuring.queues) queues, \(statsDuring.storedMessages) stored messages, \(statsDuring.authFailures) AUTH answers, \(statsDuring.limitRefusals) limit refusals, \(statsDuring.throttled) throttles (\(statsDuring.throttledByLimit.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")))")
         await recipient.close()
         await sender.close()
         await server.shutdown()
@@ -210,6 +227,7 @@ struct RelayAbuseAttackers: AsyncParsableCommand {
     @Option(help: "The sender ID (base64url) of the address queue the SKEY attackers aim at.") var address: String
     @Option(help: "Misbehaving connections at once.") var attackers: Int
     @Option(help: "Misbehaviours, comma-separated.") var only: String
+    @Option(help: "The local address to connect from.") var source: String?
 
     func run() async throws {
         guard let relayAddress = RelayAddress(relay) else { throw ValidationError("--relay is not a relay address") }
@@ -234,7 +252,7 @@ struct RelayAbuseAttackers: AsyncParsableCommand {
         for i in 0..<attackers {
             let behaviour = behaviours[i % behaviours.count]
             Task {
-                await Attacker(behaviour: behaviour, relay: relayAddress, address: target, group: group, stop: stop, counters: counters).run()
+                await Attacker(behaviour: behaviour, relay: relayAddress, address: target, group: group, stop: stop, counters: counters, source: source).run()
             }
         }
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
@@ -259,10 +277,11 @@ final class AttackerProcess {
     static let taskset = "/usr/bin/taskset"
 
     /// `cpus`: a CPU list the child is started on (through taskset), else wherever this process may run.
-    init(relay: RelayAddress, address: [UInt8], attackers: Int, behaviours: [RelayAbuseBench.Behaviour], cpus: String? = nil) throws {
+    init(relay: RelayAddress, address: [UInt8], attackers: Int, behaviours: [RelayAbuseBench.Behaviour], cpus: String? = nil, source: String? = nil) throws {
         let exe = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
         let arguments = ["relay-abuse-attackers", "--relay", relay.description, "--address", Base64URL.encode(address),
                          "--attackers", "\(attackers)", "--only", behaviours.map(\.rawValue).joined(separator: ",")]
+            + (source.map { ["--source", $0] } ?? [])
         if let cpus {
             process = try SpawnedProcess(Self.taskset, ["-c", cpus, exe] + arguments, stderr: .inherit)
         } else {
@@ -311,6 +330,8 @@ struct Newcomers {
     let relay: RelayAddress
     let queues: [RecipientQueue]
     let group: any EventLoopGroup
+    /// The local address to connect from (nil: the system's choice).
+    let source: String?
 
     func measure(seconds: Int) async -> NewcomerFigures {
         let recorder = Recorder(capacity: 100_000)
@@ -323,7 +344,7 @@ struct Newcomers {
                     while ContinuousClock.now < end {
                         let t0 = monotonicNanos()
                         do {
-                            let c = try await RelayConnection.connect(to: relay, group: group, timeout: .seconds(10))
+                            let c = try await RelayConnection.connect(to: relay, group: group, timeout: .seconds(10), sourceAddress: source)
                             do {
                                 try await c.subscribe(queue)
                                 recorder.record(monotonicNanos() &- t0)
@@ -424,6 +445,8 @@ struct Attacker {
     let group: any EventLoopGroup
     let stop: NIOLockedValueBox<Bool>
     let counters: AttackCounters
+    /// The local address to connect from (nil: the system's choice).
+    var source: String?
 
     private var stopped: Bool { stop.withLockedValue { $0 } }
 
@@ -454,7 +477,7 @@ struct Attacker {
     }
 
     private func client() async throws {
-        let c = try await RelayConnection.connect(to: relay, group: group, timeout: .seconds(5))
+        let c = try await RelayConnection.connect(to: relay, group: group, timeout: .seconds(5), sourceAddress: source)
         defer { Task { await c.close() } }
         var own: [RecipientQueue] = []
         // One key for all its NEWs (nothing forbids it): the flood costs the attacker little.
@@ -483,7 +506,9 @@ struct Attacker {
             c.certificateVerification = .none
             return c
         }())
-        let channel = try await ClientBootstrap(group: group)
+        var bootstrap = ClientBootstrap(group: group)
+        if let source { bootstrap = bootstrap.bind(to: try SocketAddress(ipAddress: source, port: 0)) }
+        let channel = try await bootstrap
             .channelOption(.autoRead, value: behaviour != .slowReader)
             .connectTimeout(.seconds(5))
             .channelInitializer { channel in

@@ -97,10 +97,19 @@ struct RelayCommand: AsyncParsableCommand {
     var maxAcceptsPerSecond: Int = 200
 
     @Option(name: .customLong("max-unproven-work-ms-per-second"), help: "Milliseconds of event-loop time per second that connections not yet proven well-behaved may cost together after their TLS handshake and first commands (a burst of a fifth of it); an unproven connection that takes from the overdrawn budget is read from more slowly.")
-    var maxUnprovenWorkMsPerSecond: Int = 50
+    var maxUnprovenWorkMsPerSecond: Int = 25
 
     @Option(name: .customLong("max-handshake-ms-per-second"), help: "Milliseconds of event-loop time per second that new connections which do not prove themselves may cost together: TLS handshakes, hellos and first commands (a burst of five seconds' worth, at least 50 ms; a connection that proves itself gives back what it took); while it is overdrawn no connection is accepted.")
     var maxHandshakeMsPerSecond: Int = 10
+
+    @Option(name: .customLong("max-handshake-ms-per-second-per-source"), help: "The share of --max-handshake-ms-per-second one source (an IPv4 address, an IPv6 /64) may use (a burst of twice it, at least 10 ms); while a source is over it, its new connections wait before their TLS handshake, and other sources' do not. 0 turns per-source accounting off (behind a proxy that hides clients' addresses).")
+    var maxHandshakeMsPerSecondPerSource: Int = 5
+
+    @Option(name: .customLong("source-prefix-ipv4"), help: "The IPv4 prefix length that makes one source for --max-handshake-ms-per-second-per-source.")
+    var sourcePrefixIPv4: Int = 32
+
+    @Option(name: .customLong("source-prefix-ipv6"), help: "The IPv6 prefix length that makes one source for --max-handshake-ms-per-second-per-source.")
+    var sourcePrefixIPv6: Int = 64
 
     @Option(name: .customLong("password-file"), help: "A file holding the password NEW must carry (private relay); the address becomes smp://fingerprint:password@host.")
     var passwordFile: String?
@@ -139,6 +148,11 @@ struct RelayCommand: AsyncParsableCommand {
         guard (1...1_000_000).contains(maxHandshakeMsPerSecond) else {
             throw ValidationError("--max-handshake-ms-per-second must be 1…1000000")
         }
+        guard (0...1_000_000).contains(maxHandshakeMsPerSecondPerSource) else {
+            throw ValidationError("--max-handshake-ms-per-second-per-source must be 0…1000000")
+        }
+        guard (0...32).contains(sourcePrefixIPv4) else { throw ValidationError("--source-prefix-ipv4 must be 0…32") }
+        guard (0...128).contains(sourcePrefixIPv6) else { throw ValidationError("--source-prefix-ipv6 must be 0…128") }
         guard (1...(Int.max >> 20)).contains(maxStoredMB) else { throw ValidationError("--max-stored-mb must be at least 1") }
         if let passwordFile { _ = try Self.readPassword(passwordFile) }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
@@ -180,6 +194,9 @@ struct RelayCommand: AsyncParsableCommand {
         )
         config.unprovenWorkRate = RateLimit(perSecond: maxUnprovenWorkMsPerSecond * 1000, burst: max(maxUnprovenWorkMsPerSecond * 200, 1))
         config.handshakeWorkRate = RateLimit(perSecond: maxHandshakeMsPerSecond * 1000, burst: max(maxHandshakeMsPerSecond * 5000, 50_000))
+        config.sourceHandshakeWorkRate = RelayConfiguration.sourceHandshakeWorkRate(msPerSecond: maxHandshakeMsPerSecondPerSource)
+        config.sourcePrefixLengthIPv4 = sourcePrefixIPv4
+        config.sourcePrefixLengthIPv6 = sourcePrefixIPv6
         // A file descriptor per connection, plus the databases, listeners and a margin.
         do {
             let limits = try OpenFileLimit.raise(toAtLeast: maxConnections + 128)
