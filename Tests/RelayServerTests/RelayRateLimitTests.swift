@@ -189,18 +189,23 @@ import Testing
         defer { dir.cleanup() }
         let (store, rid) = try await storeWithOneQueue(dir.appendingPathComponent("relay.db"))
         let completed = NIOLockedValueBox<[(owner: UInt64, seq: Int64)]>([])
+        // The order in which the writer runs the writes (their statements, inside its groups):
+        // completions come later, on a queue of their own, so they cannot tell what had run.
+        let executed = NIOLockedValueBox<[UInt64]>([])
         let large = [UInt8](repeating: 7, count: 16_000)
         // Connection 1 piles up 64 large writes, then connection 2 submits a small one.
         for _ in 0..<64 {
             store.submit(owner: 1, bytes: large.count, { db in
-                try RelayStore.insertMessage(db, recipientId: rid, id: Sodium.randomBytes(24), timestamp: 0, flags: 0, body: large)
+                executed.withLockedValue { $0.append(1) }
+                return try RelayStore.insertMessage(db, recipientId: rid, id: Sodium.randomBytes(24), timestamp: 0, flags: 0, body: large)
             }) { result in completed.withLockedValue { $0.append((1, (try? result.get()) ?? -1)) } }
         }
-        // On a loaded machine some groups may commit while the pile is still being submitted: what
-        // counts is how many complete after the small write was submitted.
-        let completedBefore = completed.withLockedValue { $0.count }
+        // On a loaded machine some groups may run while the pile is still being submitted: what
+        // counts is how many run after the small write was submitted.
+        let executedBefore = executed.withLockedValue { $0.count }
         store.submit(owner: 2, bytes: 1, { db in
-            try RelayStore.insertMessage(db, recipientId: rid, id: Sodium.randomBytes(24), timestamp: 0, flags: 0, body: [1])
+            executed.withLockedValue { $0.append(2) }
+            return try RelayStore.insertMessage(db, recipientId: rid, id: Sodium.randomBytes(24), timestamp: 0, flags: 0, body: [1])
         }) { result in completed.withLockedValue { $0.append((2, (try? result.get()) ?? -1)) } }
         // The barrier runs after everything submitted before it.
         await store.barrier()
@@ -208,10 +213,13 @@ import Testing
         #expect(done.count == 65)
         #expect(!done.contains { $0.seq < 0 })
         // The small write went into the next group — one of small writes only — so it waited for
-        // at most the group under way, not for the pile nor for a group full of large writes.
+        // at most the rest of the group under way, not for the pile nor for a group full of large writes.
         let perGroup = RelayStore.batchBytes / large.count
-        let position = try #require(done.firstIndex { $0.owner == 2 })
-        #expect(position - completedBefore <= perGroup, "the small write waited behind \(position - completedBefore) large ones")
+        let order = executed.withLockedValue { $0 }
+        let position = try #require(order.firstIndex(of: 2))
+        #expect(position - executedBefore <= perGroup, "the small write waited behind \(position - executedBefore) large ones")
+        // Completions come in commit order.
+        #expect(done.firstIndex { $0.owner == 2 } == position)
         // One connection's writes commit in the order it submitted them.
         let seqs = done.filter { $0.owner == 1 }.map(\.seq)
         #expect(seqs == seqs.sorted())
