@@ -102,8 +102,8 @@ struct RelayCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-handshake-ms-per-second"), help: "Milliseconds of event-loop time per second that new connections which do not prove themselves may cost together: TLS handshakes, hellos and first commands (a burst of five seconds' worth, at least 50 ms; a connection that proves itself gives back what it took); while it is overdrawn no connection is accepted.")
     var maxHandshakeMsPerSecond: Int = 10
 
-    @Option(name: .customLong("max-handshake-ms-per-second-per-source"), help: "The share of --max-handshake-ms-per-second one source (an IPv4 address, an IPv6 /64) may use (a burst of ten times it, at least 50 ms — as much as the relay-wide budget's, so that many honest clients behind one address connecting at once are not held); while a source is over it, its new connections wait before their TLS handshake, and other sources' do not. 0 turns per-source accounting off (behind a proxy that hides clients' addresses).")
-    var maxHandshakeMsPerSecondPerSource: Int = 5
+    @Option(name: .customLong("max-handshake-ms-per-second-per-source"), help: "The share of --max-handshake-ms-per-second one source (an IPv4 address, an IPv6 /64) may use (a burst of ten times it, at least 50 ms — as much as the relay-wide budget's, so that many honest clients behind one address connecting at once are not held); while a source is over it, its new connections wait before their TLS handshake, and other sources' do not. 0 (the default) turns per-source accounting off: a connection held at the gate has its handshake timeout running, so many clients behind one address connecting at once to a busy relay can be reset; 5 is a sensible value for a public relay under attack.")
+    var maxHandshakeMsPerSecondPerSource: Int = 0
 
     @Option(name: .customLong("source-prefix-ipv4"), help: "The IPv4 prefix length that makes one source for --max-handshake-ms-per-second-per-source.")
     var sourcePrefixIPv4: Int = 32

@@ -45,8 +45,9 @@ import Testing
     }
 
     @Test func aSourceOverItsBudgetWaitsBeforeItsHandshakeWhileAnotherSourceIsAcceptedAndServed() async throws {
-        try await withRelay { relay in
-            let sources = try #require(relay.core.sourceBudgets, "per-source budgets are on by default")
+        // At the value recommended for a public relay (per-source accounting is off by default).
+        try await withRelay(configure: { $0.sourceHandshakeWorkRate = RelayConfiguration.sourceHandshakeWorkRate(msPerSecond: 5) }) { relay in
+            let sources = try #require(relay.core.sourceBudgets)
             let rate = relay.configuration.sourceHandshakeWorkRate
             // As if 127.0.0.2 had just reconnected for two minutes' worth of its budget without proving itself.
             sources.take(try key(Self.attacker), rate.burst + 120 * rate.perSecond)
