@@ -11,17 +11,24 @@ import Testing
 /// subscriber cap refuses joins past it. Engines on a live relay server (TLS on loopback, SQLite
 /// files), driven by command strings.
 @Suite(.timeLimit(.minutes(3))) struct RelayPolicyTests: LiveRelaySuite {
-    /// The owner registers both relay users' addresses and creates a channel with them; both
-    /// answer `x.grp.relay.reject` (the owner sees each `rejected`).
-    func createChannelBothRelaysRefuse(_ o: ChatAPI, _ oIn: ChatInbox, _ addresses: [String]) async throws {
+    /// The owner registers both relay users' addresses and creates a channel with them, then waits
+    /// until the owner sees both relays reach `status` (`rejected`: both answered `x.grp.relay.reject`);
+    /// returns the relays' ids as `/_public group` takes them.
+    @discardableResult
+    func createChannelWithBothRelays(_ o: ChatAPI, _ oIn: ChatInbox, _ addresses: [String], until status: String) async throws -> String {
         let relays = await o.execute("/relays name=one \(addresses[0]) name=two \(addresses[1])")
         guard case let .array(list)? = relays["chatRelays"], list.count == 2 else { throw TestFailure("\(relays)") }
         let ids = list.compactMap { $0["chatRelayId"]?.intValue }.map(String.init).joined(separator: ",")
         let created = await o.execute(#"/_public group 1 \#(ids) {"displayName": "news", "fullName": ""}"#)
         #expect(created["type"]?.stringValue == "publicGroupCreated", "\(created)")
         for _ in 0..<2 {
-            _ = try await oIn.next("groupRelayUpdated", where: { $0["groupRelay"]?["relayStatus"]?.stringValue == "rejected" })
+            _ = try await oIn.next("groupRelayUpdated", where: { $0["groupRelay"]?["relayStatus"]?.stringValue == status })
         }
+        return ids
+    }
+
+    func createChannelBothRelaysRefuse(_ o: ChatAPI, _ oIn: ChatInbox, _ addresses: [String]) async throws {
+        try await createChannelWithBothRelays(o, oIn, addresses, until: "rejected")
     }
 
     func errorMessage(_ r: JSONValue) -> String? {
@@ -105,14 +112,7 @@ import Testing
                     #expect(profile["type"]?.stringValue == "userProfileUpdated", "\(profile)")
                     let set = await r.execute(#"/_relay policy {"allow": ["https://elsewhere.example/c#x", "\#(ownerLink)"], "maxChannels": 1}"#)
                     #expect(set["type"]?.stringValue == "cmdOk", "\(set)")
-                    let relays = await o.execute("/relays name=one \(addresses[0]) name=two \(addresses[1])")
-                    guard case let .array(list)? = relays["chatRelays"], list.count == 2 else { throw TestFailure("\(relays)") }
-                    let ids = list.compactMap { $0["chatRelayId"]?.intValue }.map(String.init).joined(separator: ",")
-                    let created = await o.execute(#"/_public group 1 \#(ids) {"displayName": "news", "fullName": ""}"#)
-                    #expect(created["type"]?.stringValue == "publicGroupCreated", "\(created)")
-                    for _ in 0..<2 {
-                        _ = try await oIn.next("groupRelayUpdated", where: { $0["groupRelay"]?["relayStatus"]?.stringValue == "active" })
-                    }
+                    let ids = try await createChannelWithBothRelays(o, oIn, addresses, until: "active")
                     for _ in 0..<2 { _ = try await rIn.next("userJoinedGroup") }
                     #expect(await r.controller.relayPolicyRefusals.channels == 0)
                     // Each relay user serves one channel: the cap (maxChannels 1, per relay user)
