@@ -127,7 +127,8 @@ final class RelayStore: Sendable {
         // The hard-limit checkpoint waits for the log's readers; reads never wait on a WAL writer.
         config.busyMode = .timeout(10)
         config.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = FULL")
+            // (`synchronous = FULL` is set on the writer after the pool opens, below: GRDB would
+            // undo it here.)
             try db.execute(sql: "PRAGMA foreign_keys = ON")
             // Checkpoints run on a connection of their own (``checkpointer``), not inside a commit.
             try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
