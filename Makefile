@@ -31,8 +31,12 @@ test-deps:
 build: deps
 	$(SWIFT) build
 
+# Every shipped product in release mode. Not a plain `swift build -c release`: the fuzz driver
+# (swiftplex-fuzz) reaches internals with @testable imports, which a release build refuses.
+RELEASE_PRODUCTS ?= swiftplex swiftplex-relay swiftplex-chat swiftplex-plugin-runner swiftplex-bench simplex \
+	auto-accept auto-reply broadcast channel-relay channel group-moderator
 release: deps
-	$(SWIFT) build -c release
+	@for p in $(RELEASE_PRODUCTS); do $(SWIFT) build -c release --product $$p || exit 1; done
 
 # The built-in plugins as lib<name>.so in the build directory.
 plugins:
@@ -139,7 +143,8 @@ python-test: $(PY_STAMP) browser-deps
 
 # Benchmarks (release build). BENCH=relay|libsimplex|echo ; extra flags in BENCH_ARGS.
 BENCH ?= relay
-bench: release
+bench: deps
+	$(SWIFT) build -c release --product swiftplex-bench
 	$$($(SWIFT) build -c release --show-bin-path)/swiftplex-bench $(BENCH) $(BENCH_ARGS)
 
 # Fuzzing (docs/security.md "Fuzzing"): every libFuzzer target in turn for FUZZ_SECONDS each

@@ -49,7 +49,16 @@ extension Agent {
             return
         }
         q.relay = relay
-        let ack = { try? await connection.acknowledge(q, messageId: messageId) }
+        // The ACK goes after the commit and is not waited for: the loop takes the next delivery
+        // meanwhile (the relay sends this queue's next message only after the ACK, so the order of
+        // a connection's messages holds). One lost with the connection means the relay delivers
+        // the message again, and it is recognised (`lastRelayMessageId`, the ratchet).
+        let logger = self.logger
+        let ack = {
+            connection.acknowledgeWithoutWaiting(q, messageId: messageId).whenFailure { error in
+                logger.debug("ACK not confirmed; the relay will deliver the message again", metadata: ["error": "\(error)"])
+            }
+        }
         let id = found.id
         do {
             // The state is read again under the connection's lock: a send may have moved the ratchet.
@@ -96,8 +105,8 @@ extension Agent {
                 committed(record)
                 return (record, events, reply)
             }
-            _ = await ack()
-            guard let (r, events, reply) = applied else { return }
+            guard let (r, events, reply) = applied else { return ack() }
+            // Reported before the ACK, so before the relay can deliver this queue's next message.
             if let info = r.autoAllowInfo, r.status == .confirmed {
                 // We asked for this connection through the peer's address: accept its answer,
                 // outside this relay's receive loop (the peer's relay may be slow to answer).
@@ -105,6 +114,7 @@ extension Agent {
             } else {
                 for e in events { eventSink.yield(e) }
             }
+            ack()
             if reply != nil {
                 // Sent outside the receive loop too: one slow peer relay must not hold up what
                 // this relay delivers for everyone else.
@@ -114,7 +124,7 @@ extension Agent {
         } catch let e as RatchetError where e.code == .duplicate {
             // The sender re-sent a message it had already delivered (a crash before it recorded
             // the relay's OK): already processed, nothing to report.
-            _ = await ack()
+            ack()
             logger.debug("duplicate message dropped", metadata: ["connection": "\(id)"])
         } catch let e as SQLError {
             // Nothing was committed, so nothing is acknowledged: the relay keeps the message.
@@ -125,7 +135,7 @@ extension Agent {
             // Acknowledging it as unreadable would lose a message nobody has seen.
             return
         } catch {
-            _ = await ack()
+            ack()
             eventSink.yield(.rejected(connection: id, reason: "\(error)"))
         }
     }

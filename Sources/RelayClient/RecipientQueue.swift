@@ -1,3 +1,4 @@
+import NIOCore
 import RelayProtocol
 import SwiftplexCrypto
 
@@ -86,6 +87,21 @@ extension RelayConnection {
 
     public func acknowledge(_ queue: RecipientQueue, messageId: [UInt8]) async throws {
         try await expectOK(.ack(messageId: messageId), entityId: queue.recipientId, key: queue.recipientKey)
+    }
+
+    /// Sends the `ACK` and returns without waiting for the relay's answer, which comes later in
+    /// the returned future (an `ERR` answer fails it). For a receive loop that has committed what
+    /// the message did: it can take the next delivery meanwhile, and a lost `ACK` only means the
+    /// relay delivers the message again (the receiver recognises it).
+    @discardableResult
+    public func acknowledgeWithoutWaiting(_ queue: RecipientQueue, messageId: [UInt8]) -> EventLoopFuture<Void> {
+        let t = Transmission.signed(command: ClientCommand.ack(messageId: messageId).encoded(),
+                                    correlationId: Sodium.randomBytes(RelayLimits.correlationIdLength),
+                                    entityId: queue.recipientId, key: queue.recipientKey, session: session)
+        return submit(transmission: t, timeout: .seconds(30)).flatMapThrowing { response in
+            if case let .error(code) = response { throw RelayClientError.relay(code) }
+            guard response == .ok else { throw RelayClientError(.unexpectedResponse, "expected OK in answer to ACK") }
+        }
     }
 
     /// Recipient-side securing: only `senderKey` may send from now on.

@@ -124,13 +124,18 @@ public final class RelayConnection: Sendable {
     /// Sends a prepared transmission as it is (tests use this to replay or forge) and returns the
     /// answer, `ERR` included. Fails with ``RelayClientError/Code/timeout`` after `timeout`.
     public func send(transmission t: Transmission, timeout: Duration = .seconds(30)) async throws -> ServerResponse {
+        try await submit(transmission: t, timeout: timeout).get()
+    }
+
+    /// Writes a prepared transmission; its answer (or the timeout) completes the future.
+    func submit(transmission t: Transmission, timeout: Duration) -> EventLoopFuture<ServerResponse> {
         let promise = channel.eventLoop.makePromise(of: ServerResponse.self)
         let bytes = t.encoded(allocator: channel.allocator)
         let corr = t.correlationId
         let handler = self.handler
         let limit = TimeAmount.nanoseconds(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
         channel.eventLoop.execute { handler.value.send(bytes, correlationId: corr, timeout: limit, promise: promise) }
-        return try await promise.futureResult.get()
+        return promise.futureResult
     }
 
     public func close() async {
