@@ -9,6 +9,7 @@ import NIOConcurrencyHelpers
 import PluginHost
 import RelayProtocol
 import SwiftplexBase
+import SwiftplexSQLPostgres
 import SwiftplexStorage
 
 /// One bot of a ``BotHost``: its own chat engine and databases (`<prefix>_chat.db`,
@@ -104,7 +105,7 @@ public final class HostedBot: Sendable {
                                         feed: feed, runnerExecutable: runnerExecutable, logger: logger,
                                         commandsChanged: { menu in box.withLockedValue { $0 }?.menuChanged(menu) })
             let bot = HostedBot(options: options, api: api, controller: controller, plugins: manager, address: address, userId: userId,
-                                engine: metrics.engine(bot: options.name), logger: logger, lock: lock)
+                                agentLocation: try engineDatabase.agent, engine: metrics.engine(bot: options.name), logger: logger, lock: lock)
             box.withLockedValue { $0 = bot }
             await bot.reload(options.plugins)
             return bot
@@ -115,8 +116,9 @@ public final class HostedBot: Sendable {
     }
 
     private init(options: BotOptions, api: ChatAPI, controller: ChatController, plugins: PluginManager, address: String?, userId: Int64,
-                 engine: EngineMetrics, logger: Logger, lock: DatabaseLock) {
+                 agentLocation: DatabaseLocation, engine: EngineMetrics, logger: Logger, lock: DatabaseLock) {
         self.name = options.name
+        self.agentLocation = agentLocation
         self.options = options
         self.api = api
         self.controller = controller
@@ -207,9 +209,7 @@ public final class HostedBot: Sendable {
     }
 
     /// The agent database (for the outbox figure of `/metrics`).
-    func agentDatabase(_ dataDirectory: URL) -> URL {
-        URL(fileURLWithPath: Self.databasePrefix(dataDirectory, prefix: options.dataPrefix) + "_agent.db")
-    }
+    let agentLocation: DatabaseLocation
 
     // MARK: Relay mode
 
