@@ -330,7 +330,7 @@ let package = Package(
         .executableTarget(
             name: "swiftplex",
             dependencies: [
-                "BotHost", "ChatServer", "HostConfig", "PluginHost", "PluginScaffold", "RelayProtocol", "QRCode", "SwiftplexStorage",
+                "BotHost", "ChatCore", "ChatServer", "HostConfig", "SwiftplexSQL", "SwiftplexSQLPostgres", "PluginHost", "PluginScaffold", "RelayProtocol", "QRCode", "SwiftplexStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -475,6 +475,7 @@ let package = Package(
             name: "ChatAPITests",
             dependencies: [
                 "ChatAPI", "ChatCore", "ChatTestSupport", "RelayServer", "RelayProtocol", "Agent", "RelayClient", "SwiftplexBase", "TestSupport", "SwiftplexSQL",
+                "SwiftplexSQLPostgres", "SwiftplexStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

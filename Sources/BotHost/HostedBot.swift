@@ -53,9 +53,7 @@ public final class HostedBot: Sendable {
     /// bot's data prefix in the PostgreSQL database `database`.
     static func engineDatabaseFor(_ options: BotOptions, prefix: String, database: String?) throws -> EngineDatabase {
         guard let database else { return .sqlite(prefix: prefix) }
-        let base = try EngineDatabase.postgres(connection: database, schemaPrefix: nil)
-        guard case let .postgres(location) = base else { return base }
-        return try EngineDatabase.postgres(connection: database, schemaPrefix: location.schema + "_" + options.dataPrefix)
+        return try EngineDatabase.postgres(connection: database, bot: options.dataPrefix)
     }
 
     /// The database prefix of a bot's files in a data directory.
