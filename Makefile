@@ -61,9 +61,9 @@ run: deps
 # Products the tests run as processes or load with dlopen.
 ENGINE_SUITES := ChatAPITests|ChatModelTests|ChatServerTests|AgentTests
 # The engine suites run a second time with the engines' data in PostgreSQL (SWIFTPLEX_TEST_ENGINE_DB),
-# but for those that reach into the SQLite files themselves (fault triggers, archives).
+# but for those that reach into the SQLite files themselves (fault triggers, archives, store copy).
 PG_ENGINE_SUITES := ChatAPITests|ChatServerTests
-SQLITE_ONLY_SUITES := ChatStoreFaultTests|ConnectionDeletionTests
+SQLITE_ONLY_SUITES := ChatStoreFaultTests|ConnectionDeletionTests|EngineStoreCopyTests
 TEST_PRODUCTS := simplex swiftplex swiftplex-plugin-runner swiftplex-test-plugin swiftplex-relay swiftplex-chat \
 	auto-accept auto-reply broadcast group-moderator channel-relay channel
 test: deps test-deps

@@ -270,7 +270,8 @@ let package = Package(
         .target(
             name: "BotHost",
             dependencies: [
-                "Agent", "ChatAPI", "ChatCore", "ChatModel", "ChatServer", "PluginHost", "QRCode", "RelayServer", "RelayProtocol", "SwiftplexBackup", "SwiftplexBase", "SwiftplexStorage",
+                "Agent", "ChatAPI", "ChatCore", "ChatModel", "ChatServer", "PluginHost", "QRCode", "RelayServer", "RelayProtocol", "SwiftplexBackup", "SwiftplexBase",
+                "SwiftplexSQLPostgres", "SwiftplexStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -329,7 +330,7 @@ let package = Package(
         .executableTarget(
             name: "swiftplex",
             dependencies: [
-                "BotHost", "ChatServer", "HostConfig", "PluginHost", "PluginScaffold", "RelayProtocol", "QRCode", "SwiftplexStorage",
+                "BotHost", "ChatCore", "ChatServer", "HostConfig", "SwiftplexSQL", "SwiftplexSQLPostgres", "PluginHost", "PluginScaffold", "RelayProtocol", "QRCode", "SwiftplexStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -474,6 +475,7 @@ let package = Package(
             name: "ChatAPITests",
             dependencies: [
                 "ChatAPI", "ChatCore", "ChatTestSupport", "RelayServer", "RelayProtocol", "Agent", "RelayClient", "SwiftplexBase", "TestSupport", "SwiftplexSQL",
+                "SwiftplexSQLPostgres", "SwiftplexStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

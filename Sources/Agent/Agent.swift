@@ -105,13 +105,22 @@ public actor Agent {
         try SQLiteStore.pendingMigrations(AgentStore.migrations, at: databasePath)
     }
 
-    /// Envelopes in the outbox of the agent database at `databasePath` (application messages and
-    /// receipts waiting for their relay), read through a read-only connection of its own: a
-    /// monitoring process can ask while the agent runs (WAL readers do not block it).
-    public static func outboxDepth(databasePath: URL) throws -> Int {
-        let store = try SQLiteStore(readingOnly: databasePath, label: "agent-monitor")
+    /// Envelopes in the outbox of the agent database at `location` (application messages and
+    /// receipts waiting for their relay), read through a read-only connection of its own, beside
+    /// the agent that runs on it: an SQLite file opened read-only (WAL readers do not block the
+    /// agent; a file that does not exist holds nothing), a PostgreSQL schema through a connection
+    /// that takes no lock (``PostgresStore/openReadingOnly(location:label:eventLoopGroup:logger:)``).
+    public static func outboxDepth(at location: DatabaseLocation) async throws -> Int {
+        let store: any SQLStore
+        switch location {
+        case let .sqlite(path):
+            guard FileManager.default.fileExists(atPath: path.path) else { return 0 }
+            store = try SQLiteStore(readingOnly: path, label: "agent-monitor")
+        case let .postgres(l):
+            store = try await PostgresStore.openReadingOnly(location: l, label: "agent-monitor")
+        }
         defer { try? store.close() }
-        return try store.readNow { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM pending") ?? 0 }
+        return try await store.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM pending") ?? 0 }
     }
 
     // MARK: - Running

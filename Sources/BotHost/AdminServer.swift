@@ -171,7 +171,7 @@ struct AdminServer: Service {
             AdminRoute(.get, "/metrics", "Prometheus metrics: engine, plugins, process (text format 0.0.4)",
                        answers: [.init(status: "200", description: "Prometheus text", contentType: "text/plain")]) { _, _ in
                 Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                         body: .init(byteBuffer: ByteBuffer(bytes: host.metricsText())))
+                         body: .init(byteBuffer: ByteBuffer(bytes: await host.metricsText())))
             },
             AdminRoute(.get, "/api/status", "Engine running, uptime, version, relays, address, auth failures",
                        answers: [.init(status: "200", description: "OK", schema: .ref("Status"))]) { _, _ in

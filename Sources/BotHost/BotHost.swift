@@ -362,12 +362,17 @@ public final class BotHost: Service, Sendable {
         engineRunning && ownRelays.lost.isEmpty && (!hasAddress || !ownRelays.connected.isEmpty)
     }
 
-    /// The Prometheus text of ``metrics``, its scrape-time values read now.
-    func metricsText() -> [UInt8] {
-        metrics.render(bots: bots.map { bot in
-            HostMetrics.BotFigures(engine: bot.engine, plugins: bot.plugins.statuses(), engineRunning: bot.engineRunning,
-                                   agentDatabase: options.database == nil ? bot.agentDatabase(options.dataDirectory) : nil)
-        }, uptime: uptimeSeconds)
+    /// The Prometheus text of ``metrics``, its scrape-time values read now: each bot's outbox
+    /// through a read-only connection of its own to its agent database (``Agent/outboxDepth(at:)``,
+    /// SQLite or PostgreSQL).
+    func metricsText() async -> [UInt8] {
+        var figures: [HostMetrics.BotFigures] = []
+        for bot in bots {
+            let pending = try? await Agent.outboxDepth(at: bot.agentLocation)
+            figures.append(HostMetrics.BotFigures(engine: bot.engine, plugins: bot.plugins.statuses(), engineRunning: bot.engineRunning,
+                                                  outboxPending: pending))
+        }
+        return metrics.render(bots: figures, uptime: uptimeSeconds)
     }
 
     /// One bot in `/api/bots` and `/api/status`.

@@ -11,7 +11,7 @@ import SwiftplexBase
 /// - Engine: counted from the typed chat events the host already reads (messages received, messages
 ///   that reached their relay and their peer, with the time each took since the item was made),
 ///   the relays connected (the agent's `hostConnected`/`hostDisconnected`), and the agent's
-///   outbox, read from its database when scraped.
+///   outbox, read from its database (SQLite file or PostgreSQL schema) when scraped.
 /// - Plugins: each instance's counters, condition and queue depth, taken from ``PluginManager``
 ///   when scraped.
 /// - Process: resident memory and open file descriptors, read from `/proc/self` when scraped.
@@ -77,26 +77,22 @@ final class HostMetrics: Sendable {
         var engine: EngineMetrics
         var plugins: [PluginStatus]
         var engineRunning: Bool
-        /// The SQLite agent database; nil when the bot's data is in PostgreSQL (its outbox is
-        /// then not read at scrape time: the gauge stays unset rather than report 0).
-        var agentDatabase: URL?
+        /// The envelopes in the agent's outbox, read from its database for this scrape
+        /// (``BotHost/metricsText()``); nil when it could not be read (the gauge keeps its last
+        /// value rather than report 0).
+        var outboxPending: Int?
     }
 
     /// The metrics in Prometheus' text format, with the values read at scrape time updated first.
     func render(bots: [BotFigures], uptime seconds: Double) -> [UInt8] {
         uptime.set(seconds)
-        for bot in bots { bot.engine.scraped(engineRunning: bot.engineRunning, agentDatabase: bot.agentDatabase) }
+        for bot in bots { bot.engine.scraped(engineRunning: bot.engineRunning, outboxPending: bot.outboxPending) }
         updatePlugins(bots.flatMap { bot in bot.plugins.map { (bot.engine.bot, $0) } })
         let process = Self.processFigures()
         if let rss = process.residentBytes { residentMemory.set(Int64(rss)) }
         if let fds = process.openFDs { openFDs.set(Int64(fds)) }
         if let max = process.maxFDs { maxFDs.set(Int64(max)) }
         return registry.emitToBuffer()
-    }
-
-    static func outboxDepth(_ agentDatabase: URL) throws -> Int {
-        guard FileManager.default.fileExists(atPath: agentDatabase.path) else { return 0 }
-        return try Agent.outboxDepth(databasePath: agentDatabase)
     }
 
     // MARK: Plugins
@@ -276,9 +272,9 @@ final class EngineMetrics: Sendable {
     var relayState: HostMetrics.RelayState { relays.withLockedValue { $0 } }
 
     /// Scrape-time values: whether the engine runs, and the agent's outbox read from its database.
-    func scraped(engineRunning running: Bool, agentDatabase: URL?) {
+    func scraped(engineRunning running: Bool, outboxPending: Int?) {
         engineRunning.set(Int64(running ? 1 : 0))
-        if let agentDatabase, let depth = try? HostMetrics.outboxDepth(agentDatabase) { outbox.set(Int64(depth)) }
+        if let outboxPending { outbox.set(Int64(outboxPending)) }
     }
 }
 

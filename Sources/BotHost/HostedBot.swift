@@ -9,6 +9,7 @@ import NIOConcurrencyHelpers
 import PluginHost
 import RelayProtocol
 import SwiftplexBase
+import SwiftplexSQLPostgres
 import SwiftplexStorage
 
 /// One bot of a ``BotHost``: its own chat engine and databases (`<prefix>_chat.db`,
@@ -52,9 +53,7 @@ public final class HostedBot: Sendable {
     /// bot's data prefix in the PostgreSQL database `database`.
     static func engineDatabaseFor(_ options: BotOptions, prefix: String, database: String?) throws -> EngineDatabase {
         guard let database else { return .sqlite(prefix: prefix) }
-        let base = try EngineDatabase.postgres(connection: database, schemaPrefix: nil)
-        guard case let .postgres(location) = base else { return base }
-        return try EngineDatabase.postgres(connection: database, schemaPrefix: location.schema + "_" + options.dataPrefix)
+        return try EngineDatabase.postgres(connection: database, bot: options.dataPrefix)
     }
 
     /// The database prefix of a bot's files in a data directory.
@@ -104,7 +103,7 @@ public final class HostedBot: Sendable {
                                         feed: feed, runnerExecutable: runnerExecutable, logger: logger,
                                         commandsChanged: { menu in box.withLockedValue { $0 }?.menuChanged(menu) })
             let bot = HostedBot(options: options, api: api, controller: controller, plugins: manager, address: address, userId: userId,
-                                engine: metrics.engine(bot: options.name), logger: logger, lock: lock)
+                                agentLocation: try engineDatabase.agent, engine: metrics.engine(bot: options.name), logger: logger, lock: lock)
             box.withLockedValue { $0 = bot }
             await bot.reload(options.plugins)
             return bot
@@ -115,8 +114,9 @@ public final class HostedBot: Sendable {
     }
 
     private init(options: BotOptions, api: ChatAPI, controller: ChatController, plugins: PluginManager, address: String?, userId: Int64,
-                 engine: EngineMetrics, logger: Logger, lock: DatabaseLock) {
+                 agentLocation: DatabaseLocation, engine: EngineMetrics, logger: Logger, lock: DatabaseLock) {
         self.name = options.name
+        self.agentLocation = agentLocation
         self.options = options
         self.api = api
         self.controller = controller
@@ -207,9 +207,7 @@ public final class HostedBot: Sendable {
     }
 
     /// The agent database (for the outbox figure of `/metrics`).
-    func agentDatabase(_ dataDirectory: URL) -> URL {
-        URL(fileURLWithPath: Self.databasePrefix(dataDirectory, prefix: options.dataPrefix) + "_agent.db")
-    }
+    let agentLocation: DatabaseLocation
 
     // MARK: Relay mode
 

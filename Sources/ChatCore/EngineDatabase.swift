@@ -20,6 +20,14 @@ public enum EngineDatabase: Sendable, CustomStringConvertible {
         return .postgres(location)
     }
 
+    /// The databases of the bot whose data prefix is `data` on a host configured with
+    /// `database: connection`: the schemas of `<schema>_<data>` (`<schema>` from the connection
+    /// string, default `swiftplex`), as the host names them.
+    public static func postgres(connection: String, bot data: String) throws -> EngineDatabase {
+        let base = try PostgresLocation(url: connection, defaultSchema: "swiftplex")
+        return try postgres(connection: connection, schemaPrefix: base.schema + "_" + data)
+    }
+
     /// `value` as the host's `database:` or `swiftplex-chat --database` take it: a PostgreSQL
     /// connection string, else an SQLite path prefix.
     public static func parse(_ value: String, schemaPrefix: String? = nil) throws -> EngineDatabase {

@@ -46,15 +46,23 @@ public final class PostgresStore: SQLStore {
     /// no such database), `.locked` (another process holds the schema), `.migration`.
     ///
     /// `label` names the store's thread (`sql-pg-<label>`).
-    public init(location: PostgresLocation, label: String, migrations: [SQLMigration], lockWait: Duration = .seconds(10),
-                eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-                logger: Logger = Logger(label: "swiftplex.sql.postgres")) throws {
+    public convenience init(location: PostgresLocation, label: String, migrations: [SQLMigration], lockWait: Duration = .seconds(10),
+                            eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+                            logger: Logger = Logger(label: "swiftplex.sql.postgres")) throws {
+        try self.init(location: location, label: label, readingOnly: false, migrations: migrations, lockWait: lockWait,
+                      eventLoopGroup: eventLoopGroup, logger: logger)
+    }
+
+    private init(location: PostgresLocation, label: String, readingOnly: Bool, migrations: [SQLMigration], lockWait: Duration,
+                 eventLoopGroup: any EventLoopGroup, logger: Logger) throws {
         self.location = location
         worker = StoreThread(name: "sql-pg-\(label)")
-        let session = PostgresSession(location: location, group: eventLoopGroup, logger: logger)
+        let session = PostgresSession(location: location, group: eventLoopGroup, logger: logger, readingOnly: readingOnly)
         self.session = session
         do {
-            try worker.runAndWait { try session.open(lockWait: lockWait, migrations: migrations) }
+            try worker.runAndWait {
+                if readingOnly { try session.openReadingOnly() } else { try session.open(lockWait: lockWait, migrations: migrations) }
+            }
         } catch {
             _ = try? worker.runAndWait { session.shutdown() }
             worker.stop()
@@ -84,6 +92,23 @@ public final class PostgresStore: SQLStore {
         }
     }
 
+    /// An existing schema opened for reading only, beside the process that holds it (for
+    /// monitoring: the host's outbox gauge): no lock is taken, nothing is created or migrated,
+    /// `write` is refused and the server's `default_transaction_read_only` is on. Connects on a
+    /// thread of its own, not on the caller's task. Throws ``SQLError`` `.connection`.
+    public static func openReadingOnly(location: PostgresLocation, label: String,
+                                       eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+                                       logger: Logger = Logger(label: "swiftplex.sql.postgres")) async throws -> PostgresStore {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread {
+                continuation.resume(with: Result {
+                    try PostgresStore(location: location, label: label, readingOnly: true, migrations: [], lockWait: .zero,
+                                      eventLoopGroup: eventLoopGroup, logger: logger)
+                })
+            }.start()
+        }
+    }
+
     deinit {
         let session = self.session
         _ = worker.submit { session.shutdown() }
@@ -101,6 +126,7 @@ public final class PostgresStore: SQLStore {
 
     private func perform<T: Sendable>(write: Bool, _ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
         let session = self.session
+        if write, session.readingOnly { throw PostgresSession.readingOnlyError(location) }
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, Error>) in
             let accepted = worker.submit {
                 continuation.resume(with: Result { try session.transaction(write: write, body) })
@@ -123,6 +149,7 @@ public final class PostgresStore: SQLStore {
             throw SQLError(.statement, "a transaction of the store \(location) inside another of its transactions")
         }
         let session = self.session
+        if write, session.readingOnly { throw PostgresSession.readingOnlyError(location) }
         return try worker.runAndWait { try session.transaction(write: write, body) }
     }
 
@@ -237,14 +264,32 @@ final class PostgresSession: @unchecked Sendable {
     /// How many translated statements are kept (SQL texts made with varying parts come and go).
     static let statementCacheSize = 2048
 
-    init(location: PostgresLocation, group: any EventLoopGroup, logger: Logger) {
+    /// Opened for reading only (``PostgresStore/openReadingOnly(location:label:eventLoopGroup:logger:)``):
+    /// no lock, no migrations, writes refused.
+    let readingOnly: Bool
+
+    init(location: PostgresLocation, group: any EventLoopGroup, logger: Logger, readingOnly: Bool = false) {
         self.location = location
         self.group = group
         self.logger = logger
+        self.readingOnly = readingOnly
     }
 
     static func closedError(_ location: PostgresLocation?) -> SQLError {
         SQLError(.connection, "the PostgreSQL store \(location.map { "\($0) " } ?? "")is closed")
+    }
+
+    static func readingOnlyError(_ location: PostgresLocation) -> SQLError {
+        SQLError(.statement, "the PostgreSQL store \(location) was opened for reading only")
+    }
+
+    /// Connects and sets the `search_path` and read-only transactions; takes no lock, creates
+    /// nothing (a schema that does not exist fails the first statement naming its tables).
+    func openReadingOnly() throws {
+        let conn = try connect()
+        connection = conn
+        _ = try raw(conn, "SET search_path TO \(location.quotedSchema)")
+        _ = try raw(conn, "SET default_transaction_read_only = on")
     }
 
     // MARK: Opening
@@ -297,6 +342,17 @@ final class PostgresSession: @unchecked Sendable {
             try? lost.close().wait()
         }
         let c = try connect()
+        if readingOnly {
+            do {
+                _ = try raw(c, "SET search_path TO \(location.quotedSchema)")
+                _ = try raw(c, "SET default_transaction_read_only = on")
+            } catch {
+                try? c.close().wait()
+                throw error
+            }
+            connection = c
+            return c
+        }
         do {
             guard try tryLock(c) else {
                 throw SQLError(.locked, "another process took over the schema \(location.schema) of \(location) while the connection was lost")

@@ -12,6 +12,6 @@ struct Swiftplex: AsyncParsableCommand {
             reload changed plugins.
             """,
         subcommands: [RunCommand.self, InitCommand.self, CheckConfigCommand.self, ReloadCommand.self, PluginCommand.self, AdminTokenCommand.self,
-                      BackupCommand.self, RestoreCommand.self]
+                      BackupCommand.self, RestoreCommand.self, StoreCommand.self]
     )
 }

@@ -16,9 +16,9 @@ import Testing
                             isolation: .inProcess, stats: stats, condition: condition, queueDepth: queue)
     }
 
-    func scrape(_ metrics: HostMetrics, _ plugins: [PluginStatus], dir: URL, other: [PluginStatus] = []) -> [String: Double] {
-        let bots = [HostMetrics.BotFigures(engine: metrics.engine(bot: "bot"), plugins: plugins, engineRunning: true, agentDatabase: dir.appendingPathComponent("none.db")),
-                    HostMetrics.BotFigures(engine: metrics.engine(bot: "other"), plugins: other, engineRunning: false, agentDatabase: dir.appendingPathComponent("none.db"))]
+    func scrape(_ metrics: HostMetrics, _ plugins: [PluginStatus], dir: URL, other: [PluginStatus] = [], outbox: Int? = 0) -> [String: Double] {
+        let bots = [HostMetrics.BotFigures(engine: metrics.engine(bot: "bot"), plugins: plugins, engineRunning: true, outboxPending: outbox),
+                    HostMetrics.BotFigures(engine: metrics.engine(bot: "other"), plugins: other, engineRunning: false, outboxPending: nil)]
         return AdminAPITests.prometheus(String(decoding: metrics.render(bots: bots, uptime: 1), as: UTF8.self))
     }
 
@@ -29,16 +29,18 @@ import Testing
         #expect(m[#"swiftplex_plugin_events_handled_total{bot="bot",instance="a"}"#] == 5)
         #expect(m[#"swiftplex_plugin_restarts_total{bot="bot",instance="a"}"#] == 1)
         #expect(m[#"swiftplex_plugin_queue_depth{bot="bot",instance="a"}"#] == 3)
-        #expect(m[#"swiftplex_engine_outbox_pending{bot="bot"}"#] == 0)  // no agent database: nothing waits
+        #expect(m[#"swiftplex_engine_outbox_pending{bot="bot"}"#] == 0)
         // Another bot's instance of the same name is its own series.
         #expect(m[#"swiftplex_plugin_events_handled_total{bot="other",instance="a"}"#] == 7)
         #expect(m[#"swiftplex_engine_running{bot="bot"}"#] == 1 && m[#"swiftplex_engine_running{bot="other"}"#] == 0)
-        m = scrape(metrics, [status("a", handled: 9, condition: .restarting), status("b", handled: 1)], dir: dir)
+        m = scrape(metrics, [status("a", handled: 9, condition: .restarting), status("b", handled: 1)], dir: dir, outbox: 4)
+        #expect(m[#"swiftplex_engine_outbox_pending{bot="bot"}"#] == 4)
         #expect(m[#"swiftplex_plugin_events_handled_total{bot="bot",instance="a"}"#] == 9)
         #expect(m[#"swiftplex_plugin_condition{bot="bot",instance="a",condition="restarting"}"#] == 1)
         #expect(m[#"swiftplex_plugin_condition{bot="bot",instance="a",condition="running"}"#] == 0)
         // A reload replaced "a" (its runner counts from 0 again) and removed "b".
-        m = scrape(metrics, [status("a", handled: 2)], dir: dir)
+        m = scrape(metrics, [status("a", handled: 2)], dir: dir, outbox: nil)
+        #expect(m[#"swiftplex_engine_outbox_pending{bot="bot"}"#] == 4)  // not read this time: the last value stays
         #expect(m[#"swiftplex_plugin_events_handled_total{bot="bot",instance="a"}"#] == 2)
         #expect(m[#"swiftplex_plugin_events_handled_total{bot="bot",instance="b"}"#] == nil)
         #expect(m[#"swiftplex_plugin_queue_depth{bot="bot",instance="b"}"#] == nil)

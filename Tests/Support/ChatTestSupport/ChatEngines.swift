@@ -53,7 +53,13 @@ public func testDatabase(_ dir: URL, _ name: String) throws -> EngineDatabase {
 /// Runs an engine on `<dir>/<name>` (``testDatabase(_:_:)``) for the duration of `body`.
 public func withEngine<T: Sendable>(_ dir: URL, _ name: String, relays: [RelayAddress], agentOptions: AgentOptions = AgentOptions(),
                                     _ body: (ChatAPI, ChatInbox) async throws -> T) async throws -> T {
-    let controller = try ChatController(database: try testDatabase(dir, name), defaultRelays: relays, logger: silent, agentOptions: agentOptions)
+    try await withEngine(database: try testDatabase(dir, name), relays: relays, agentOptions: agentOptions, body)
+}
+
+/// Runs an engine on `database` for the duration of `body`, and closes it.
+public func withEngine<T: Sendable>(database: EngineDatabase, relays: [RelayAddress], agentOptions: AgentOptions = AgentOptions(),
+                                    _ body: (ChatAPI, ChatInbox) async throws -> T) async throws -> T {
+    let controller = try ChatController(database: database, defaultRelays: relays, logger: silent, agentOptions: agentOptions)
     let api = ChatAPI(controller: controller)
     let inbox = ChatInbox(api)
     do {
