@@ -164,6 +164,20 @@ struct ConnectionBudget {
         /// A new connection waited before its TLS handshake for its source's budget of new
         /// connections' work (``RelayConfiguration/sourceHandshakeWorkRate``, ``SourceGate``).
         case sourceHandshakeWork = "source_handshake_work"
+
+        /// Whether being held by this limit demotes a connection for good. Only the connection's
+        /// own floods do (commands, `SEND` bytes, authorisation failures). Not the new-queue rate,
+        /// which a busy honest client reaches (a bot making contacts) and which holding alone
+        /// bounds; not the relay-wide buckets, which others drain (an attacker making queues
+        /// would otherwise demote every honest client that made one meanwhile); not the budgets
+        /// of unproven work, which only unproven connections take from.
+        var demotes: Bool {
+            switch self {
+            case .commands, .sendBytes, .authFailures: true
+            case .newQueues, .globalNewQueues, .globalUnsignedSendBytes, .globalAuthFailures,
+                 .unprovenWork, .unprovenRun, .handshakeWork, .accepts, .sourceHandshakeWork: false
+            }
+        }
     }
 
     private var buckets: [TokenBucket]

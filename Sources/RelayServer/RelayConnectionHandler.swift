@@ -475,7 +475,7 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
         guard throttleTimer == nil, phase != .closed, !closing, let context,
               let (wait, limit) = budget.wait(now: context.eventLoop.now) else { return }
         core.noteThrottled(limit)
-        if limit != .unprovenWork { demote() }
+        if limit.demotes { demote() }
         throttleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: wait) { [self] in
             throttleTimer = nil
             checkBudget()

@@ -239,6 +239,32 @@ import Testing
         }
     }
 
+    @Test func aProvenConnectionHeldByTheNewQueueRatesKeepsItsStanding() async throws {
+        // One NEW a second per connection (a burst of one), as a bot making contacts fast meets it.
+        try await withRelay(configure: { $0.newQueueRate = RateLimit(perSecond: 1, burst: 1) }) { relay in
+            let client = try await RelayConnection.connect(to: relay.address)
+            let q = try await client.createQueue()
+            try await roundTrip(client, q, 1) // proven
+            // Over its own NEW rate, then over the relay-wide one (drained by others): held by both.
+            _ = try await client.createQueue()
+            try await eventually("held by its new-queue rate") { throttled(relay, .newQueues) > 0 }
+            // (Two seconds: the longest hold is the one counted, and its own rate's is at most one.)
+            overdraw(relay, .newQueues, relay.configuration.globalNewQueueRate, seconds: 2)
+            _ = try await client.createQueue()
+            #expect(throttled(relay, .globalNewQueues) > 0)
+
+            // Still proven: with the budget of unproven work in debt, its PINGs take nothing from it
+            // and are not held (a demoted connection is held after its first, as above).
+            overdrawUnprovenWork(relay, seconds: 3)
+            let before = throttled(relay, .unprovenWork)
+            try await returnsWithin(.seconds(40), "the proven connection's PINGs") {
+                for _ in 0..<3 { try await client.ping() }
+            }
+            #expect(throttled(relay, .unprovenWork) == before, "a new-queue throttle demoted the connection")
+            await client.close()
+        }
+    }
+
     @Test func anUnprovenConnectionsPileIsAnsweredCompletelyAndInOrderAcrossSlices() async throws {
         // A slice of 1 ns: every transmission after the first of each read waits for a later turn.
         try await withRelay(configure: { $0.unprovenSliceNanoseconds = 1 }) { relay in
