@@ -240,15 +240,18 @@ import Testing
     }
 
     @Test func aProvenConnectionHeldByTheNewQueueRatesKeepsItsStanding() async throws {
-        // One NEW a second per connection (a burst of one), as a bot making contacts fast meets it.
-        try await withRelay(configure: { $0.newQueueRate = RateLimit(perSecond: 1, burst: 1) }) { relay in
+        // Four NEWs a second per connection with a burst of one, as a bot making contacts fast meets it.
+        try await withRelay(configure: { $0.newQueueRate = RateLimit(perSecond: 4, burst: 1) }) { relay in
             let client = try await RelayConnection.connect(to: relay.address)
             let q = try await client.createQueue()
             try await roundTrip(client, q, 1) // proven
-            // Over its own NEW rate, then over the relay-wide one (drained by others): held by both.
-            _ = try await client.createQueue()
+            // Over its own NEW rate (two at once: the second overdraws however long the round trip
+            // took), then over the relay-wide one (drained by others): held by both.
+            async let first = client.createQueue()
+            async let second = client.createQueue()
+            _ = try await (first, second)
             try await eventually("held by its new-queue rate") { throttled(relay, .newQueues) > 0 }
-            // (Two seconds: the longest hold is the one counted, and its own rate's is at most one.)
+            // (Two seconds: the longest hold is the one counted, and its own rate's is under one.)
             overdraw(relay, .newQueues, relay.configuration.globalNewQueueRate, seconds: 2)
             _ = try await client.createQueue()
             #expect(throttled(relay, .globalNewQueues) > 0)
