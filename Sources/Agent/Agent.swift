@@ -105,9 +105,20 @@ public actor Agent {
         try SQLiteStore.pendingMigrations(AgentStore.migrations, at: databasePath)
     }
 
-    /// Envelopes in the outbox of the agent database at `location` (application messages and
-    /// receipts waiting for their relay), read through a read-only connection of its own, beside
-    /// the agent that runs on it: an SQLite file opened read-only (WAL readers do not block the
+    /// Envelopes in this agent's outbox (application messages and receipts waiting for their
+    /// relay), read through its own store: what the host's gauge reads at each scrape while the
+    /// bot's engine is open.
+    public nonisolated func outboxDepth() async throws -> Int {
+        try await store.db.read(Self.countPending)
+    }
+
+    private static func countPending(_ db: Database) throws -> Int {
+        try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pending") ?? 0
+    }
+
+    /// The same for the agent database at `location`, with no agent open on it in this process
+    /// (a tool's view), read through a read-only connection of its own, beside any agent that
+    /// runs on it elsewhere: an SQLite file opened read-only (WAL readers do not block the
     /// agent; a file that does not exist holds nothing), a PostgreSQL schema through a connection
     /// that takes no lock (``PostgresStore/openReadingOnly(location:label:eventLoopGroup:logger:)``).
     public static func outboxDepth(at location: DatabaseLocation) async throws -> Int {
@@ -120,7 +131,7 @@ public actor Agent {
             store = try await PostgresStore.openReadingOnly(location: l, label: "agent-monitor")
         }
         defer { try? store.close() }
-        return try await store.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM pending") ?? 0 }
+        return try await store.read(countPending)
     }
 
     // MARK: - Running

@@ -363,12 +363,12 @@ public final class BotHost: Service, Sendable {
     }
 
     /// The Prometheus text of ``metrics``, its scrape-time values read now: each bot's outbox
-    /// through a read-only connection of its own to its agent database (``Agent/outboxDepth(at:)``,
-    /// SQLite or PostgreSQL).
+    /// through its engine's own agent store (``ChatController/outboxDepth()``, SQLite or
+    /// PostgreSQL; no connection opened per scrape).
     func metricsText() async -> [UInt8] {
         var figures: [HostMetrics.BotFigures] = []
         for bot in bots {
-            let pending = try? await Agent.outboxDepth(at: bot.agentLocation)
+            let pending = try? await bot.controller.outboxDepth()
             figures.append(HostMetrics.BotFigures(engine: bot.engine, plugins: bot.plugins.statuses(), engineRunning: bot.engineRunning,
                                                   outboxPending: pending))
         }

@@ -259,6 +259,11 @@ extension ChatController {
 
     // MARK: - Received
 
+    /// Envelopes in the agent's outbox waiting for their relay (the host's gauge).
+    public nonisolated func outboxDepth() async throws -> Int {
+        try await agent.outboxDepth()
+    }
+
     /// The newest chat item's id (0 when there is none). Ids only grow (`AUTOINCREMENT`): one is
     /// never used again, even after the newest item is deleted.
     public func lastChatItemId() async throws -> Int64 {
