@@ -64,6 +64,12 @@ ENGINE_SUITES := ChatAPITests|ChatModelTests|ChatServerTests|AgentTests
 # but for those that reach into the SQLite files themselves (fault triggers, archives, store copy).
 PG_ENGINE_SUITES := ChatAPITests|ChatServerTests
 SQLITE_ONLY_SUITES := ChatStoreFaultTests|ConnectionDeletionTests|EngineStoreCopyTests
+# Starvation: every Swift test run below gives Swift's concurrency pool one thread
+# (LIBDISPATCH_COOPERATIVE_POOL_STRICT=1), so one blocked pool thread stalls every server and
+# engine under test, and reports each blocking wait entered on the pool
+# (SWIFTPLEX_BLOCKING_CHECK=log); Tests/Support/blocking_report.py then fails the run on any that
+# Swiftplex's own code made (docs/architecture.md, "Blocking work").
+STARVED := LIBDISPATCH_COOPERATIVE_POOL_STRICT=1 SWIFTPLEX_BLOCKING_CHECK=log
 TEST_PRODUCTS := simplex swiftplex swiftplex-plugin-runner swiftplex-test-plugin swiftplex-relay swiftplex-chat \
 	auto-accept auto-reply broadcast group-moderator channel-relay channel
 test: deps test-deps
@@ -79,11 +85,12 @@ test: deps test-deps
 	url=$$(PG_BIN=$(PG_BIN) Tests/Support/postgres/cluster.sh start $$pgdir) || exit 1; \
 	echo "PostgreSQL for the tests: $$url"; \
 	for half in --filter --skip; do \
-	  SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build $$half "$(ENGINE_SUITES)" 2>&1 | tee .build/test$$half.log || exit 1; done; \
+	  $(STARVED) SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build $$half "$(ENGINE_SUITES)" 2>&1 | tee .build/test$$half.log || exit 1; done; \
 	echo "The engine suites with the engines' data in PostgreSQL:"; \
-	SWIFTPLEX_TEST_ENGINE_DB=postgres SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build --filter "$(PG_ENGINE_SUITES)" \
+	$(STARVED) SWIFTPLEX_TEST_ENGINE_DB=postgres SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build --filter "$(PG_ENGINE_SUITES)" \
 	  --skip "$(SQLITE_ONLY_SUITES)" 2>&1 | tee .build/test-postgres.log || exit 1
 	@cat .build/test--filter.log .build/test--skip.log .build/test-postgres.log > .build/test.log
+	@python3 Tests/Support/blocking_report.py .build/test.log
 	@n=0; for k in $$(grep -oE 'Test run with [0-9]+ tests?' .build/test.log | grep -oE '[0-9]+'); do n=$$((n + k)); done; \
 	  echo "swift: $$n passed, 0 failed"
 	@$(MAKE) --no-print-directory python-test
@@ -125,6 +132,7 @@ python-test: $(PY_STAMP) browser-deps
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_python_channels.py && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_db_archive.py && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_ws_api.py && \
+	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_browser_origin.py && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) SWIFTPLEX_ARTIFACTS=.build/test-artifacts \
 	    $(VENV)/bin/python Tests/python/test_dashboard.py && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) SWIFTPLEX_ARTIFACTS=.build/test-artifacts \

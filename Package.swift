@@ -131,7 +131,7 @@ let package = Package(
         ),
 
         // SQLite files of the engine (agent and chat databases).
-        .target(name: "SwiftplexStorage", dependencies: [.product(name: "GRDB", package: "GRDB.swift")]),
+        .target(name: "SwiftplexStorage", dependencies: ["SwiftplexBase", .product(name: "GRDB", package: "GRDB.swift")]),
         // One SQL layer over SQLite (GRDB) and, next, PostgreSQL: stores written once for both.
         .target(name: "SwiftplexSQL", dependencies: ["SwiftplexStorage", .product(name: "GRDB", package: "GRDB.swift")]),
         // The PostgreSQL backend of SwiftplexSQL (`PostgresStore`: one thread and one connection

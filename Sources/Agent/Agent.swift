@@ -9,6 +9,7 @@ import RelayProtocol
 import SwiftplexCrypto
 import SwiftplexStorage
 import SwiftplexSQLPostgres
+import SwiftplexBase
 
 /// Duplex, end-to-end encrypted connections over pairs of relay queues.
 ///
@@ -126,12 +127,14 @@ public actor Agent {
         switch location {
         case let .sqlite(path):
             guard FileManager.default.fileExists(atPath: path.path) else { return 0 }
-            store = try SQLiteStore(readingOnly: path, label: "agent-monitor")
+            store = try await Blocking.run("agent-monitor-open") { try SQLiteStore(readingOnly: path, label: "agent-monitor") }
         case let .postgres(l):
             store = try await PostgresStore.openReadingOnly(location: l, label: "agent-monitor")
         }
-        defer { try? store.close() }
-        return try await store.read(countPending)
+        let count: Result<Int, any Error>
+        do { count = .success(try await store.read(countPending)) } catch { count = .failure(error) }
+        await Blocking.run("agent-monitor-close") { try? store.close() }
+        return try count.get()
     }
 
     // MARK: - Running
@@ -164,7 +167,8 @@ public actor Agent {
             await task.value
             background[key] = nil
         }
-        try? store.db.close()
+        let db = store.db
+        await Blocking.run("agent-close") { try? db.close() }
     }
 
     /// Runs `body` in a task that ``close()`` waits for (a task that touched the database after
@@ -331,6 +335,11 @@ public actor Agent {
         let store = try AgentStore(location: database)
         defer { try? store.db.close() }
         return try store.db.readNow { db in try AgentStore.receivingQueues(db).map { try $0.queue.recipientQueue } }
+    }
+
+    /// ``receivingQueues(database:)`` from async code, on a thread of its own.
+    public static func receivingQueues(database: DatabaseLocation) async throws -> [RecipientQueue] {
+        try await Blocking.run("agent-queues") { try receivingQueues(database: database) as [RecipientQueue] }
     }
 
     /// Connects (if needed) and subscribes every receiving queue on `relay`, pipelined (see

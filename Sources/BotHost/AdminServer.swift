@@ -54,6 +54,7 @@ struct AdminServer: Service {
         let router = Router(context: AdminRequestContext.self)
         let table = routeTable()
         router.middlewares.add(AdminErrorMiddleware(onAnswered: { [host] in host.metrics.countAdminRequest() }))
+        router.middlewares.add(BrowserGuardMiddleware(options.browsers, listen: options.listen, onRefused: { [host] in host.countAuthFailure() }))
         router.middlewares.add(RateLimitMiddleware(limiter: RateLimiter(rate: options.requestsPerSecond, burst: options.burst)))
         router.middlewares.add(BearerMiddleware(check: authorized, open: Self.openPaths(table), onFailure: { [host] in host.countAuthFailure() }))
         let wsRouter = Router(context: AdminRequestContext.self)
@@ -86,9 +87,7 @@ struct AdminServer: Service {
         let app = Application(
             router: router,
             server: .guardedWebSocketUpgrade(webSocketRouter: wsRouter,
-                                             check: { [tokens] uri, authorization in
-                                                 BearerToken.matches(BearerToken.presented(authorization: authorization, uri: uri), tokens.current)
-                                             },
+                                             check: options.browsers.upgradeCheck(listen: options.listen, token: { [tokens] in tokens.current }),
                                              onRefused: { [host] in host.countAuthFailure() }),
             configuration: .init(address: .hostname(options.listen.host, port: options.listen.port), serverName: nil),
             onServerRunning: { [options, listening, logger] channel in

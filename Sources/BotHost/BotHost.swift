@@ -90,7 +90,7 @@ public final class BotHost: Service, Sendable {
         var locks: [DatabaseLock] = []
         func releaseLocks() { for l in locks { l.release() } }
         do {
-            for bot in bots { locks.append(try DatabaseLock.acquire(prefix: HostedBot.databasePrefix(options.dataDirectory, prefix: bot.dataPrefix))) }
+            for bot in bots { locks.append(try await DatabaseLock.acquire(prefix: HostedBot.databasePrefix(options.dataDirectory, prefix: bot.dataPrefix))) }
             try validateOperations(options)
         } catch {
             releaseLocks()
@@ -253,7 +253,8 @@ public final class BotHost: Service, Sendable {
         if let ws = options.webSocketAPI {
             let served = ws.bot.flatMap { self.bot(named: $0) } ?? defaultBot
             do {
-                services.append(try ChatWebSocketServer(api: served.api, events: served.events, listen: ws.listen, token: ws.token, logger: logger,
+                services.append(try ChatWebSocketServer(api: served.api, events: served.events, listen: ws.listen, token: ws.token,
+                                                             browsers: ws.browsers, logger: logger,
                                                         onListening: { [webSocketListening] in webSocketListening.set($0) }))
             } catch {
                 logger.error("the WebSocket API is not served: \(error)")

@@ -10,11 +10,14 @@ public struct WebSocketAPIOptions: Sendable {
     public var token: String?
     /// The bot it serves (SimpleX's API drives one engine); nil: the first.
     public var bot: String?
+    /// Which browsers' requests it answers (by default: none but its own origin).
+    public var browsers: BrowserGuard
 
-    public init(listen: ListenAddress, token: String? = nil, bot: String? = nil) {
+    public init(listen: ListenAddress, token: String? = nil, bot: String? = nil, browsers: BrowserGuard = BrowserGuard()) {
         self.listen = listen
         self.token = token
         self.bot = bot
+        self.browsers = browsers
     }
 }
 
@@ -27,6 +30,8 @@ public struct AdminOptions: Sendable {
     /// Per-client rate limit: a bucket of `burst` requests refilled at `requestsPerSecond`.
     public var requestsPerSecond: Double = 20
     public var burst = 40
+    /// Which browsers' requests it answers: its own dashboard's origin, and those allowed here.
+    public var browsers = BrowserGuard()
     /// Reads a bot's plugin list anew for a reload (the `swiftplex` executable re-reads the
     /// config file); nil: a reload re-applies the list the bot runs.
     public var pluginSource: (@Sendable (_ bot: String) async throws -> [PluginSpec])?

@@ -81,7 +81,7 @@ public final class HostedBot: Sendable {
                                     maxPendingContactRequests: options.maxPendingRequests, contactRequestTTL: options.requestTTL)
             let agentOptions = AgentOptions(allowedHosts: options.peerRelays.allow.map(Set.init), refusePrivateAddresses: options.peerRelays.refusePrivate,
                                             peerRelayTimeout: options.peerRelays.timeout)
-            controller = try ChatController(database: engineDatabase, defaultRelays: relays, logger: logger, limits: limits, agentOptions: agentOptions)
+            controller = try await ChatController.open(database: engineDatabase, defaultRelays: relays, logger: logger, limits: limits, agentOptions: agentOptions)
         } catch {
             let where_ = if case .sqlite = engineDatabase { "\(prefix)_*.db" } else { "\(engineDatabase)" }
             throw BotHostError("cannot open the databases of bot \(options.name) (\(where_)): \(error)")
@@ -91,7 +91,8 @@ public final class HostedBot: Sendable {
             let userId = try await BotHost.ensureUser(api, options.profile, logger: logger)
             try await BotHost.expect(api, "/_start", ["chatStarted", "chatRunning"])
             let address = options.createAddress || options.profile.chatRelay ? try await BotHost.ensureAddress(api, userId: userId, relay: options.profile.chatRelay, logger: logger) : nil
-            let storage = try PluginStorage(path: BotOptions.pluginStorage(dataDirectory, prefix: options.dataPrefix))
+            let storagePath = BotOptions.pluginStorage(dataDirectory, prefix: options.dataPrefix)
+            let storage = try await Blocking.run("plugin-storage-open") { try PluginStorage(path: storagePath) }
             let box = NIOLockedValueBox<HostedBot?>(nil)
             // Crash safety: each instance's mark of the last received message it handled is kept
             // in the plugin storage; after a restart it is given the received messages after it,

@@ -115,14 +115,13 @@ extension ChatController {
         for task in background.values { task.cancel() }
         for task in background.values { await task.value }
         await agent.close()
-        try? store.db.close()
+        let db = store.db
+        await Blocking.run("chat-store-close") { try? db.close() }
         userCache = nil
     }
 
     /// File work off the actor's executor.
     private static func offActor<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global(qos: .utility).async { continuation.resume(with: Result { try body() }) }
-        }
+        try await Blocking.run("chat-archive", body)
     }
 }

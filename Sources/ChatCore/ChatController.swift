@@ -83,7 +83,27 @@ public actor ChatController {
                       limits: limits, agentOptions: agentOptions)
     }
 
-    /// Opens (creating and migrating) the engine's chat and agent databases.
+    /// Opens (creating and migrating) the engine's chat and agent databases, on a thread of its
+    /// own: what async callers use (the synchronous initialisers block their thread while files are
+    /// migrated or a PostgreSQL server answers — for threads that are not the concurrency pool's,
+    /// such as a C caller's).
+    public static func open(database: EngineDatabase, defaultRelays: [RelayAddress], logger: Logger, confirmation: MigrationConfirmation = .yesUp,
+                            limits: ChatLimits = ChatLimits(), agentOptions: AgentOptions = AgentOptions()) async throws -> ChatController {
+        try await Blocking.run("chat-open") {
+            try ChatController(database: database, defaultRelays: defaultRelays, logger: logger, confirmation: confirmation,
+                               limits: limits, agentOptions: agentOptions)
+        }
+    }
+
+    /// The same for the SQLite files `<prefix>_chat.db` and `<prefix>_agent.db`.
+    public static func open(prefix: String, defaultRelays: [RelayAddress], logger: Logger, confirmation: MigrationConfirmation = .yesUp,
+                            limits: ChatLimits = ChatLimits(), agentOptions: AgentOptions = AgentOptions()) async throws -> ChatController {
+        try await open(database: .sqlite(prefix: prefix), defaultRelays: defaultRelays, logger: logger, confirmation: confirmation,
+                       limits: limits, agentOptions: agentOptions)
+    }
+
+    /// Opens (creating and migrating) the engine's chat and agent databases, blocking the calling
+    /// thread (``open(database:defaultRelays:logger:confirmation:limits:agentOptions:)`` from async code).
     /// - Parameter defaultRelays: used for users with no relays of their own (`SWIFTPLEX_SERVERS`).
     /// - Parameter limits: what peers may send (requests, reactions).
     /// - Parameter agentOptions: which relays peers' links may name and how long to wait for them.
@@ -344,7 +364,8 @@ public actor ChatController {
         for task in background.values { task.cancel() }
         for task in background.values { await task.value }
         await agent.close()
-        try? store.db.close()
+        let db = store.db
+        await Blocking.run("chat-close") { try? db.close() }
     }
 
     public func stop() -> ChatResponse {

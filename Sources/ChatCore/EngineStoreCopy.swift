@@ -1,5 +1,6 @@
 import Agent
 import Foundation
+import SwiftplexBase
 import SwiftplexSQL
 import SwiftplexSQLPostgres
 import SwiftplexStorage
@@ -33,45 +34,80 @@ public enum EngineStoreCopy {
         guard from.chat.description != to.chat.description else {
             throw StoreCopyError(.badLocation, "the source and the destination are the same (\(source))")
         }
-        try checkSourceExists(from, source)
 
-        // The locks of SQLite files (a PostgreSQL schema's is taken by opening its store).
+        // Locking, opening and migrating block: on a thread of their own, not Swift's pool.
+        let opened = try await Blocking.run("store-copy-open") { try open(source, destination, from, to, lockWait: lockWait) }
+        for note in opened.notes { progress(note) }
+        do {
+            let summary = try await copy(opened, source: source, destination: destination, force: force, batch: batch, progress: progress)
+            await opened.close()
+            return summary
+        } catch {
+            await opened.close()
+            throw error
+        }
+    }
+
+    /// The locks and open stores of a copy, and what opening them had to say.
+    private struct Opened: Sendable {
         var locks: [DatabaseLock] = []
-        defer { for l in locks { l.release() } }
-        for (database, role) in [(source, "source"), (destination, "destination")] {
-            guard case let .sqlite(prefix) = database else { continue }
-            if role == "destination" { try makeParentDirectory(of: prefix) }
-            do { locks.append(try DatabaseLock.acquire(prefix: prefix)) } catch let e as DatabaseLocked {
-                throw StoreCopyError(.inUse, "the \(role) \(prefix) is in use: \(e) — stop the bot first")
-            } catch {
-                throw StoreCopyError(.connection, "cannot lock the \(role) \(prefix): \(error)")
-            }
-        }
-
         var stores: [any SQLStore] = []
-        defer { for s in stores { try? s.close() } }
-        func openStore(_ location: DatabaseLocation, _ label: String, _ migrations: [SQLMigration], _ role: String) throws -> any SQLStore {
-            do {
-                let store = try location.open(label: "copy-\(label)", migrations: migrations, lockWait: lockWait)
-                stores.append(store)
-                return store
-            } catch let e as SQLError where e.code == .locked {
-                throw StoreCopyError(.inUse, "the \(role) \(location) is in use: \(e.message) — stop the bot first")
-            } catch let e as SQLError where e.code == .migration {
-                throw StoreCopyError(.schema, "the \(role) \(location): \(e.message)")
-            } catch {
-                throw StoreCopyError(.connection, "cannot open the \(role) \(location): \(error)")
+        var notes: [String] = []
+
+        func close() async {
+            await Blocking.run("store-copy-close") {
+                for s in stores { try? s.close() }
+                for l in locks { l.release() }
             }
         }
-        for (location, migrations, label) in [(from.chat, ChatStore.migrations, "chat"), (from.agent, Agent.databaseMigrations, "agent")] {
-            let pending = try pendingMigrations(migrations, at: location, role: "source")
-            if !pending.isEmpty { progress("\(label): migrating the source (\(pending.joined(separator: ", "))), as the bot's next start would") }
-        }
-        let sourceChat = try openStore(from.chat, "chat", ChatStore.migrations, "source")
-        let sourceAgent = try openStore(from.agent, "agent", Agent.databaseMigrations, "source")
-        let destinationChat = try openStore(to.chat, "chat", ChatStore.migrations, "destination")
-        let destinationAgent = try openStore(to.agent, "agent", Agent.databaseMigrations, "destination")
+    }
 
+    /// Takes the SQLite files' locks (a PostgreSQL schema's is taken by opening its store), then
+    /// opens (and migrates) the source's chat and agent stores and the destination's, in that order.
+    private static func open(_ source: EngineDatabase, _ destination: EngineDatabase, _ from: (chat: DatabaseLocation, agent: DatabaseLocation),
+                             _ to: (chat: DatabaseLocation, agent: DatabaseLocation), lockWait: Duration) throws -> Opened {
+        try checkSourceExists(from, source)
+        var opened = Opened()
+        do {
+            for (database, role) in [(source, "source"), (destination, "destination")] {
+                guard case let .sqlite(prefix) = database else { continue }
+                if role == "destination" { try makeParentDirectory(of: prefix) }
+                do { opened.locks.append(try DatabaseLock.acquire(prefix: prefix)) } catch let e as DatabaseLocked {
+                    throw StoreCopyError(.inUse, "the \(role) \(prefix) is in use: \(e) — stop the bot first")
+                } catch {
+                    throw StoreCopyError(.connection, "cannot lock the \(role) \(prefix): \(error)")
+                }
+            }
+            func openStore(_ location: DatabaseLocation, _ label: String, _ migrations: [SQLMigration], _ role: String) throws {
+                do {
+                    opened.stores.append(try location.open(label: "copy-\(label)", migrations: migrations, lockWait: lockWait))
+                } catch let e as SQLError where e.code == .locked {
+                    throw StoreCopyError(.inUse, "the \(role) \(location) is in use: \(e.message) — stop the bot first")
+                } catch let e as SQLError where e.code == .migration {
+                    throw StoreCopyError(.schema, "the \(role) \(location): \(e.message)")
+                } catch {
+                    throw StoreCopyError(.connection, "cannot open the \(role) \(location): \(error)")
+                }
+            }
+            for (location, migrations, label) in [(from.chat, ChatStore.migrations, "chat"), (from.agent, Agent.databaseMigrations, "agent")] {
+                let pending = try pendingMigrations(migrations, at: location, role: "source")
+                if !pending.isEmpty { opened.notes.append("\(label): migrating the source (\(pending.joined(separator: ", "))), as the bot's next start would") }
+            }
+            try openStore(from.chat, "chat", ChatStore.migrations, "source")
+            try openStore(from.agent, "agent", Agent.databaseMigrations, "source")
+            try openStore(to.chat, "chat", ChatStore.migrations, "destination")
+            try openStore(to.agent, "agent", Agent.databaseMigrations, "destination")
+            return opened
+        } catch {
+            for s in opened.stores { try? s.close() }
+            for l in opened.locks { l.release() }
+            throw error
+        }
+    }
+
+    private static func copy(_ opened: Opened, source: EngineDatabase, destination: EngineDatabase, force: Bool, batch: Int,
+                             progress: @Sendable (String) -> Void) async throws -> Summary {
+        let (sourceChat, sourceAgent, destinationChat, destinationAgent) = (opened.stores[0], opened.stores[1], opened.stores[2], opened.stores[3])
         let copies = [
             try await prepare("chat", sourceChat, destinationChat),
             try await prepare("agent", sourceAgent, destinationAgent),

@@ -13,8 +13,9 @@ import ServiceLifecycle
 /// Each connection gets every chat event from the moment it connected (``EventHub``), and its
 /// commands run one at a time in the order sent. With a token, a connection must present it
 /// (`Authorization: Bearer …` or `?token=…`) or is answered 401 before any upgrade; a token is
-/// required whenever the address is not loopback (``init(api:events:listen:token:logger:onListening:)``
-/// throws otherwise).
+/// required whenever the address is not loopback (``init(api:events:listen:token:browsers:logger:onListening:)``
+/// throws otherwise). Browsers' requests are refused unless `browsers` allows them (``BrowserGuard``):
+/// without that, any web page the operator visits could open the API on loopback.
 public struct ChatWebSocketServer: Service {
     /// Largest client message taken; a bigger one closes the connection (1009).
     public static let maxMessageBytes = 1 << 20
@@ -25,10 +26,12 @@ public struct ChatWebSocketServer: Service {
     let serveConnection: @Sendable (WebSocketInboundStream, WebSocketOutboundWriter) async -> Void
     public let listen: ListenAddress
     let token: String?
+    let browsers: BrowserGuard
     let logger: Logger
     let onListening: @Sendable (ListenAddress) async -> Void
 
-    public init<Event: WebSocketAPIEvent>(api: ChatAPI, events: EventHub<Event>, listen: ListenAddress, token: String?, logger: Logger,
+    public init<Event: WebSocketAPIEvent>(api: ChatAPI, events: EventHub<Event>, listen: ListenAddress, token: String?,
+                browsers: BrowserGuard = BrowserGuard(), logger: Logger,
                 onListening: @escaping @Sendable (ListenAddress) async -> Void = { _ in }) throws {
         if let token, token.isEmpty { throw ServerConfigurationError("the WebSocket API's token must not be empty") }
         if token == nil, !listen.isLoopback {
@@ -39,6 +42,7 @@ public struct ChatWebSocketServer: Service {
         }
         self.listen = listen
         self.token = token
+        self.browsers = browsers
         self.logger = logger
         self.onListening = onListening
     }
@@ -50,7 +54,9 @@ public struct ChatWebSocketServer: Service {
 
     public func run() async throws {
         let router = Router(context: BasicWebSocketRequestContext.self)
-        // What reaches the HTTP router was not upgraded: a bad token (401), or a plain request.
+        // What reaches the HTTP router was not upgraded: a browser (403), a bad token (401), or a
+        // plain request.
+        router.middlewares.add(BrowserGuardMiddleware(browsers, listen: listen))
         router.middlewares.add(BearerMiddleware(check: authorized))
         router.get("/") { _, _ in
             JSONResponse.error(.badRequest, type: "upgradeRequired", "this is SimpleX's WebSocket API: connect with a WebSocket client")
@@ -66,10 +72,7 @@ public struct ChatWebSocketServer: Service {
         let app = Application(
             router: router,
             server: .guardedWebSocketUpgrade(webSocketRouter: wsRouter, configuration: .init(ws: .init(maxFrameSize: Self.maxMessageBytes)),
-                                             check: { [token] uri, authorization in
-                                                 guard let token else { return true }
-                                                 return BearerToken.matches(BearerToken.presented(authorization: authorization, uri: uri), token)
-                                             }),
+                                             check: browsers.upgradeCheck(listen: listen, token: { [token] in token })),
             configuration: .init(address: .hostname(listen.host, port: listen.port), serverName: nil),
             onServerRunning: { [listen, onListening, logger] channel in
                 let bound = ListenAddress(host: listen.host, port: channel.localAddress?.port ?? listen.port)

@@ -5,11 +5,27 @@ import Logging
 import NIOCore
 import SwiftplexBase
 
+/// The head of a request asking for a WebSocket upgrade, as the upgrade gate sees it.
+public struct UpgradeRequestHead: Sendable {
+    public var uri: String
+    public var authorization: String?
+    public var host: String?
+    public var origin: String?
+}
+
+/// Why the upgrade gate refuses an upgrade.
+public enum UpgradeRefusal: Sendable {
+    /// No valid bearer token: 401.
+    case unauthorized
+    /// A browser's request (``BrowserGuard``): 403.
+    case forbidden(String)
+}
+
 /// hummingbird-websocket answers every refused upgrade with a bare 400, so a WebSocket upgrade
-/// without the right token is answered here instead: this gate reads the head of a connection's
-/// first request, and when it asks for a WebSocket upgrade that `check` refuses, it answers
-/// `401` (a JSON error) and closes — before any upgrade. Anything else passes through unchanged
-/// and the gate removes itself. (A later request on the same connection cannot upgrade:
+/// that `check` refuses (a wrong token, a browser's origin) is answered here instead: this gate
+/// reads the head of a connection's first request, and when it asks for a WebSocket upgrade that
+/// `check` refuses, it answers `401` or `403` (a JSON error) and closes — before any upgrade.
+/// Anything else passes through unchanged and the gate removes itself. (A later request on the same connection cannot upgrade:
 /// hummingbird-websocket redirects such a request to a new connection, which meets the gate.)
 final class UpgradeTokenGate: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
@@ -18,13 +34,13 @@ final class UpgradeTokenGate: ChannelInboundHandler, RemovableChannelHandler {
 
     /// A head longer than this is passed on unread (the HTTP decoder refuses it).
     static let maxHead = 16 << 10
-    private let check: @Sendable (_ uri: String, _ authorization: String?) -> Bool
+    private let check: @Sendable (UpgradeRequestHead) -> UpgradeRefusal?
     private let onRefused: @Sendable () -> Void
     private var buffered: ByteBuffer?
     private var done = false
     private var refused = false
 
-    init(check: @escaping @Sendable (String, String?) -> Bool, onRefused: @escaping @Sendable () -> Void) {
+    init(check: @escaping @Sendable (UpgradeRequestHead) -> UpgradeRefusal?, onRefused: @escaping @Sendable () -> Void) {
         self.check = check
         self.onRefused = onRefused
     }
@@ -40,12 +56,19 @@ final class UpgradeTokenGate: ChannelInboundHandler, RemovableChannelHandler {
             return
         }
         let head = String(decoding: bytes.prefix(headEnd), as: UTF8.self)
-        if let (uri, authorization) = Self.upgradeRequest(head), !check(uri, authorization) {
+        if let request = Self.upgradeRequest(head), let refusal = check(request) {
             done = true
             refused = true
             onRefused()
-            let body = JSONValueText.error(type: "unauthorized", message: "a valid bearer token is required (Authorization: Bearer <token>, or ?token=<token>)")
-            let response = "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json; charset=utf-8\r\nWWW-Authenticate: Bearer\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+            let response: String
+            switch refusal {
+            case .unauthorized:
+                let body = JSONValueText.error(type: "unauthorized", message: "a valid bearer token is required (Authorization: Bearer <token>, or ?token=<token>)")
+                response = "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json; charset=utf-8\r\nWWW-Authenticate: Bearer\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+            case let .forbidden(message):
+                let body = JSONValueText.error(type: "forbidden", message: message)
+                response = "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+            }
             let out = context.channel.allocator.buffer(string: response)
             let channel = context.channel
             context.writeAndFlush(wrapOutboundOut(out)).whenComplete { _ in channel.close(promise: nil) }
@@ -74,23 +97,28 @@ final class UpgradeTokenGate: ChannelInboundHandler, RemovableChannelHandler {
         return nil
     }
 
-    /// The request URI and Authorization header of a head that asks for a WebSocket upgrade;
-    /// nil for any other request.
-    static func upgradeRequest(_ head: String) -> (String, String?)? {
+    /// The request URI and the headers the gate checks of a head that asks for a WebSocket
+    /// upgrade; nil for any other request.
+    static func upgradeRequest(_ head: String) -> UpgradeRequestHead? {
         let lines = head.split(separator: "\r\n", omittingEmptySubsequences: false)
         guard let requestLine = lines.first else { return nil }
         let parts = requestLine.split(separator: " ")
         guard parts.count == 3 else { return nil }
         var upgrade = false
-        var authorization: String?
+        var request = UpgradeRequestHead(uri: String(parts[1]))
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: ":") else { continue }
             let name = line[..<colon].lowercased()
             let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
             if name == "upgrade", value.lowercased().contains("websocket") { upgrade = true }
-            if name == "authorization" { authorization = value }
+            switch name {
+            case "authorization": request.authorization = value
+            case "host": request.host = value
+            case "origin": request.origin = value
+            default: break
+            }
         }
-        return upgrade ? (String(parts[1]), authorization) : nil
+        return upgrade ? request : nil
     }
 }
 
@@ -105,7 +133,7 @@ enum JSONValueText {
 struct GuardedChildChannel<Inner: ServerChildChannel>: ServerChildChannel {
     typealias Value = Inner.Value
     let inner: Inner
-    let check: @Sendable (String, String?) -> Bool
+    let check: @Sendable (UpgradeRequestHead) -> UpgradeRefusal?
     let onRefused: @Sendable () -> Void
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
@@ -122,11 +150,12 @@ struct GuardedChildChannel<Inner: ServerChildChannel>: ServerChildChannel {
 
 extension HTTPServerBuilder {
     /// HTTP/1 with WebSocket upgrades through `webSocketRouter`, an upgrade refused by `check`
-    /// (given the request URI and Authorization header) answered 401 before it happens.
+    /// (given the request URI and the Authorization, Host and Origin headers) answered 401 or 403
+    /// before it happens.
     public static func guardedWebSocketUpgrade<WSResponderBuilder: HTTPResponderBuilder>(
         webSocketRouter: WSResponderBuilder,
         configuration: HTTP1WebSocketUpgradeChannel.Configuration = .init(),
-        check: @escaping @Sendable (_ uri: String, _ authorization: String?) -> Bool,
+        check: @escaping @Sendable (UpgradeRequestHead) -> UpgradeRefusal?,
         onRefused: @escaping @Sendable () -> Void = {}
     ) -> HTTPServerBuilder where WSResponderBuilder.Responder.Context: WebSocketRequestContext {
         let webSocketResponder = webSocketRouter.buildResponder()

@@ -13,6 +13,10 @@ extension HostConfiguration {
         public var token: String?
         /// The bot it serves (`ws_api.bot`); nil: the first.
         public var bot: String?
+        /// Host names taken besides loopback and the listen address (`ws_api.allowed_hosts`).
+        public var allowedHosts: [String] = []
+        /// Browser origins allowed to use the API (`ws_api.allowed_origins`); none by default.
+        public var allowedOrigins: [String] = []
         public init() {}
     }
 
@@ -24,6 +28,10 @@ extension HostConfiguration {
         public var maxBodyBytes = 64 << 10
         public var requestsPerSecond = 20
         public var burst = 40
+        /// Host names taken besides loopback and the listen address (`admin.allowed_hosts`).
+        public var allowedHosts: [String] = []
+        /// Browser origins allowed besides the dashboard's own (`admin.allowed_origins`).
+        public var allowedOrigins: [String] = []
         public init() {}
     }
 
@@ -43,7 +51,7 @@ extension NodeDecoder {
     }
 
     mutating func webSocketAPI(_ node: ConfigNode, botNames: [String]) -> HostConfiguration.WebSocketAPI? {
-        guard let f = fields(node, "ws_api", known: ["listen", "token", "bot"]) else { return nil }
+        guard let f = fields(node, "ws_api", known: ["listen", "token", "bot", "allowed_hosts", "allowed_origins"]) else { return nil }
         var ws = HostConfiguration.WebSocketAPI()
         if let n = f("bot") {
             guard let name = string(n, "ws_api.bot") else { return nil }
@@ -69,6 +77,8 @@ extension NodeDecoder {
             }
             ws.token = t
         }
+        if let n = f("allowed_hosts") { guard let hosts = allowedHosts(n, "ws_api.allowed_hosts") else { return nil }; ws.allowedHosts = hosts }
+        if let n = f("allowed_origins") { guard let origins = allowedOrigins(n, "ws_api.allowed_origins") else { return nil }; ws.allowedOrigins = origins }
         if ws.token == nil, !HostConfiguration.isLoopback(ws.host) {
             problem(listenNode ?? node, "ws_api.listen", "listens beyond loopback (\(ws.host)) without ws_api.token: SimpleX's WebSocket API has no authentication of its own, so a token is required here")
             return nil
@@ -77,7 +87,7 @@ extension NodeDecoder {
     }
 
     mutating func admin(_ node: ConfigNode) -> HostConfiguration.Admin? {
-        guard let f = fields(node, "admin", known: ["enabled", "listen", "max_body_bytes", "requests_per_second", "burst"]) else { return nil }
+        guard let f = fields(node, "admin", known: ["enabled", "listen", "max_body_bytes", "requests_per_second", "burst", "allowed_hosts", "allowed_origins"]) else { return nil }
         var admin = HostConfiguration.Admin()
         admin.enabled = true
         if let v = f("enabled") { admin.enabled = bool(v, "admin.enabled") ?? true }
@@ -88,6 +98,42 @@ extension NodeDecoder {
         if let v = f("max_body_bytes"), let i = integer(v, "admin.max_body_bytes", in: 1024...(16 << 20)) { admin.maxBodyBytes = i }
         if let v = f("requests_per_second"), let i = integer(v, "admin.requests_per_second", in: 1...100_000) { admin.requestsPerSecond = i }
         if let v = f("burst"), let i = integer(v, "admin.burst", in: 1...1_000_000) { admin.burst = i }
+        if let n = f("allowed_hosts"), let hosts = allowedHosts(n, "admin.allowed_hosts") { admin.allowedHosts = hosts }
+        if let n = f("allowed_origins"), let origins = allowedOrigins(n, "admin.allowed_origins") { admin.allowedOrigins = origins }
         return admin
+    }
+
+    /// A list of host names (no scheme, no path; a port is ignored).
+    mutating func allowedHosts(_ node: ConfigNode, _ path: String) -> [String]? {
+        stringList(node, path, what: "a list of host names (like [bot.example.com, 192.168.1.5])") { item in
+            item.isEmpty || item.contains("/") || item.contains(" ") ? "is not a host name (like bot.example.com or 192.168.1.5)" : nil
+        }
+    }
+
+    /// A list of browser origins: `http://` or `https://`, a host and an optional port, no path.
+    mutating func allowedOrigins(_ node: ConfigNode, _ path: String) -> [String]? {
+        stringList(node, path, what: "a list of origins (like [https://dashboard.example.com])") { item in
+            let lower = item.lowercased()
+            let rest = lower.hasPrefix("http://") ? lower.dropFirst(7) : lower.hasPrefix("https://") ? lower.dropFirst(8) : nil
+            guard let rest, !rest.isEmpty, !rest.dropLast(rest.hasSuffix("/") ? 1 : 0).contains("/") else {
+                return "is not an origin (scheme://host[:port], like https://dashboard.example.com)"
+            }
+            return nil
+        }
+    }
+
+    /// A list of strings, each checked by `problem` (nil: fine).
+    mutating func stringList(_ node: ConfigNode, _ path: String, what: String, problem check: (String) -> String?) -> [String]? {
+        guard let items = node.sequence else {
+            expected(what, node, path)
+            return nil
+        }
+        var out: [String] = []
+        for (i, item) in items.enumerated() {
+            let itemPath = "\(path)[\(i)]"
+            guard let s = string(item, itemPath) else { continue }
+            if let why = check(s) { problem(item, itemPath, "\(JSONWriter.quote(s)) \(why)") } else { out.append(s) }
+        }
+        return out.count == items.count ? out : nil
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SwiftplexBase
 import SwiftplexSpawn
 import NIOConcurrencyHelpers
 
@@ -206,7 +207,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
             if now { cont.resume() }
         }
         let services = services
-        await Task.detached { services.flushMarks() }.value
+        await Blocking.run("plugin-marks-flush") { services.flushMarks() }
     }
 
     /// A `done` frame from `child`: false when it names no event in flight (a protocol error).
@@ -479,7 +480,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
         }
         waiters.forEach { $0.resume() }
         let services = services
-        await Task.detached { services.flushMarks() }.value
+        await Blocking.run("plugin-marks-flush") { services.flushMarks() }
     }
 }
 
@@ -553,23 +554,23 @@ struct Spawned: @unchecked Sendable {
             answered.withLockedValue { $0 = true }
             process.signal(SIGKILL)
             writer.close()
-            process.waitUntilExit()
+            await Blocking.run("plugin-reap") { _ = process.waitUntilExit() }
             throw error
         }
-        func refuse(_ message: String) -> PluginLoadError {
+        func refuse(_ message: String) async -> PluginLoadError {
             process.signal(SIGKILL)
             writer.close()
-            process.waitUntilExit()
+            await Blocking.run("plugin-reap") { _ = process.waitUntilExit() }
             return PluginLoadError(code: .notLoadable, path: path, message: message)
         }
-        guard case let .control(hello) = first else { throw refuse("the plugin runner sent a malformed hello") }
+        guard case let .control(hello) = first else { throw await refuse("the plugin runner sent a malformed hello") }
         switch hello["op"] as? String {
         case "hello":
-            guard let d = hello["info"] as? [String: Any], let info = PluginInfo(json: d) else { throw refuse("the plugin runner sent a malformed hello") }
+            guard let d = hello["info"] as? [String: Any], let info = PluginInfo(json: d) else { throw await refuse("the plugin runner sent a malformed hello") }
             return Spawned(process: process, writer: writer, reader: reader, info: info, violations: violations)
         case "loadFailed":
             writer.close()
-            process.waitUntilExit()
+            await Blocking.run("plugin-reap") { _ = process.waitUntilExit() }
             let code: PluginLoadError.Code = switch hello["code"] as? String {
             case "fileNotFound": .fileNotFound
             case "missingEntryPoint": .missingEntryPoint
@@ -579,7 +580,7 @@ struct Spawned: @unchecked Sendable {
             }
             throw PluginLoadError(code: code, path: path, message: (hello["error"] as? String).map { String($0.prefix(2000)) } ?? "cannot load")
         default:
-            throw refuse("the plugin runner did not say hello")
+            throw await refuse("the plugin runner did not say hello")
         }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
+import SwiftplexBase
 
 /// Runs a Chat API command as the bot and returns its response JSON text.
 public typealias CommandRunner = @Sendable (String) async -> String
@@ -92,6 +93,7 @@ final class LocalServices: HostServices, @unchecked Sendable {
     }
 
     func command(_ line: String) -> String {
+        Blocking.willWait("a plugin's synchronous command call")
         let result = NIOLockedValueBox<String?>(nil)
         let done = DispatchSemaphore(value: 0)
         let run = runCommand
@@ -204,6 +206,7 @@ final class MarkWriter: @unchecked Sendable {
 
     /// Returns once every mark recorded before the call is written.
     func flush() {
+        Blocking.willWait("the plugin marks' flush")
         while true {
             queue.sync {}
             if lock.withLock({ !writing && pending == nil }) { return }

@@ -326,13 +326,13 @@ public final class PluginManager: Sendable {
     private func startMark(_ name: String, wantsMessages: Bool) async -> Int64? {
         guard let feed else { return nil }
         do {
-            if wantsMessages, let mark = try storage.handledMark(instance: name) { return mark }
+            if wantsMessages, let mark = try await storage.handledMark(instance: name) { return mark }
             let newest = try await feed.lastItemId()
             if !wantsMessages {
-                try storage.setHandledMark(instance: name, itemId: newest)
+                try await storage.setHandledMark(instance: name, itemId: newest)
                 return nil
             }
-            try storage.setHandledMark(instance: name, itemId: newest)
+            try await storage.setHandledMark(instance: name, itemId: newest)
             return newest
         } catch {
             logger.error("cannot read the plugin's dispatch mark; it gets live events only", metadata: ["plugin": "\(name)", "error": "\(error)"])

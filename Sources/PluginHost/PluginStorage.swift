@@ -54,12 +54,24 @@ public final class PluginStorage: Sendable {
 
     /// Records that an instance finished handling received item `itemId` (the mark only grows).
     public func setHandledMark(instance: String, itemId: Int64) throws {
-        try store.writeNow { db in
-            try db.execute("""
-                INSERT INTO plugin_cursor (instance, item_id) VALUES (?, ?)
-                ON CONFLICT(instance) DO UPDATE SET item_id = \(db.dialect.greatest("plugin_cursor.item_id", "excluded.item_id"))
-                """, instance, itemId)
-        }
+        try store.writeNow { db in try Self.writeMark(db, instance, itemId) }
+    }
+
+    /// ``handledMark(instance:)`` for async callers: the read waits off Swift's pool.
+    public func handledMark(instance: String) async throws -> Int64? {
+        try await store.read { try $0.value(Int64.self, "SELECT item_id FROM plugin_cursor WHERE instance = ?", instance) }
+    }
+
+    /// ``setHandledMark(instance:itemId:)`` for async callers.
+    public func setHandledMark(instance: String, itemId: Int64) async throws {
+        try await store.write { db in try Self.writeMark(db, instance, itemId) }
+    }
+
+    private static func writeMark(_ db: any SQLConnection, _ instance: String, _ itemId: Int64) throws {
+        try db.execute("""
+            INSERT INTO plugin_cursor (instance, item_id) VALUES (?, ?)
+            ON CONFLICT(instance) DO UPDATE SET item_id = \(db.dialect.greatest("plugin_cursor.item_id", "excluded.item_id"))
+            """, instance, itemId)
     }
 
     public func get(instance: String, key: String) throws -> String? {

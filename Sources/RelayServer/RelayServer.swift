@@ -6,6 +6,7 @@ import NIOPosix
 import NIOSSL
 import RelayProtocol
 import ServiceLifecycle
+import SwiftplexBase
 
 /// A running relay: TLS listener, queue core and durable store.
 ///
@@ -49,9 +50,13 @@ public final class RelayServer: Sendable {
         if let password = configuration.newQueuePassword, !RelayAddress.isValidPassword(password) {
             throw RelayServerError(.configuration, "the queue-creation password must be 1–\(RelayLimits.maxPasswordLength) characters of A–Z a–z 0–9 and -._~!$&'()*+,;=")
         }
-        let identity = try RelayIdentity.loadOrCreate(in: configuration.dataDirectory)
-        let store = try store ?? RelayStore(path: configuration.dataDirectory.appendingPathComponent("relay.db"))
-        return try await start(configuration: configuration, identity: identity, store: store, group: group, logger: logger)
+        let identity = try await Blocking.run("relay-identity") { try RelayIdentity.loadOrCreate(in: configuration.dataDirectory) }
+        let opened: any RelayQueueStore
+        if let store { opened = store } else {
+            let path = configuration.dataDirectory.appendingPathComponent("relay.db")
+            opened = try await Blocking.run("relay-store-open") { try RelayStore(path: path) as any RelayQueueStore }
+        }
+        return try await start(configuration: configuration, identity: identity, store: opened, group: group, logger: logger)
     }
 
     public static func start(configuration: RelayConfiguration, group: any EventLoopGroup, logger: Logger) async throws -> RelayServer {

@@ -4,6 +4,7 @@ import GRDB
 import NIOConcurrencyHelpers
 import NIOCore
 import RelayProtocol
+import SwiftplexBase
 
 /// A queue as persisted by the relay.
 package struct StoredQueue: Sendable {
@@ -122,6 +123,7 @@ final class RelayStore: Sendable {
     /// - Parameter walHardLimitPages: the log size (pages) at which the writer empties the log
     ///   itself (tests use a small one).
     init(path: URL, walHardLimitPages: Int = RelayStore.walHardLimitPages) throws {
+        Blocking.willWait("RelayStore.init (file I/O and migrations)")
         self.walHardLimitPages = walHardLimitPages
         var config = Configuration()
         // The hard-limit checkpoint waits for the log's readers; reads never wait on a WAL writer.
@@ -301,6 +303,7 @@ final class RelayStore: Sendable {
     }
 
     func close() throws {
+        Blocking.willWait("RelayStore.close")
         completer.sync {}
         checkpoints.sync {}
         try checkpointer.close()
@@ -498,7 +501,7 @@ extension RelayStore: RelayQueueStore {
     }
 
     func closeStore() async throws {
-        try close()
+        try await Blocking.run("relay-store-close") { try self.close() }
     }
 
     // MARK: Copy

@@ -73,6 +73,7 @@ final class LibController: @unchecked Sendable {
     /// envelope. Each waiting command is registered under the lock that `close()` takes, so
     /// `close()` answers every command still running when it has stopped the engine.
     func send(_ command: String) -> [UInt8] {
+        Blocking.willWait("chat_send_cmd")
         let executor = CallerThreadExecutor()
         condition.lock()
         if closed {
@@ -107,6 +108,7 @@ final class LibController: @unchecked Sendable {
     /// Stops the engine and closes its databases before returning, so the same files can be
     /// opened again at once. Blocks the calling (foreign) thread.
     func close() {
+        Blocking.willWait("chat_close_store")
         condition.lock()
         closed = true
         condition.broadcast()
@@ -211,7 +213,8 @@ final class CallerThreadExecutor: TaskExecutor, @unchecked Sendable {  // state 
                 let batch = jobs
                 jobs.removeAll(keepingCapacity: true)
                 condition.unlock()
-                for job in batch { job.runSynchronously(on: me) }
+                // The caller's own thread, lent to the command: a wait here holds up that caller only.
+                Blocking.allowingWaits { for job in batch { job.runSynchronously(on: me) } }
                 spins = 0
                 condition.lock()
                 continue

@@ -170,7 +170,7 @@ public final class ScriptedContact: Sendable {
     /// e.g. a `swiftplex` process; a `PluginTestBench` makes its contacts itself).
     public static func start(name: String, directory: URL, relay: RelayAddress, logger: Logger = Logger(label: "scripted-contact", factory: { _ in SwiftLogNoOpLogHandler() })) async throws -> ScriptedContact {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let controller = try ChatController(prefix: directory.appendingPathComponent("chat").path, defaultRelays: [relay], logger: logger)
+        let controller = try await ChatController.open(prefix: directory.appendingPathComponent("chat").path, defaultRelays: [relay], logger: logger)
         let engine = Task<Void, Never> { _ = try? await controller.run() }
         let api = ChatAPI(controller: controller)
         let contact = ScriptedContact(name: name, api: api, engine: engine)

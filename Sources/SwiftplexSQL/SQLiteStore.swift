@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import SwiftplexStorage
+import SwiftplexBase
 
 /// An SQLite file through GRDB: created 0600, WAL, foreign keys and `secure_delete` on
 /// (`PrivateDatabase`), migrated by the `sqlite` scripts of the migrations.
@@ -71,17 +72,20 @@ public final class SQLiteStore: SQLStore {
     }
 
     public func readNow<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
-        try Self.translating { try queue.read { db in try body(GRDBConnection(db: db, cache: statements)) } }
+        Blocking.willWait("SQLiteStore.readNow")
+        return try Self.translating { try queue.read { db in try body(GRDBConnection(db: db, cache: statements)) } }
     }
 
     @discardableResult
     public func writeNow<T>(_ body: (any SQLConnection) throws -> T) throws -> T {
-        try Self.translating { try queue.write { db in try body(GRDBConnection(db: db, cache: statements, inTransaction: true)) } }
+        Blocking.willWait("SQLiteStore.writeNow")
+        return try Self.translating { try queue.write { db in try body(GRDBConnection(db: db, cache: statements, inTransaction: true)) } }
     }
 
     /// Finalizes the cached statements (SQLite closes no connection with statements left), then
     /// closes the file.
     public func close() throws {
+        Blocking.willWait("SQLiteStore.close")
         queue.inDatabase { [statements] _ in statements.statements.removeAll() }
         try queue.close()
     }

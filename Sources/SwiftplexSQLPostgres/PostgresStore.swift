@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import PostgresNIO
 import SwiftplexSQL
+import SwiftplexBase
 
 /// A schema of a PostgreSQL database as an ``SQLStore`` (docs/postgres.md, "The engine's
 /// backend").
@@ -212,6 +213,7 @@ final class StoreThread: @unchecked Sendable {
     /// Runs `body` on the thread and waits for it (never call it on the thread itself).
     func runAndWait<T>(_ body: () throws -> T) throws -> T {
         precondition(!isCurrent, "runAndWait on the store's own thread")
+        Blocking.willWait("a PostgreSQL store's blocking call (runAndWait)")
         return try withoutActuallyEscaping(body) { body in
             // The job holds the closure only through `box`, which lets it go before the caller
             // resumes (so the closure does not outlive this call).

@@ -1,6 +1,7 @@
 import Logging
 import NIOPosix
 import PostgresNIO
+import SwiftplexBase
 import SwiftplexSQL
 
 // What is done to a schema from outside a store: reading which migrations it lacks, dropping it.
@@ -8,6 +9,7 @@ import SwiftplexSQL
 
 extension PostgresStore {
     private static func withConnection<T>(_ location: PostgresLocation, _ body: (PostgresConnection, Logger) throws -> T) throws -> T {
+        Blocking.willWait("a PostgreSQL schema's maintenance connection")
         let logger = Logger(label: "swiftplex.sql.postgres")
         let connection: PostgresConnection
         do {
@@ -46,6 +48,16 @@ extension PostgresStore {
                 throw SQLError(.statement, "cannot drop the schema \(location.schema) of \(location): \(PostgresSession.describe(error))")
             }
         }
+    }
+
+    /// ``dropSchema(at:lockWait:)`` from async code, on a thread of its own.
+    public static func dropSchema(at location: PostgresLocation, lockWait: Duration = .seconds(5)) async throws {
+        try await Blocking.run("pg-drop-schema") { try dropSchema(at: location, lockWait: lockWait) as Void }
+    }
+
+    /// ``pendingMigrations(_:at:)`` from async code, on a thread of its own.
+    public static func pendingMigrations(_ migrations: [SQLMigration], at location: PostgresLocation) async throws -> [String] {
+        try await Blocking.run("pg-pending-migrations") { try pendingMigrations(migrations, at: location) as [String] }
     }
 
     /// The identifiers of `migrations` not yet applied in `location`'s schema (all of them when the

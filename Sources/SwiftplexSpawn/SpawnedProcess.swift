@@ -150,6 +150,7 @@ public final class SpawnedProcess: @unchecked Sendable {
     /// Blocks the calling thread until the child has exited.
     @discardableResult
     public func waitUntilExit() -> Termination {
+        Blocking.willWait("SpawnedProcess.waitUntilExit")
         condition.lock()
         defer { condition.unlock() }
         while ended == nil { condition.wait() }

@@ -1,4 +1,5 @@
 import Foundation
+import SwiftplexBase
 
 /// Another process (or another controller in this process) has the databases open.
 public struct DatabaseLocked: Error, CustomStringConvertible, Sendable {
@@ -37,6 +38,7 @@ public final class DatabaseLock: @unchecked Sendable {  // `fd` is guarded by `m
     /// open file description from its fork until its exec — so the attempt is repeated for up to
     /// `spawnGrace`. Any other holder is refused at once.
     public static func acquire(prefix: String, spawnGrace: Duration = .seconds(2)) throws -> DatabaseLock {
+        Blocking.willWait("DatabaseLock.acquire (may wait up to spawnGrace)")
         let path = lockFile(prefix: prefix)
         guard heldHere.insert(path) else {
             throw DatabaseLocked(lockFile: path, holder: getpid())
@@ -59,6 +61,11 @@ public final class DatabaseLock: @unchecked Sendable {  // `fd` is guarded by `m
             heldHere.remove(path)
             throw error
         }
+    }
+
+    /// The same from async code: the attempt (and its possible wait) on a thread of its own.
+    public static func acquire(prefix: String, spawnGrace: Duration = .seconds(2)) async throws -> DatabaseLock {
+        try await Blocking.run("database-lock") { try acquire(prefix: prefix, spawnGrace: spawnGrace) as DatabaseLock }
     }
 
     private enum Attempt { case locked(Int32), held(Int32?) }

@@ -1,10 +1,12 @@
 import Foundation
 import GRDB
+import SwiftplexBase
 
 /// Opening of the engine's SQLite files: created 0600 before SQLite touches them (its WAL and
 /// shared-memory files inherit the mode), WAL journal, foreign keys on, `secure_delete` on, then migrated.
 public enum PrivateDatabase {
     public static func open(path: URL, label: String, migrator: DatabaseMigrator) throws -> DatabaseQueue {
+        Blocking.willWait("PrivateDatabase.open (file I/O and migrations)")
         let fd = Foundation.open(path.path, O_RDWR | O_CREAT, 0o600)
         if fd >= 0 {
             fchmod(fd, 0o600)

@@ -83,7 +83,7 @@ struct ChannelBench: AsyncParsableCommand {
         let setupStart = ContinuousClock.now
 
         // The relays: one engine, two relay users with their addresses.
-        let relayController = try ChatController(prefix: dir.appendingPathComponent("relays").path, defaultRelays: [server.address], logger: logger)
+        let relayController = try await ChatController.open(prefix: dir.appendingPathComponent("relays").path, defaultRelays: [server.address], logger: logger)
         let relays = ChatAPI(controller: relayController)
         tasks.append(Task { try await relayController.run() })
         tasks.append(Task { await Self.listen(relays, nil, state, tick) })

@@ -25,7 +25,7 @@ enum ChatBench {
     /// An engine on its own files under `dir`, running, with a user named `name`, started.
     /// Cancel the returned task (after `/_stop`) to end it.
     static func startEngine(_ name: String, dir: URL, relay: RelayServer, logger: Logger, database: EngineDatabase? = nil) async throws -> (ChatAPI, Task<Void, any Error>) {
-        let controller = try ChatController(database: database ?? .sqlite(prefix: dir.appendingPathComponent(name).path), defaultRelays: [relay.address], logger: logger)
+        let controller = try await ChatController.open(database: database ?? .sqlite(prefix: dir.appendingPathComponent(name).path), defaultRelays: [relay.address], logger: logger)
         let api = ChatAPI(controller: controller)
         let task = Task { try await controller.run() }
         let newUser = #"/_create user {"profile": {"displayName": "\#(name)", "fullName": ""}, "pastTimestamp": false, "userChatRelay": false, "clientService": false}"#

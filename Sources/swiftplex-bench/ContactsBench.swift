@@ -187,7 +187,7 @@ struct ContactsBench: AsyncParsableCommand {
     /// peer's contacts sends probes one at a time (each waits for its answer): first with nothing
     /// else going on, then while up to 1,000 other contacts send `--load-rate` messages a second.
     private func probeUnderLoad(database: EngineDatabase, peer: ChatAPI, server: RelayServer, logger: Logger) async throws -> ProbeResult {
-        let controller = try ChatController(database: database, defaultRelays: [server.address], logger: logger)
+        let controller = try await ChatController.open(database: database, defaultRelays: [server.address], logger: logger)
         let bot = ChatAPI(controller: controller)
         let botTask = Task { try await controller.run() }
         defer { botTask.cancel() }
@@ -319,7 +319,7 @@ struct ContactsRestart: AsyncParsableCommand {
         let start = ContinuousClock.now
         var logger = Logger(label: "bench.contacts")
         logger.logLevel = .critical
-        let controller = try ChatController(database: try EngineDatabase.parse(database), defaultRelays: [relay], logger: logger)
+        let controller = try await ChatController.open(database: try EngineDatabase.parse(database), defaultRelays: [relay], logger: logger)
         let api = ChatAPI(controller: controller)
         let seen = NIOLockedValueBox(0)
         let (done, finished) = AsyncStream.makeStream(of: Void.self)
@@ -342,7 +342,7 @@ struct ContactsRestart: AsyncParsableCommand {
 
     /// The baseline: the same queues (read before the clock starts), one connection, pipelined SUBs.
     private func runBare(_ relay: RelayAddress) async throws -> (Int, Duration) {
-        let queues = try Agent.receivingQueues(database: try EngineDatabase.parse(database).agent).filter { $0.relay == relay }
+        let queues = try await Agent.receivingQueues(database: try EngineDatabase.parse(database).agent).filter { $0.relay == relay }
         let start = ContinuousClock.now
         let connection = try await RelayConnection.connect(to: relay)
         let errors = await connection.subscribe(queues)

@@ -42,7 +42,7 @@ struct LibSimplexBench: AsyncParsableCommand {
 
         // Direct: the Swift Chat API. Through the C ABI: a controller of its own, called from
         // plain threads as a C or Python host does.
-        let controller = try ChatController(prefix: dir.appendingPathComponent("direct").path, defaultRelays: [], logger: logger)
+        let controller = try await ChatController.open(prefix: dir.appendingPathComponent("direct").path, defaultRelays: [], logger: logger)
         let api = ChatAPI(controller: controller)
         _ = await api.execute(newUser)
         for _ in 0..<1000 { _ = await api.execute("/users").description }

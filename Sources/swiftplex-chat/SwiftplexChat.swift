@@ -42,12 +42,21 @@ struct SwiftplexChat: AsyncParsableCommand {
     @Option(name: .customLong("ws-token"), help: "Bearer token WebSocket API clients must present (Authorization: Bearer, or ?token=). Also read from SWIFTPLEX_WS_TOKEN.")
     var wsToken: String?
 
+    @Option(name: .customLong("ws-allow-origin"), help: "A browser origin (scheme://host[:port]) allowed to use the WebSocket API; repeat for several. Browsers' requests are refused otherwise.")
+    var wsAllowOrigin: [String] = []
+
+    @Option(name: .customLong("ws-allow-host"), help: "A host name the WebSocket API answers to besides loopback names and --ws-host; repeat for several.")
+    var wsAllowHost: [String] = []
+
     var webSocketToken: String? { wsToken ?? ProcessInfo.processInfo.environment["SWIFTPLEX_WS_TOKEN"].flatMap { $0.isEmpty ? nil : $0 } }
 
     func validate() throws {
         if let port, !(0...65535).contains(port) { throw ValidationError("-p must be a port in 0...65535") }
         if port != nil, webSocketToken == nil, !ListenAddress(host: wsHost, port: 0).isLoopback {
             throw ValidationError("--ws-host \(wsHost) is beyond loopback: the WebSocket API then needs a token (--ws-token or SWIFTPLEX_WS_TOKEN)")
+        }
+        for o in wsAllowOrigin where !BrowserGuard.isValidOrigin(o) {
+            throw ValidationError("--ws-allow-origin \(o) is not an origin (scheme://host[:port], like https://app.example.com)")
         }
         for s in servers {
             do { _ = try RelayAddress(parsing: s) } catch {
@@ -79,14 +88,14 @@ struct SwiftplexChat: AsyncParsableCommand {
         // One client per data directory: two engines on one database would reuse chain keys.
         let databaseLock: DatabaseLock
         do {
-            databaseLock = try DatabaseLock.acquire(prefix: dir.appendingPathComponent("chat").path)
+            databaseLock = try await DatabaseLock.acquire(prefix: dir.appendingPathComponent("chat").path)
         } catch let locked as DatabaseLocked {
             throw ClientFailure("\(dir.path) is in use by another swiftplex-chat\(locked.holder.map { " (pid \($0))" } ?? "")")
         }
         let database = try databaseURL.map { try EngineDatabase.postgres(connection: $0, schemaPrefix: nil) }
             ?? .sqlite(prefix: dir.appendingPathComponent("chat").path)
         do {
-            controller = try ChatController(database: database, defaultRelays: environmentRelays, logger: logger)
+            controller = try await ChatController.open(database: database, defaultRelays: environmentRelays, logger: logger)
         } catch {
             throw ClientFailure("cannot open the chat databases in \(database): \(error)")
         }
@@ -98,7 +107,8 @@ struct SwiftplexChat: AsyncParsableCommand {
         var server: ChatWebSocketServer?
         if let port {
             do {
-                server = try ChatWebSocketServer(api: api, events: hub, listen: ListenAddress(host: wsHost, port: port), token: webSocketToken, logger: logger,
+                server = try ChatWebSocketServer(api: api, events: hub, listen: ListenAddress(host: wsHost, port: port), token: webSocketToken,
+                                                 browsers: BrowserGuard(allowedHosts: wsAllowHost, allowedOrigins: wsAllowOrigin), logger: logger,
                                                  onListening: { bound in
                                                      // A line a script can wait for (the port, when -p 0 picked one).
                                                      FileHandle.standardError.write(Data("WebSocket API listening on \(bound)\n".utf8))

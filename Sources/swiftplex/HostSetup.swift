@@ -117,13 +117,15 @@ struct HostSetup {
         options.otherBots = Array(bots.dropFirst())
         options.database = config.database
         if let ws = config.webSocketAPI {
-            options.webSocketAPI = WebSocketAPIOptions(listen: ListenAddress(host: ws.host, port: ws.port), token: ws.token, bot: ws.bot)
+            options.webSocketAPI = WebSocketAPIOptions(listen: ListenAddress(host: ws.host, port: ws.port), token: ws.token, bot: ws.bot,
+                                                       browsers: BrowserGuard(allowedHosts: ws.allowedHosts, allowedOrigins: ws.allowedOrigins))
         }
         if config.admin.enabled {
             var admin = AdminOptions(listen: ListenAddress(host: config.admin.host, port: config.admin.port))
             admin.maxBodyBytes = config.admin.maxBodyBytes
             admin.requestsPerSecond = Double(config.admin.requestsPerSecond)
             admin.burst = config.admin.burst
+            admin.browsers = BrowserGuard(allowedHosts: config.admin.allowedHosts, allowedOrigins: config.admin.allowedOrigins)
             options.admin = admin
         }
         return (options, problems)

@@ -1,4 +1,5 @@
 import Foundation
+import SwiftplexBase
 import Logging
 import NIOPosix
 import RelayProtocol
@@ -53,7 +54,8 @@ func withTestRelay<T>(_ directory: URL, _ body: (RelayServer) async throws -> T)
 @discardableResult
 func withAgent<T: Sendable>(_ path: URL, relay: RelayAddress, options: AgentOptions = AgentOptions(),
                             _ body: (Agent, AgentInbox) async throws -> T) async throws -> T {
-    let agent = try Agent(databasePath: path, relays: [relay], logger: quietLogger, options: options)
+    // Opening the database blocks: on a thread of its own (docs/architecture.md, "Blocking work").
+    let agent = try await Blocking.run("agent-open") { try Agent(databasePath: path, relays: [relay], logger: quietLogger, options: options) }
     let inbox = AgentInbox(agent)
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try? await agent.run() }

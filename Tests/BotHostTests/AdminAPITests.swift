@@ -333,6 +333,42 @@ import SwiftplexBase
         return out
     }
 
+    /// The admin API's routes that need no token and its event stream, and a host's tokenless
+    /// WebSocket API, refuse browsers' origins and foreign `Host` names; the dashboard's own
+    /// origin and clients without `Origin` are served.
+    @Test func browsersAreRefusedOnOpenRoutesTheEventStreamAndATokenlessWebSocketAPI() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var options = options(dir)
+        options.webSocketAPI = WebSocketAPIOptions(listen: ListenAddress(host: "127.0.0.1", port: 0))
+        try await withHost(options) { host, http, token in
+            let own = "http://127.0.0.1:\(http.port)"
+            #expect(try await http.get("/healthz").status == 200)
+            #expect(try await http.send("GET", "/", headers: ["Origin": own]).status == 200)
+            #expect(try await http.send("GET", "/api/status", headers: ["Origin": own, "Authorization": "Bearer \(token)"]).status == 200)
+            for headers in [["Origin": "https://evil.example"], ["Origin": "null"], ["Host": "evil.example:\(http.port)"],
+                            ["Host": "evil.example:\(http.port)", "Origin": "http://evil.example:\(http.port)"]] {
+                for path in ["/healthz", "/readyz", "/"] {
+                    let answer = try await http.send("GET", path, headers: headers)
+                    #expect(answer.status == 403, "\(path) \(headers)")
+                    #expect(json(answer)["error"]?["type"]?.stringValue == "forbidden")
+                }
+                // Even with the token: a page that somehow has it is still a page.
+                var withToken = headers
+                withToken["Authorization"] = "Bearer \(token)"
+                #expect(try await http.send("GET", "/api/status", headers: withToken).status == 403)
+                #expect(try await http.upgrade("/api/events?token=\(token)", headers: headers).status == 403)
+            }
+            #expect(try await http.upgrade("/api/events?token=\(token)", headers: ["Origin": own]).status == 101)
+            #expect(try await http.upgrade("/api/events?token=\(token)").status == 101)
+
+            let ws = HTTPProbe(port: await host.webSocketAddress().port)
+            #expect(try await ws.upgrade("/").status == 101)
+            #expect(try await ws.upgrade("/", headers: ["Origin": "https://evil.example"]).status == 403)
+            #expect(try await ws.upgrade("/", headers: ["Host": "rebind.example:\(ws.port)", "Origin": "http://rebind.example:\(ws.port)"]).status == 403)
+        }
+    }
+
     @Test func readinessFollowsTheRelayConnections() {
         let host = HostMetrics()
         let metrics = host.engine(bot: "bot")

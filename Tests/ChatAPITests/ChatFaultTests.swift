@@ -195,13 +195,18 @@ func say(_ api: ChatAPI, to contact: Int, _ t: String) async -> JSONValue {
 }
 
 @Suite struct EngineDatabaseTests {
-    @Test func secureDeleteIsOnForTheEnginesDatabases() throws {
+    @Test func secureDeleteIsOnForTheEnginesDatabases() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-chat-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
-        let chat = try ChatStore(path: dir.appendingPathComponent("x_chat.db"))
-        #expect(try chat.db.readNow { db in try Int.fetchOne(db, sql: "PRAGMA secure_delete") } == 1)
-        let agent = try AgentStore(path: dir.appendingPathComponent("x_agent.db"))
-        #expect(try agent.db.readNow { db in try Int.fetchOne(db, sql: "PRAGMA secure_delete") } == 1)
+        // Opening the files blocks: on a thread of its own, as the engine does.
+        let (chat, agent) = try await Blocking.run("open") {
+            let chat = try ChatStore(path: dir.appendingPathComponent("x_chat.db"))
+            let agent = try AgentStore(path: dir.appendingPathComponent("x_agent.db"))
+            return (try chat.db.readNow { db in try Int.fetchOne(db, sql: "PRAGMA secure_delete") },
+                    try agent.db.readNow { db in try Int.fetchOne(db, sql: "PRAGMA secure_delete") })
+        }
+        #expect(chat == 1)
+        #expect(agent == 1)
     }
 }

@@ -22,7 +22,7 @@ import Testing
                 }
                 try chat.close()
 
-                let anna = try ChatController(prefix: dir.appendingPathComponent("anna").path, defaultRelays: [relay.address], logger: silent)
+                let anna = try await ChatController.open(prefix: dir.appendingPathComponent("anna").path, defaultRelays: [relay.address], logger: silent)
                 await anna.resumeConnectionDeletions()
                 await anna.close()
 

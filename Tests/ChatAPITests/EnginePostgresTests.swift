@@ -18,21 +18,21 @@ struct EnginePostgresTests {
 
     @Test func aSecondEngineOnTheSameSchemasIsRefusedUntilTheFirstCloses() async throws {
         let database = try Self.database()
-        let first = try ChatController(database: database, defaultRelays: [], logger: silent)
-        #expect {
-            _ = try ChatController(database: database, defaultRelays: [], logger: silent)
+        let first = try await ChatController.open(database: database, defaultRelays: [], logger: silent)
+        await #expect {
+            _ = try await ChatController.open(database: database, defaultRelays: [], logger: silent)
         } throws: { error in
             "\(error)".contains("another process holds the schema")
         }
         await first.close()
-        let second = try ChatController(database: database, defaultRelays: [], logger: silent)
+        let second = try await ChatController.open(database: database, defaultRelays: [], logger: silent)
         await second.close()
     }
 
     @Test func archivesAreRefusedAndDeleteDropsBothSchemas() async throws {
         let database = try Self.database()
         guard case let .postgres(location) = database else { Issue.record("not PostgreSQL"); return }
-        let controller = try ChatController(database: database, defaultRelays: [], logger: silent)
+        let controller = try await ChatController.open(database: database, defaultRelays: [], logger: silent)
         let api = ChatAPI(controller: controller)
         #expect(await api.execute(createUser("pg"))["type"]?.stringValue == "activeUser")
         let export = await api.execute(#"/_db export {"archivePath": "/tmp/never.zip"}"#)
@@ -41,12 +41,12 @@ struct EnginePostgresTests {
         #expect(deleted["type"]?.stringValue == "cmdOk", "\(deleted)")
         for suffix in ["_chat_schema", "_agent_schema"] {
             let schema = try location.with(schema: location.schema + suffix)
-            let pending = try PostgresStore.pendingMigrations(suffix == "_chat_schema" ? ChatController.databaseMigrations : Agent.databaseMigrations, at: schema)
+            let pending = try await PostgresStore.pendingMigrations(suffix == "_chat_schema" ? ChatController.databaseMigrations : Agent.databaseMigrations, at: schema)
             #expect(!pending.isEmpty && pending.first == "v1", "\(suffix): the schema is gone, every migration pending again")
         }
         await controller.close()
         // The same schemas open again, empty.
-        let again = ChatAPI(controller: try ChatController(database: database, defaultRelays: [], logger: silent))
+        let again = ChatAPI(controller: try await ChatController.open(database: database, defaultRelays: [], logger: silent))
         #expect(await again.execute("/users")["users"]?.arrayValue?.isEmpty == true)
         await again.controller.close()
     }

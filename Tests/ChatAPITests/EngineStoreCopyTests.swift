@@ -35,9 +35,19 @@ struct EngineStoreCopyTests: LiveRelaySuite {
     }
 
     static func snapshot(_ location: DatabaseLocation, _ migrations: [SQLMigration]) async throws -> Snapshot {
-        let store = try location.open(label: "snapshot", migrations: migrations)
-        defer { try? store.close() }
-        return try await store.read { db in
+        let store = try await Blocking.run("snapshot-open") { try location.open(label: "snapshot", migrations: migrations) }
+        do {
+            let snapshot = try await read(store)
+            await Blocking.run("snapshot-close") { try? store.close() }
+            return snapshot
+        } catch {
+            await Blocking.run("snapshot-close") { try? store.close() }
+            throw error
+        }
+    }
+
+    private static func read(_ store: any SQLStore) async throws -> Snapshot {
+        try await store.read { db in
             var snapshot = Snapshot(rows: [:], counters: [:])
             for t in try SQLSchema.tables(db) {
                 // The columns and the rows in one order for both backends (text sorts differently
@@ -69,18 +79,26 @@ struct EngineStoreCopyTests: LiveRelaySuite {
         }
     }
 
-    static func dropSchemas(_ database: EngineDatabase) {
+    static func dropSchemas(_ database: EngineDatabase) async {
         for location in [try? database.chat, try? database.agent] {
-            if case let .postgres(l)? = location { try? PostgresStore.dropSchema(at: l) }
+            if case let .postgres(l)? = location { try? await PostgresStore.dropSchema(at: l) }
         }
+    }
+
+    /// Runs `body`, then drops `database`'s schemas whatever it did.
+    static func droppingSchemas(_ database: EngineDatabase, _ body: () async throws -> Void) async throws {
+        do { try await body() } catch {
+            await dropSchemas(database)
+            throw error
+        }
+        await dropSchemas(database)
     }
 
     static func mode(_ path: String) throws -> Int { try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int ?? -1 }
 
     @Test func aBotMovesToPostgreSQLAndBackWithItsContactMessagesAndRatchets() async throws {
         let pg = try Self.postgres()
-        defer { Self.dropSchemas(pg) }
-        try await withLiveRelay { dir, relay in
+        try await Self.droppingSchemas(pg) { try await withLiveRelay { dir, relay in
             let sqlite = EngineDatabase.sqlite(prefix: dir.appendingPathComponent("anna").path)
             let back = EngineDatabase.sqlite(prefix: dir.appendingPathComponent("back/anna").path)
             try await withEngine(database: .sqlite(prefix: dir.appendingPathComponent("ben").path), relays: [relay.address]) { b, bInbox in
@@ -150,14 +168,17 @@ struct EngineStoreCopyTests: LiveRelaySuite {
                     _ = try await aInbox.next("newChatItems", where: { text($0["chatItems"]?.arrayFirst) == "still there?" })
                 }
             }
-        }
+        } }
     }
 
     @Test func badInputAndABusySourceAreRefusedWithWhatIsWrong() async throws {
         let dir = TemporaryDirectory(prefix: "swiftplex-copy").url
         defer { try? FileManager.default.removeItem(at: dir) }
         let pg = try Self.postgres()
-        defer { Self.dropSchemas(pg) }
+        try await Self.droppingSchemas(pg) { try await badInputAndABusySource(dir, pg) }
+    }
+
+    private func badInputAndABusySource(_ dir: URL, _ pg: EngineDatabase) async throws {
         let files = EngineDatabase.sqlite(prefix: dir.appendingPathComponent("bot").path)
 
         // No files, no schemas, no server.
@@ -173,18 +194,18 @@ struct EngineStoreCopyTests: LiveRelaySuite {
         #expect(same?.code == .badLocation)
 
         // A bot on the files (no relay needed: a user alone).
-        let controller = try ChatController(database: files, defaultRelays: [], logger: silent)
+        let controller = try await ChatController.open(database: files, defaultRelays: [], logger: silent)
         #expect(await ChatAPI(controller: controller).execute(createUser("filed"))["type"]?.stringValue == "activeUser")
         await controller.close()
         // Held as every process running an engine on them holds them (the bot host, swiftplex-chat,
         // libsimplex): refused at once.
-        let lock = try DatabaseLock.acquire(prefix: dir.appendingPathComponent("bot").path)
+        let lock = try await DatabaseLock.acquire(prefix: dir.appendingPathComponent("bot").path)
         let busy = await Self.copyError { _ = try await EngineStoreCopy.copy(from: files, to: pg, force: false) { _ in } }
         #expect(busy?.code == .inUse && busy?.message.contains("database locked") == true, "\(String(describing: busy))")
         lock.release()
         _ = try await EngineStoreCopy.copy(from: files, to: pg, force: false) { _ in }
         #expect(try await Self.snapshot(pg) == Self.snapshot(files))
-        let controllerOnPostgres = try ChatController(database: pg, defaultRelays: [], logger: silent)
+        let controllerOnPostgres = try await ChatController.open(database: pg, defaultRelays: [], logger: silent)
         #expect(await ChatAPI(controller: controllerOnPostgres).execute("/user")["user"]?["profile"]?["displayName"]?.stringValue == "filed")
         await controllerOnPostgres.close()
     }

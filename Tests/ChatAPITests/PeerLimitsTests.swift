@@ -10,7 +10,7 @@ import Testing
 /// Runs an engine with the given limits; the body gets the controller too.
 func withLimitedEngine<T: Sendable>(_ dir: URL, _ name: String, relays: [RelayAddress], limits: ChatLimits,
                                     _ body: (ChatController, ChatAPI, ChatInbox) async throws -> T) async throws -> T {
-    let controller = try ChatController(prefix: dir.appendingPathComponent(name).path, defaultRelays: relays, logger: silent, limits: limits)
+    let controller = try await ChatController.open(prefix: dir.appendingPathComponent(name).path, defaultRelays: relays, logger: silent, limits: limits)
     let api = ChatAPI(controller: controller)
     let inbox = ChatInbox(api)
     return try await withThrowingTaskGroup(of: Void.self) { group in

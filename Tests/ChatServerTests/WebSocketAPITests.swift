@@ -1,7 +1,7 @@
 import ChatAPI
 import ChatCore
 import ChatModel
-import ChatServer
+@testable import ChatServer
 import ChatTestSupport
 import Foundation
 import HummingbirdWSClient
@@ -71,7 +71,7 @@ import SwiftplexBase
     @Test func aServerBeyondLoopbackWithoutATokenIsRefused() async throws {
         let dir = TemporaryDirectory(prefix: "swiftplex-ws").url
         defer { try? FileManager.default.removeItem(at: dir) }
-        let controller = try ChatController(prefix: dir.appendingPathComponent("c").path, defaultRelays: [], logger: silent)
+        let controller = try await ChatController.open(prefix: dir.appendingPathComponent("c").path, defaultRelays: [], logger: silent)
         let api = ChatAPI(controller: controller)
         let hub = EventHub(source: api.events)
         #expect(throws: ServerConfigurationError.self) {
@@ -116,13 +116,14 @@ import SwiftplexBase
     static let token = "test-token-0123456789abcdef"
 
     /// Runs a bot engine with the WebSocket API on an ephemeral port; `body` gets its port.
-    func withServer(_ dir: URL, relay: RelayServer, _ body: @Sendable (ChatAPI, Int) async throws -> Void) async throws {
-        let controller = try ChatController(prefix: dir.appendingPathComponent("bot").path, defaultRelays: [relay.address], logger: silent)
+    func withServer(_ dir: URL, relay: RelayServer, token: String? = Self.token, browsers: BrowserGuard = BrowserGuard(),
+                    _ body: @Sendable (ChatAPI, Int) async throws -> Void) async throws {
+        let controller = try await ChatController.open(prefix: dir.appendingPathComponent("bot").path, defaultRelays: [relay.address], logger: silent)
         let api = ChatAPI(controller: controller)
         let hub = EventHub(source: api.events)
         let ports = AsyncInbox<Int>()
-        let server = try ChatWebSocketServer(api: api, events: hub, listen: ListenAddress(host: "127.0.0.1", port: 0), token: Self.token,
-                                             logger: silent, onListening: { ports.yield($0.port) })
+        let server = try ChatWebSocketServer(api: api, events: hub, listen: ListenAddress(host: "127.0.0.1", port: 0), token: token,
+                                             browsers: browsers, logger: silent, onListening: { ports.yield($0.port) })
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try? await controller.run() }
@@ -220,5 +221,112 @@ import SwiftplexBase
                 #expect(header.status == 101)
             }
         }
+    }
+
+    /// A web page the operator visits cannot reach a tokenless API on loopback: a browser's
+    /// WebSocket handshake carries the page's `Origin`, a DNS-rebinding page's requests carry the
+    /// attacker's name in `Host`. SimpleX's clients send neither and keep working.
+    @Test func browsersOriginsAndForeignHostsAreRefusedWith403AndClientsWithoutOriginWork() async throws {
+        try await withLiveRelay { dir, relay in
+            try await withServer(dir, relay: relay, token: nil, browsers: BrowserGuard(allowedOrigins: ["http://127.0.0.1:8080"])) { _, port in
+                let probe = HTTPProbe(port: port)
+                // A client without Origin (SimpleX's own, scripts) is upgraded, by IP or loopback name.
+                #expect(try await probe.upgrade("/").status == 101)
+                #expect(try await probe.upgrade("/", headers: ["Host": "localhost:\(port)"]).status == 101)
+                #expect(try await probe.upgrade("/", headers: ["Host": "[::1]:\(port)"]).status == 101)
+                // A page on another site, a sandboxed or file: page (Origin null), and a page on
+                // another port of this machine are all browsers' origins not allowed.
+                for origin in ["https://evil.example", "null", "http://127.0.0.1:9999", "http://localhost:\(port + 1)"] {
+                    let answer = try await probe.upgrade("/", headers: ["Origin": origin])
+                    #expect(answer.status == 403, "Origin \(origin)")
+                    #expect(answer.body.contains("forbidden"))
+                }
+                // DNS rebinding: the page's origin is its own name, and so is Host.
+                let rebound = try await probe.upgrade("/", headers: ["Host": "evil.example:\(port)", "Origin": "http://evil.example:\(port)"])
+                #expect(rebound.status == 403)
+                #expect(rebound.body.contains("evil.example"))
+                #expect(try await probe.upgrade("/", headers: ["Host": "evil.example:\(port)"]).status == 403)
+                // Plain HTTP requests meet the same check.
+                #expect(try await probe.get("/").status == 400)
+                #expect(try await probe.send("GET", "/", headers: ["Host": "evil.example"]).status == 403)
+                #expect(try await probe.send("GET", "/", headers: ["Origin": "https://evil.example"]).status == 403)
+                // An origin the configuration allows gets in.
+                #expect(try await probe.upgrade("/", headers: ["Origin": "http://127.0.0.1:8080"]).status == 101)
+
+                // A real WebSocket client sending a hostile Origin is refused; one without is served.
+                var hostile = WebSocketClientConfiguration()
+                hostile.additionalHeaders[.origin] = "https://evil.example"
+                let refused: Bool
+                do {
+                    try await WebSocketClient.connect(url: "ws://127.0.0.1:\(port)/", configuration: hostile, logger: silent) { _, _, _ in
+                        Issue.record("a hostile origin was upgraded")
+                    }
+                    refused = false
+                } catch {
+                    refused = true
+                }
+                #expect(refused)
+                let answered = AsyncInbox<String>()
+                try await WebSocketClient.connect(url: "ws://127.0.0.1:\(port)/", logger: silent) { inbound, outbound, _ in
+                    try await outbound.write(.text(#"{"corrId": "1", "cmd": "/user"}"#))
+                    for try await message in inbound.messages(maxSize: 1 << 20) {
+                        if case let .text(t) = message, t.contains(#""corrId":"1""#) || t.contains(#""corrId": "1""#) {
+                            answered.yield(t)
+                            break
+                        }
+                    }
+                    try await outbound.close(.normalClosure, reason: nil)
+                }
+                _ = try await answered.first(where: { _ in true }, "the answer to a client without Origin", timeout: .seconds(20))
+            }
+        }
+    }
+}
+
+/// ``BrowserGuard`` as a pure function.
+@Suite struct BrowserGuardTests {
+    let loopback = ListenAddress(host: "127.0.0.1", port: 5225)
+
+    @Test func loopbackNamesTheListenAddressAndAllowedHostsPassOthersAreRefused() {
+        let guard_ = BrowserGuard(allowedHosts: ["Bot.Example.com"])
+        for host in ["127.0.0.1:5225", "127.0.0.1", "localhost:5225", "LOCALHOST", "[::1]:5225", "127.0.0.2:5225", "bot.example.com:443", "localhost."] {
+            #expect(guard_.check(host: host, origin: nil, listen: loopback) == nil, "\(host)")
+        }
+        for host in ["evil.example", "evil.example:5225", "127.0.0.1.evil.example", "localhost.evil.example", "10.0.0.1:5225", "[::2]:5225"] {
+            #expect(guard_.check(host: host, origin: nil, listen: loopback) == .host(host), "\(host)")
+        }
+        // A server on every interface cannot know its names: any Host, unless allowed_hosts is set.
+        let everywhere = ListenAddress(host: "0.0.0.0", port: 5225)
+        #expect(BrowserGuard().check(host: "203.0.113.7:5225", origin: nil, listen: everywhere) == nil)
+        #expect(guard_.check(host: "203.0.113.7:5225", origin: nil, listen: everywhere) != nil)
+        #expect(BrowserGuard().check(host: "192.168.1.5:5225", origin: nil, listen: ListenAddress(host: "192.168.1.5", port: 5225)) == nil)
+    }
+
+    @Test func anOriginPassesOnlyWhenItIsTheServerItselfOrAllowed() {
+        let guard_ = BrowserGuard(allowedOrigins: ["HTTPS://Dash.Example.com:443/"])
+        #expect(guard_.check(host: "127.0.0.1:5225", origin: nil, listen: loopback) == nil)
+        // What WebSocket client libraries send; never a browser.
+        #expect(guard_.check(host: "127.0.0.1:5225", origin: "ws://127.0.0.1", listen: loopback) == nil)
+        #expect(guard_.check(host: "127.0.0.1:5225", origin: "WSS://x.example", listen: loopback) == nil)
+        #expect(guard_.check(host: "127.0.0.1:5225", origin: "http://127.0.0.1:5225", listen: loopback) == nil)
+        #expect(guard_.check(host: "localhost:5225", origin: "http://LOCALHOST:5225", listen: loopback) == nil)
+        #expect(guard_.check(host: "127.0.0.1:5225", origin: "https://dash.example.com", listen: loopback) == nil)
+        for origin in ["null", "https://evil.example", "http://127.0.0.1:5226", "http://localhost:5225", "file://", "chrome-extension://abc",
+                       "https://dash.example.com.evil.example", "http://dash.example.com"] {
+            #expect(guard_.check(host: "127.0.0.1:5225", origin: origin, listen: loopback) == .origin(origin), "\(origin)")
+        }
+        // Without Host the server's own origin cannot be known; only an allowed one passes.
+        #expect(guard_.check(host: nil, origin: "http://127.0.0.1:5225", listen: loopback) != nil)
+    }
+
+    @Test func originsAreValidatedAndNormalised() {
+        #expect(BrowserGuard.isValidOrigin("https://a.example"))
+        #expect(BrowserGuard.isValidOrigin("http://127.0.0.1:8080/"))
+        #expect(!BrowserGuard.isValidOrigin("a.example"))
+        #expect(!BrowserGuard.isValidOrigin("https://a.example/path"))
+        #expect(!BrowserGuard.isValidOrigin("https://user@a.example"))
+        #expect(!BrowserGuard.isValidOrigin("null"))
+        #expect(BrowserGuard.normalisedOrigin("HTTP://A.example:80") == "http://a.example")
+        #expect(BrowserGuard.normalisedOrigin("https://a.example:8443") == "https://a.example:8443")
     }
 }

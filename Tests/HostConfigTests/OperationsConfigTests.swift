@@ -51,4 +51,23 @@ import Testing
         #expect(bad.contains { $0.contains("admin.listen") }, "\(bad)")
         #expect(bad.contains { $0.contains("admin.burst") }, "\(bad)")
     }
+
+    @Test func browsersAllowedOriginsAndHostsAreReadAndCheckedWhereTheyAreWritten() throws {
+        let (c, _) = try load(minimal + """
+            ws_api:
+              allowed_origins: [https://app.example.com, "http://127.0.0.1:8080"]
+              allowed_hosts: [bot.lan]
+            admin:
+              allowed_hosts: [admin.lan]
+            """)
+        #expect(c.webSocketAPI?.allowedOrigins == ["https://app.example.com", "http://127.0.0.1:8080"])
+        #expect(c.webSocketAPI?.allowedHosts == ["bot.lan"])
+        #expect(c.admin.allowedHosts == ["admin.lan"] && c.admin.allowedOrigins.isEmpty)
+        #expect(try load(minimal + "ws_api: {}\n").0.webSocketAPI?.allowedOrigins == [])
+        let bad = try problems(minimal + "ws_api:\n  allowed_origins:\n    - https://ok.example\n    - app.example.com\nadmin:\n  allowed_hosts: bot.lan\n")
+        #expect(bad.contains { $0.contains("ws_api.allowed_origins[1]") && $0.contains("not an origin") }, "\(bad)")
+        #expect(bad.contains { $0.contains("admin.allowed_hosts") && $0.contains("list") }, "\(bad)")
+        let line = try #require(bad.first { $0.contains("allowed_origins[1]") })
+        #expect(line.hasPrefix("\(minimal.split(separator: "\n", omittingEmptySubsequences: false).count + 3):"), "\(line)")
+    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import SwiftplexBase
 import NIOConcurrencyHelpers
 import TestSupport
 import Testing
@@ -78,7 +79,7 @@ import Testing
         #expect(log.seen.map(\.n) == Array(11...15) + [1000])
         // Sends issued while handling received item X carry "<instance>:X:<ordinal>"; others none.
         #expect(log.seen.map(\.key) == (11...15).map { "t:\($0):0" } + [nil])
-        #expect(try PluginStorage(path: dir.appendingPathComponent("plugins.db")).handledMark(instance: "t") == 15)
+        #expect(try await storedMark(dir, "t") == 15)
         await first.stopAll()
 
         // Messages 16…20 were stored but the host died before it dispatched them. The next host
@@ -101,7 +102,7 @@ import Testing
         #expect(messages == Array(16...23), "\(after.map(\.n))")
         #expect(after.map(\.n).contains(2000))
         #expect(after.filter { $0.n != 2000 }.map(\.key) == (16...23).map { "t:\($0):0" })
-        #expect(try PluginStorage(path: dir.appendingPathComponent("plugins.db")).handledMark(instance: "t") == 23)
+        #expect(try await storedMark(dir, "t") == 23)
         await second.stopAll()
     }
 
@@ -140,7 +141,7 @@ import Testing
         #expect(m.statuses()[0].stats.crashes == 1)
         #expect(log.seen.map(\.n) == [1])
         // Dropped as the crash's cause, and not given again by the next host.
-        #expect(try PluginStorage(path: dir.appendingPathComponent("plugins.db")).handledMark(instance: "c") == 2)
+        #expect(try await storedMark(dir, "c") == 2)
         await m.stopAll()
     }
 
@@ -168,7 +169,12 @@ import Testing
         old.dispatch(type: "newChatItems", json: event(52), receivedItemId: 52)
         await old.drain()
         #expect(plain.seen("n") == [52])
-        #expect(try PluginStorage(path: dir.appendingPathComponent("plugins.db")).handledMark(instance: "nomark") == nil)
+        #expect(try await storedMark(dir, "nomark") == nil)
         await old.stopAll()
     }
+}
+
+/// An instance's mark as `plugins.db` in `dir` has it (opened on a thread of its own).
+private func storedMark(_ dir: URL, _ instance: String) async throws -> Int64? {
+    try await Blocking.run("plugins.db") { try PluginStorage(path: dir.appendingPathComponent("plugins.db")).handledMark(instance: instance) }
 }

@@ -59,7 +59,7 @@ public func withEngine<T: Sendable>(_ dir: URL, _ name: String, relays: [RelayAd
 /// Runs an engine on `database` for the duration of `body`, and closes it.
 public func withEngine<T: Sendable>(database: EngineDatabase, relays: [RelayAddress], agentOptions: AgentOptions = AgentOptions(),
                                     _ body: (ChatAPI, ChatInbox) async throws -> T) async throws -> T {
-    let controller = try ChatController(database: database, defaultRelays: relays, logger: silent, agentOptions: agentOptions)
+    let controller = try await ChatController.open(database: database, defaultRelays: relays, logger: silent, agentOptions: agentOptions)
     let api = ChatAPI(controller: controller)
     let inbox = ChatInbox(api)
     do {

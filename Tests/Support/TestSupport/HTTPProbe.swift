@@ -20,7 +20,8 @@ public struct HTTPProbe: Sendable {
     /// Sends `method path` with `headers` and `body`; waits at most `timeout` for the answer.
     public func send(_ method: String, _ path: String, headers: [String: String] = [:], body: String? = nil,
                      timeout: Duration = .seconds(15)) async throws -> Answer {
-        var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
+        // `Host` is 127.0.0.1:<port> unless `headers` names another.
+        var head = "\(method) \(path) HTTP/1.1\r\n" + (headers["Host"] == nil ? "Host: 127.0.0.1:\(port)\r\n" : "") + "Connection: close\r\n"
         for (k, v) in headers { head += "\(k): \(v)\r\n" }
         if let body { head += "Content-Length: \(body.utf8.count)\r\n" }
         let request = Array((head + "\r\n" + (body ?? "")).utf8)
@@ -47,7 +48,7 @@ public struct HTTPProbe: Sendable {
         h["Upgrade"] = "websocket"
         h["Sec-WebSocket-Key"] = "dGhlIHNhbXBsZSBub25jZQ=="
         h["Sec-WebSocket-Version"] = "13"
-        var head = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: Upgrade\r\n"
+        var head = "GET \(path) HTTP/1.1\r\n" + (h["Host"] == nil ? "Host: 127.0.0.1:\(port)\r\n" : "") + "Connection: Upgrade\r\n"
         for (k, v) in h { head += "\(k): \(v)\r\n" }
         let request = Array((head + "\r\n").utf8)
         let port = self.port
