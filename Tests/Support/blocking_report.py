@@ -74,9 +74,11 @@ def main():
         entry = message + "".join("\n    " + s for s in stack)
         (tests if any(TEST_CODE.search(s) for s in stack) else product).append(entry)
     if tests:
-        print(f"note: {len(tests)} call site(s) where test code called a blocking API from a task:")
-        for e in tests:
-            print("  " + e.replace("\n", "\n  "))
+        # One line per test function (the first test frame of each stack), not every stack.
+        callers = sorted({next(s for s in e.split("\n    ")[1:] if TEST_CODE.search(s)).split("  at ")[0][:120] for e in tests})
+        print(f"note: {len(tests)} call site(s) where test code called a blocking API from a task, in {len(callers)} test function(s):")
+        for c in callers:
+            print("  " + c)
     if product:
         print("################################################################")
         print(f"# {len(product)} blocking wait(s) on Swift's concurrency pool made by Swiftplex's own code")
