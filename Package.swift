@@ -260,9 +260,10 @@ let package = Package(
         .target(
             name: "SwiftplexPluginTesting",
             dependencies: [
-                "BotHost", "ChatAPI", "ChatCore", "PluginHost", "RelayProtocol", "SwiftplexBase",
+                "BotHost", "ChatAPI", "ChatCore", "PluginHost", "RelayProtocol", "RelayServer", "SwiftplexBase", "SwiftplexSpawn",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
 
@@ -275,6 +276,7 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -420,6 +422,8 @@ let package = Package(
             dependencies: [
                 "BotHost", "ChatAPI", "ChatCore", "ChatModel", "ChatServer", "ChatTestSupport", "PluginHost", "RelayServer", "SwiftplexBackup", "SwiftplexBase", "SwiftplexPluginTesting", "TestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "ZIPFoundation", package: "ZIPFoundation"),
                 .product(name: "Logging", package: "swift-log"),

@@ -63,7 +63,7 @@ public final class BotHost: Service, Sendable {
 
     /// The first bot.
     public var defaultBot: HostedBot { bots[0] }
-    public var api: ChatAPI { defaultBot.api }
+    public var api: any BotEngine { defaultBot.api }
     public var plugins: PluginManager { defaultBot.plugins }
     /// The first bot's contact address link, when it makes one.
     public var address: String? { defaultBot.address }
@@ -90,7 +90,7 @@ public final class BotHost: Service, Sendable {
         var locks: [DatabaseLock] = []
         func releaseLocks() { for l in locks { l.release() } }
         do {
-            for bot in bots { locks.append(try await DatabaseLock.acquire(prefix: HostedBot.databasePrefix(options.dataDirectory, prefix: bot.dataPrefix))) }
+            for bot in bots { locks.append(try await DatabaseLock.acquire(prefix: HostedBot.lockPrefix(options.dataDirectory, bot))) }
             try validateOperations(options)
         } catch {
             releaseLocks()
@@ -369,7 +369,9 @@ public final class BotHost: Service, Sendable {
     func metricsText() async -> [UInt8] {
         var figures: [HostMetrics.BotFigures] = []
         for bot in bots {
-            let pending = try? await bot.controller.outboxDepth()
+            // Swiftplex's engine only: a foreign engine's outbox is its own.
+            var pending: Int?
+            if let controller = bot.controller { pending = try? await controller.outboxDepth() }
             figures.append(HostMetrics.BotFigures(engine: bot.engine, plugins: bot.plugins.statuses(), engineRunning: bot.engineRunning,
                                                   outboxPending: pending))
         }
@@ -384,6 +386,7 @@ public final class BotHost: Service, Sendable {
             ("displayName", .string(bot.options.profile.displayName)),
             ("dataPrefix", .string(bot.options.dataPrefix)),
             ("userId", .int(bot.userId)),
+            ("engine", .string(bot.api.kind)),
             ("engineRunning", .bool(bot.engineRunning)),
             ("relaysConnected", .int(Int64(relayConnections(bot).connected.count))),
             ("address", bot.address.map(JSONValue.string) ?? .null),
@@ -426,7 +429,7 @@ public final class BotHost: Service, Sendable {
 
     // MARK: Start-up steps
 
-    static func ensureUser(_ api: ChatAPI, _ profile: BotHostOptions.Profile, logger: Logger) async throws -> Int64 {
+    static func ensureUser(_ api: any ChatCommandRunner, _ profile: BotHostOptions.Profile, logger: Logger) async throws -> Int64 {
         if case let .success(.activeUser(user)) = await api.respond("/user") {
             // A bot's kind is fixed when its user is made: switching would strand its contacts,
             // groups or channels, so a mismatch stops the start with what to do.
@@ -450,7 +453,7 @@ public final class BotHost: Service, Sendable {
         return user.userId
     }
 
-    static func ensureAddress(_ api: ChatAPI, userId: Int64, relay: Bool = false, logger: Logger) async throws -> String {
+    static func ensureAddress(_ api: any ChatCommandRunner, userId: Int64, relay: Bool = false, logger: Logger) async throws -> String {
         // A chat relay user's address is its relay address (/r): the engine decides the kind.
         let what = relay ? "relay address" : "contact address"
         var shown = await api.respond("/_show_address \(userId)")
@@ -473,7 +476,7 @@ public final class BotHost: Service, Sendable {
     }
 
     /// Runs a start-up command that must answer one of `types` (response tags).
-    static func expect(_ api: ChatAPI, _ command: String, _ types: [String]) async throws {
+    static func expect(_ api: any ChatCommandRunner, _ command: String, _ types: [String]) async throws {
         let r = await api.respond(command)
         guard case let .success(response) = r, types.contains(response.type.rawValue) else {
             throw BotHostError("\(command) failed: \(describe(r))")

@@ -42,6 +42,8 @@ public struct BotHostOptions: Sendable {
     public var database: String?
     /// The first bot's file prefix in ``dataDirectory`` (`bot`: `bot_chat.db`, `bot_agent.db`, `plugins.db`).
     public var dataPrefix = BotOptions.defaultName
+    /// The first bot's chat engine (`engine:`; default Swiftplex's, embedded).
+    public var engine: EngineChoice = .swiftplex
     public var profile: Profile
     public var relays: Relays
     /// Create (or reuse) the bot's contact address at start.
@@ -102,6 +104,7 @@ extension BotHostOptions {
         first.maxPendingRequests = maxPendingRequests
         first.requestTTL = requestTTL
         first.peerRelays = peerRelays
+        first.engine = engine
         return [first] + otherBots
     }
 }
@@ -123,6 +126,8 @@ public struct BotOptions: Sendable {
     public var maxPendingRequests = 1000
     public var requestTTL = Duration.seconds(168 * 3600)
     public var peerRelays = BotHostOptions.PeerRelays()
+    /// The bot's chat engine.
+    public var engine: EngineChoice = .swiftplex
 
     public init(name: String, dataPrefix: String? = nil, profile: BotHostOptions.Profile, createAddress: Bool = true, plugins: [PluginSpec] = []) {
         self.name = name

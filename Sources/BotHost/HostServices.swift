@@ -24,11 +24,11 @@ struct EmbeddedRelayService: Service {
     func stop() async { await relay.shutdown() }
 }
 
-/// The chat engine (`ChatController.run`: the agent and its event loop) until graceful shutdown;
-/// then chat is stopped. The controller itself is closed by the host once the group has finished.
+/// The chat engine (``BotEngine/run()``: Swiftplex's agent and event loop, or a foreign engine's
+/// event reader) until graceful shutdown; then chat is stopped. The engine itself is closed by the
+/// host once the group has finished.
 struct EngineService: Service {
-    let controller: ChatController
-    let api: ChatAPI
+    let engine: any BotEngine
     let logger: Logger
     var running: @Sendable (Bool) -> Void = { _ in }
 
@@ -36,7 +36,7 @@ struct EngineService: Service {
         running(true)
         defer { running(false) }
         do {
-            try await cancelWhenGracefulShutdown { [controller] in try await controller.run() }
+            try await cancelWhenGracefulShutdown { [engine] in try await engine.run() }
         } catch is CancellationError {
         } catch {
             logger.critical("the chat engine stopped: \(error)")
@@ -46,7 +46,7 @@ struct EngineService: Service {
         await stop()
     }
 
-    func stop() async { _ = await api.execute("/_stop") }
+    func stop() async { _ = await engine.execute("/_stop") }
 }
 
 /// Dispatches a bot's chat events to its plugins, watches their timeouts and publishes its

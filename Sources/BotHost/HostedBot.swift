@@ -20,7 +20,8 @@ import SwiftplexStorage
 public final class HostedBot: Sendable {
     /// The bot's name (`bots[].name`; `bot` for a host configured with a single `bot:`).
     public let name: String
-    public let api: ChatAPI
+    /// The bot's chat engine, through SimpleX's bot API (``BotEngine``): Swiftplex's own, or SimpleX's.
+    public let api: any BotEngine
     public let plugins: PluginManager
     /// The bot's contact address link, when it makes one.
     public let address: String?
@@ -28,7 +29,8 @@ public final class HostedBot: Sendable {
     /// The bot's chat events, for its plugins and the API servers' streams.
     public let events: EventHub<EncodedChatEvent>
     let options: BotOptions
-    let controller: ChatController
+    /// Swiftplex's engine, for its extensions; nil on a foreign engine.
+    var controller: ChatController? { api.controller }
     let engine: EngineMetrics
     let engineService: EngineService
     private let logger: Logger
@@ -56,6 +58,16 @@ public final class HostedBot: Sendable {
         return try EngineDatabase.postgres(connection: database, bot: options.dataPrefix)
     }
 
+    /// The prefix of the lock the host holds for a bot (`<prefix>.lock`): its databases' own,
+    /// which Swiftplex's engine and `libsimplex.so` would also take — so a bot on a library engine
+    /// is locked by the library, and the host takes `<prefix>.host.lock` for the bot's plugin
+    /// storage instead.
+    static func lockPrefix(_ dataDirectory: URL, _ bot: BotOptions) -> String {
+        let prefix = databasePrefix(dataDirectory, prefix: bot.dataPrefix)
+        if case .libsimplex = bot.engine { return prefix + ".host" }
+        return prefix
+    }
+
     /// The database prefix of a bot's files in a data directory.
     public static func databasePrefix(_ dataDirectory: URL, prefix: String) -> String {
         dataDirectory.appendingPathComponent(prefix).path
@@ -69,24 +81,17 @@ public final class HostedBot: Sendable {
         var logger = hostLogger
         logger[metadataKey: "bot"] = "\(options.name)"
         let prefix = databasePrefix(dataDirectory, prefix: options.dataPrefix)
-        let controller: ChatController
         let engineDatabase: EngineDatabase
         do {
             engineDatabase = try engineDatabaseFor(options, prefix: prefix, database: database)
         } catch {
             throw BotHostError("bot \(options.name): database: \(error)")
         }
-        do {
-            let limits = ChatLimits(contactRequestsPerWindow: options.requestsPerMinute, contactRequestWindow: .seconds(60),
-                                    maxPendingContactRequests: options.maxPendingRequests, contactRequestTTL: options.requestTTL)
-            let agentOptions = AgentOptions(allowedHosts: options.peerRelays.allow.map(Set.init), refusePrivateAddresses: options.peerRelays.refusePrivate,
-                                            peerRelayTimeout: options.peerRelays.timeout)
-            controller = try await ChatController.open(database: engineDatabase, defaultRelays: relays, logger: logger, limits: limits, agentOptions: agentOptions)
-        } catch {
-            let where_ = if case .sqlite = engineDatabase { "\(prefix)_*.db" } else { "\(engineDatabase)" }
-            throw BotHostError("cannot open the databases of bot \(options.name) (\(where_)): \(error)")
+        let api = try await openEngine(options, prefix: prefix, database: database, engineDatabase: engineDatabase, relays: relays, logger: logger)
+        if !options.engine.isSwiftplex {
+            logger.info("the bot runs on a foreign engine", metadata: ["engine": "\(options.engine)"])
+            for note in EngineChoice.foreignEngineNotes { logger.notice("\(note)") }
         }
-        let api = ChatAPI(controller: controller)
         do {
             let userId = try await BotHost.ensureUser(api, options.profile, logger: logger)
             try await BotHost.expect(api, "/_start", ["chatStarted", "chatRunning"])
@@ -97,30 +102,69 @@ public final class HostedBot: Sendable {
             // Crash safety: each instance's mark of the last received message it handled is kept
             // in the plugin storage; after a restart it is given the received messages after it,
             // and what it sends while handling one is sent once (idempotency keys).
-            let feed = ReceivedItemFeed(
-                lastItemId: { try await controller.lastChatItemId() },
-                eventsAfter: { after, limit in try await controller.receivedItemEvents(after: after, limit: limit).map { ($0.itemId, $0.event.description) } })
+            let feed = api.controller.map { controller in
+                ReceivedItemFeed(
+                    lastItemId: { try await controller.lastChatItemId() },
+                    eventsAfter: { after, limit in try await controller.receivedItemEvents(after: after, limit: limit).map { ($0.itemId, $0.event.description) } })
+            }
             let manager = PluginManager(storage: storage, runKeyedCommand: { line, key in await api.execute(line, idempotencyKey: key).description },
                                         feed: feed, runnerExecutable: runnerExecutable, logger: logger,
                                         commandsChanged: { menu in box.withLockedValue { $0 }?.menuChanged(menu) })
-            let bot = HostedBot(options: options, api: api, controller: controller, plugins: manager, address: address, userId: userId,
+            let bot = HostedBot(options: options, api: api, plugins: manager, address: address, userId: userId,
                                 agentLocation: try engineDatabase.agent, engine: metrics.engine(bot: options.name), logger: logger, lock: lock)
             box.withLockedValue { $0 = bot }
             await bot.reload(options.plugins)
             return bot
         } catch {
-            await controller.close()
+            await api.close()
             throw error
         }
     }
 
-    private init(options: BotOptions, api: ChatAPI, controller: ChatController, plugins: PluginManager, address: String?, userId: Int64,
+    /// Opens the bot's engine: Swiftplex's on its databases, SimpleX's library on the same
+    /// prefix (or the host's PostgreSQL database), or a connection to a `simplex-chat -p` process.
+    private static func openEngine(_ options: BotOptions, prefix: String, database: String?, engineDatabase: EngineDatabase,
+                                   relays: [RelayAddress], logger: Logger) async throws -> any BotEngine {
+        switch options.engine {
+        case .swiftplex:
+            do {
+                let limits = ChatLimits(contactRequestsPerWindow: options.requestsPerMinute, contactRequestWindow: .seconds(60),
+                                        maxPendingContactRequests: options.maxPendingRequests, contactRequestTTL: options.requestTTL)
+                let agentOptions = AgentOptions(allowedHosts: options.peerRelays.allow.map(Set.init), refusePrivateAddresses: options.peerRelays.refusePrivate,
+                                                peerRelayTimeout: options.peerRelays.timeout)
+                let controller = try await ChatController.open(database: engineDatabase, defaultRelays: relays, logger: logger, limits: limits, agentOptions: agentOptions)
+                return EmbeddedEngine(ChatAPI(controller: controller))
+            } catch {
+                let where_ = if case .sqlite = engineDatabase { "\(prefix)_*.db" } else { "\(engineDatabase)" }
+                throw BotHostError("cannot open the databases of bot \(options.name) (\(where_)): \(error)")
+            }
+        case let .libsimplex(library, key, confirm):
+            let location: LibSimplexEngine.Database
+            if let database {
+                location = .postgres(connection: database, schemaPrefix: options.dataPrefix)
+            } else {
+                location = .sqlite(prefix: prefix, key: key)
+            }
+            do {
+                return try await LibSimplexEngine.open(library: library, database: location, confirm: confirm, logger: logger)
+            } catch {
+                throw BotHostError("bot \(options.name): \(error)")
+            }
+        case let .websocket(url, token):
+            do {
+                return try await WebSocketEngine.connect(url: url, token: token, logger: logger)
+            } catch {
+                throw BotHostError("bot \(options.name): \(error)")
+            }
+        }
+    }
+
+    private init(options: BotOptions, api: any BotEngine, plugins: PluginManager, address: String?, userId: Int64,
                  agentLocation: DatabaseLocation, engine: EngineMetrics, logger: Logger, lock: DatabaseLock) {
         self.name = options.name
         self.agentLocation = agentLocation
         self.options = options
         self.api = api
-        self.controller = controller
         self.plugins = plugins
         self.address = address
         self.userId = userId
@@ -129,9 +173,9 @@ public final class HostedBot: Sendable {
         self.databaseLock = lock
         (menuChanges, menuChangeSink) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let state = self.state
-        engineService = EngineService(controller: controller, api: api, logger: logger,
+        engineService = EngineService(engine: api, logger: logger,
                                       running: { r in state.withLockedValue { $0.engineRunning = r }; engine.changes.bump() })
-        events = EventHub(source: api.encodedEvents)
+        events = EventHub(source: api.events)
         pluginEvents = events.subscribe()
     }
 
@@ -154,8 +198,8 @@ public final class HostedBot: Sendable {
             }
             group.addTask {
                 for await encoded in self.pluginEvents.events {
-                    self.engine.observe(encoded.event)
-                    self.plugins.dispatch(type: encoded.event.tag, json: encoded.json, receivedItemId: BotHost.receivedItemId(encoded.event))
+                    if let event = encoded.event { self.engine.observe(event) }
+                    self.plugins.dispatch(type: encoded.type, json: encoded.json, receivedItemId: encoded.event.flatMap(BotHost.receivedItemId))
                 }
             }
             await group.next()
@@ -174,7 +218,7 @@ public final class HostedBot: Sendable {
         // (A configured one that failed to start keeps the last policy: refusing stays the safer side.)
         let configured = specs.contains { URL(fileURLWithPath: $0.path).lastPathComponent.contains("channel-relay") }
             || plugins.statuses().contains { $0.info.name == "channel-relay" }
-        if isChatRelay, !configured,
+        if isChatRelay, !configured, let controller,
            await controller.currentRelayPolicy != ChannelRelayPolicy() {
             do {
                 _ = try await controller.setRelayPolicy(.object([]))
@@ -203,7 +247,7 @@ public final class HostedBot: Sendable {
     /// stopped, both databases closed) and releases the bot's lock.
     func close() async {
         menuChangeSink.finish()
-        await controller.close()
+        await api.close()
         databaseLock.release()
     }
 
@@ -216,6 +260,7 @@ public final class HostedBot: Sendable {
     /// logs a channel's counters when they changed (at most every 10 s per channel).
     private func watchRelayChannels() async {
         var logged: [Int64: (RelayChannelCounters, ContinuousClock.Instant)] = [:]
+        guard let controller else { return }
         while !Task.isCancelled {
             if let channels = try? await controller.relayChannelCounters() {
                 relayChannels.withLockedValue { $0 = channels }
@@ -235,7 +280,7 @@ public final class HostedBot: Sendable {
     /// Relay mode's part of the status: the relay address, the policy's refusals and each
     /// served channel's counters; null for an ordinary bot.
     func relayStatusJSON() async -> JSONValue {
-        guard isChatRelay else { return .null }
+        guard isChatRelay, let controller else { return .null }
         let channels = (try? await controller.relayChannelCounters()) ?? relayChannels.withLockedValue { $0 }
         let refused = await controller.relayPolicyRefusals
         return .object([("relayAddress", address.map(JSONValue.string) ?? .null),

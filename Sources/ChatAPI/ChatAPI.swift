@@ -219,16 +219,46 @@ public struct ChatAPI: Sendable {
 /// A chat event beside its JSON text, written once (`ChatAPI.text(_:)`): readers
 /// that act on the event switch on ``event``; readers that pass it on as text (plugins, the
 /// WebSocket API, the admin API's event stream) take ``json``, with no second encoding.
+///
+/// From a foreign engine (SimpleX's own, through the bot host) the text is what the engine sent,
+/// passed on as it came; ``event`` is its typed form when this engine knows the type and can read
+/// it, and nil for a type or shape it does not know (a newer engine's).
 public struct EncodedChatEvent: Sendable {
-    public let event: ChatEvent
+    public let event: ChatEvent?
+    /// The event's `"type"`.
+    public let type: String
     /// The event as compact JSON text: the same text as `ChatAPI.encode(event).description`.
     public let json: String
 
     public init(_ event: ChatEvent) {
         self.event = event
+        type = event.tag
         json = String(decoding: ChatAPI.text(event), as: UTF8.self)
     }
+
+    /// An event as a foreign engine sent it: `value` is the event object (its `"type"` names it).
+    public init(foreign value: JSONValue) {
+        type = value["type"]?.stringValue ?? ""
+        json = value.description
+        event = try? JSONValueDecoder().decode(ChatEvent.self, from: value)
+    }
 }
+
+/// What runs bot API command lines and answers with bot API responses: the embedded engine's
+/// ``ChatAPI``, or a foreign engine the bot host drives (SimpleX's library or CLI).
+public protocol ChatCommandRunner: Sendable {
+    /// Runs one command. Returns the response object, or a `chatCmdError` object.
+    func execute(_ line: String, idempotencyKey: String?) async -> JSONValue
+    /// Runs one command, typed: the response, or the failure.
+    func respond(_ line: String, idempotencyKey: String?) async -> Result<ChatResponse, ChatFailure>
+}
+
+extension ChatCommandRunner {
+    public func execute(_ line: String) async -> JSONValue { await execute(line, idempotencyKey: nil) }
+    public func respond(_ line: String) async -> Result<ChatResponse, ChatFailure> { await respond(line, idempotencyKey: nil) }
+}
+
+extension ChatAPI: ChatCommandRunner {}
 
 extension ChatFailure {
     /// The failure's `chatError` object.

@@ -30,7 +30,7 @@ public struct ChatWebSocketServer: Service {
     let logger: Logger
     let onListening: @Sendable (ListenAddress) async -> Void
 
-    public init<Event: WebSocketAPIEvent>(api: ChatAPI, events: EventHub<Event>, listen: ListenAddress, token: String?,
+    public init<Event: WebSocketAPIEvent>(api: any ChatCommandRunner, events: EventHub<Event>, listen: ListenAddress, token: String?,
                 browsers: BrowserGuard = BrowserGuard(), logger: Logger,
                 onListening: @escaping @Sendable (ListenAddress) async -> Void = { _ in }) throws {
         if let token, token.isEmpty { throw ServerConfigurationError("the WebSocket API's token must not be empty") }
@@ -85,7 +85,7 @@ public struct ChatWebSocketServer: Service {
     }
 
     /// One connection: events written as they come, commands answered in order.
-    static func serve<Event: WebSocketAPIEvent>(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, api: ChatAPI,
+    static func serve<Event: WebSocketAPIEvent>(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, api: any ChatCommandRunner,
                                                 events: EventHub<Event>, logger: Logger) async {
         let subscription = events.subscribe(limit: maxPendingEvents)
         await withTaskGroup(of: Void.self) { group in

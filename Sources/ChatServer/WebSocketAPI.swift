@@ -43,7 +43,7 @@ public enum WebSocketAPI {
     }
 
     /// The answer to one frame (runs the command when the frame holds one).
-    public static func respond(to text: String, api: ChatAPI) async -> String {
+    public static func respond(to text: String, api: any ChatCommandRunner) async -> String {
         switch parse(text) {
         case let .command(corrId, cmd):
             return response(corrId: corrId, resp: await api.execute(cmd))

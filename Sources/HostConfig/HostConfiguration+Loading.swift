@@ -70,7 +70,7 @@ extension HostConfiguration {
 }
 
 extension NodeDecoder {
-    static let topKeys = ["data_dir", "log_level", "bot", "relays", "embedded_relay", "address", "plugin_dirs", "plugins", "peer_relays", "ws_api", "admin", "log", "bots", "chat_relay", "database"]
+    static let topKeys = ["data_dir", "log_level", "bot", "relays", "embedded_relay", "address", "plugin_dirs", "plugins", "peer_relays", "ws_api", "admin", "log", "bots", "chat_relay", "database", "engine"]
 
     /// Decodes the whole file; nil when something required is missing or wrong (the problems
     /// are in `sink` either way).
@@ -106,7 +106,7 @@ extension NodeDecoder {
         let botsNode = f("bots")
         var bot: HostConfiguration.Bot?
         if botsNode != nil {
-            for key in ["bot", "address", "plugins", "chat_relay"] {
+            for key in ["bot", "address", "plugins", "chat_relay", "engine"] {
                 if f(key) != nil, let keyNode = root.entries?.first(where: { $0.key == key }) {
                     sink.add(keyNode.keyMark, "\(key): with bots: given, each bot has its own \(key == "bot" ? "profile (display_name, …)" : key); move it into the entries of bots")
                 }
@@ -164,12 +164,22 @@ extension NodeDecoder {
         var chatRelay: HostConfiguration.ChatRelay?
         if botsNode == nil, let n = f("chat_relay") { chatRelay = self.chatRelay(n, "chat_relay") }
 
+        var engine = HostConfiguration.Engine.swiftplex
+        if botsNode == nil, let n = f("engine") {
+            engine = self.engine(n, "engine", directory: directory) ?? .swiftplex
+            foreignEngineProblems(engine, at: n, path: "engine", chatRelay: f("chat_relay"), address: f("address"))
+        }
+
         var bots: [HostConfiguration.BotEntry] = []
         if let botsNode {
             bots = botList(botsNode, directory: directory) ?? []
         } else if let bot {
             bots = [HostConfiguration.BotEntry(name: HostConfiguration.defaultBotName, data: HostConfiguration.defaultBotName, profile: bot,
-                                               address: address, plugins: plugins, chatRelay: chatRelay, keyPath: "", mark: root.mark)]
+                                               address: address, plugins: plugins, chatRelay: chatRelay, engine: engine, keyPath: "", mark: root.mark)]
+        }
+
+        if let n = f("peer_relays"), let foreign = bots.first(where: { $0.engine != .swiftplex }) {
+            problem(n, "peer_relays", "needs Swiftplex's engine (which relays peers' links may make a bot dial is its policy), but bot \(JSONWriter.quote(foreign.name)) runs on another engine; SimpleX's engine has network settings of its own")
         }
 
         var webSocketAPI: HostConfiguration.WebSocketAPI?
@@ -237,6 +247,84 @@ extension NodeDecoder {
     /// `chat_relay:` of the bot or of an entry of `bots:`: `true`/`false`, or a mapping
     /// (`enabled`, default true; `print_qr`, default false). Nil when relay mode is off (also for
     /// a key without a value, which takes the default like every key).
+    /// `engine:` — `swiftplex`, or a mapping with `type: libsimplex` (`library`, `key`,
+    /// `confirm_migrations`) or `type: websocket` (`url`, `token`).
+    mutating func engine(_ node: ConfigNode, _ path: String, directory: String) -> HostConfiguration.Engine? {
+        if let word = node.scalar {
+            guard word == "swiftplex" else {
+                expected("swiftplex, or a mapping with type: libsimplex (library: …) or type: websocket (url: …)", node, path)
+                return nil
+            }
+            return .swiftplex
+        }
+        guard let f = fields(node, path, known: ["type", "library", "key", "confirm_migrations", "url", "token"]) else { return nil }
+        guard let typeNode = f("type") else {
+            problem(node, path, "missing required key \"type\" (swiftplex, libsimplex or websocket)")
+            return nil
+        }
+        guard let type = string(typeNode, f.path("type")) else { return nil }
+        func refuse(_ keys: [String]) -> Bool {
+            var bad = false
+            for key in keys {
+                if let n = f(key) {
+                    problem(n, f.path(key), "is not a setting of engine type \(type)")
+                    bad = true
+                }
+            }
+            return bad
+        }
+        switch type {
+        case "swiftplex":
+            return refuse(["library", "key", "confirm_migrations", "url", "token"]) ? nil : .swiftplex
+        case "libsimplex":
+            guard !refuse(["url", "token"]) else { return nil }
+            guard let n = f("library") else {
+                problem(node, path, "missing required key \"library\" (the path of libsimplex.so)")
+                return nil
+            }
+            guard let library = nonEmptyString(n, f.path("library")) else { return nil }
+            let key = f("key").flatMap { string($0, f.path("key")) } ?? ""
+            var confirm = "yesUp"
+            if let n = f("confirm_migrations"), let s = string(n, f.path("confirm_migrations")) {
+                guard ["yesUp", "yesUpDown", "error"].contains(s) else {
+                    problem(n, f.path("confirm_migrations"), "must be yesUp (apply new migrations), yesUpDown (also roll back) or error (refuse to migrate), got \(n.shown)")
+                    return nil
+                }
+                confirm = s
+            }
+            return .libsimplex(library: HostConfiguration.resolve(library, against: directory), key: key, confirmMigrations: confirm)
+        case "websocket":
+            guard !refuse(["library", "key", "confirm_migrations"]) else { return nil }
+            guard let n = f("url") else {
+                problem(node, path, "missing required key \"url\" (where simplex-chat -p PORT serves, like ws://127.0.0.1:5225)")
+                return nil
+            }
+            guard let url = nonEmptyString(n, f.path("url")) else { return nil }
+            guard url.hasPrefix("ws://") || url.hasPrefix("wss://") else {
+                problem(n, f.path("url"), "must be a ws:// or wss:// URL (like ws://127.0.0.1:5225), got \(n.shown)")
+                return nil
+            }
+            let token = f("token").flatMap { string($0, f.path("token")) }
+            return .websocket(url: url, token: token)
+        default:
+            problem(typeNode, f.path("type"), "must be swiftplex, libsimplex or websocket, got \(typeNode.shown)")
+            return nil
+        }
+    }
+
+    /// What a bot asks of its engine that only Swiftplex's has, on a foreign engine: a problem
+    /// each, at the `engine:` that makes it so.
+    mutating func foreignEngineProblems(_ engine: HostConfiguration.Engine, at node: ConfigNode, path: String,
+                                        chatRelay: ConfigNode?, address: ConfigNode?) {
+        guard engine != .swiftplex else { return }
+        if let chatRelay, chatRelay.boolValue != false {
+            problem(node, path, "chat_relay (relay mode) needs Swiftplex's engine: its channel policy and statistics are Swiftplex's extensions; on SimpleX run `simplex-chat --relay --headless` as the relay instead")
+        }
+        for key in ["requests_per_minute", "max_pending_requests", "request_ttl"] where address?.entries?.contains(where: { $0.key == key }) == true {
+            problem(node, path, "address.\(key) needs Swiftplex's engine (its contact-request limits); SimpleX's engine keeps none, so this would be ignored")
+        }
+    }
+
     mutating func chatRelay(_ node: ConfigNode, _ path: String) -> HostConfiguration.ChatRelay? {
         if let b = node.boolValue { return b ? HostConfiguration.ChatRelay() : nil }
         guard node.entries != nil || node.isNull else {
@@ -284,7 +372,7 @@ extension NodeDecoder {
         return plugins
     }
 
-    static let botEntryKeys = ["name", "data"] + profileKeys + ["address", "plugins", "chat_relay"]
+    static let botEntryKeys = ["name", "data"] + profileKeys + ["address", "plugins", "chat_relay", "engine"]
 
     /// `bots:` — every entry decoded, names and data prefixes unique; nil when any entry is wrong
     /// (the problems are in `sink`).
@@ -346,12 +434,21 @@ extension NodeDecoder {
             let address = f("address").map { self.address($0, f.path("address")) } ?? HostConfiguration.Address(enabled: true, printQR: true)
             let plugins = f("plugins").map { pluginList($0, f.path("plugins"), directory: directory) } ?? []
             let chatRelay = f("chat_relay").flatMap { self.chatRelay($0, f.path("chat_relay")) }
+            var engine = HostConfiguration.Engine.swiftplex
+            if let n = f("engine") {
+                guard let e = self.engine(n, f.path("engine"), directory: directory) else {
+                    ok = false
+                    continue
+                }
+                engine = e
+                foreignEngineProblems(engine, at: n, path: f.path("engine"), chatRelay: f("chat_relay"), address: f("address"))
+            }
             guard let name, let data, let profile else {
                 ok = false
                 continue
             }
             bots.append(HostConfiguration.BotEntry(name: name, data: data, profile: profile, address: address, plugins: plugins,
-                                                   chatRelay: chatRelay, keyPath: path + ".", mark: item.mark))
+                                                   chatRelay: chatRelay, engine: engine, keyPath: path + ".", mark: item.mark))
         }
         return ok && bots.count == items.count ? bots : nil
     }

@@ -106,11 +106,24 @@ public struct HostConfiguration: Sendable, Hashable {
         public var plugins: [Plugin]
         /// `chat_relay:`: the bot runs as a chat relay user (relay mode); nil for an ordinary bot.
         public var chatRelay: ChatRelay? = nil
+        /// `engine:`: the chat engine the bot runs on.
+        public var engine: Engine = .swiftplex
         /// Where its keys are: `""` for a `bot:` config, `bots[N].` for an entry of `bots:`
         /// (messages about a plugin's `config:` name `<keyPath>plugins[M].config`).
         public var keyPath: String
         /// Where the entry starts.
         public var mark: ConfigMark
+    }
+
+    /// `engine:` — which chat engine a bot runs on (docs/simplex-network.md).
+    public enum Engine: Sendable, Hashable {
+        /// Swiftplex's engine in the host (the default).
+        case swiftplex
+        /// SimpleX's (or Swiftplex's) `libsimplex.so` at `library` (resolved against the
+        /// configuration's directory), loaded at run time.
+        case libsimplex(library: String, key: String, confirmMigrations: String)
+        /// A `simplex-chat -p PORT` process at `url`.
+        case websocket(url: String, token: String?)
     }
 
     /// Relay mode (`chat_relay:`): the bot is a chat relay user — created with `userChatRelay`,

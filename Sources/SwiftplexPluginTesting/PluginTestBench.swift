@@ -49,6 +49,8 @@ public final class PluginTestBench: Sendable {
     private let hostTask: Task<Void, Never>
     private let contacts = NIOLockedValueBox<[ScriptedContact]>([])
     private let logger: Logger
+    /// A foreign engine's relay (and process), when the bot runs on one.
+    private let foreign: ForeignEngine?
 
     /// A built product (plugin or runner) next to the running test binary, or in `SWIFTPLEX_BIN_DIR`.
     public static func product(_ file: String) -> String {
@@ -66,12 +68,31 @@ public final class PluginTestBench: Sendable {
         ProcessInfo.processInfo.environment["SWIFTPLEX_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
     }
 
-    /// Runs `body` with a bench started as ``start(plugins:botName:logLevel:)`` does, and shuts the
+    /// The chat engine the bench's bot runs on.
+    public enum Engine: Sendable, CaseIterable, CustomStringConvertible {
+        /// Swiftplex's engine in the host (the default).
+        case embedded
+        /// `libsimplex.so` from the build directory, loaded by path (as SimpleX's would be).
+        case libsimplex
+        /// A `swiftplex-chat -p 0` process the bench starts, over SimpleX's WebSocket API (as a
+        /// `simplex-chat -p` process would be).
+        case webSocket
+
+        public var description: String {
+            switch self {
+            case .embedded: "embedded"
+            case .libsimplex: "libsimplex"
+            case .webSocket: "websocket"
+            }
+        }
+    }
+
+    /// Runs `body` with a bench started as ``start(plugins:botName:logLevel:engine:)`` does, and shuts the
     /// bench down when `body` returns or throws — awaited, so that the next test begins with
     /// nothing of this one still running.
     public static func withBench<T>(plugins: [Plugin], botName: String = "test-bot", logLevel: Logger.Level = defaultLogLevel,
-                                    _ body: (PluginTestBench) async throws -> T) async throws -> T {
-        let bench = try await start(plugins: plugins, botName: botName, logLevel: logLevel)
+                                    engine: Engine = .embedded, _ body: (PluginTestBench) async throws -> T) async throws -> T {
+        let bench = try await start(plugins: plugins, botName: botName, logLevel: logLevel, engine: engine)
         let result: T
         do {
             result = try await body(bench)
@@ -83,37 +104,56 @@ public final class PluginTestBench: Sendable {
         return result
     }
 
-    /// Starts a bot named `botName` with `plugins`, its own relay, and a contact address; the
-    /// caller shuts it down with ``shutdown()`` (``withBench(plugins:botName:logLevel:_:)`` does it for you).
-    public static func start(plugins: [Plugin], botName: String = "test-bot", logLevel: Logger.Level = defaultLogLevel) async throws -> PluginTestBench {
+    /// Starts a bot named `botName` with `plugins`, a relay, and a contact address; the caller
+    /// shuts it down with ``shutdown()`` (``withBench(plugins:botName:logLevel:engine:_:)`` does it
+    /// for you). On Swiftplex's engine the relay is the host's embedded one; on a foreign engine it
+    /// is a relay of the bench's own in this process, which the engine and the contacts use.
+    public static func start(plugins: [Plugin], botName: String = "test-bot", logLevel: Logger.Level = defaultLogLevel,
+                             engine: Engine = .embedded) async throws -> PluginTestBench {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-plugin-test-\(UUID().uuidString)")
         var logger = Logger(label: "plugin-test")
         logger.logLevel = logLevel
-        let options = BotHostOptions(dataDirectory: directory.appendingPathComponent("bot"),
+        var options = BotHostOptions(dataDirectory: directory.appendingPathComponent("bot"),
                                      profile: .init(displayName: botName),
                                      relays: .embedded(host: "127.0.0.1", port: 0, publicHost: nil),
                                      plugins: plugins.map(\.spec),
                                      runnerExecutable: binDirectory.appendingPathComponent("swiftplex-plugin-runner"))
-        let host = try await BotHost.start(options, logger: logger)
+        let foreign = try await ForeignEngine.start(engine, botName: botName, directory: directory, logger: logger)
+        if let foreign {
+            options.relays = .external([foreign.relay.address])
+            options.engine = foreign.choice
+        }
+        let host: BotHost
+        do {
+            host = try await BotHost.start(options, logger: logger)
+        } catch {
+            await foreign?.stop()
+            throw error
+        }
         for status in plugins where !host.plugins.statuses().contains(where: { $0.name == status.name }) {
             await host.shutdown()
+            await foreign?.stop()
             throw HarnessError("plugin \(status.name) did not start (see the log; run with logLevel: .info)")
         }
         let task = Task { await host.run() }
-        return PluginTestBench(host: host, directory: directory, hostTask: task, logger: logger)
+        return PluginTestBench(host: host, directory: directory, hostTask: task, logger: logger, foreign: foreign)
     }
 
-    private init(host: BotHost, directory: URL, hostTask: Task<Void, Never>, logger: Logger) {
+    private init(host: BotHost, directory: URL, hostTask: Task<Void, Never>, logger: Logger, foreign: ForeignEngine?) {
         self.host = host
         self.directory = directory
         self.hostTask = hostTask
         self.logger = logger
+        self.foreign = foreign
     }
+
+    /// The relay the bot's contacts use: the host's embedded one, or the bench's own.
+    private var relay: RelayAddress? { foreign?.relay.address ?? host.relayAddress }
 
     /// A new person named `name` who connects to the bot's contact address and waits until connected.
     /// Several people may share a name (each has its own engine).
     public func connect(_ name: String, timeout: Duration = .seconds(20)) async throws -> ScriptedContact {
-        guard let address = host.address, let relay = host.relayAddress else { throw HarnessError("the bot has no address") }
+        guard let address = host.address, let relay else { throw HarnessError("the bot has no address") }
         let contact = try await ScriptedContact.start(name: name, directory: contactDirectory(name),
                                                       relay: relay, logger: logger)
         contacts.withLockedValue { $0.append(contact) }
@@ -124,7 +164,7 @@ public final class PluginTestBench: Sendable {
     /// A new person with an engine of their own who is not connected to the bot (connect people
     /// with ``ScriptedContact/connect(with:timeout:)``, for example to put them in a group with the bot).
     public func person(_ name: String) async throws -> ScriptedContact {
-        guard let relay = host.relayAddress else { throw HarnessError("the bot has no relay") }
+        guard let relay else { throw HarnessError("the bot has no relay") }
         let contact = try await ScriptedContact.start(name: name, directory: contactDirectory(name), relay: relay, logger: logger)
         contacts.withLockedValue { $0.append(contact) }
         return contact
@@ -133,7 +173,7 @@ public final class PluginTestBench: Sendable {
     /// Sends a contact request to the bot and returns without waiting for acceptance (for
     /// plugins that may reject it).
     public func request(_ name: String) async throws -> ScriptedContact {
-        guard let address = host.address, let relay = host.relayAddress else { throw HarnessError("the bot has no address") }
+        guard let address = host.address, let relay else { throw HarnessError("the bot has no address") }
         let contact = try await ScriptedContact.start(name: name, directory: contactDirectory(name),
                                                       relay: relay, logger: logger)
         contacts.withLockedValue { $0.append(contact) }
@@ -152,6 +192,7 @@ public final class PluginTestBench: Sendable {
         for c in contacts.withLockedValue({ $0 }) { await c.stop() }
         await host.shutdown()
         await hostTask.value
+        await foreign?.stop()
         try? FileManager.default.removeItem(at: directory)
     }
 }

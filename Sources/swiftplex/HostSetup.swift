@@ -99,6 +99,11 @@ struct HostSetup {
                                                  peerType: entry.profile.peerType.rawValue, publishCommands: entry.profile.publishCommands)
             profile.chatRelay = entry.chatRelay != nil
             var bot = BotOptions(name: entry.name, dataPrefix: entry.data, profile: profile, createAddress: entry.address.enabled, plugins: specs)
+            bot.engine = switch entry.engine {
+            case .swiftplex: .swiftplex
+            case let .libsimplex(library, key, confirm): .libsimplex(library: library, key: key, confirmMigrations: confirm)
+            case let .websocket(url, token): .websocket(url: url, token: token)
+            }
             bot.requestsPerMinute = entry.address.requestsPerMinute
             bot.maxPendingRequests = entry.address.maxPendingRequests
             bot.requestTTL = entry.address.requestTTL
@@ -110,6 +115,7 @@ struct HostSetup {
                                      createAddress: first.createAddress, plugins: first.plugins, runnerExecutable: Self.runnerExecutable)
         options.botName = first.name
         options.dataPrefix = first.dataPrefix
+        options.engine = first.engine
         options.requestsPerMinute = first.requestsPerMinute
         options.maxPendingRequests = first.maxPendingRequests
         options.requestTTL = first.requestTTL

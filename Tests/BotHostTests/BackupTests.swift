@@ -35,7 +35,7 @@ import ZIPFoundation
                 // The bot, with the person as its contact.
                 let host = try await BotHost.start(options(original, relay: relay), logger: quiet)
                 let running = Task { await host.run() }
-                let events = AsyncInbox(host.events.subscribe().events.map { ChatAPI.encode($0.event) }, describe: { $0["type"]?.stringValue ?? "?" })
+                let events = AsyncInbox(host.events.subscribe().events.map { (try? JSONValue.parse($0.json)) ?? .null }, describe: { $0["type"]?.stringValue ?? "?" })
                 let address = try #require(host.address)
                 _ = await person.execute("/_connect 1 \(address)")
                 let request = try await events.first(where: { $0["type"]?.stringValue == "receivedContactRequest" }, "request", timeout: .seconds(30))
@@ -69,7 +69,7 @@ import ZIPFoundation
                 // The restored bot has the contact, gets its message and answers it.
                 let again = try await BotHost.start(options(restored, relay: relay), logger: quiet)
                 let runningAgain = Task { await again.run() }
-                let againEvents = AsyncInbox(again.events.subscribe().events.map { ChatAPI.encode($0.event) }, describe: { $0["type"]?.stringValue ?? "?" })
+                let againEvents = AsyncInbox(again.events.subscribe().events.map { (try? JSONValue.parse($0.json)) ?? .null }, describe: { $0["type"]?.stringValue ?? "?" })
                 #expect(again.address == address)
                 let contacts = await again.api.execute("/_contacts \(again.userId)")
                 let contact = try #require(contacts["contacts"]?.arrayFirst)

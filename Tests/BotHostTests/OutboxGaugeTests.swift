@@ -39,7 +39,7 @@ import Testing
                 let host = try await BotHost.start(options, logger: silent)
                 let running = Task { await host.run() }
                 do {
-                    let events = AsyncInbox(host.events.subscribe().events.map { ChatAPI.encode($0.event) }, describe: { $0["type"]?.stringValue ?? "?" })
+                    let events = AsyncInbox(host.events.subscribe().events.map { (try? JSONValue.parse($0.json)) ?? .null }, describe: { $0["type"]?.stringValue ?? "?" })
                     let link = try #require(await person.execute("/_connect 1")["connLinkInvitation"]?["connFullLink"]?.stringValue)
                     _ = await host.api.execute("/_connect \(host.userId) \(link)")
                     let connected = try await events.first(where: { $0["type"]?.stringValue == "contactConnected" }, "contactConnected", timeout: .seconds(30))

@@ -53,7 +53,7 @@ import Testing
         var withPlugin = options(dir, relay: true)
         withPlugin.plugins = [plugin]
         let first = try await BotHost.start(withPlugin, logger: quiet)
-        #expect(await first.bots[0].controller.currentRelayPolicy == ChannelRelayPolicy(maxChannels: 3))
+        #expect(await first.bots[0].controller?.currentRelayPolicy == ChannelRelayPolicy(maxChannels: 3))
         await first.shutdown()
         // Kept through the shutdown (the plugin's stop no longer clears it).
         let db = try DatabaseQueue(path: BotHost.databasePrefix(dir) + "_chat.db")
@@ -62,7 +62,7 @@ import Testing
         #expect(stored?.contains("\"maxChannels\":3") == true, "\(String(describing: stored))")
 
         let without = try await BotHost.start(options(dir, relay: true), logger: quiet)
-        #expect(await without.bots[0].controller.currentRelayPolicy == ChannelRelayPolicy())
+        #expect(await without.bots[0].controller?.currentRelayPolicy == ChannelRelayPolicy())
         await without.shutdown()
     }
 

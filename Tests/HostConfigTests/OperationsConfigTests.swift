@@ -70,4 +70,44 @@ import Testing
         let line = try #require(bad.first { $0.contains("allowed_origins[1]") })
         #expect(line.hasPrefix("\(minimal.split(separator: "\n", omittingEmptySubsequences: false).count + 3):"), "\(line)")
     }
+
+    @Test func theEngineIsSwiftplexUnlessToldAndAForeignOneIsReadPerBot() throws {
+        #expect(try load(minimal).0.bots[0].engine == .swiftplex)
+        #expect(try load(minimal + "engine: swiftplex\n").0.bots[0].engine == .swiftplex)
+        let (lib, _) = try load(minimal + "engine:\n  type: libsimplex\n  library: lib/libsimplex.so\n  confirm_migrations: error\n")
+        guard case let .libsimplex(library, key, confirm) = lib.bots[0].engine else { Issue.record("\(lib.bots[0].engine)"); return }
+        #expect(library.hasSuffix("/lib/libsimplex.so") && library.hasPrefix("/"), "resolved against the config's directory: \(library)")
+        #expect(key == "" && confirm == "error")
+        let (ws, _) = try load(minimal + "engine: {type: websocket, url: ws://127.0.0.1:5225, token: abc}\n")
+        #expect(ws.bots[0].engine == .websocket(url: "ws://127.0.0.1:5225", token: "abc"))
+        let (bots, _) = try load("""
+            bots:
+              - name: a
+                display_name: A
+              - name: b
+                display_name: B
+                engine: {type: websocket, url: "ws://127.0.0.1:6000"}
+            """)
+        #expect(bots.bots.map(\.engine) == [.swiftplex, .websocket(url: "ws://127.0.0.1:6000", token: nil)])
+    }
+
+    @Test func badEnginesAndWhatOnlySwiftplexsEngineDoesAreRefusedWhereTheyAreWritten() throws {
+        let unknown = try problems(minimal + "engine: haskell\n")
+        #expect(unknown.contains { $0.hasPrefix("3:") && $0.contains("engine") && $0.contains("swiftplex") }, "\(unknown)")
+        let noLibrary = try problems(minimal + "engine:\n  type: libsimplex\n")
+        #expect(noLibrary.contains { $0.contains("library") }, "\(noLibrary)")
+        let badURL = try problems(minimal + "engine:\n  type: websocket\n  url: http://x:1\n")
+        #expect(badURL.contains { $0.hasPrefix("5:") && $0.contains("ws://") }, "\(badURL)")
+        let mixed = try problems(minimal + "engine:\n  type: websocket\n  url: ws://x:1\n  library: /l.so\n")
+        #expect(mixed.contains { $0.contains("engine.library") && $0.contains("not a setting") }, "\(mixed)")
+        let confirm = try problems(minimal + "engine:\n  type: libsimplex\n  library: /l.so\n  confirm_migrations: maybe\n")
+        #expect(confirm.contains { $0.contains("confirm_migrations") }, "\(confirm)")
+        // What needs Swiftplex's engine, asked of another: at the engine line.
+        let relay = try problems(minimal + "chat_relay: true\nengine: {type: websocket, url: ws://x:1}\n")
+        #expect(relay.contains { $0.hasPrefix("4:") && $0.contains("chat_relay") && $0.contains("Swiftplex's engine") }, "\(relay)")
+        let limits = try problems(minimal + "address:\n  requests_per_minute: 5\nengine: {type: websocket, url: ws://x:1}\n")
+        #expect(limits.contains { $0.contains("requests_per_minute") && $0.contains("Swiftplex's engine") }, "\(limits)")
+        let peer = try problems(minimal + "peer_relays:\n  refuse_private: true\nengine: {type: websocket, url: ws://x:1}\n")
+        #expect(peer.contains { $0.contains("peer_relays") && $0.contains("Swiftplex's engine") }, "\(peer)")
+    }
 }

@@ -1,0 +1,79 @@
+import BotHost
+import ChatCore
+import Foundation
+import Logging
+import PluginHost
+import SwiftplexPluginTesting
+import Testing
+
+/// The bot host on engines other than its embedded one, through the one seam (``BotEngine``):
+/// `libsimplex.so` loaded by path at run time, and a `swiftplex-chat -p` process over SimpleX's
+/// WebSocket API — standing in for SimpleX's own library and CLI, which speak the same C ABI and
+/// WebSocket API.
+@Suite(.timeLimit(.minutes(3))) struct ForeignEngineTests {
+    static let engines: [PluginTestBench.Engine] = [.embedded, .libsimplex, .webSocket]
+
+    @Test(arguments: engines) func welcomeAndEchoWorkOnEveryEngine(_ engine: PluginTestBench.Engine) async throws {
+        try await PluginTestBench.withBench(plugins: PluginsEndToEndTests.acceptAndEcho(), engine: engine) { bench in
+            #expect(bench.host.api.kind == (engine == .embedded ? "swiftplex" : engine == .libsimplex ? "libsimplex" : "websocket"))
+            let alice = try await bench.connect("alice")
+            #expect(try await alice.nextMessage() == PluginsEndToEndTests.welcome)
+            for text in ["hello", "ünïcödé ✓"] {
+                try await alice.send(text)
+                #expect(try await alice.nextMessage() == text)
+            }
+            let bob = try await bench.connect("bob")
+            #expect(try await bob.nextMessage() == PluginsEndToEndTests.welcome)
+            try await bob.send("hi from bob")
+            #expect(try await bob.nextMessage() == "hi from bob")
+        }
+    }
+
+    @Test(arguments: engines) func broadcastWorksOnEveryEngine(_ engine: PluginTestBench.Engine) async throws {
+        try await PluginTestBench.withBench(plugins: [
+            .init(name: "welcome", path: PluginTestBench.product("libauto-accept.so"), config: "{}"),
+            .init(name: "news", path: PluginTestBench.product("libbroadcast.so"),
+                  config: #"{"admins": ["1:alice"], "notice": "This bot only forwards announcements."}"#),
+        ], engine: engine) { bench in
+            let alice = try await bench.connect("alice")
+            let bob = try await bench.connect("bob")
+            try await alice.send("the meeting moves to 3pm")
+            #expect(try await bob.nextMessage() == "the meeting moves to 3pm")
+            #expect(try await alice.nextMessage().contains("1"))
+            try await bob.send("can I broadcast?")
+            #expect(try await bob.nextMessage() == "This bot only forwards announcements.")
+        }
+    }
+
+    /// A missing library, a library that is not SimpleX's chat library, and an engine URL nobody
+    /// serves are start-up errors naming the file or the URL.
+    @Test func aMissingOrWrongLibraryAndAnUnreachableEngineAreClearStartUpErrors() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-foreign-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var logger = Logger(label: "foreign-engine-test")
+        logger.logLevel = .critical
+        func options(_ engine: EngineChoice) -> BotHostOptions {
+            var o = BotHostOptions(dataDirectory: dir.appendingPathComponent(UUID().uuidString), profile: .init(displayName: "Foreign"),
+                                   relays: .embedded(host: "127.0.0.1", port: 0, publicHost: nil),
+                                   runnerExecutable: URL(fileURLWithPath: PluginTestBench.product("swiftplex-plugin-runner")))
+            o.engine = engine
+            return o
+        }
+        func startError(_ engine: EngineChoice) async -> String {
+            do {
+                let host = try await BotHost.start(options(engine), logger: logger)
+                await host.shutdown()
+                return "started"
+            } catch {
+                return "\(error)"
+            }
+        }
+        let missing = await startError(.libsimplex(library: "/nowhere/libsimplex.so"))
+        #expect(missing.contains("/nowhere/libsimplex.so") && missing.contains("does not exist"), "\(missing)")
+        let plugin = PluginTestBench.product("libauto-accept.so")
+        let wrong = await startError(.libsimplex(library: plugin))
+        #expect(wrong.contains(plugin) && wrong.contains("no chat_migrate_init"), "\(wrong)")
+        let unreachable = await startError(.websocket(url: "ws://127.0.0.1:1", token: nil))
+        #expect(unreachable.contains("ws://127.0.0.1:1") && unreachable.contains("cannot reach"), "\(unreachable)")
+    }
+}
