@@ -207,9 +207,10 @@ enum AdminOpenAPI {
             ("schemas", .object([
                 ("Object", .object([("type", .string("object"))])),
                 ("Error", object(["error": object(["type": string, "message": string], order: ["type", "message"])], order: ["error"])),
-                ("Readiness", object(["ready": boolean, "engineRunning": boolean, "relaysConnected": integer, "relaysDown": array(string),
-                                      "bots": array(botReadiness)],
-                                     order: ["ready", "engineRunning", "relaysConnected", "relaysDown", "bots"])),
+                // Without the token only `ready`; the rest with it.
+                ("Readiness", .object([("type", .string("object")), ("required", .array([.string("ready")])),
+                                       ("properties", .object([("ready", boolean), ("engineRunning", boolean), ("relaysConnected", integer),
+                                                               ("relaysDown", array(string)), ("bots", array(botReadiness))]))])),
                 ("Status", object(["engineRunning": boolean, "uptimeSeconds": integer, "version": string, "relays": array(string),
                                    "relaysConnected": integer, "embeddedRelay": boolean, "address": nullableString, "plugins": integer,
                                    "authFailures": integer, "eventSubscribers": integer, "bots": array(bot)],

@@ -93,6 +93,9 @@ struct AdminServer: Service {
             onServerRunning: { [options, listening, logger] channel in
                 let bound = ListenAddress(host: options.listen.host, port: channel.localAddress?.port ?? options.listen.port)
                 logger.info("admin API listening", metadata: ["address": "\(bound)"])
+                if !bound.isLoopback {
+                    logger.warning("the admin API listens beyond loopback over plain HTTP: its token and every answer cross the network unencrypted; keep it on 127.0.0.1 and reach it through SSH or a TLS-terminating proxy", metadata: ["address": "\(bound)"])
+                }
                 listening.set(bound)
             },
             logger: log
@@ -147,11 +150,13 @@ struct AdminServer: Service {
                        answers: [.init(status: "200", description: "The host process serves", schema: object)]) { _, _ in
                 JSONResponse.make(.object([("status", .string("ok"))]))
             },
-            AdminRoute(.get, "/readyz", "Readiness: the engine runs and its relays are connected (no token)", access: .open,
+            AdminRoute(.get, "/readyz", "Readiness: the engine runs and its relays are connected (no token: ready or not; with the token: per bot and relay)", access: .open,
                        answers: [.init(status: "200", description: "Ready", schema: .ref("Readiness")),
-                                 .init(status: "503", description: "Not ready", schema: .ref("Readiness"))]) { _, _ in
+                                 .init(status: "503", description: "Not ready", schema: .ref("Readiness"))]) { request, _ in
                 let (ready, json) = host.readiness()
-                return JSONResponse.make(json, status: ready ? .ok : .serviceUnavailable)
+                // Without the token it names nothing (no bots, no relay hosts): only ready or not.
+                let body: JSONValue = authorized(request) ? json : .object([("ready", .bool(ready))])
+                return JSONResponse.make(body, status: ready ? .ok : .serviceUnavailable)
             },
             AdminRoute(.get, "/", "The web dashboard (no token: the page asks for it)", access: .open,
                        answers: [.init(status: "200", description: "HTML", contentType: "text/html")]) { _, _ in
@@ -529,29 +534,45 @@ struct AdminErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 }
 
-/// Per-client token buckets.
+/// Per-client token buckets, for at most `maxClients` addresses at once.
+///
+/// When a new address comes and the table is full, the buckets that have refilled are forgotten
+/// (they hold nothing a new one would not); if every bucket still holds a debt, the new address
+/// shares one overflow bucket with the others that did not fit. No client's debt is ever
+/// forgiven to make room (which a flood of addresses could otherwise use to reset everyone's).
 final class RateLimiter: Sendable {
     private struct Bucket { var tokens: Double; var at: ContinuousClock.Instant }
     private let rate: Double
     private let burst: Double
+    private let maxClients: Int
     private let buckets = NIOLockedValueBox<[String: Bucket]>([:])
+    static let overflow = "(overflow)"
 
-    init(rate: Double, burst: Int) {
+    init(rate: Double, burst: Int, maxClients: Int = 10_000) {
         self.rate = rate
         self.burst = Double(burst)
+        self.maxClients = maxClients
     }
+
+    /// Addresses tracked now (for tests).
+    var trackedClients: Int { buckets.withLockedValue { $0.count } }
 
     func take(_ client: String) -> Bool {
         let now = ContinuousClock.now
+        let refill = Duration.seconds(burst / rate)
         return buckets.withLockedValue { b in
-            if b.count > 10_000 { b = [:] }  // bounded memory under a flood of addresses
-            var bucket = b[client] ?? Bucket(tokens: burst, at: now)
+            var key = client
+            if b[key] == nil, b.count >= maxClients {
+                b = b.filter { now - $0.value.at < refill }
+                if b.count >= maxClients { key = Self.overflow }
+            }
+            var bucket = b[key] ?? Bucket(tokens: burst, at: now)
             let elapsed = Double((now - bucket.at).components.seconds) + Double((now - bucket.at).components.attoseconds) / 1e18
             bucket.tokens = min(burst, bucket.tokens + elapsed * rate)
             bucket.at = now
             let ok = bucket.tokens >= 1
             if ok { bucket.tokens -= 1 }
-            b[client] = bucket
+            b[key] = bucket
             return ok
         }
     }

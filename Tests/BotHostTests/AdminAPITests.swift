@@ -310,8 +310,10 @@ import SwiftplexBase
                 #expect(figures[#"swiftplex_plugin_events_handled_total{bot="bot",instance="menu"}"#] != nil)
                 #expect((figures["process_open_fds"] ?? 0) > 10)
                 #expect((figures["process_resident_memory_bytes"] ?? 0) > 1_000_000)
-                let ready = json(try await http.get("/readyz"))
+                let ready = json(try await http.get("/readyz", token: token))
                 #expect(ready["ready"]?.boolValue == true && ready["relaysConnected"]?.intValue == 1)
+                // Without the token: ready or not, and nothing that names a bot or a relay.
+                #expect(json(try await http.get("/readyz")) == .object([("ready", .bool(true))]))
                 let plugin = json(try await http.get("/api/plugins", token: token))["plugins"]?.arrayFirst
                 #expect(plugin?["state"]?.stringValue == "running" && plugin?["queueDepth"]?.intValue != nil)
             }
@@ -367,6 +369,27 @@ import SwiftplexBase
             #expect(try await ws.upgrade("/", headers: ["Origin": "https://evil.example"]).status == 403)
             #expect(try await ws.upgrade("/", headers: ["Host": "rebind.example:\(ws.port)", "Origin": "http://rebind.example:\(ws.port)"]).status == 403)
         }
+    }
+
+    /// A flood of addresses cannot make the limiter forget a client's debt: when the table is
+    /// full, refilled buckets go first, and new addresses beyond it share one overflow bucket.
+    @Test func theRateLimiterKeepsEveryDebtWhenItTracksManyAddresses() {
+        let limiter = RateLimiter(rate: 0.001, burst: 2, maxClients: 3)
+        #expect(limiter.take("a") && limiter.take("a") && !limiter.take("a"))
+        for c in ["b", "c"] { _ = limiter.take(c) }
+        // The table is full of buckets in debt: new addresses share the overflow bucket …
+        #expect(limiter.take("x1") && limiter.take("x2"))
+        #expect(!limiter.take("x3"))
+        #expect(limiter.trackedClients == 4)
+        // … and "a" is still out of budget (before: the table was emptied and "a" began anew).
+        #expect(!limiter.take("a"))
+        // Buckets that have refilled are forgotten to make room.
+        let fast = RateLimiter(rate: 1_000_000, burst: 1, maxClients: 2)
+        #expect(fast.take("p") && fast.take("q"))
+        var taken = false
+        for _ in 0..<1_000_000 where fast.take("r") { taken = true; break }  // p and q refill within a microsecond
+        #expect(taken)
+        #expect(fast.trackedClients <= 2)
     }
 
     @Test func readinessFollowsTheRelayConnections() {

@@ -125,7 +125,7 @@ import Testing
             #expect(reload["results"]?.description.contains(#""bot":"beta""#) == true)
             let status = try await json("/api/status")
             #expect(status["bots"]?.arrayCount == 2)
-            let ready = try JSONValue.parse(try await http.get("/readyz").body)
+            let ready = try JSONValue.parse(try await http.get("/readyz", token: token).body)
             #expect(ready["ready"]?.boolValue == true && ready["bots"]?.arrayCount == 2)
             #expect(ready["relaysConnected"]?.intValue == 2)  // each engine to the embedded relay
 

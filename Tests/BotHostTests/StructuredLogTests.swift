@@ -1,4 +1,5 @@
 @testable import BotHost
+import ChatServer
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -68,5 +69,36 @@ import TestSupport
         #expect(value["counts"]?["a"]?.stringValue == "1" && value["list"]?.arrayCount == 2)
         let ts = try #require(value["ts"]?.stringValue)
         #expect(HostMetrics.parseTimestamp(ts) != nil, "\(ts)")
+    }
+
+    /// An admin API beyond loopback is plain HTTP: the host says so loudly when it starts.
+    @Test(.timeLimit(.minutes(2))) func anAdminAPIBeyondLoopbackIsWarnedAbout() async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let lines = Lines()
+        var logger = Logger(label: "swiftplex") { StructuredLogHandler(label: $0, format: .logfmt, write: lines.append) }
+        logger.logLevel = .info
+        var options = AdminAPITests().options(dir)
+        options.admin?.listen = ListenAddress(host: "0.0.0.0", port: 0)
+        let host = try await BotHost.start(options, logger: logger)
+        let running = Task { await host.run() }
+        _ = await host.adminAddress()
+        await host.shutdown()
+        await running.value
+        let warning = lines.all.first { $0.contains("level=warning") && $0.contains("plain HTTP") }
+        #expect(warning?.contains("address=0.0.0.0:") == true, "\(lines.all.filter { $0.contains("admin") })")
+        // On loopback (every other test): no such line.
+        let quiet = Lines()
+        var loopbackLogger = Logger(label: "swiftplex") { StructuredLogHandler(label: $0, format: .logfmt, write: quiet.append) }
+        loopbackLogger.logLevel = .info
+        let dir2 = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir2) }
+        let second = try await BotHost.start(AdminAPITests().options(dir2), logger: loopbackLogger)
+        let secondRunning = Task { await second.run() }
+        _ = await second.adminAddress()
+        await second.shutdown()
+        await secondRunning.value
+        #expect(quiet.all.contains { $0.contains("admin API listening") })
+        #expect(!quiet.all.contains { $0.contains("plain HTTP") })
     }
 }

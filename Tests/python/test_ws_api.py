@@ -218,7 +218,9 @@ admin:
     # Prometheus metrics, with the token only.
     out.wait_for(r"^ready: 1 relay\(s\) connected$", "the host prints that it is ready")
     status, body = http("GET", f"{base}/readyz")
-    check(status == 200 and body["relaysConnected"] == 1, "/readyz: ready, one relay connected (no token)")
+    check(status == 200 and body == {"ready": True}, "/readyz without the token: ready, naming nothing")
+    status, body = http("GET", f"{base}/readyz", token)
+    check(status == 200 and body["relaysConnected"] == 1, "/readyz with the token: one relay connected")
     check(http("GET", f"{base}/metrics")[0] == 401, "/metrics needs the token")
     with urllib.request.urlopen(urllib.request.Request(f"{base}/metrics", headers={"Authorization": f"Bearer {token}"}),
                                 timeout=TIMEOUT) as r:

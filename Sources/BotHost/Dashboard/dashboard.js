@@ -103,7 +103,7 @@ async function chooseBot(name) {
 }
 
 async function refreshStatus() {
-  const [s, ready] = await Promise.all([api("GET", "/api/status"), fetch("/readyz").then((r) => r.json())]);
+  const [s, ready] = await Promise.all([api("GET", "/api/status"), fetch("/readyz", { headers: { "Authorization": "Bearer " + token() } }).then((r) => r.json())]);
   const rows = [
     ["Engine", s.engineRunning ? "running" : "stopped"],
     ["Ready", ready.ready ? "yes" : "no" + (ready.relaysDown.length ? " (relays down: " + ready.relaysDown.join(", ") + ")" : "")],
