@@ -106,7 +106,7 @@ async function refreshStatus() {
   const [s, ready] = await Promise.all([api("GET", "/api/status"), fetch("/readyz", { headers: { "Authorization": "Bearer " + token() } }).then((r) => r.json())]);
   const rows = [
     ["Engine", s.engineRunning ? "running" : "stopped"],
-    ["Ready", ready.ready ? "yes" : "no" + (ready.relaysDown.length ? " (relays down: " + ready.relaysDown.join(", ") + ")" : "")],
+    ["Ready", ready.ready ? "yes" : "no" + ((ready.relaysDown || []).length ? " (relays down: " + ready.relaysDown.join(", ") + ")" : "")],
     ["Relays connected", s.relaysConnected + " of " + s.relays.length + (s.embeddedRelay ? " (embedded)" : "")],
     ["Relays", s.relays.join(", ")],
     ["Uptime", s.uptimeSeconds + " s"],
