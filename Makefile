@@ -64,18 +64,21 @@ ENGINE_SUITES := ChatAPITests|ChatModelTests|ChatServerTests|AgentTests
 # but for those that reach into the SQLite files themselves (fault triggers, archives, store copy).
 PG_ENGINE_SUITES := ChatAPITests|ChatServerTests
 SQLITE_ONLY_SUITES := ChatStoreFaultTests|ConnectionDeletionTests|EngineStoreCopyTests
-# Starvation: every Swift test run below gives Swift's concurrency pool one thread
-# (LIBDISPATCH_COOPERATIVE_POOL_STRICT=1), so one blocked pool thread stalls every server and
-# engine under test, and reports each blocking wait entered on the pool
-# (SWIFTPLEX_BLOCKING_CHECK=log); Tests/Support/blocking_report.py then fails the run on any that
-# Swiftplex's own code made (docs/architecture.md, "Blocking work").
-STARVED := LIBDISPATCH_COOPERATIVE_POOL_STRICT=1 SWIFTPLEX_BLOCKING_CHECK=log
+# Starvation: the engine, host and server suites (on SQLite and on PostgreSQL) run with Swift's
+# concurrency pool cut to one thread (LIBDISPATCH_COOPERATIVE_POOL_STRICT=1), so one blocked
+# pool thread stalls every engine and server under test; every Swift test run reports each
+# blocking wait entered on the pool (SWIFTPLEX_BLOCKING_CHECK=log), and
+# Tests/Support/blocking_report.py then fails the run on any that Swiftplex's own code made
+# (docs/architecture.md, "Blocking work").
+STARVED_SUITES := $(ENGINE_SUITES)|BotHostTests
+CHECKED := SWIFTPLEX_BLOCKING_CHECK=log
+STARVED := LIBDISPATCH_COOPERATIVE_POOL_STRICT=1 $(CHECKED)
 TEST_PRODUCTS := simplex swiftplex swiftplex-plugin-runner swiftplex-test-plugin swiftplex-relay swiftplex-chat \
 	auto-accept auto-reply broadcast group-moderator channel-relay channel
 test: deps test-deps
 	$(SWIFT) build --build-tests
 	@for p in $(TEST_PRODUCTS); do echo "building $$p"; $(SWIFT) build --product $$p || exit 1; done
-	@# The Swift tests run in two processes (the engine suites, then the rest), which keeps the
+	@# The Swift tests run in two processes (the engine and host suites, then the rest), which keeps the
 	@# number of live relays, engines and child processes in one process moderate. A throwaway
 	@# PostgreSQL 15 (Tests/Support/postgres/cluster.sh: initdb into a temporary directory, a free
 	@# port on 127.0.0.1) serves the relay's PostgreSQL tests through SWIFTPLEX_TEST_POSTGRES; it is
@@ -84,8 +87,8 @@ test: deps test-deps
 	trap 'PG_BIN=$(PG_BIN) Tests/Support/postgres/cluster.sh stop '"$$pgdir" EXIT; \
 	url=$$(PG_BIN=$(PG_BIN) Tests/Support/postgres/cluster.sh start $$pgdir) || exit 1; \
 	echo "PostgreSQL for the tests: $$url"; \
-	for half in --filter --skip; do \
-	  $(STARVED) SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build $$half "$(ENGINE_SUITES)" 2>&1 | tee .build/test$$half.log || exit 1; done; \
+	$(STARVED) SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build --filter "$(STARVED_SUITES)" 2>&1 | tee .build/test--filter.log || exit 1; \
+	$(CHECKED) SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build --skip "$(STARVED_SUITES)" 2>&1 | tee .build/test--skip.log || exit 1; \
 	echo "The engine suites with the engines' data in PostgreSQL:"; \
 	$(STARVED) SWIFTPLEX_TEST_ENGINE_DB=postgres SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build --filter "$(PG_ENGINE_SUITES)" \
 	  --skip "$(SQLITE_ONLY_SUITES)" 2>&1 | tee .build/test-postgres.log || exit 1

@@ -101,6 +101,8 @@ public enum HostBackup {
         // An engine's export (`/_db export`: two databases of another prefix, nothing else)
         // becomes this host's `bot_chat.db` and `bot_agent.db`.
         var renamed: [String: String] = [:]
+        // Bounded: each entry by its declared size, all of them by the free disk space.
+        var budget = BackupArchive.extractionBudget(near: staging)
         if manifest.files.isEmpty, manifest.databases.count == 2,
            let chat = manifest.databases.first(where: { $0.hasSuffix("_chat.db") && !$0.contains("/") }),
            let agent = manifest.databases.first(where: { $0.hasSuffix("_agent.db") && !$0.contains("/") }) {
@@ -118,8 +120,7 @@ public enum HostBackup {
             guard BackupArchive.isSafe(relative) else { throw BackupError("the archive holds an unsafe path: \(entry.path)") }
             let target = staging.appendingPathComponent(renamed[relative] ?? relative)
             try BackupArchive.makePrivateDirectories(target.deletingLastPathComponent(), under: staging)
-            _ = try archive.extract(entry, to: target, skipCRC32: false)
-            chmod(target.path, 0o600)
+            try BackupArchive.extract(entry, of: archive, to: target, budget: &budget)
             restored.append(renamed[relative] ?? relative)
         }
         for db in manifest.databases.map({ renamed[$0] ?? $0 }) {

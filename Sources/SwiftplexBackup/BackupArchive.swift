@@ -161,21 +161,65 @@ public enum BackupArchive {
     }
 
     /// Extracts the data file `relative` (a path under `data/`) to `target` (0600), its
-    /// directories made 0700 up to `root`.
-    public static func extract(_ relative: String, of archive: Archive, to target: URL, under root: URL) throws {
+    /// directories made 0700 up to `root`, within `budget` (``extract(_:of:to:budget:)``).
+    public static func extract(_ relative: String, of archive: Archive, to target: URL, under root: URL, budget: inout Int64) throws {
         guard isSafe(relative) else { throw BackupError("the archive holds an unsafe path: \(dataPrefix)\(relative)") }
         guard let entry = archive[dataPrefix + relative], entry.type == .file else {
             throw BackupError("the archive lacks \(dataPrefix)\(relative)")
         }
         try makePrivateDirectories(target.deletingLastPathComponent(), under: root)
-        _ = try archive.extract(entry, to: target, skipCRC32: false)
-        chmod(target.path, 0o600)
+        try extract(entry, of: archive, to: target, budget: &budget)
+    }
+
+    /// Bytes an archive may unpack to beside `directory`: the space free on its file system,
+    /// less a reserve of 256 MiB, so that no archive can fill the disk.
+    public static func extractionBudget(near directory: URL) -> Int64 {
+        var stats = statvfs()
+        guard statvfs(directory.path, &stats) == 0 else { return 0 }
+        let free = Int64(stats.f_bavail) * Int64(stats.f_frsize)
+        return max(0, free - (256 << 20))
+    }
+
+    /// Extracts `entry` to a new file `target` (0600), bounded twice: the entry may not inflate
+    /// beyond the size its header declares (a zip bomb's lie), and what it declares must fit in
+    /// `budget`, which it then uses up. Past either, the extraction stops, the partial file is
+    /// removed and a ``BackupError`` names the entry.
+    public static func extract(_ entry: Entry, of archive: Archive, to target: URL, budget: inout Int64) throws {
+        let declared = Int64(entry.uncompressedSize)
+        guard declared <= budget else {
+            throw BackupError("\(entry.path) would unpack to \(declared) bytes, more than the \(budget) bytes left for this archive (the free disk space, less a reserve): refused")
+        }
+        let fd = Glibc.open(target.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { throw BackupError("cannot create \(target.path): \(String(cString: strerror(errno)))") }
+        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        var written: Int64 = 0
+        do {
+            _ = try archive.extract(entry, skipCRC32: false) { chunk in
+                written += Int64(chunk.count)
+                guard written <= declared else {
+                    throw BackupError("\(entry.path) inflates beyond the \(declared) bytes its header declares (a zip bomb?): refused")
+                }
+                try handle.write(contentsOf: chunk)
+            }
+            try handle.synchronize()
+            try handle.close()
+        } catch {
+            try? handle.close()
+            try? FileManager.default.removeItem(at: target)
+            throw error as? BackupError ?? BackupError("cannot unpack \(entry.path): \(error)")
+        }
+        budget -= written
     }
 
     public static func read(_ entry: Entry, of archive: Archive, limit: Int) throws -> Data {
         guard entry.uncompressedSize <= Int64(limit) else { throw BackupError("\(entry.path) in the archive is too large") }
         var data = Data()
-        _ = try archive.extract(entry, skipCRC32: false) { chunk in data.append(chunk) }
+        _ = try archive.extract(entry, skipCRC32: false) { chunk in
+            guard data.count + chunk.count <= limit, Int64(data.count + chunk.count) <= Int64(entry.uncompressedSize) else {
+                throw BackupError("\(entry.path) inflates beyond its declared size (a zip bomb?): refused")
+            }
+            data.append(chunk)
+        }
         return data
     }
 

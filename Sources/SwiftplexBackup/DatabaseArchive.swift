@@ -87,9 +87,10 @@ public enum DatabaseArchive {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let staging = try BackupArchive.privateTemporaryDirectory(near: URL(fileURLWithPath: prefix))
         do {
+            var budget = BackupArchive.extractionBudget(near: staging)
             for (entry, suffix) in [(chat, "_chat.db"), (agent, "_agent.db")] {
                 let target = staging.appendingPathComponent("import" + suffix)
-                try BackupArchive.extract(entry, of: archive, to: target, under: staging)
+                try BackupArchive.extract(entry, of: archive, to: target, under: staging, budget: &budget)
                 try BackupArchive.check(target)
             }
         } catch {
