@@ -508,6 +508,15 @@ struct Spawned: @unchecked Sendable {
     let info: PluginInfo
     let violations: ViolationSink
 
+    /// What an isolated child inherits of the host's environment: only what a program needs to
+    /// run (its search paths, home, locale, time zone, temporary directory) — never the host's
+    /// secrets (database URLs and passwords, tokens, `${ENV}` values of the configuration).
+    static let inheritedVariables: Set<String> = ["PATH", "LD_LIBRARY_PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "TMPDIR"]
+
+    static func childEnvironment(_ host: [String: String]) -> [String: String] {
+        host.filter { inheritedVariables.contains($0.key) }
+    }
+
     static func spawn(path: String, runner: URL, limits: PluginSpec.IsolationLimits = .init(), helloTimeout: Duration = .seconds(10),
                       logger: Logger, instance: String) async throws -> Spawned {
         guard FileManager.default.isExecutableFile(atPath: runner.path) else {
@@ -518,7 +527,7 @@ struct Spawned: @unchecked Sendable {
         signal(SIGPIPE, SIG_IGN)
         // Swift's crash backtracer symbolicates for seconds before the process exits; a plugin
         // crash should be noticed (EOF on the pipe) and restarted at once. The host logs the signal.
-        var environment = ProcessInfo.processInfo.environment
+        var environment = Self.childEnvironment(ProcessInfo.processInfo.environment)
         environment["SWIFT_BACKTRACE"] = "enable=no"
         // posix_spawn with closefrom in the child (SpawnedProcess), not Foundation's Process.run(),
         // which can crash the host when many descriptors are open.

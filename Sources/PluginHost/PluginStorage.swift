@@ -38,14 +38,18 @@ public final class PluginStorage: Sendable {
             """),
     ]
 
-    public convenience init(path: URL) throws {
-        self.init(store: try SQLiteStore(path: path, label: "plugins", migrations: Self.migrations))
+    public convenience init(path: URL, quota: Quota = Quota()) throws {
+        self.init(store: try SQLiteStore(path: path, label: "plugins", migrations: Self.migrations), quota: quota)
     }
 
     /// On a store opened by the caller with ``migrations``.
-    public init(store: any SQLStore) {
+    public init(store: any SQLStore, quota: Quota = Quota()) {
         self.store = store
+        self.quota = quota
     }
+
+    /// What each instance may keep.
+    public let quota: Quota
 
     /// The last received chat item an instance finished handling, or nil for a new instance.
     public func handledMark(instance: String) throws -> Int64? {
@@ -78,9 +82,40 @@ public final class PluginStorage: Sendable {
         try store.readNow { try $0.value(String.self, "SELECT value FROM plugin_kv WHERE instance = ? AND key = ?", instance, key) }
     }
 
+    /// What one instance may keep: keys, characters of all its values together, and of one key.
+    public struct Quota: Sendable, Equatable {
+        public var maxKeys: Int
+        public var maxValueCharacters: Int
+        public var maxKeyCharacters: Int
+        public init(maxKeys: Int = 10_000, maxValueCharacters: Int = 16 << 20, maxKeyCharacters: Int = 1024) {
+            self.maxKeys = maxKeys
+            self.maxValueCharacters = maxValueCharacters
+            self.maxKeyCharacters = maxKeyCharacters
+        }
+    }
+
+    /// A write refused because it would take an instance past its ``Quota``; nothing was written.
+    public struct QuotaExceeded: Error, CustomStringConvertible, Sendable {
+        public let description: String
+    }
+
+    /// Sets (or with nil removes) `key` of `instance`, within ``quota``: a write that would take
+    /// the instance past it is refused with ``QuotaExceeded`` and changes nothing.
     public func set(instance: String, key: String, value: String?) throws {
+        let quota = quota
+        if value != nil, key.count > quota.maxKeyCharacters {
+            throw QuotaExceeded(description: "plugin storage: a key of \(key.count) characters is longer than \(quota.maxKeyCharacters)")
+        }
         try store.writeNow { db in
             if let value {
+                let others = try db.value(Int.self, "SELECT COUNT(*) FROM plugin_kv WHERE instance = ? AND key <> ?", instance, key) ?? 0
+                let used = try db.value(Int.self, "SELECT COALESCE(SUM(LENGTH(value)), 0) FROM plugin_kv WHERE instance = ? AND key <> ?", instance, key) ?? 0
+                guard others + 1 <= quota.maxKeys else {
+                    throw QuotaExceeded(description: "plugin storage of \(instance): \(quota.maxKeys) keys at most; delete some first")
+                }
+                guard used + value.count <= quota.maxValueCharacters else {
+                    throw QuotaExceeded(description: "plugin storage of \(instance): \(quota.maxValueCharacters) characters of values at most (\(used) used by other keys, \(value.count) more asked)")
+                }
                 try db.execute("INSERT INTO plugin_kv (instance, key, value) VALUES (?, ?, ?) ON CONFLICT(instance, key) DO UPDATE SET value = excluded.value",
                                instance, key, value)
             } else {
