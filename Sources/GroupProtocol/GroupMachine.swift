@@ -601,8 +601,15 @@ extension GroupState {
         // `forwardToMember`), possibly before the author's own copy.
         var removesUser = false
         if case let .memberDelete(id, _)? = inner, id == membership.memberId { removesUser = true }
-        guard forwarder.memberId == membership.invitedBy || author.invitedBy == forwarder.memberId || author.status == .unknown || removesUser else {
+        let expected = forwarder.memberId == membership.invitedBy || author.invitedBy == forwarder.memberId || author.status == .unknown
+        guard expected || removesUser else {
             throw GroupError(.unexpectedSender, "member \(forwarder.memberId) may not forward messages of \(authorId)")
+        }
+        if !expected {
+            // Taken only because it removes the user: nothing shows that its author sent it, so the
+            // forwarder must itself be allowed to remove the user — otherwise an admin could pass
+            // off an owner's removal of an owner (or of an admin) as the owner's.
+            try GroupPermissions.authorize(actor: forwarder.role, action: .remove, target: membership.role)
         }
         switch dedup.record(author: authorId, msgId: fwd.msg.msgId, forwardedBy: forwarder.memberId) {
         case .new: break

@@ -374,6 +374,27 @@ import Testing
         #expect(net.errors["alice"] == nil && net.errors["bob"] == nil)
     }
 
+    /// An admin cannot pass off an owner's removal of a co-owner as the owner's: a removal of the
+    /// user forwarded by a member who is not the expected forwarder counts only when the forwarder
+    /// may remove the user itself.
+    @Test func anAdminCannotForgeAnOwnersRemovalOfAnotherOwner() {
+        var net = GroupNet()
+        net.createGroup(by: "alice")
+        net.add("bob", by: "alice", role: .admin)
+        net.add("carol", by: "alice", role: .owner)
+        let alice = net.ids["alice"]!, bob = net.ids["bob"]!, carol = net.ids["carol"]!
+        let removal = GroupMessage.memberDelete(memberId: carol, messages: false).envelope(msgId: "forged-1")
+        let forged = GroupMessage.forward(GroupForward(memberId: alice, memberName: "alice", msgTs: GroupNet.brokerTs, msg: removal))
+            .envelope(msgId: "fwd-1")
+        #expect(net.input("carol", .received(from: bob, forged, brokerTs: GroupNet.brokerTs))?.code == .notAuthorized)
+        #expect(net.state("carol").membership.status != .removed)
+        #expect(!(net.events["carol"] ?? []).contains(.deletedMemberUser(by: alice, withMessages: false)))
+        // The real owner's removal of carol, sent by alice herself, still removes her.
+        net.input("alice", .remove(carol, messages: false))
+        net.run()
+        #expect(net.state("carol").membership.status == .removed)
+    }
+
     /// A blocked member's messages are applied as blocked and not forwarded by the host.
     @Test func hostDoesNotForwardBlockedMembers() {
         var net = GroupNet()
