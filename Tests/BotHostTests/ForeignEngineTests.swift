@@ -45,6 +45,21 @@ import Testing
         }
     }
 
+    /// The group moderator on a foreign engine: the bot joins Alice's group as admin by itself,
+    /// welcomes Bob, and deletes his message with a blocked word for all, with a strike.
+    @Test(arguments: [PluginTestBench.Engine.libsimplex, .webSocket]) func theGroupModeratorWorksOnForeignEngines(_ engine: PluginTestBench.Engine) async throws {
+        let rules = #"{"welcome": "Welcome to {group}, {name}!", "blocked_words": ["scam"]}"#
+        try await GroupModeratorEndToEndTests.withGroup(GroupModeratorEndToEndTests.moderator(rules), engine: engine) { g in
+            let bot = GroupModeratorEndToEndTests.bot
+            #expect(try await g.bob.nextGroupMessage(in: g.inBob, from: bot).text == "Welcome to team, bob!")
+            let spam = try await g.bob.send("join my crypto SCAM today", toGroup: g.inBob)
+            #expect(try await g.bob.nextGroupMessage(in: g.inBob, from: bot).text == "bob: your message was removed (blocked word). Strike 1 of 3.")
+            _ = try await g.bob.nextEvent("chatItemsDeleted") { e in
+                e["chatItemDeletions"]?.arrayValue?.contains { $0["deletedChatItem"]?["chatItem"]?["meta"]?["itemId"]?.int64Value == spam } == true
+            }
+        }
+    }
+
     /// A missing library, a library that is not SimpleX's chat library, and an engine URL nobody
     /// serves are start-up errors naming the file or the URL.
     @Test func aMissingOrWrongLibraryAndAnUnreachableEngineAreClearStartUpErrors() async throws {

@@ -30,8 +30,9 @@ import Testing
 
     /// Alice connects to the bot and to Bob, makes group "team", invites the bot as admin (it
     /// joins by itself) and then Bob.
-    static func withGroup(_ plugins: [PluginTestBench.Plugin], _ body: (Group) async throws -> Void) async throws {
-        try await PluginTestBench.withBench(plugins: plugins, botName: bot) { bench in
+    static func withGroup(_ plugins: [PluginTestBench.Plugin], engine: PluginTestBench.Engine = .embedded,
+                          _ body: (Group) async throws -> Void) async throws {
+        try await PluginTestBench.withBench(plugins: plugins, botName: bot, engine: engine) { bench in
             let alice = try await bench.connect("alice")
             let bob = try await bench.person("bob")
             let (bobInAlice, _) = try await alice.connect(with: bob)
