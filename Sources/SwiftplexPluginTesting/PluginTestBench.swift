@@ -91,8 +91,9 @@ public final class PluginTestBench: Sendable {
     /// bench down when `body` returns or throws — awaited, so that the next test begins with
     /// nothing of this one still running.
     public static func withBench<T>(plugins: [Plugin], botName: String = "test-bot", logLevel: Logger.Level = defaultLogLevel,
-                                    engine: Engine = .embedded, _ body: (PluginTestBench) async throws -> T) async throws -> T {
-        let bench = try await start(plugins: plugins, botName: botName, logLevel: logLevel, engine: engine)
+                                    engine: Engine = .embedded, configure: (inout BotHostOptions) -> Void = { _ in },
+                                    _ body: (PluginTestBench) async throws -> T) async throws -> T {
+        let bench = try await start(plugins: plugins, botName: botName, logLevel: logLevel, engine: engine, configure: configure)
         let result: T
         do {
             result = try await body(bench)
@@ -108,8 +109,9 @@ public final class PluginTestBench: Sendable {
     /// shuts it down with ``shutdown()`` (``withBench(plugins:botName:logLevel:engine:_:)`` does it
     /// for you). On Swiftplex's engine the relay is the host's embedded one; on a foreign engine it
     /// is a relay of the bench's own in this process, which the engine and the contacts use.
+    /// `configure` may change the host's options last (an admin API, a WebSocket API, …).
     public static func start(plugins: [Plugin], botName: String = "test-bot", logLevel: Logger.Level = defaultLogLevel,
-                             engine: Engine = .embedded) async throws -> PluginTestBench {
+                             engine: Engine = .embedded, configure: (inout BotHostOptions) -> Void = { _ in }) async throws -> PluginTestBench {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("swiftplex-plugin-test-\(UUID().uuidString)")
         var logger = Logger(label: "plugin-test")
         logger.logLevel = logLevel
@@ -123,6 +125,7 @@ public final class PluginTestBench: Sendable {
             options.relays = .external([foreign.relay.address])
             options.engine = foreign.choice
         }
+        configure(&options)
         let host: BotHost
         do {
             host = try await BotHost.start(options, logger: logger)

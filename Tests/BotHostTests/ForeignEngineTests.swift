@@ -1,5 +1,8 @@
-import BotHost
+@testable import BotHost
 import ChatCore
+import ChatServer
+import SwiftplexBase
+import TestSupport
 import Foundation
 import Logging
 import PluginHost
@@ -57,6 +60,23 @@ import Testing
             _ = try await g.bob.nextEvent("chatItemsDeleted") { e in
                 e["chatItemDeletions"]?.arrayValue?.contains { $0["deletedChatItem"]?["chatItem"]?["meta"]?["itemId"]?.int64Value == spam } == true
             }
+        }
+    }
+
+    /// The admin API on a foreign engine: the status names the engine, a contact made through it
+    /// is listed, and a Chat API command is answered as the engine answers it.
+    @Test(arguments: [PluginTestBench.Engine.libsimplex, .webSocket]) func theAdminAPIWorksOnForeignEngines(_ engine: PluginTestBench.Engine) async throws {
+        try await PluginTestBench.withBench(plugins: [.init(name: "welcome", path: PluginTestBench.product("libauto-accept.so"), config: "{}")],
+                                            engine: engine, configure: { $0.admin = AdminOptions(listen: ListenAddress(host: "127.0.0.1", port: 0)) }) { bench in
+            let http = HTTPProbe(port: await bench.host.adminAddress().port)
+            let token = try AdminToken.read(dataDirectory: bench.directory.appendingPathComponent("bot"))
+            let status = try JSONValue.parse(try await http.get("/api/status", token: token).body)
+            #expect(status["bots"]?.arrayFirst?["engine"]?.stringValue == (engine == .libsimplex ? "libsimplex" : "websocket"))
+            _ = try await bench.connect("alice")
+            let contacts = try await http.get("/api/contacts", token: token)
+            #expect(contacts.status == 200 && contacts.body.contains("alice"), "\(contacts.body)")
+            let user = try JSONValue.parse(try await http.post("/api/command", token: token, body: #"{"cmd": "/user"}"#).body)
+            #expect(user["type"]?.stringValue == "activeUser")
         }
     }
 
