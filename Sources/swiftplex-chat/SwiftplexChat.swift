@@ -148,7 +148,14 @@ struct SwiftplexChat: AsyncParsableCommand {
     func storage() throws -> ChatStorage {
         let environment = ProcessInfo.processInfo.environment["SWIFTPLEX_DATABASE"].flatMap { $0.isEmpty ? nil : $0 }
         return try ChatStorage.choose(database: database, dataDirectory: dataDirectory, postgres: postgres, environment: environment,
-                                      home: FileManager.default.homeDirectoryForCurrentUser)
+                                      home: Self.homeDirectory)
+    }
+
+    /// The home directory: `HOME`, else the user's entry in the password database (as SimpleX's
+    /// default directory is found).
+    static var homeDirectory: URL {
+        if let home = ProcessInfo.processInfo.environment["HOME"], !home.isEmpty { return URL(fileURLWithPath: home) }
+        return FileManager.default.homeDirectoryForCurrentUser
     }
 
     /// What the process does once the engine runs.

@@ -111,6 +111,16 @@ import Testing
         let none = try LineProcess(Binaries.url("swiftplex-chat"), ["-d", dir.appendingPathComponent("none").path, "-e", "/u"])
         #expect(await none.waitForExit() == 1)
         #expect(none.errorLines.joined(separator: "\n").contains("--create-bot-display-name"))
+
+        // Without -d or --data-dir: ~/.swiftplex/simplex_v1_*.db (HOME as SimpleX finds it).
+        var environment = ProcessInfo.processInfo.environment
+        environment["HOME"] = dir.path
+        let home = try ChildProcess(Binaries.url("swiftplex-chat"), ["--create-bot-display-name", "HomeBot", "-e", "/u", "-t", "0"],
+                                    environment: environment)
+        #expect(try await home.waitForExit() == 0)
+        for file in ["simplex_v1_chat.db", "simplex_v1_agent.db"] {
+            #expect(FileManager.default.fileExists(atPath: dir.appendingPathComponent(".swiftplex/\(file)").path), "\(file)")
+        }
     }
 
     @Test func headlessRelayMakesAChatRelayAndServesUntilStopped() async throws {
