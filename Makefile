@@ -135,6 +135,7 @@ python-test: $(PY_STAMP) browser-deps
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_python_channels.py && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_db_archive.py && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_ws_api.py && \
+	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_cli_compat.py && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_browser_origin.py && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) SWIFTPLEX_ARTIFACTS=.build/test-artifacts \
 	    $(VENV)/bin/python Tests/python/test_dashboard.py && \

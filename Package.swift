@@ -412,8 +412,10 @@ let package = Package(
         .testTarget(
             name: "ChatClientTests",
             dependencies: [
-                "swiftplex-relay", "swiftplex-chat", "QRCode", "RelayProtocol", "TestSupport",
+                "swiftplex-relay", "swiftplex-chat", "QRCode", "RelayProtocol", "SwiftplexBase", "TestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
         ),

@@ -187,6 +187,8 @@ public struct ChatAPI: Sendable {
         case let .connectPlan(userId, link): return try await c.connectPlan(userId: userId, link: link)
         case let .connect(userId, incognito, fullLink, _): return try await c.connect(userId: userId, link: fullLink, incognito: incognito)
         case let .connectActiveUser(incognito, link?): return try await c.connect(userId: nil, link: link, incognito: incognito)
+        case let .connectActiveUser(incognito, nil): return try await c.addContact(userId: try await c.activeUserId(), incognito: incognito)
+        case let .cli(command): return try await dispatchCLI(command)
         case let .acceptContact(requestId, incognito): return try await c.acceptRequest(requestId, incognito: incognito)
         case let .rejectContact(requestId): return try await c.rejectRequest(requestId)
         case let .listContacts(userId): return try await c.listContacts(userId: userId)

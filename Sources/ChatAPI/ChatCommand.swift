@@ -58,6 +58,10 @@ public enum ChatCommand: Sendable, Equatable {
     case getUserRelays(userId: Int64)
     // Groups
     case group(GroupCommand)
+    // Terminal commands
+    /// The SimpleX terminal's own commands (`/ad`, `@name text`, `/a group name`, …): they act as
+    /// the active user and take names instead of ids (CommandParser+CLI.swift).
+    case cli(CLICommand)
     // Channels
     /// `/relays`: the active user's chat relays.
     case listChatRelays

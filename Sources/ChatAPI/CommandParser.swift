@@ -2,10 +2,13 @@ import ChatCore
 import SwiftplexBase
 
 /// Parses command strings of the SimpleX bot API. Words are separated by single or repeated
-/// spaces; JSON and links run to the end of the line.
+/// spaces; JSON and links run to the end of the line. The terminal's own commands (`/ad`,
+/// `@name text`, …) are read first (CommandParser+CLI.swift).
 public enum CommandParser {
     public static func parse(_ line: String) throws(CommandParseError) -> ChatCommand {
-        var s = Scanner(line.trimmingCharactersInSet())
+        let line = line.trimmingCharactersInSet()
+        if let command = try parseCLI(line) { return command }
+        var s = Scanner(line)
         guard let keyword = s.word(), keyword.hasPrefix("/") else {
             throw CommandParseError(.unknownCommand, "a command starts with /")
         }
@@ -80,11 +83,6 @@ public enum CommandParser {
             command = .reaction(chat: chat, itemId: item, add: add, reaction: try s.jsonObject("MsgReaction"))
         case "/_connect":
             command = try parseConnect(&s)
-        case "/connect", "/c":
-            var incognito = false
-            if s.peekWord() == "incognito=on" { _ = s.word(); incognito = true }
-            let link = s.rest()
-            command = .connectActiveUser(incognito: incognito, link: link.isEmpty ? nil : link)
         case "/_accept" where s.peekWord() == "member":
             command = .group(try parseGroupLink("accept", &s))
         case "/_accept":

@@ -28,7 +28,7 @@ public enum EngineDatabase: Sendable, CustomStringConvertible {
         return try postgres(connection: connection, schemaPrefix: base.schema + "_" + data)
     }
 
-    /// `value` as the host's `database:` or `swiftplex-chat --database` take it: a PostgreSQL
+    /// `value` as the host's `database:` or `swiftplex-chat --postgres` take it: a PostgreSQL
     /// connection string, else an SQLite path prefix.
     public static func parse(_ value: String, schemaPrefix: String? = nil) throws -> EngineDatabase {
         PostgresLocation.isPostgres(value) ? try postgres(connection: value, schemaPrefix: schemaPrefix) : .sqlite(prefix: value)

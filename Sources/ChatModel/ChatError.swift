@@ -196,11 +196,17 @@ public enum StoreError: Sendable, Hashable, Codable {
     case userChatRelayNotFound(chatRelayId: Int64)
     /// A contact that is not a group member's contact (`/_invite member contact`).
     case memberContactGroupMemberNotFound(contactId: Int64)
+    /// No contact, group or contact request has this local name (the terminal commands that take
+    /// names: `@name`, `/a`, `/ac`, …).
+    case contactNotFoundByName(contactName: String)
+    case groupNotFoundByName(groupName: String)
+    case contactRequestNotFoundByName(contactName: String)
 
     public static let allTags = ["duplicateName", "userNotFound", "contactNotFound", "duplicateContactLink", "userContactLinkNotFound",
                                  "contactRequestNotFound", "chatItemNotFound", "invalidQuote", "dbError", "groupNotFound", "groupMemberNotFound",
                                  "groupLinkNotFound", "duplicateGroupLink", "userChatRelayNotFound",
-                                 "memberContactGroupMemberNotFound"]
+                                 "memberContactGroupMemberNotFound", "contactNotFoundByName", "groupNotFoundByName",
+                                 "contactRequestNotFoundByName"]
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
@@ -220,6 +226,9 @@ public enum StoreError: Sendable, Hashable, Codable {
         case "duplicateGroupLink": self = .duplicateGroupLink(groupInfo: try c.decode(GroupInfo.self, forKey: "groupInfo"))
         case "userChatRelayNotFound": self = .userChatRelayNotFound(chatRelayId: try c.decode(Int64.self, forKey: "chatRelayId"))
         case "memberContactGroupMemberNotFound": self = .memberContactGroupMemberNotFound(contactId: try c.decode(Int64.self, forKey: "contactId"))
+        case "contactNotFoundByName": self = .contactNotFoundByName(contactName: try c.decode(String.self, forKey: "contactName"))
+        case "groupNotFoundByName": self = .groupNotFoundByName(groupName: try c.decode(String.self, forKey: "groupName"))
+        case "contactRequestNotFoundByName": self = .contactRequestNotFoundByName(contactName: try c.decode(String.self, forKey: "contactName"))
         case let t: throw c.unknown(t, in: "StoreError")
         }
     }
@@ -245,6 +254,9 @@ public enum StoreError: Sendable, Hashable, Codable {
         case let .duplicateGroupLink(g): try c.tag("duplicateGroupLink"); try c.encode(g, forKey: "groupInfo")
         case let .userChatRelayNotFound(id): try c.tag("userChatRelayNotFound"); try c.encode(id, forKey: "chatRelayId")
         case let .memberContactGroupMemberNotFound(id): try c.tag("memberContactGroupMemberNotFound"); try c.encode(id, forKey: "contactId")
+        case let .contactNotFoundByName(name): try c.tag("contactNotFoundByName"); try c.encode(name, forKey: "contactName")
+        case let .groupNotFoundByName(name): try c.tag("groupNotFoundByName"); try c.encode(name, forKey: "groupName")
+        case let .contactRequestNotFoundByName(name): try c.tag("contactRequestNotFoundByName"); try c.encode(name, forKey: "contactName")
         }
     }
 }

@@ -9,6 +9,7 @@ public enum ChatMessageType: String, Sendable, Hashable, CaseIterable {
     case contactsList, contactPrefsUpdated, contactDeleted, contactConnectionDeleted, chatCleared, apiChats, apiChat
     case chatItemNotChanged, chatCmdError
     case archiveExported, archiveImported
+    case chatHelp
     // Both responses and events
     case acceptingContactRequest, newChatItems, chatItemUpdated, chatItemsDeleted, chatItemReaction
     // Events

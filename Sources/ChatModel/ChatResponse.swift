@@ -48,6 +48,9 @@ public enum ChatResponse: Sendable, Hashable, Codable {
     case chatItemReaction(ChatItemReactionChange)
     // Failure
     case chatCmdError(ChatError)
+    /// `/help` (a terminal command, SimpleX's `CRChatHelp`): which help section was asked for
+    /// (`main`, `groups`, `contacts`, …); the text itself is the terminal's.
+    case chatHelp(helpSection: String)
     // Groups
     case group(GroupResponse)
     // Channels
@@ -74,7 +77,7 @@ public enum ChatResponse: Sendable, Hashable, Codable {
         .archiveExported, .archiveImported, .userContactLinkCreated, .userContactLink, .userContactLinkUpdated, .userContactLinkDeleted, .invitation, .connectionPlan,
         .sentConfirmation, .sentInvitation, .acceptingContactRequest, .contactRequestRejected, .contactsList, .contactPrefsUpdated,
         .contactDeleted, .contactConnectionDeleted, .chatCleared, .apiChats, .apiChat, .newChatItems, .chatItemUpdated,
-        .chatItemNotChanged, .chatItemsDeleted, .chatItemReaction, .chatCmdError,
+        .chatItemNotChanged, .chatItemsDeleted, .chatItemReaction, .chatCmdError, .chatHelp,
     ]
 
     /// Every `type` this enum reads and writes.
@@ -133,6 +136,7 @@ public enum ChatResponse: Sendable, Hashable, Codable {
         case .chatItemsDeleted: self = .chatItemsDeleted(try ChatItemsDeleted(from: decoder))
         case .chatItemReaction: self = .chatItemReaction(try ChatItemReactionChange(from: decoder))
         case .chatCmdError: self = .chatCmdError(try field("chatError"))
+        case .chatHelp: self = .chatHelp(helpSection: try field("helpSection"))
         case let t where GroupResponse.types.contains(t): self = .group(try GroupResponse(type: t, from: decoder))
         case let t where ChannelResponse.types.contains(t): self = .channel(try ChannelResponse(type: t, from: decoder))
         case let t: throw c.unknown(t.rawValue, in: "ChatResponse")
@@ -201,6 +205,7 @@ public enum ChatResponse: Sendable, Hashable, Codable {
         case let .chatItemsDeleted(p): try p.encode(to: encoder)
         case let .chatItemReaction(p): try p.encode(to: encoder)
         case let .chatCmdError(error): try c.encode(error, forKey: "chatError")
+        case let .chatHelp(section): try c.encode(section, forKey: "helpSection")
         case let .group(g): try g.encode(to: encoder)
         case let .channel(p): try p.encode(to: encoder)
         }
@@ -243,6 +248,7 @@ public enum ChatResponse: Sendable, Hashable, Codable {
         case .chatItemsDeleted: .chatItemsDeleted
         case .chatItemReaction: .chatItemReaction
         case .chatCmdError: .chatCmdError
+        case .chatHelp: .chatHelp
         case let .group(g): g.type
         case let .channel(p): p.type
         }

@@ -3,6 +3,14 @@ import ChatCore
 import QRCode
 import SwiftplexBase
 
+/// The profile to create on first start: its name (asked at the terminal when missing), and
+/// whether it is a bot's (`--create-bot-display-name`) or a chat relay's (`--relay`).
+struct NewProfile: Sendable {
+    var name: String?
+    var bot: Bool
+    var relay: Bool
+}
+
 /// Turns the client's short commands into Chat API commands and the engine's events into
 /// readable lines. Contact and request names are looked up here, since the API works with ids.
 actor ChatClient {
@@ -32,23 +40,32 @@ actor ChatClient {
         throw ClientFailure("cannot read the profile: \(EventText.errorWords(user))")
     }
 
-    /// Creates the profile on first start, stores the relays given on the command line, and
-    /// starts the engine.
-    func setUp(name: String?, servers: [String]) async throws {
+    /// Creates the profile on first start (a bot's, a chat relay's or a person's), stores the
+    /// relays given on the command line, and starts the engine. A chat relay's relay address is
+    /// made on first start and printed. `quiet` (`-e`) prints only failures.
+    func setUp(_ new: NewProfile, servers: [String], quiet: Bool = false) async throws {
         var user = await api.execute("/user")
         if user["type"]?.stringValue != "activeUser" {
-            guard let name else { throw ClientFailure("no display name given; a new profile needs one") }
-            let profile = JSONValue.object([("displayName", .string(name)), ("fullName", .string(""))])
-            let newUser = JSONValue.object([("profile", profile), ("pastTimestamp", .bool(false)),
-                                            ("userChatRelay", .bool(false)), ("clientService", .bool(false))])
+            guard let name = new.name else { throw ClientFailure("no display name given; a new profile needs one") }
+            var fields: [(String, JSONValue)] = [("displayName", .string(name)), ("fullName", .string(""))]
+            if new.bot { fields.append(("peerType", "bot")) }
+            let newUser = JSONValue.object([("profile", .object(fields)), ("pastTimestamp", .bool(false)),
+                                            ("userChatRelay", .bool(new.relay)), ("clientService", .bool(false))])
             user = await api.execute("/_create user \(newUser)")
             guard user["type"]?.stringValue == "activeUser" else {
                 throw ClientFailure("cannot create the profile: \(EventText.errorWords(user))")
             }
-            terminal.line("profile \(Sanitize.line(user["user"]?["localDisplayName"]?.stringValue ?? name)) created")
+            if !quiet {
+                let kind = new.relay ? "chat relay profile" : new.bot ? "bot profile" : "profile"
+                terminal.line("\(kind) \(Sanitize.line(user["user"]?["localDisplayName"]?.stringValue ?? name)) created")
+            }
         }
         guard let id = user["user"]?["userId"]?.intValue else { throw ClientFailure("the engine returned a user without an id") }
         userId = Int64(id)
+        let isRelay = user["user"]?["userChatRelay"]?.boolValue ?? false
+        if new.relay, !isRelay {
+            throw ClientFailure("this profile was created as an ordinary user and cannot become a chat relay; give the relay its own database (-d)")
+        }
         if !servers.isEmpty {
             let set = await api.execute("/_relays \(userId) \(servers.joined(separator: ","))")
             guard set["type"]?.stringValue == "userRelays" else { throw ClientFailure("cannot store the relays: \(EventText.errorWords(set))") }
@@ -57,8 +74,27 @@ actor ChatClient {
         guard ["chatStarted", "chatRunning"].contains(started["type"]?.stringValue ?? "") else {
             throw ClientFailure("cannot start the chat: \(EventText.errorWords(started))")
         }
+        if new.relay { try await showRelayAddress(quiet: quiet) }
+        guard !quiet else { return }
         let display = Sanitize.line(user["user"]?["localDisplayName"]?.stringValue ?? "")
         terminal.line("\(display) is ready; type /help for commands")
+    }
+
+    /// A chat relay's relay address (channel owners invite the relay with it): made on first use.
+    private func showRelayAddress(quiet: Bool) async throws {
+        var r = await api.execute("/_show_address \(userId)")
+        if r["chatError"]?["storeError"]?["type"]?.stringValue == "userContactLinkNotFound" {
+            let created = await api.execute("/_address \(userId)")
+            guard created["type"]?.stringValue == "userContactLinkCreated" else {
+                throw ClientFailure("cannot create the relay address: \(EventText.errorWords(created))")
+            }
+            r = await api.execute("/_show_address \(userId)")
+        }
+        let link = r["contactLink"]?["connLinkContact"]
+        guard let shown = link?["connShortLink"]?.stringValue ?? link?["connFullLink"]?.stringValue else {
+            throw ClientFailure("cannot read the relay address: \(EventText.errorWords(r))")
+        }
+        if !quiet { terminal.line("chat relay address: \(shown)") }
     }
 
     // MARK: - Input

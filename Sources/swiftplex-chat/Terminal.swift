@@ -27,19 +27,23 @@ final class Terminal: Sendable {
     }
 }
 
-/// What the input loop reacts to: a typed line, the end of input, or a stop signal.
+/// What the input loop reacts to: a typed line, the end of input, a stop signal, or the end of
+/// a wait (`-t`).
 enum InputEvent: Sendable {
     case line(String)
     case end
     case signal(Int32)
+    case timeUp
 }
 
 /// Lines from standard input on a thread of their own (reading blocks), and SIGINT/SIGTERM, as
 /// one stream; the signals are taken from their default handlers so the engine can stop cleanly.
+/// Without `readingLines` (headless, `-e`) standard input is left alone: only signals come.
 struct LineInput: Sendable {
     let events: AsyncStream<InputEvent>
+    private let continuation: AsyncStream<InputEvent>.Continuation
 
-    static func standardInput() -> LineInput {
+    static func standardInput(readingLines: Bool = true) -> LineInput {
         let (stream, continuation) = AsyncStream.makeStream(of: InputEvent.self)
         let queue = DispatchQueue(label: "swiftplex-chat.signals")
         let sources = [SIGINT, SIGTERM].map { sig -> any DispatchSourceSignal in
@@ -49,14 +53,25 @@ struct LineInput: Sendable {
             source.resume()
             return source
         }
-        let thread = Thread {
-            while let line = readLine(strippingNewline: true) { continuation.yield(.line(line)) }
-            continuation.yield(.end)
+        if readingLines {
+            let thread = Thread {
+                while let line = readLine(strippingNewline: true) { continuation.yield(.line(line)) }
+                continuation.yield(.end)
+            }
+            thread.start()
         }
-        thread.start()
         let keep = SignalSources(sources)
         continuation.onTermination = { _ in keep.cancelAll() }
-        return LineInput(events: stream)
+        return LineInput(events: stream, continuation: continuation)
+    }
+
+    /// Delivers `.timeUp` after `duration`.
+    func timeUp(after duration: Duration) {
+        let continuation = continuation
+        Task {
+            try? await Task.sleep(for: duration)
+            continuation.yield(.timeUp)
+        }
     }
 }
 

@@ -44,7 +44,7 @@ import Testing
             ("/_connect plan 1 simplex:/contact#/?v=1&smp=x", .connectPlan(userId: 1, link: "simplex:/contact#/?v=1&smp=x")),
             ("/_connect 1 simplex:/invitation#/?v=1 https://relay/i#abc", .connect(userId: 1, incognito: false, fullLink: "simplex:/invitation#/?v=1", shortLink: "https://relay/i#abc")),
             ("/connect https://smp.example/a#key", .connectActiveUser(incognito: false, link: "https://smp.example/a#key")),
-            ("/c", .connectActiveUser(incognito: false, link: nil)),
+            ("/c", .cli(.addContact(incognito: false, short: false))),
             ("/_accept 8", .acceptContact(requestId: 8, incognito: false)),
             ("/_accept incognito=on 8", .acceptContact(requestId: 8, incognito: true)),
             ("/_reject 8", .rejectContact(requestId: 8)),

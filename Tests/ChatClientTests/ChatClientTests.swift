@@ -427,9 +427,9 @@ import Testing
         #expect(badServer.errorLines.joined(separator: "\n").contains("invalid --server 'smp://not-a-relay'"))
         #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("x").path))
 
-        let noDir = try LineProcess(chat, ["--name", "x"])
-        #expect(await noDir.waitForExit() == 64)
-        #expect(noDir.errorLines.joined(separator: "\n").contains("--data-dir"))
+        let twoPlaces = try LineProcess(chat, ["--name", "x", "-d", dir.appendingPathComponent("p").path, "--data-dir", dir.appendingPathComponent("q").path])
+        #expect(await twoPlaces.waitForExit() == 64)
+        #expect(twoPlaces.errorLines.joined(separator: "\n").contains("--data-dir"))
 
         // No --name and the input ends at the prompt: nothing is created but the directory.
         let noName = try LineProcess(chat, ["--data-dir", dir.appendingPathComponent("y").path])

@@ -42,7 +42,7 @@ import Testing
     static var responses: [ChatResponse] {
         let u = user
         return [
-            .activeUser(user: u), .usersList(users: [UserInfo(user: u, unreadCount: 0)]), .userProfileNoChange(user: u),
+            .activeUser(user: u), .usersList(users: [UserInfo(user: u, unreadCount: 0)]), .userProfileNoChange(user: u), .chatHelp(helpSection: "main"),
             .userProfileUpdated(user: u, fromProfile: userRow.profile, toProfile: Profile(displayName: "bot2"),
                                 updateSummary: UserProfileUpdateSummary(updateSuccesses: 1, updateFailures: 0, changedContacts: [contact])),
             .cmdOk(user: u), .cmdOk(user: nil), .chatStarted, .chatRunning, .chatStopped,
@@ -135,8 +135,9 @@ import Testing
     }
 
     /// Responses the Python package's generated types do not have (its document lists none of
-    /// them): Swiftplex's `/_relays`, and SimpleX's `/_get chat` and `/_delete … messages` answers.
-    static let notInDocument: Set<String> = ["userRelays", "apiChat", "chatCleared", "archiveExported", "archiveImported"]
+    /// them): Swiftplex's `/_relays`, SimpleX's `/_get chat` and `/_delete … messages` answers, and
+    /// the terminal's `/help` (`chatHelp`).
+    static let notInDocument: Set<String> = ["userRelays", "apiChat", "chatCleared", "archiveExported", "archiveImported", "chatHelp"]
 
     @Test func everyResponseHasTheDocumentedShape() {
         for response in Self.responses {

@@ -26,6 +26,8 @@ import Testing
         #"{"type":"groupLinkNotFound","groupInfo":\#(GroupShapeTests.group)}"#, #"{"type":"duplicateGroupLink","groupInfo":\#(GroupShapeTests.group)}"#,
         #"{"type":"userChatRelayNotFound","chatRelayId":8}"#,
         #"{"type":"memberContactGroupMemberNotFound","contactId":9}"#,
+        #"{"type":"contactNotFoundByName","contactName":"ann"}"#, #"{"type":"groupNotFoundByName","groupName":"team"}"#,
+        #"{"type":"contactRequestNotFoundByName","contactName":"bob"}"#,
     ]
 
     func tag(_ json: String) throws -> String {

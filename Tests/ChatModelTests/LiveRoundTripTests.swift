@@ -85,6 +85,11 @@ final class WireLog {
         await w.run(a, "/_relays 1")
         await w.run(a, "/_set receipts contacts 1 on")
         await w.run(a, "/nonsense")
+        // The terminal's commands (name lookups that find nothing, the help section).
+        await w.run(a, "/help groups")
+        await w.run(a, "@nobody hi")
+        await w.run(a, "#nowhere hi")
+        await w.run(a, "/ac nobody")
         await w.run(a, "/_show_address 9")
         for (api, name) in [(b, "ben"), (c, "carl")] {
             await w.run(api, createUser(name))
@@ -234,7 +239,8 @@ final class WireLog {
         #expect(v.eventTags.isSuperset(of: events), "events not reached: \(events.subtracting(v.eventTags).sorted())")
         let errors: Set<String> = ["noActiveUser", "invalidDisplayName", "userExists", "chatNotStarted", "commandError", "userNotFound", "cantDeleteLastUser",
                                    "invalidConnReq", "invalidChatItemUpdate", "invalidChatItemDelete", "invalidQuote", "chatItemNotFound", "contactNotFound",
-                                   "userContactLinkExists", "contactNotReady", "contactRequestNotFound", "contactNotActive", "cantDeleteActiveUser"]
+                                   "userContactLinkExists", "contactNotReady", "contactRequestNotFound", "contactNotActive", "cantDeleteActiveUser",
+                                   "contactNotFoundByName", "groupNotFoundByName", "contactRequestNotFoundByName"]
         #expect(v.errorCodes.isSuperset(of: errors), "errors not reached: \(errors.subtracting(v.errorCodes).sorted())")
         #expect(w.responses.contains { $0.description.contains("connShortLink") }, "no short link was made")
         print("live round trip: \(w.responses.count) responses (\(v.responseTags.sorted().joined(separator: " "))), \(w.events.count) events (\(v.eventTags.sorted().joined(separator: " "))), errors: \(v.errorCodes.sorted().joined(separator: " "))")

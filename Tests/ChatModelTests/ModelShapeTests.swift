@@ -190,6 +190,7 @@ import Testing
         try expectShape(ChatResponse.chatStarted, #"{"type":"chatStarted"}"#)
         try expectShape(ChatResponse.usersList(users: [UserInfo(user: Self.user, unreadCount: 0)]), #"{"type":"usersList","users":[{"user":\#(Self.userJSON),"unreadCount":0}]}"#)
         try expectShape(ChatResponse.chatCmdError(.error(.noActiveUser)), #"{"type":"chatCmdError","chatError":{"type":"error","errorType":{"type":"noActiveUser"}}}"#)
+        try expectShape(ChatResponse.chatHelp(helpSection: "main"), #"{"type":"chatHelp","helpSection":"main"}"#)
         try expectShape(ChatEvent.hostConnected(protocol: "smp", transportHost: "127.0.0.1"), #"{"type":"hostConnected","protocol":"smp","transportHost":"127.0.0.1"}"#)
         try expectShape(ChatEvent.hostDisconnected(protocol: "smp", transportHost: "127.0.0.1"), #"{"type":"hostDisconnected","protocol":"smp","transportHost":"127.0.0.1"}"#)
         try expectShape(ChatEvent.subscriptionStatus(server: "smp://k@127.0.0.1:5223", subscriptionStatus: .active, connections: ["1", "2"]),
