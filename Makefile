@@ -64,8 +64,8 @@ ENGINE_SUITES := ChatAPITests|ChatModelTests|ChatServerTests|AgentTests
 # but for those that reach into the SQLite files themselves (fault triggers, archives, store copy).
 PG_ENGINE_SUITES := ChatAPITests|ChatServerTests
 SQLITE_ONLY_SUITES := ChatStoreFaultTests|ConnectionDeletionTests|EngineStoreCopyTests
-# Starvation: the engine, host and server suites (on SQLite and on PostgreSQL) run with Swift's
-# concurrency pool cut to one thread (LIBDISPATCH_COOPERATIVE_POOL_STRICT=1), so one blocked
+# Starvation: the engine, host and server suites run with Swift's concurrency pool cut to one
+# thread (LIBDISPATCH_COOPERATIVE_POOL_STRICT=1), so one blocked
 # pool thread stalls every engine and server under test; every Swift test run reports each
 # blocking wait entered on the pool (SWIFTPLEX_BLOCKING_CHECK=log), and
 # Tests/Support/blocking_report.py then fails the run on any that Swiftplex's own code made
@@ -90,7 +90,7 @@ test: deps test-deps
 	$(STARVED) SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build --filter "$(STARVED_SUITES)" 2>&1 | tee .build/test--filter.log || exit 1; \
 	$(CHECKED) SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build --skip "$(STARVED_SUITES)" 2>&1 | tee .build/test--skip.log || exit 1; \
 	echo "The engine suites with the engines' data in PostgreSQL:"; \
-	$(STARVED) SWIFTPLEX_TEST_ENGINE_DB=postgres SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build --filter "$(PG_ENGINE_SUITES)" \
+	$(CHECKED) SWIFTPLEX_TEST_ENGINE_DB=postgres SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build --filter "$(PG_ENGINE_SUITES)" \
 	  --skip "$(SQLITE_ONLY_SUITES)" 2>&1 | tee .build/test-postgres.log || exit 1
 	@cat .build/test--filter.log .build/test--skip.log .build/test-postgres.log > .build/test.log
 	@python3 Tests/Support/blocking_report.py .build/test.log

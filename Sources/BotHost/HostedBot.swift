@@ -94,6 +94,9 @@ public final class HostedBot: Sendable {
         }
         do {
             let userId = try await BotHost.ensureUser(api, options.profile, logger: logger)
+            if !options.engine.isSwiftplex, !relays.isEmpty {
+                await offerRelays(relays, to: api, userId: userId, logger: logger)
+            }
             try await BotHost.expect(api, "/_start", ["chatStarted", "chatRunning"])
             let address = options.createAddress || options.profile.chatRelay ? try await BotHost.ensureAddress(api, userId: userId, relay: options.profile.chatRelay, logger: logger) : nil
             let storagePath = BotOptions.pluginStorage(dataDirectory, prefix: options.dataPrefix)
@@ -118,6 +121,20 @@ public final class HostedBot: Sendable {
         } catch {
             await api.close()
             throw error
+        }
+    }
+
+    /// The host's relays (`relays:`, or the embedded one) for a foreign engine's user: through
+    /// `/_relays`, which Swiftplex's library and `swiftplex-chat` take. SimpleX's own engine does
+    /// not know the command and keeps the servers it is configured with; that is logged, not an error.
+    private static func offerRelays(_ relays: [RelayAddress], to api: any BotEngine, userId: Int64, logger: Logger) async {
+        let line = "/_relays \(userId) " + relays.map(\.description).joined(separator: ",")
+        switch await api.respond(line) {
+        case .success:
+            logger.info("the engine uses the host's relays", metadata: ["relays": "\(relays.count)"])
+        case let .failure(f):
+            logger.notice("the engine did not take the host's relays (/_relays); it uses the servers it is configured with",
+                          metadata: ["error": "\(BotHost.describe(f))"])
         }
     }
 

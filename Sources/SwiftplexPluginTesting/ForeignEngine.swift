@@ -30,9 +30,7 @@ final class ForeignEngine: Sendable {
             case .embedded:
                 return nil
             case .libsimplex:
-                // Swiftplex's libsimplex.so takes its relays from SWIFTPLEX_SERVERS, read when a
-                // controller is opened (SimpleX's is told with its own server settings).
-                setenv("SWIFTPLEX_SERVERS", relay.address.description, 1)
+                // The host gives the engine's user this relay (`/_relays`, as `relays:` does).
                 return ForeignEngine(relay: relay, choice: .libsimplex(library: PluginTestBench.product("libsimplex.so")), process: nil)
             case .webSocket:
                 let (process, port) = try await startChat(botName: botName, directory: directory, relay: relay.address)
