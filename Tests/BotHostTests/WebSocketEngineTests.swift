@@ -82,7 +82,11 @@ import Testing
         // It takes connections again: the engine reconnects by itself (with back-off) and serves again.
         accepting.withLockedValue { $0 = true }
         _ = try await connections.next(timeout: .seconds(30))
-        #expect(await engine.execute("/again")["cmd"]?.stringValue == "/again")
+        // The scripted engine has the connection; the client side takes it up a moment later
+        // (until then a command fails at once, as above): the sanctioned poll.
+        try await eventually(timeout: .seconds(30), "a command answered over the new connection") {
+            await engine.execute("/again")["cmd"]?.stringValue == "/again"
+        }
 
         await engine.close()
         server.cancel()
