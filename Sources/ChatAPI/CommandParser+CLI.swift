@@ -222,12 +222,7 @@ extension CommandParser {
     private static func parseDeleteMode(_ s: inout Scanner) throws(CommandParseError) -> ChatCommand.ChatDeleteMode {
         let kind = s.peekWord()
         if kind == "full" || kind == "entity" || kind == "messages" { _ = s.word() }
-        var notify = true
-        if let n = s.peekWord(), n.hasPrefix("notify=") {
-            _ = s.word()
-            guard let v = Scanner.onOffValue(n.dropFirst("notify=".count)) else { throw CommandParseError(.badArguments, "notify must be on or off") }
-            notify = v
-        }
+        let notify = try s.notifyOption()
         switch kind {
         case "entity": return .entity(notify: notify)
         case "messages": return .messages

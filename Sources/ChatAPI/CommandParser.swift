@@ -179,12 +179,7 @@ public enum CommandParser {
         default:
             let chat = try s.chatRef()
             guard let kind = s.word() else { return .deleteChat(chat: chat, mode: .full(notify: true)) }
-            var notify = true
-            if let n = s.peekWord(), n.hasPrefix("notify=") {
-                _ = s.word()
-                guard let v = Scanner.onOffValue(n.dropFirst("notify=".count)) else { throw CommandParseError(.badArguments, "notify must be on or off") }
-                notify = v
-            }
+            let notify = try s.notifyOption()
             switch kind {
             case "full": return .deleteChat(chat: chat, mode: .full(notify: notify))
             case "entity": return .deleteChat(chat: chat, mode: .entity(notify: notify))
@@ -367,6 +362,14 @@ struct Scanner {
         case "off": false
         default: nil
         }
+    }
+
+    /// An optional `notify=on|off` word after a chat delete mode; on when it is absent.
+    mutating func notifyOption() throws(CommandParseError) -> Bool {
+        guard let n = peekWord(), n.hasPrefix("notify=") else { return true }
+        _ = word()
+        guard let v = Scanner.onOffValue(n.dropFirst("notify=".count)) else { throw CommandParseError(.badArguments, "notify must be on or off") }
+        return v
     }
 
     mutating func chatRef() throws(CommandParseError) -> ChatRef {
