@@ -108,8 +108,9 @@ public final class PluginStorage: Sendable {
         }
         try store.writeNow { db in
             if let value {
-                let others = try db.value(Int.self, "SELECT COUNT(*) FROM plugin_kv WHERE instance = ? AND key <> ?", instance, key) ?? 0
-                let used = try db.value(Int.self, "SELECT COALESCE(SUM(LENGTH(value)), 0) FROM plugin_kv WHERE instance = ? AND key <> ?", instance, key) ?? 0
+                let row = try db.row("SELECT COUNT(*), COALESCE(SUM(LENGTH(value)), 0) FROM plugin_kv WHERE instance = ? AND key <> ?", instance, key)
+                let others = try row?.get(0, as: Int.self) ?? 0
+                let used = try row?.get(1, as: Int.self) ?? 0
                 guard others + 1 <= quota.maxKeys else {
                     throw QuotaExceeded(description: "plugin storage of \(instance): \(quota.maxKeys) keys at most; delete some first")
                 }
