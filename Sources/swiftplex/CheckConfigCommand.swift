@@ -51,18 +51,10 @@ struct CheckConfigCommand: AsyncParsableCommand {
             throw ExitCode.failure
         }
         for bot in configuration.bots where bot.engine != .swiftplex {
-            print("note: bot \(bot.name) runs on a foreign engine (\(Self.describe(bot.engine))): " + EngineChoice.foreignEngineNotes.joined(separator: "; "))
+            print("note: bot \(bot.name) runs on a foreign engine (\(EngineChoice(bot.engine))): " + EngineChoice.foreignEngineNotes.joined(separator: "; "))
         }
         let bots = configuration.bots.count > 1 ? "\(configuration.bots.count) bots, " : ""
         print("\(file): OK (\(bots)\(entries.count) plugin\(entries.count == 1 ? "" : "s"), \(checked) loaded and checked)")
-    }
-
-    static func describe(_ engine: HostConfiguration.Engine) -> String {
-        switch engine {
-        case .swiftplex: "swiftplex"
-        case let .libsimplex(library, _, _): "libsimplex \(library)"
-        case let .websocket(url, _): "websocket \(url)"
-        }
     }
 
     private func report(_ problems: [ConfigProblem]) {

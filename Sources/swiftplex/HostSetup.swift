@@ -99,11 +99,7 @@ struct HostSetup {
                                                  peerType: entry.profile.peerType.rawValue, publishCommands: entry.profile.publishCommands)
             profile.chatRelay = entry.chatRelay != nil
             var bot = BotOptions(name: entry.name, dataPrefix: entry.data, profile: profile, createAddress: entry.address.enabled, plugins: specs)
-            bot.engine = switch entry.engine {
-            case .swiftplex: .swiftplex
-            case let .libsimplex(library, key, confirm): .libsimplex(library: library, key: key, confirmMigrations: confirm)
-            case let .websocket(url, token): .websocket(url: url, token: token)
-            }
+            bot.engine = EngineChoice(entry.engine)
             bot.requestsPerMinute = entry.address.requestsPerMinute
             bot.maxPendingRequests = entry.address.maxPendingRequests
             bot.requestTTL = entry.address.requestTTL
@@ -177,5 +173,16 @@ struct ValidationErrorText: Error, CustomStringConvertible {
 extension Logger.Level {
     init(_ level: HostConfiguration.LogLevel) {
         self = Logger.Level(rawValue: level.rawValue) ?? .info
+    }
+}
+
+extension EngineChoice {
+    /// The engine a bot's `engine:` entry names.
+    init(_ engine: HostConfiguration.Engine) {
+        self = switch engine {
+        case .swiftplex: .swiftplex
+        case let .libsimplex(library, key, confirm): .libsimplex(library: library, key: key, confirmMigrations: confirm)
+        case let .websocket(url, token): .websocket(url: url, token: token)
+        }
     }
 }
