@@ -68,9 +68,10 @@ public final class WebSocketEngine: BotEngine {
         throw BotHostError("cannot reach the chat engine at \(url)")
     }
 
+    /// Serves until cancelled: the connection task (reads, reconnections) runs until then.
     public func run() async throws {
-        // The connection task serves until close(); this waits for cancellation.
-        while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+        guard let task = connection.withLockedValue({ $0 }) else { return }
+        await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
     }
 
     public func close() async {
