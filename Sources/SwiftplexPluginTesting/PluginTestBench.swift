@@ -78,9 +78,12 @@ public final class PluginTestBench: Sendable {
         /// `simplex-chat -p` process would be).
         case webSocket
 
-        public var description: String {
+        public var description: String { self == .embedded ? "embedded" : kind }
+
+        /// The kind of engine the host reports for this choice (`BotEngine.kind`).
+        public var kind: String {
             switch self {
-            case .embedded: "embedded"
+            case .embedded: "swiftplex"
             case .libsimplex: "libsimplex"
             case .webSocket: "websocket"
             }

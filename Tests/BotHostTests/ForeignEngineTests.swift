@@ -16,22 +16,6 @@ import Testing
 @Suite(.timeLimit(.minutes(3))) struct ForeignEngineTests {
     static let engines: [PluginTestBench.Engine] = [.embedded, .libsimplex, .webSocket]
 
-    @Test(arguments: engines) func welcomeAndEchoWorkOnEveryEngine(_ engine: PluginTestBench.Engine) async throws {
-        try await PluginTestBench.withBench(plugins: PluginsEndToEndTests.acceptAndEcho(), engine: engine) { bench in
-            #expect(bench.host.api.kind == (engine == .embedded ? "swiftplex" : engine == .libsimplex ? "libsimplex" : "websocket"))
-            let alice = try await bench.connect("alice")
-            #expect(try await alice.nextMessage() == PluginsEndToEndTests.welcome)
-            for text in ["hello", "ünïcödé ✓"] {
-                try await alice.send(text)
-                #expect(try await alice.nextMessage() == text)
-            }
-            let bob = try await bench.connect("bob")
-            #expect(try await bob.nextMessage() == PluginsEndToEndTests.welcome)
-            try await bob.send("hi from bob")
-            #expect(try await bob.nextMessage() == "hi from bob")
-        }
-    }
-
     @Test(arguments: engines) func broadcastWorksOnEveryEngine(_ engine: PluginTestBench.Engine) async throws {
         try await PluginTestBench.withBench(plugins: [
             .init(name: "welcome", path: PluginTestBench.product("libauto-accept.so"), config: "{}"),
