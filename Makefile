@@ -6,7 +6,7 @@ SYSTEM_PACKAGES := libsodium-dev libyaml-dev libsqlite3-dev pkg-config zbar-tool
 TEST_PACKAGES := postgresql-15
 PG_BIN ?= /usr/lib/postgresql/15/bin
 
-.PHONY: run test python-test browser-deps test-deps deps build release bench clean plugins fuzz fuzz-build fuzz-seeds
+.PHONY: run test python-test browser-deps test-deps deps build release bench clean plugins fuzz fuzz-build fuzz-seeds fuzz-replay
 
 # Installs the system libraries Swiftplex links against, when they are missing.
 deps:
@@ -74,10 +74,15 @@ STARVED_SUITES := $(ENGINE_SUITES)|BotHostTests
 CHECKED := SWIFTPLEX_BLOCKING_CHECK=log
 STARVED := LIBDISPATCH_COOPERATIVE_POOL_STRICT=1 $(CHECKED)
 TEST_PRODUCTS := simplex swiftplex swiftplex-plugin-runner swiftplex-test-plugin swiftplex-relay swiftplex-chat \
-	auto-accept auto-reply broadcast group-moderator channel-relay channel
+	auto-accept auto-reply broadcast group-moderator channel-relay channel swiftplex-fuzz
+# Each phase of `make test` prints the wall-clock time it ended at, seconds since the start.
+TEST_START := $(shell date +%s)
+PHASE = @echo "[make test] $(1) done at $$(( $$(date +%s) - $(TEST_START) )) s"
 test: deps test-deps
+	$(call PHASE,system packages)
 	$(SWIFT) build --build-tests
 	@for p in $(TEST_PRODUCTS); do echo "building $$p"; $(SWIFT) build --product $$p || exit 1; done
+	$(call PHASE,build)
 	@# The Swift tests run in two processes (the engine and host suites, then the rest), which keeps the
 	@# number of live relays, engines and child processes in one process moderate. A throwaway
 	@# PostgreSQL 15 (Tests/Support/postgres/cluster.sh: initdb into a temporary directory, a free
@@ -88,16 +93,22 @@ test: deps test-deps
 	url=$$(PG_BIN=$(PG_BIN) Tests/Support/postgres/cluster.sh start $$pgdir) || exit 1; \
 	echo "PostgreSQL for the tests: $$url"; \
 	$(STARVED) SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build --filter "$(STARVED_SUITES)" 2>&1 | tee .build/test--filter.log || exit 1; \
+	echo "[make test] engine and host suites (starved) done at $$(( $$(date +%s) - $(TEST_START) )) s"; \
 	$(CHECKED) SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build --skip "$(STARVED_SUITES)" 2>&1 | tee .build/test--skip.log || exit 1; \
+	echo "[make test] other suites done at $$(( $$(date +%s) - $(TEST_START) )) s"; \
 	echo "The engine suites with the engines' data in PostgreSQL:"; \
 	$(CHECKED) SWIFTPLEX_TEST_ENGINE_DB=postgres SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build --filter "$(PG_ENGINE_SUITES)" \
 	  --skip "$(SQLITE_ONLY_SUITES)" 2>&1 | tee .build/test-postgres.log || exit 1
+	$(call PHASE,engine suites on PostgreSQL)
 	@cat .build/test--filter.log .build/test--skip.log .build/test-postgres.log > .build/test.log
 	@python3 Tests/Support/blocking_report.py .build/test.log
 	@n=0; for k in $$(grep -oE 'Test run with [0-9]+ tests?' .build/test.log | grep -oE '[0-9]+'); do n=$$((n + k)); done; \
 	  echo "swift: $$n passed, 0 failed"
 	@$(MAKE) --no-print-directory python-test
+	$(call PHASE,Python library and browser tests)
+	@$(MAKE) --no-print-directory fuzz-replay
 	@if [ "$(FUZZ_CI_SECONDS)" != "0" ]; then $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_CI_SECONDS); fi
+	$(call PHASE,all)
 
 # The Python environment for the library tests (simplex-chat 7.0.2 from PyPI) and the
 # WebSocket/admin API tests (websockets). The stamp names the package list, so a changed list
@@ -164,9 +175,10 @@ bench: deps
 # earlier runs kept (.build-fuzz/corpus/<target>). Built with -sanitize=fuzzer,address into
 # .build-fuzz, apart from the normal build. A crash stops it: the input is saved as
 # .build-fuzz/crashes/<target>/crash-* and replays with `.build-fuzz/debug/swiftplex-fuzz <target> FILE`.
-# `make test` runs each target for FUZZ_CI_SECONDS (0 skips the fuzzing).
+# `make test FUZZ_CI_SECONDS=N` adds N seconds of it per target (the default 0 leaves it out:
+# the ASan build alone would take a third of the CI budget); `make test` replays the corpora.
 FUZZ_SECONDS ?= 60
-FUZZ_CI_SECONDS ?= 10
+FUZZ_CI_SECONDS ?= 0
 FUZZ_RUNS ?=
 FUZZ_FLAGS ?=
 FUZZ_TARGETS ?= relay-block relay-transmission agent-envelope ratchet-frame links chat-command \
@@ -188,6 +200,15 @@ fuzz: fuzz-build
 	  cov=$$(grep -oE 'cov: [0-9]+' $$log | tail -n 1); \
 	  echo "fuzz: $$t: $${runs:-?} inputs in $$(( $$(date +%s) - start )) s, $$cov, 0 crashes"; \
 	done
+
+# Replays every committed seed corpus (Fuzz/Corpus/<target>) through its target in the normal
+# build (no sanitizer): what once decoded, or once crashed and was kept, still behaves. `make test`
+# runs it; the coverage-guided search is `make fuzz`.
+fuzz-replay:
+	@bin=$$($(SWIFT) build --show-bin-path)/swiftplex-fuzz; \
+	for t in $(FUZZ_TARGETS); do \
+	  $$bin run $$t Fuzz/Corpus/$$t > .build/fuzz-replay-$$t.log 2>&1 || { tail -n 20 .build/fuzz-replay-$$t.log; echo "fuzz replay: $$t FAILED"; exit 1; }; \
+	done; echo "fuzz replay: $$(ls Fuzz/Corpus/*/* | wc -l) committed inputs over $(words $(FUZZ_TARGETS)) targets, 0 failures"
 
 # Rewrites the committed seed corpora from the real encoders (normal build, no sanitizer).
 fuzz-seeds:
