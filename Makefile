@@ -77,7 +77,9 @@ TEST_PRODUCTS := simplex swiftplex swiftplex-plugin-runner swiftplex-test-plugin
 	auto-accept auto-reply broadcast group-moderator channel-relay channel swiftplex-fuzz
 # Each phase of `make test` prints the wall-clock time it ended at, seconds since the start.
 TEST_START := $(shell date +%s)
-PHASE = @echo "[make test] $(1) done at $$(( $$(date +%s) - $(TEST_START) )) s"
+# PHASE_AT is the shell command (for use inside a recipe's shell line); PHASE a recipe line of it.
+PHASE_AT = echo "[make test] $(1) done at $$(( $$(date +%s) - $(TEST_START) )) s"
+PHASE = @$(call PHASE_AT,$(1))
 test: deps test-deps
 	$(call PHASE,system packages)
 	$(SWIFT) build --build-tests
@@ -93,9 +95,9 @@ test: deps test-deps
 	url=$$(PG_BIN=$(PG_BIN) Tests/Support/postgres/cluster.sh start $$pgdir) || exit 1; \
 	echo "PostgreSQL for the tests: $$url"; \
 	$(STARVED) SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build --filter "$(STARVED_SUITES)" 2>&1 | tee .build/test--filter.log || exit 1; \
-	echo "[make test] engine and host suites (starved) done at $$(( $$(date +%s) - $(TEST_START) )) s"; \
+	$(call PHASE_AT,engine and host suites (starved)); \
 	$(CHECKED) SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build --skip "$(STARVED_SUITES)" 2>&1 | tee .build/test--skip.log || exit 1; \
-	echo "[make test] other suites done at $$(( $$(date +%s) - $(TEST_START) )) s"; \
+	$(call PHASE_AT,other suites); \
 	echo "The engine suites with the engines' data in PostgreSQL:"; \
 	$(CHECKED) SWIFTPLEX_TEST_ENGINE_DB=postgres SWIFTPLEX_TEST_POSTGRES=$$url $(SWIFT) test --skip-build --filter "$(PG_ENGINE_SUITES)" \
 	  --skip "$(SQLITE_ONLY_SUITES)" 2>&1 | tee .build/test-postgres.log || exit 1
