@@ -41,17 +41,25 @@ public final class RelayConnection: Sendable {
         self.handler = handler
     }
 
+    /// The TLS client context every relay connection shares, made once: trust is decided by the
+    /// pinned fingerprint alone (checked per connection in the handler's verification callback),
+    /// so no CA bundle is loaded — building a context with the platform's trust roots reads and
+    /// parses the whole bundle from disk, blocking work that does not belong on a dial's path.
+    private static let clientContext: Result<NIOSSLContext, any Error> = Result {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv13
+        tls.maximumTLSVersion = .tlsv13
+        tls.trustRoots = .certificates([])
+        tls.certificateVerification = .noHostnameVerification
+        return try NIOSSLContext(configuration: tls)
+    }
+
     /// Opens TLS 1.3 to the relay, checks its fingerprint and completes the relay hello.
     /// `sourceAddress`: the local IP address to connect from (nil: the system's choice); benchmarks
     /// use several loopback addresses to stand for clients on different hosts.
     public static func connect(to address: RelayAddress, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
                                timeout: Duration = .seconds(10), sourceAddress: String? = nil) async throws -> RelayConnection {
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.minimumTLSVersion = .tlsv13
-        tls.maximumTLSVersion = .tlsv13
-        // Trust is decided by the pinned fingerprint alone (below), not by any CA or host name.
-        tls.certificateVerification = .noHostnameVerification
-        let sslContext = try NIOSSLContext(configuration: tls)
+        let sslContext = try clientContext.get()
         let expected = address.fingerprint
         let mismatch = NIOLockedValueBox(false)
         let (events, continuation) = AsyncStream.makeStream(of: RelayEvent.self, bufferingPolicy: .unbounded)
@@ -84,7 +92,14 @@ public final class RelayConnection: Sendable {
         let channel: any Channel
         do {
             if let sourceAddress { bootstrap = bootstrap.bind(to: try SocketAddress(ipAddress: sourceAddress, port: 0)) }
-            channel = try await bootstrap.connect(host: address.host, port: address.port).get()
+            if let literal = try? SocketAddress(ipAddress: address.host, port: address.port) {
+                // An IP address needs no resolving: connect from the event loop at once, instead of
+                // a hop through the resolver's dispatch queue that a busy machine can delay past
+                // the connect timeout.
+                channel = try await bootstrap.connect(to: literal).get()
+            } else {
+                channel = try await bootstrap.connect(host: address.host, port: address.port).get()
+            }
         } catch {
             continuation.finish()
             let failure = RelayClientError(.connectFailed, "cannot connect to relay \(address.host):\(address.port): \(error)")
