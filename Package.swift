@@ -376,6 +376,7 @@ let package = Package(
                 "SimplexLib",
                 "ChatAPI",
                 "ChatCore",
+                "GroupProtocol",
                 "PluginHost",
                 "SwiftplexBase",
                 "SwiftplexSpawn",

@@ -56,6 +56,8 @@ public struct BotHostOptions: Sendable {
     public var requestsPerMinute = 30
     public var maxPendingRequests = 1000
     public var requestTTL = Duration.seconds(168 * 3600)
+    /// Members a group the first bot hosts takes, the bot included (`groups.max_members`).
+    public var maxGroupMembers = 1000
     /// Relays that peers' links may make the bot dial (see `peer_relays` in docs/configuration.md).
     public var peerRelays: PeerRelays = PeerRelays()
     /// The host's further bots (`bots:` in the configuration), each with its own engine, data
@@ -103,6 +105,7 @@ extension BotHostOptions {
         first.requestsPerMinute = requestsPerMinute
         first.maxPendingRequests = maxPendingRequests
         first.requestTTL = requestTTL
+        first.maxGroupMembers = maxGroupMembers
         first.peerRelays = peerRelays
         first.engine = engine
         return [first] + otherBots
@@ -125,6 +128,8 @@ public struct BotOptions: Sendable {
     public var requestsPerMinute = 30
     public var maxPendingRequests = 1000
     public var requestTTL = Duration.seconds(168 * 3600)
+    /// Members a group the bot hosts takes, the bot included (`groups.max_members`).
+    public var maxGroupMembers = 1000
     public var peerRelays = BotHostOptions.PeerRelays()
     /// The bot's chat engine.
     public var engine: EngineChoice = .swiftplex

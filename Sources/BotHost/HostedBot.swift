@@ -146,7 +146,8 @@ public final class HostedBot: Sendable {
         case .swiftplex:
             do {
                 let limits = ChatLimits(contactRequestsPerWindow: options.requestsPerMinute, contactRequestWindow: .seconds(60),
-                                        maxPendingContactRequests: options.maxPendingRequests, contactRequestTTL: options.requestTTL)
+                                        maxPendingContactRequests: options.maxPendingRequests, contactRequestTTL: options.requestTTL,
+                                        maxGroupMembers: options.maxGroupMembers)
                 let agentOptions = AgentOptions(allowedHosts: options.peerRelays.allow.map(Set.init), refusePrivateAddresses: options.peerRelays.refusePrivate,
                                                 peerRelayTimeout: options.peerRelays.timeout)
                 let controller = try await ChatController.open(database: engineDatabase, defaultRelays: relays, logger: logger, limits: limits, agentOptions: agentOptions)

@@ -27,6 +27,7 @@ extension ChatController {
         case .notJoined: .chat(.groupNotJoined(groupInfo: view.info))
         case .duplicateMember: .chat(.groupDuplicateMember(contactName: contactName ?? ""))
         case .memberNotCurrent: .chat(.groupMemberNotActive)
+        case .groupFull: .command("the group has as many members as its limit allows (\(limits.maxGroupMembers); groups.max_members in the host configuration): \(e.message)")
         default: .chat(.groupInternal(message: "\(e.code.rawValue): \(e.message)"))
         }
     }
@@ -78,7 +79,7 @@ extension ChatController {
             try Self.saveMember(db, membership, groupId: g.id!, userId: userId, now: now)
             return g.id!
         }
-        groupRuntime.states[groupId] = state
+        groupRuntime.states[groupId] = state.withMemberLimit(limits.maxGroupMembers)
         let view = try await groupView(groupId)
         return .group(.groupCreated(UserGroup(user: userModel(u), groupInfo: view.info)))
     }

@@ -320,7 +320,7 @@ extension ChatController {
             return (g.id!, out)
         }
         groupRuntime.linkJoins?.remove(conn)
-        groupRuntime.states[groupId] = state
+        groupRuntime.states[groupId] = state.withMemberLimit(limits.maxGroupMembers)
         _ = try await groupConnection(conn)
         groupRuntime.connections?[conn] = GroupConnection(groupId: groupId, userId: userId, memberId: host)
         if outcome.actions > 0 { kickGroupActions(groupId) }

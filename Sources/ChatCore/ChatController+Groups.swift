@@ -213,8 +213,9 @@ extension ChatController {
             },
             pendingJoinRequest: view.group.pendingJoin)
         if let s = groupRuntime.states[groupId] { return s } // restored meanwhile
-        groupRuntime.states[groupId] = state
-        return state
+        let limited = state.withMemberLimit(limits.maxGroupMembers)
+        groupRuntime.states[groupId] = limited
+        return limited
     }
 
     /// The group and member of an agent connection, if it is a member connection.
@@ -629,7 +630,7 @@ extension ChatController {
             try Self.applyEffects(db, effects, groupId: g.id!, userId: userId, now: now, limits: self.limits, into: &out)
             return (g.id!, out)
         }
-        groupRuntime.states[groupId] = state
+        groupRuntime.states[groupId] = state.withMemberLimit(limits.maxGroupMembers)
         try await reportGroupOutcome(groupId, userId: userId, outcome)
     }
 

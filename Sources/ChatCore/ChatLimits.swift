@@ -20,11 +20,15 @@ public struct ChatLimits: Sendable, Hashable {
     public var maxReactionsPerMember: Int
     /// Reactions on one item in all.
     public var maxReactionsPerItem: Int
+    /// Members a group the user hosts takes (the user included); adding or admitting one more is
+    /// refused (`commandError` naming the limit). A host forwards between members still being
+    /// introduced and sends each message to every member itself, so its work grows with the group.
+    public var maxGroupMembers: Int
 
     public init(contactRequestsPerWindow: Int = 30, contactRequestWindow: Duration = .seconds(60),
                 maxPendingContactRequests: Int = 1_000, contactRequestTTL: Duration = .seconds(7 * 24 * 3600),
                 contactRequestSweepInterval: Duration = .seconds(3600),
-                maxReactionsPerMember: Int = 3, maxReactionsPerItem: Int = 16) {
+                maxReactionsPerMember: Int = 3, maxReactionsPerItem: Int = 16, maxGroupMembers: Int = 1_000) {
         self.contactRequestsPerWindow = contactRequestsPerWindow
         self.contactRequestWindow = contactRequestWindow
         self.maxPendingContactRequests = maxPendingContactRequests
@@ -32,6 +36,7 @@ public struct ChatLimits: Sendable, Hashable {
         self.contactRequestSweepInterval = contactRequestSweepInterval
         self.maxReactionsPerMember = maxReactionsPerMember
         self.maxReactionsPerItem = maxReactionsPerItem
+        self.maxGroupMembers = maxGroupMembers
     }
 }
 

@@ -47,6 +47,8 @@ public struct GroupError: CodedError {
         case notJoined
         /// The message's params are malformed (the ``GroupMessageError`` is in the message).
         case malformedMessage
+        /// The group has as many members as its limit allows (``GroupState/memberLimit``).
+        case groupFull
     }
 
     public let code: Code

@@ -25,6 +25,17 @@ public struct GroupState: Sendable {
     public private(set) var members: [MemberId: GroupMemberState] = [:]
     /// Host only: introductions in progress or done.
     public private(set) var introductions: [Introduction.Key: Introduction.Status] = [:]
+    /// Host only: for each member, the members it has an introduction with (either way round), so
+    /// that a leave touches only that member's introductions, not every one the group ever had.
+    private var introPartners: [MemberId: Set<MemberId>] = [:]
+    /// Host only: for each member, the members whose messages to and from it the host still
+    /// forwards (an introduction neither side has finished reporting): a message's forwarding
+    /// costs what those members need, not a scan of every introduction.
+    private var forwardPartners: [MemberId: Set<MemberId>] = [:]
+    /// The most members the group takes (the user included; invitees and members waiting for
+    /// review count, members who left or were removed do not); nil: no limit. Set by the engine
+    /// from its limits; not stored with the group.
+    public private(set) var memberLimit: Int?
     /// Messages seen, per author.
     public private(set) var dedup: ForwardDedup
     /// The invitation's connection request, kept until the user joins.
@@ -43,9 +54,12 @@ public struct GroupState: Sendable {
         self.membership = membership
         self.profile = profile
         for m in members { self.members[m.memberId] = m }
-        for i in introductions { self.introductions[i.key] = i.status }
         self.pendingJoinRequest = pendingJoinRequest
         self.dedup = dedup
+        for i in introductions {
+            self.introductions[i.key] = i.status
+            reindex(i.key)
+        }
     }
 
     /// An invitation received from a contact (`x.grp.inv` on the direct connection): the group as
@@ -160,13 +174,53 @@ extension GroupState {
 
     private mutating func setIntro(_ key: Introduction.Key, _ status: Introduction.Status?, _ run: inout Run) {
         introductions[key] = status
+        reindex(key)
         run.effects.append(.saveIntroduction(key, status))
     }
 
-    private mutating func dropIntroductions(involving id: MemberId, _ run: inout Run) {
-        for key in introductions.keys.sorted(by: { ($0.re, $0.to) < ($1.re, $1.to) }) where key.re == id || key.to == id {
-            setIntro(key, nil, &run)
+    /// Brings the two members' entries in ``introPartners`` and ``forwardPartners`` in line with
+    /// the introductions between them (there may be one each way round).
+    private mutating func reindex(_ key: Introduction.Key) {
+        let a = key.re, b = key.to
+        let there = introductions[Introduction.Key(re: a, to: b)], back = introductions[Introduction.Key(re: b, to: a)]
+        Self.link(&introPartners, a, b, there != nil || back != nil)
+        Self.link(&forwardPartners, a, b, there?.needsForwarding == true || back?.needsForwarding == true)
+    }
+
+    private static func link(_ index: inout [MemberId: Set<MemberId>], _ a: MemberId, _ b: MemberId, _ linked: Bool) {
+        if linked {
+            index[a, default: []].insert(b)
+            index[b, default: []].insert(a)
+        } else {
+            for (x, y) in [(a, b), (b, a)] {
+                index[x]?.remove(y)
+                if index[x]?.isEmpty == true { index[x] = nil }
+            }
         }
+    }
+
+    private mutating func dropIntroductions(involving id: MemberId, _ run: inout Run) {
+        var keys: [Introduction.Key] = []
+        for partner in introPartners[id] ?? [] {
+            for key in [Introduction.Key(re: id, to: partner), Introduction.Key(re: partner, to: id)] where introductions[key] != nil {
+                keys.append(key)
+            }
+        }
+        for key in keys.sorted(by: { ($0.re, $0.to) < ($1.re, $1.to) }) { setIntro(key, nil, &run) }
+    }
+
+    /// The same group, taking at most `limit` members (the user included); nil: no limit.
+    public func withMemberLimit(_ limit: Int?) -> GroupState {
+        var s = self
+        s.memberLimit = limit
+        return s
+    }
+
+    /// Refuses a new member when the group is at its ``memberLimit``.
+    private func requireRoom() throws(GroupError) {
+        guard let limit = memberLimit else { return }
+        let count = members.values.reduce(1) { $1.status.isRemoved || $1.status == .unknown ? $0 : $0 + 1 }
+        guard count < limit else { throw GroupError(.groupFull, "the group has \(count) members, its limit (\(limit))") }
     }
 
     /// A member is gone (left or removed): its connection and introductions go, its messages are
@@ -218,6 +272,7 @@ extension GroupState {
         try requireActive()
         try GroupPermissions.authorize(actor: membership.role, action: .invite(as: role))
         guard id != membership.memberId, members[id] == nil else { throw GroupError(.duplicateMember, "member id \(id) is in the group already") }
+        try requireRoom()
         if let existing = members.values.first(where: { $0.contact == contact && $0.category == .invitee && !$0.status.isRemoved }) {
             throw GroupError(.duplicateMember, "the contact is invited already as \(existing.memberId)")
         }
@@ -233,6 +288,7 @@ extension GroupState {
         try requireActive()
         try GroupPermissions.authorize(actor: membership.role, action: .invite(as: role))
         guard id != membership.memberId, members[id] == nil else { throw GroupError(.duplicateMember, "member id \(id) is in the group already") }
+        try requireRoom()
         // SimpleX's `groupSize`: the current members (the user included) before the joiner.
         let size = members.values.filter { $0.status.isCurrent }.count + 1
         let m = GroupMemberState(memberId: id, role: role, status: review ? .pendingReview : .accepted, category: .invitee, profile: joiner,
@@ -561,12 +617,7 @@ extension GroupState {
     /// SimpleX `forwardMsgs` (p2p): to members introduced to the sender (if it is our invitee) and
     /// to our invitees the sender was introduced to, while neither has reported the connection.
     private func forwardTargets(of sender: MemberId) -> [MemberId] {
-        var targets: Set<MemberId> = []
-        for (key, status) in introductions where status.needsForwarding {
-            if key.to == sender { targets.insert(key.re) }
-            if key.re == sender { targets.insert(key.to) }
-        }
-        return targets.filter { members[$0]?.isConnected == true }.sorted()
+        (forwardPartners[sender] ?? []).filter { members[$0]?.isConnected == true }.sorted()
     }
 
     private mutating func receivedForward(_ fwd: GroupForward, forwarder: GroupMemberState, _ run: inout Run) throws(GroupError) {

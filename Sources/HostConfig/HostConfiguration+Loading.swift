@@ -70,7 +70,7 @@ extension HostConfiguration {
 }
 
 extension NodeDecoder {
-    static let topKeys = ["data_dir", "log_level", "bot", "relays", "embedded_relay", "address", "plugin_dirs", "plugins", "peer_relays", "ws_api", "admin", "log", "bots", "chat_relay", "database", "engine"]
+    static let topKeys = ["data_dir", "log_level", "bot", "relays", "embedded_relay", "address", "plugin_dirs", "plugins", "peer_relays", "ws_api", "admin", "log", "bots", "chat_relay", "database", "engine", "groups"]
 
     /// Decodes the whole file; nil when something required is missing or wrong (the problems
     /// are in `sink` either way).
@@ -106,7 +106,7 @@ extension NodeDecoder {
         let botsNode = f("bots")
         var bot: HostConfiguration.Bot?
         if botsNode != nil {
-            for key in ["bot", "address", "plugins", "chat_relay", "engine"] {
+            for key in ["bot", "address", "plugins", "chat_relay", "engine", "groups"] {
                 if f(key) != nil, let keyNode = root.entries?.first(where: { $0.key == key }) {
                     sink.add(keyNode.keyMark, "\(key): with bots: given, each bot has its own \(key == "bot" ? "profile (display_name, …)" : key); move it into the entries of bots")
                 }
@@ -130,6 +130,8 @@ extension NodeDecoder {
 
         var address = HostConfiguration.Address(enabled: true, printQR: true)
         if botsNode == nil, let n = f("address") { address = self.address(n, "address") }
+        var groups = HostConfiguration.Groups()
+        if botsNode == nil, let n = f("groups") { groups = self.groups(n, "groups") }
 
         var peerRelays = HostConfiguration.PeerRelays()
         if let n = f("peer_relays"), let p = fields(n, "peer_relays", known: ["allow", "refuse_private", "timeout"]) {
@@ -167,7 +169,7 @@ extension NodeDecoder {
         var engine = HostConfiguration.Engine.swiftplex
         if botsNode == nil, let n = f("engine") {
             engine = self.engine(n, "engine", directory: directory) ?? .swiftplex
-            foreignEngineProblems(engine, at: n, path: "engine", chatRelay: f("chat_relay"), address: f("address"))
+            foreignEngineProblems(engine, at: n, path: "engine", chatRelay: f("chat_relay"), address: f("address"), groups: f("groups"))
         }
 
         var bots: [HostConfiguration.BotEntry] = []
@@ -175,7 +177,7 @@ extension NodeDecoder {
             bots = botList(botsNode, directory: directory) ?? []
         } else if let bot {
             bots = [HostConfiguration.BotEntry(name: HostConfiguration.defaultBotName, data: HostConfiguration.defaultBotName, profile: bot,
-                                               address: address, plugins: plugins, chatRelay: chatRelay, engine: engine, keyPath: "", mark: root.mark)]
+                                               address: address, groups: groups, plugins: plugins, chatRelay: chatRelay, engine: engine, keyPath: "", mark: root.mark)]
         }
 
         if let n = f("peer_relays"), let foreign = bots.first(where: { $0.engine != .swiftplex }) {
@@ -315,13 +317,16 @@ extension NodeDecoder {
     /// What a bot asks of its engine that only Swiftplex's has, on a foreign engine: a problem
     /// each, at the `engine:` that makes it so.
     mutating func foreignEngineProblems(_ engine: HostConfiguration.Engine, at node: ConfigNode, path: String,
-                                        chatRelay: ConfigNode?, address: ConfigNode?) {
+                                        chatRelay: ConfigNode?, address: ConfigNode?, groups: ConfigNode?) {
         guard engine != .swiftplex else { return }
         if let chatRelay, chatRelay.boolValue != false {
             problem(node, path, "chat_relay (relay mode) needs Swiftplex's engine: its channel policy and statistics are Swiftplex's extensions; on SimpleX run `simplex-chat --relay --headless` as the relay instead")
         }
         for key in ["requests_per_minute", "max_pending_requests", "request_ttl"] where address?.entries?.contains(where: { $0.key == key }) == true {
             problem(node, path, "address.\(key) needs Swiftplex's engine (its contact-request limits); SimpleX's engine keeps none, so this would be ignored")
+        }
+        if groups?.entries?.contains(where: { $0.key == "max_members" }) == true {
+            problem(node, path, "groups.max_members needs Swiftplex's engine (its group member limit); SimpleX's engine keeps none, so this would be ignored")
         }
     }
 
@@ -350,6 +355,14 @@ extension NodeDecoder {
         return address
     }
 
+    /// `groups:` of the bot or of an entry of `bots:`.
+    mutating func groups(_ node: ConfigNode, _ path: String) -> HostConfiguration.Groups {
+        var groups = HostConfiguration.Groups()
+        guard let g = fields(node, path, known: ["max_members"]) else { return groups }
+        if let v = g("max_members"), let i = integer(v, g.path("max_members"), in: 2...100_000) { groups.maxMembers = i }
+        return groups
+    }
+
     /// A `plugins:` list (of the bot or of an entry of `bots:`); instance names unique within it.
     mutating func pluginList(_ node: ConfigNode, _ path: String, directory: String) -> [HostConfiguration.Plugin] {
         var plugins: [HostConfiguration.Plugin] = []
@@ -372,7 +385,7 @@ extension NodeDecoder {
         return plugins
     }
 
-    static let botEntryKeys = ["name", "data"] + profileKeys + ["address", "plugins", "chat_relay", "engine"]
+    static let botEntryKeys = ["name", "data"] + profileKeys + ["address", "plugins", "chat_relay", "engine", "groups"]
 
     /// `bots:` — every entry decoded, names and data prefixes unique; nil when any entry is wrong
     /// (the problems are in `sink`).
@@ -432,6 +445,7 @@ extension NodeDecoder {
             }
             let profile = self.profile(f)
             let address = f("address").map { self.address($0, f.path("address")) } ?? HostConfiguration.Address(enabled: true, printQR: true)
+            let groups = f("groups").map { self.groups($0, f.path("groups")) } ?? HostConfiguration.Groups()
             let plugins = f("plugins").map { pluginList($0, f.path("plugins"), directory: directory) } ?? []
             let chatRelay = f("chat_relay").flatMap { self.chatRelay($0, f.path("chat_relay")) }
             var engine = HostConfiguration.Engine.swiftplex
@@ -441,13 +455,13 @@ extension NodeDecoder {
                     continue
                 }
                 engine = e
-                foreignEngineProblems(engine, at: n, path: f.path("engine"), chatRelay: f("chat_relay"), address: f("address"))
+                foreignEngineProblems(engine, at: n, path: f.path("engine"), chatRelay: f("chat_relay"), address: f("address"), groups: f("groups"))
             }
             guard let name, let data, let profile else {
                 ok = false
                 continue
             }
-            bots.append(HostConfiguration.BotEntry(name: name, data: data, profile: profile, address: address, plugins: plugins,
+            bots.append(HostConfiguration.BotEntry(name: name, data: data, profile: profile, address: address, groups: groups, plugins: plugins,
                                                    chatRelay: chatRelay, engine: engine, keyPath: path + ".", mark: item.mark))
         }
         return ok && bots.count == items.count ? bots : nil

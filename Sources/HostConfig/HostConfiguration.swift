@@ -103,6 +103,8 @@ public struct HostConfiguration: Sendable, Hashable {
         public var data: String
         public var profile: Bot
         public var address: Address
+        /// `groups:`: limits on the groups the bot hosts.
+        public var groups: Groups = Groups()
         public var plugins: [Plugin]
         /// `chat_relay:`: the bot runs as a chat relay user (relay mode); nil for an ordinary bot.
         public var chatRelay: ChatRelay? = nil
@@ -170,6 +172,14 @@ public struct HostConfiguration: Sendable, Hashable {
         public var requestTTL: Duration = HostConfiguration.defaultRequestTTL
     }
 
+    /// `groups:` of a bot.
+    public struct Groups: Sendable, Hashable {
+        /// `max_members`: members a group the bot hosts takes, the bot included (2…100,000).
+        public var maxMembers: Int = HostConfiguration.defaultMaxGroupMembers
+        public init(maxMembers: Int = HostConfiguration.defaultMaxGroupMembers) { self.maxMembers = maxMembers }
+    }
+
+    public static let defaultMaxGroupMembers = 1000
     public static let defaultRequestsPerMinute = 30
     public static let defaultMaxPendingRequests = 1000
     public static let defaultRequestTTL = Duration.seconds(168 * 3600)

@@ -33,16 +33,20 @@ struct GroupBench: AsyncParsableCommand {
     @Option(help: "Messages the owner sends directly for the baseline (more than --messages: one recipient's run is short and noisy).") var direct: Int = 1000
     @Option(help: "Messages sent before measuring, in both phases.") var warmup: Int = 10
     @Option(help: "Seconds without progress before giving up.") var stall: Int = 300
+    @Flag(help: "Measure only the host's group machine (no engines, no relay): the cost of a received message in a group of N with --pending members still being introduced, against the first size.") var hostOnly = false
+    @Option(help: "With --host-only: members still being introduced (the host forwards to and from them).") var pending: Int = 5
 
     var sizes: [Int] { members.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
 
     func validate() throws {
         let list = members.split(separator: ",")
         guard !list.isEmpty, sizes.count == list.count, sizes.allSatisfy({ $0 >= 3 }) else { throw ValidationError("--members: sizes of at least 3, comma-separated") }
+        guard pending >= 0, !hostOnly || sizes.allSatisfy({ $0 > pending + 2 }) else { throw ValidationError("--pending: at least 0, and fewer than each size minus 2") }
         guard messages > 0, direct > 0, warmup >= 0, stall > 0 else { throw ValidationError("--messages, --direct and --stall must be positive, --warmup not negative") }
     }
 
     func run() async throws {
+        if hostOnly { return try GroupHostBench(sizes: sizes, messages: messages, pending: pending, warmup: warmup).run() }
         #if DEBUG
         print("warning: debug build; figures mean little (use: swift build -c release)")
         #endif

@@ -103,6 +103,7 @@ struct HostSetup {
             bot.requestsPerMinute = entry.address.requestsPerMinute
             bot.maxPendingRequests = entry.address.maxPendingRequests
             bot.requestTTL = entry.address.requestTTL
+            bot.maxGroupMembers = entry.groups.maxMembers
             bot.peerRelays = peerRelays
             return bot
         }
@@ -115,6 +116,7 @@ struct HostSetup {
         options.requestsPerMinute = first.requestsPerMinute
         options.maxPendingRequests = first.maxPendingRequests
         options.requestTTL = first.requestTTL
+        options.maxGroupMembers = first.maxGroupMembers
         options.peerRelays = peerRelays
         options.otherBots = Array(bots.dropFirst())
         options.database = config.database

@@ -136,6 +136,42 @@ func waitUntil(_ what: String, timeout: Duration = .seconds(15), _ condition: ()
         }
     }
 
+    /// A group the bot hosts takes at most `maxGroupMembers` (the bot included): one more is a
+    /// `commandError` naming the limit and the setting, and nothing is sent to the contact.
+    @Test func aGroupTakesNoMoreMembersThanTheLimit() async throws {
+        try await withLiveRelay { dir, relay in
+            try await withLimitedEngine(dir, "a", relays: [relay.address], limits: ChatLimits(maxGroupMembers: 2)) { _, a, aInbox in
+                try await withEngine(dir, "b", relays: [relay.address]) { b, bInbox in
+                    try await withEngine(dir, "c", relays: [relay.address]) { c, cInbox in
+                        await startUser(a, "anna")
+                        await startUser(b, "ben")
+                        await startUser(c, "cara")
+                        var contacts: [Int] = []
+                        for (peer, inbox, name) in [(b, bInbox, "ben"), (c, cInbox, "cara")] {
+                            let link = try #require(await a.execute("/_connect 1")["connLinkInvitation"]?["connFullLink"]?.stringValue)
+                            #expect(await peer.execute("/_connect 1 \(link)")["type"]?.stringValue == "sentConfirmation")
+                            contacts.append(try #require(try await aInbox.next("contactConnected", where: {
+                                $0["contact"]?["profile"]?["displayName"]?.stringValue == name })["contact"]?["contactId"]?.intValue))
+                            _ = try await inbox.next("contactConnected")
+                        }
+                        let g = try #require(await a.execute(#"/_group 1 {"displayName": "pair"}"#)["groupInfo"]?["groupId"]?.intValue)
+                        #expect(await a.execute("/_add #\(g) \(contacts[0]) member")["type"]?.stringValue == "sentGroupInvitation")
+                        let refused = await a.execute("/_add #\(g) \(contacts[1]) member")
+                        #expect(errorType(refused) == "commandError", "\(refused)")
+                        let message = refused["chatError"]?["errorType"]?["message"]?.stringValue ?? ""
+                        #expect(message.contains("groups.max_members") && message.contains("2"), "\(message)")
+                        // Ben got his invitation; cara's engine gets none: a later message proves it.
+                        _ = try await bInbox.next("receivedGroupInvitation")
+                        #expect(await a.execute(sendText(contacts[1], "no group for you"))["type"]?.stringValue == "newChatItems")
+                        let next = try await cInbox.events.first(where: { $0["type"]?.stringValue == "receivedGroupInvitation" || text($0["chatItems"]?.arrayFirst) == "no group for you" },
+                                                                 "an invitation or the later message", timeout: .seconds(15))
+                        #expect(next["type"]?.stringValue == "newChatItems", "\(next)")
+                    }
+                }
+            }
+        }
+    }
+
     /// Only SimpleX's emoji, at most `maxReactionsPerMember` per side on an item: refused when
     /// sending, ignored when a peer sends them anyway.
     @Test func reactionsAreValidatedAndCapped() async throws {

@@ -241,6 +241,75 @@ import Testing
         #expect(net.texts(at: "bob").isEmpty)
     }
 
+    /// The host's forwarding follows each introduction through a restore from its records, a
+    /// member's report of the connection and a leave: it forwards exactly between the members
+    /// still being introduced to each other.
+    @Test func forwardingFollowsEachIntroductionAfterARestoreReportAndLeave() {
+        var net = GroupNet()
+        net.createGroup(by: "alice")
+        net.add("bob", by: "alice")
+        net.add("carol", by: "alice")
+        // Dave's joins of bob's and carol's invitations wait: alice forwards between them.
+        net.holds = [{ to, input in
+            if to == "dave", case .confirmation = input { return true }
+            return false
+        }]
+        net.add("dave", by: "alice")
+        #expect(net.allErrors().isEmpty, "\(net.allErrors())")
+        let bob = net.ids["bob"]!, carol = net.ids["carol"]!, dave = net.ids["dave"]!
+
+        // Alice's machine as the engine restores it from its records.
+        let live = net.state("alice")
+        net.states["alice"] = GroupState(membership: live.membership, profile: live.profile, members: Array(live.members.values),
+                                         introductions: live.introductions.map { Introduction(key: $0.key, status: $0.value) },
+                                         dedup: live.dedup)
+        var before = net.sent.count
+        net.say("dave", "early from dave")
+        #expect(net.sent[before...].filter { $0.from == "alice" && $0.event == "x.grp.msg.forward" }.map(\.to).sorted() == ["bob", "carol"])
+        before = net.sent.count
+        net.say("bob", "from bob")
+        #expect(net.sent[before...].filter { $0.from == "alice" && $0.event == "x.grp.msg.forward" }.map(\.to) == ["dave"])
+
+        // Bob leaves: his introduction to dave goes, and nothing more is forwarded to or from him.
+        net.input("bob", .leave)
+        net.run()
+        #expect(!net.state("alice").introductions.keys.contains { $0.re == bob || $0.to == bob })
+        before = net.sent.count
+        net.say("dave", "after bob left")
+        #expect(net.sent[before...].filter { $0.from == "alice" && $0.event == "x.grp.msg.forward" }.map(\.to) == ["carol"])
+
+        // Carol and dave connect and both report it: alice stops forwarding between them. (Dave
+        // refuses bob's held confirmation: bob has left.)
+        net.release()
+        #expect(net.allErrors().map(\.0) == ["dave"] && net.allErrors().allSatisfy { $0.1.message.contains("bob") }, "\(net.allErrors())")
+        #expect(net.state("alice").introductions[Introduction.Key(re: carol, to: dave)] == .connected)
+        before = net.sent.count
+        net.say("dave", "late from dave")
+        net.say("carol", "late from carol")
+        #expect(!net.sent[before...].contains { $0.from == "alice" && $0.event == "x.grp.msg.forward" })
+        #expect(net.texts(at: "carol").filter { $0 == "late from dave" }.count == 1)
+        #expect(net.texts(at: "dave").filter { $0 == "late from carol" }.count == 1)
+    }
+
+    /// A host at its member limit refuses one more, whether invited or joining; a member who
+    /// leaves makes room.
+    @Test func aHostRefusesMembersPastItsLimit() {
+        var net = GroupNet()
+        net.createGroup(by: "alice")
+        net.states["alice"] = net.state("alice").withMemberLimit(3)
+        net.add("bob", by: "alice")
+        net.add("carol", by: "alice")
+        #expect(net.allErrors().isEmpty, "\(net.allErrors())")
+        let ref = net.contact("alice", "dave")
+        #expect(net.input("alice", .addMember(contact: ref, memberId: net.ids["dave"]!, role: .member))?.code == .groupFull)
+        #expect(net.input("alice", .linkRequest(memberId: GroupNet.memberId("erin"), role: .member, profile: MemberProfile(displayName: "erin"),
+                                                request: 1, review: false))?.code == .groupFull)
+        #expect(net.state("alice").member(net.ids["dave"]!) == nil, "a refused input changes nothing")
+        net.input("carol", .leave)
+        net.run()
+        #expect(net.input("alice", .addMember(contact: ref, memberId: net.ids["dave"]!, role: .member)) == nil)
+    }
+
     /// Carol leaves while bob is joining her invitation: bob learns it through alice, and carol
     /// refuses the late confirmation.
     @Test func newMemberLeavesBeforeTheMeshCloses() {

@@ -27,6 +27,28 @@ import Testing
         #expect(p.contains { $0.contains("request_ttl") && $0.contains("duration") }, "\(p)")
     }
 
+    @Test func groupMemberLimitUnderGroups() throws {
+        let (d, _) = try load(minimal)
+        #expect(d.bots[0].groups.maxMembers == 1000)
+        let (c, _) = try load(minimal + "groups:\n  max_members: 250\n")
+        #expect(c.bots[0].groups.maxMembers == 250)
+        let p = try problems(minimal + "groups:\n  max_members: 1\n")
+        #expect(p.contains { $0.hasPrefix("4:") && $0.contains("groups.max_members") && $0.contains("2...100000") }, "\(p)")
+        let q = try problems(minimal + "groups:\n  max_member: 5\n")
+        #expect(q.contains { $0.contains("max_member") }, "\(q)")
+        let bots = try load("""
+            bots:
+              - name: a
+                display_name: A
+                groups: {max_members: 10}
+              - name: b
+                display_name: B
+            """).0
+        #expect(bots.bots.map(\.groups.maxMembers) == [10, 1000])
+        let top = try problems("bots:\n  - name: a\n    display_name: A\ngroups:\n  max_members: 5\n")
+        #expect(top.contains { $0.contains("groups") && $0.contains("bots") }, "\(top)")
+    }
+
     @Test func peerRelaysAllowListPrivateRangesAndTimeout() throws {
         let (plain, _) = try load(minimal)
         #expect(plain.peerRelays == HostConfiguration.PeerRelays(allow: nil, refusePrivate: false, timeout: .seconds(30)))

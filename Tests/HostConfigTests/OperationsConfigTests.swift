@@ -107,6 +107,8 @@ import Testing
         #expect(relay.contains { $0.hasPrefix("4:") && $0.contains("chat_relay") && $0.contains("Swiftplex's engine") }, "\(relay)")
         let limits = try problems(minimal + "address:\n  requests_per_minute: 5\nengine: {type: websocket, url: ws://x:1}\n")
         #expect(limits.contains { $0.contains("requests_per_minute") && $0.contains("Swiftplex's engine") }, "\(limits)")
+        let groups = try problems(minimal + "groups:\n  max_members: 50\nengine: {type: websocket, url: ws://x:1}\n")
+        #expect(groups.contains { $0.hasPrefix("5:") && $0.contains("groups.max_members") && $0.contains("Swiftplex's engine") }, "\(groups)")
         let peer = try problems(minimal + "peer_relays:\n  refuse_private: true\nengine: {type: websocket, url: ws://x:1}\n")
         #expect(peer.contains { $0.contains("peer_relays") && $0.contains("Swiftplex's engine") }, "\(peer)")
     }
