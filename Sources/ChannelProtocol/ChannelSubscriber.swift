@@ -65,6 +65,9 @@ public enum ChannelSubscriberEffect: Sendable, Hashable {
     case deleteAllConnections
     case saveRelay(SubscriberRelay)
     case saveProfile(GroupProfile)
+    /// An owner's control event (anything but content) was applied: keep its (author, message
+    /// id) for good, so that a relay cannot replay it later (``ChannelSubscriberState/appliedControl``).
+    case recordControl(ForwardDedup.Key)
     /// Show content from the channel or an owner, received (first) through `relay`.
     case applyContent(GroupEnvelope, sender: ContentSender, relay: MemberId, verification: MessageVerification)
     case emit(ChannelEvent)
@@ -85,6 +88,12 @@ public struct ChannelSubscriberState: Sendable {
     /// Distinct owner messages taken.
     public private(set) var uniqueMessages = 0
     public private(set) var dedup: ForwardDedup
+    /// Every owner control event applied (profile changes, removals, deletion, relays, leaves),
+    /// by author and message id — never evicted, unlike ``dedup``, which forgets a pair after
+    /// enough later posts or a restart: an owner's signature binds a message to the channel and
+    /// the owner but not to a moment, so without this a relay could replay an old `x.grp.info`
+    /// and turn the profile back. Stored by the engine (``ChannelSubscriberEffect/recordControl(_:)``).
+    public private(set) var appliedControl: Set<ForwardDedup.Key> = []
     public private(set) var left = false
     public private(set) var deleted = false
     /// Swiftplex's rule: every owner message — content too — must be signed and verify. Off, an
@@ -112,9 +121,10 @@ public struct ChannelSubscriberState: Sendable {
     /// last word).
     public init(publicGroupId: [UInt8], channelLink: String, memberId: MemberId, ownProfile: MemberProfile, profile: GroupProfile, owners: [OwnerKey],
                 key: Ed25519.PrivateKey, requireSignedContent: Bool, relays: [SubscriberRelay] = [], uniqueMessages: Int = 0,
-                left: Bool = false, deleted: Bool = false, dedup: ForwardDedup = ForwardDedup()) {
+                left: Bool = false, deleted: Bool = false, dedup: ForwardDedup = ForwardDedup(), appliedControl: [ForwardDedup.Key] = []) {
         self.init(publicGroupId: publicGroupId, channelLink: channelLink, memberId: memberId, ownProfile: ownProfile, profile: profile, owners: owners,
                   key: key, requireSignedContent: requireSignedContent, dedup: dedup)
+        self.appliedControl = Set(appliedControl)
         for r in relays { self.relays[r.memberId] = r }
         self.uniqueMessages = uniqueMessages
         self.left = left
@@ -328,6 +338,22 @@ public struct ChannelSubscriberState: Sendable {
         }
         var r = relays[relayId]!
         r.delivered += 1
+        // A control event is taken once for good: checked against every one ever applied, and it
+        // must have a message id to be checked by (SimpleX's owners send one with every message).
+        let isContent = env.event.hasPrefix("x.msg.") || env.event == "x.file.cancel"
+        var control: ForwardDedup.Key?
+        if !isContent {
+            guard let msgId = env.msgId else {
+                reject(relayId, ChannelError(.malformedMessage, "\(env.event) without a msgId: a control event must carry one, to be taken only once"), &run)
+                return
+            }
+            let key = ForwardDedup.Key(author: author.memberId, msgId: msgId)
+            if appliedControl.contains(key) {
+                save(r, &run)
+                return
+            }
+            control = key
+        }
         switch dedup.record(author: author.memberId, msgId: env.msgId, forwardedBy: relayId) {
         case .duplicate:
             save(r, &run)
@@ -336,6 +362,10 @@ public struct ChannelSubscriberState: Sendable {
             r.firstCopies += 1
             uniqueMessages += 1
             save(r, &run)
+        }
+        if let control {
+            appliedControl.insert(control)
+            run.effects.append(.recordControl(control))
         }
         let message: GroupMessage?
         do { message = try env.groupMessage() } catch {

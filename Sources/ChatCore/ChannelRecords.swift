@@ -139,6 +139,17 @@ extension ChannelStore {
                     policy TEXT NOT NULL
                 );
                 """))
+        // Every owner control event a subscriber applied (ChannelSubscriberState.appliedControl):
+        // kept for good, so that a relay cannot replay an old one after any number of posts or a
+        // restart.
+        m.append(SQLMigration("channels 6: owner control events applied", sql: """
+                CREATE TABLE channel_control_msg (
+                    group_id INTEGER NOT NULL REFERENCES chat_group(id) ON DELETE CASCADE,
+                    author_member_id TEXT NOT NULL,
+                    shared_msg_id TEXT NOT NULL,
+                    PRIMARY KEY (group_id, author_member_id, shared_msg_id)
+                );
+                """))
     }
 }
 

@@ -480,6 +480,11 @@ extension ChatController {
             try Row.fetchAll(db, sql: "SELECT author_member_id, shared_msg_id FROM group_msg WHERE group_id = ? ORDER BY \(db.dialect.insertionOrder) DESC LIMIT 2000",
                              arguments: [groupId]).map { ($0[0], $0[1]) }
         }
+        // Every owner control event ever applied: a relay must not replay one, however old.
+        let control = try await dbRead { db -> [ForwardDedup.Key] in
+            try Row.fetchAll(db.cachedStatement(sql: "SELECT author_member_id, shared_msg_id FROM channel_control_msg WHERE group_id = ?"), arguments: [groupId])
+                .compactMap { row in MemberId(row[0] as String).map { ForwardDedup.Key(author: $0, msgId: row[1]) } }
+        }
         var dedup = ForwardDedup()
         for (author, msgId) in recent.reversed() {
             for a in author == "#channel" ? owners.map(\.memberId) : MemberId(author).map({ [$0] }) ?? [] {
@@ -489,7 +494,8 @@ extension ChatController {
         let state = ChannelSubscriberState(publicGroupId: pg, channelLink: c.channelLink, memberId: memberId,
                                            ownProfile: try await channelOwnProfile(groupId, view, memberId, u),
                                            profile: profile, owners: owners, key: try Self.privateKey(c.memberKey),
-                                           requireSignedContent: true, relays: relays, uniqueMessages: c.uniqueMessages, dedup: dedup)
+                                           requireSignedContent: true, relays: relays, uniqueMessages: c.uniqueMessages, dedup: dedup,
+                                           appliedControl: control)
         if let s = channelRuntime.subscribers[groupId] { return s }
         channelRuntime.subscribers[groupId] = state
         return state
@@ -550,6 +556,9 @@ extension ChatController {
                     try Self.saveChannelGroupMember(db, groupId: groupId, memberId: r.memberId, role: .relay, category: .host, status: status, profile: r.profile, now: now)
                 case let .saveProfile(p):
                     try Self.saveChannelProfile(db, groupId: groupId, p, now: now)
+                case let .recordControl(key):
+                    try db.cachedStatement(sql: "INSERT INTO channel_control_msg (group_id, author_member_id, shared_msg_id) VALUES (?, ?, ?)")
+                        .execute(arguments: [groupId, key.author.text, key.msgId])
                 case let .applyContent(env, sender, relay, verification):
                     try Self.applyChannelContent(db, env, sender: sender, relay: relay, verification: verification, groupId: groupId, now: now,
                                                  limits: limits, userId: &userId, into: &content) // (+ChannelItems)
@@ -593,7 +602,7 @@ extension ChatController {
             var retrying = false
             do {
                 switch effect {
-                case .saveRelay, .saveProfile, .applyContent: break
+                case .saveRelay, .saveProfile, .recordControl, .applyContent: break
                 case let .fetchRelayLinkData(link):
                     let (entity, profile, _) = try await relayLinkData(link)
                     await feedSubscriber(groupId, .relayLinkData(link: link, linkEntityId: entity, relayProfile: profile))

@@ -16,6 +16,11 @@ public struct ForwardDedup: Sendable {
     public struct Key: Hashable, Sendable {
         public let author: MemberId
         public let msgId: String
+
+        public init(author: MemberId, msgId: String) {
+            self.author = author
+            self.msgId = msgId
+        }
     }
 
     public enum Outcome: Sendable, Hashable {

@@ -375,6 +375,52 @@ import Testing
         #expect(net.allErrors().count == 1)
     }
 
+    /// A relay keeps an owner's signed `x.grp.info` and sends it again later — after many posts
+    /// and the subscriber's restart, when the in-memory dedup has long forgotten it: the signature
+    /// still verifies (it binds channel and owner, not a moment), but the subscriber has applied
+    /// that control event before and does not turn the profile back.
+    @Test func anOldSignedControlEventReplayedByARelayIsNotAppliedAgain() throws {
+        var net = channel(subscribers: ["sam"])
+        final class Kept: @unchecked Sendable { var info: ForwardedElement? }
+        let kept = Kept()
+        net.tamper["rela"] = { f in
+            if kept.info == nil, (try? f.element.envelope())?.event == "x.grp.info" { kept.info = f }
+            return f
+        }
+        let p2 = ChannelProfiles.channelProfile(displayName: "news 2", channelLink: ChannelNet.channelLink, publicGroupId: ChannelNet.publicGroupId)
+        let p3 = ChannelProfiles.channelProfile(displayName: "news 3", channelLink: ChannelNet.channelLink, publicGroupId: ChannelNet.publicGroupId)
+        net.ownerInput(.updateProfile(p2))
+        net.run()
+        net.ownerInput(.updateProfile(p3))
+        net.run()
+        let old = try #require(kept.info)
+        #expect(net.subscribers["sam"]?.profile.displayName == "news 3")
+        #expect(net.subscribers["sam"]?.appliedControl.count == 2)
+
+        // Sam restarts with a dedup that no longer has the old event (as after enough posts).
+        let s = net.subscribers["sam"]!
+        net.subscribers["sam"] = ChannelSubscriberState(
+            publicGroupId: s.publicGroupId, channelLink: s.channelLink, memberId: s.memberId, ownProfile: s.ownProfile, profile: s.profile,
+            owners: Array(s.owners.values), key: net.subscriberKeys["sam"]!, requireSignedContent: s.requireSignedContent,
+            relays: Array(s.relays.values), uniqueMessages: s.uniqueMessages, dedup: ForwardDedup(), appliedControl: Array(s.appliedControl))
+        let updatesBefore = (net.events["sam"] ?? []).count
+        net.enqueue("sam", .subscriber(.received(from: net.id("rela"), .forward(old))))
+        net.run()
+        #expect(net.subscribers["sam"]?.profile.displayName == "news 3")
+        #expect((net.events["sam"] ?? []).count == updatesBefore, "\(net.events["sam"] ?? [])")
+        #expect(net.allErrors().isEmpty, "\(net.allErrors())")
+
+        // A control event without a message id cannot be checked, and is refused.
+        var bare = GroupMessage.info(p2).envelope(msgId: "x")
+        bare.msgId = nil
+        let noId = ForwardedElement(sender: .member(net.id("owner"), name: "owner"), brokerTs: 1,
+                                        element: try .sign(bare, binding: .group, publicGroupId: ChannelNet.publicGroupId, author: net.id("owner"), key: net.ownerSigningKey))
+        net.enqueue("sam", .subscriber(.received(from: net.id("rela"), .forward(noId))))
+        net.run()
+        #expect(net.subscribers["sam"]?.profile.displayName == "news 3")
+        #expect(net.subscribers["sam"]?.relays[net.id("rela")]?.rejected == 1)
+    }
+
     @Test func subscriberLeavesSigned() {
         var net = channel()
         net.deliver("sam", .subscriber(.leave))

@@ -48,13 +48,15 @@ struct ChannelNet {
     var delivered: [String: Int] = [:]
     private var counter = 0
     var brokerTs: Int64 = 1_795_000_000
+    /// The owner's member key (tests sign with it as a relay that kept a message would resend it).
+    let ownerSigningKey = Ed25519.PrivateKey()
 
     init(relays: [String]) {
         ids["owner"] = Self.memberId("owner")
         names[ids["owner"]!] = "owner"
         let profile = ChannelProfiles.channelProfile(displayName: "news", channelLink: Self.channelLink, publicGroupId: Self.publicGroupId)
         owner = ChannelOwnerState(publicGroupId: Self.publicGroupId, channelLink: Self.channelLink, memberId: ids["owner"]!,
-                                  ownProfile: MemberProfile(displayName: "owner"), key: Ed25519.PrivateKey(), profile: profile)
+                                  ownProfile: MemberProfile(displayName: "owner"), key: ownerSigningKey, profile: profile)
         linkData = owner.linkData
         for r in relays {
             directories[r] = RelayDirectory()
@@ -289,7 +291,7 @@ struct ChannelNet {
             applied[name, default: []].append((env, sender, relay, verification))
         case let .emit(e):
             events[name, default: []].append(e)
-        case .saveRelay, .saveProfile:
+        case .saveRelay, .saveProfile, .recordControl:
             break
         }
     }

@@ -6,12 +6,14 @@ import Glibc
 /// A TCP listener on 127.0.0.1 that accepts connections and never answers — no TLS, no relay
 /// hello: a relay that "never answers". Accepted sockets stay open until `close()`. Each accept
 /// is recorded, so a test awaits the connection it expects instead of polling a counter.
+/// With `hangUp`, each accepted socket is closed at once instead: a relay that drops every
+/// connection before any handshake, which fails a dial at once, without any timeout running.
 public final class SilentListener: Sendable {
     public let port: Int
     private let listenFD: Int32
     private let accepted = AsyncLog<Int32>()
 
-    public init() throws {
+    public init(hangUp: Bool = false) throws {
         let (fd, port) = try Loopback.listen()
         self.port = port
         listenFD = fd
@@ -20,7 +22,8 @@ public final class SilentListener: Sendable {
             while true {
                 let client = accept(fd, nil, nil)
                 if client >= 0 {
-                    accepted.append(client)
+                    if hangUp { Glibc.close(client) }
+                    accepted.append(hangUp ? -1 : client)
                 } else if errno != EINTR {
                     return  // closed
                 }
@@ -40,6 +43,6 @@ public final class SilentListener: Sendable {
     public func close() {
         shutdown(listenFD, Int32(SHUT_RDWR))
         Glibc.close(listenFD)
-        for fd in accepted.all { Glibc.close(fd) }
+        for fd in accepted.all where fd >= 0 { Glibc.close(fd) }
     }
 }
