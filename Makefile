@@ -166,7 +166,9 @@ python-test: $(PY_STAMP) browser-deps
 	    SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) SWIFTPLEX_PY_POSTGRES=$$url $(VENV)/bin/python Tests/python/$$t.py; done; \
 	elif [ -f $(PY_STAMP) ]; then echo "note: no PostgreSQL 15 in $(PG_BIN): the library's PostgreSQL runs are left out (make test installs it)"; fi
 
-# Benchmarks (release build). BENCH=relay|libsimplex|echo ; extra flags in BENCH_ARGS.
+# Benchmarks (release build). BENCH=<a swiftplex-bench mode>: relay, relay-store, sql-store, relay-abuse,
+# relay-clients, libsimplex, echo, group, channel, contacts, dispatch, json; extra flags in BENCH_ARGS.
+# docs/performance.md has every command and its latest figures.
 BENCH ?= relay
 bench: deps
 	$(SWIFT) build -c release --product swiftplex-bench

@@ -61,11 +61,12 @@ let package = Package(
         .systemLibrary(name: "CSwiftplexPlugin", path: "Sources/CSwiftplexPlugin"),
 
         // Layer 0: the foundation every module shares — one JSON value type (parser, writer,
-        // Codable bridge) and `CodedError`; no dependencies, not even Foundation. The plugin SDK
-        // compiles the same JSON files (symlinks in Sources/SwiftplexPluginKit/Base).
+        // Codable bridge), `CodedError` and `Blocking`; no package dependencies (Foundation only
+        // for `Blocking`'s threads). The plugin SDK compiles the same JSON files (symlinks in
+        // Sources/SwiftplexPluginKit/Base).
         .target(name: "SwiftplexBase"),
         // Child processes started with posix_spawn (closefrom in the child), not Foundation's
-        // Process.run(), which can crash with many descriptors open (docs/architecture.md).
+        // Process.run(), which can crash with many descriptors open (docs/testing.md, "Child processes").
         .target(name: "CSpawn"),
         .target(name: "SwiftplexSpawn", dependencies: ["CSpawn", "SwiftplexBase"]),
 
@@ -132,7 +133,7 @@ let package = Package(
 
         // SQLite files of the engine (agent and chat databases).
         .target(name: "SwiftplexStorage", dependencies: ["SwiftplexBase", .product(name: "GRDB", package: "GRDB.swift")]),
-        // One SQL layer over SQLite (GRDB) and, next, PostgreSQL: stores written once for both.
+        // One SQL layer over SQLite (GRDB) and PostgreSQL (SwiftplexSQLPostgres): stores written once for both.
         .target(name: "SwiftplexSQL", dependencies: ["SwiftplexStorage", .product(name: "GRDB", package: "GRDB.swift")]),
         // The PostgreSQL backend of SwiftplexSQL (`PostgresStore`: one thread and one connection
         // per store, a schema per store held with an advisory lock, SQLite DDL translated), and
@@ -301,10 +302,11 @@ let package = Package(
         // Test support only: drives a plugin's C descriptor directly with scripted Chat API
         // answers, for unit tests of plugin logic (end-to-end tests use SwiftplexPluginTesting).
         .target(name: "PluginABITesting", dependencies: ["CSwiftplexPlugin"], path: "Tests/Support/PluginABITesting"),
-        // Test support only, Foundation only, shared by every test target: temporary directories,
+        // Test support only (Foundation and SwiftplexSpawn), shared by every test target: temporary directories,
         // inboxes that await events (no polling), child processes whose output lines are awaited.
         .target(name: "TestSupport", dependencies: ["SwiftplexSpawn"], path: "Tests/Support/TestSupport"),
-        // Test support only: chat engines on an in-process relay (ChatAPITests, ChatModelTests).
+        // Test support only: chat engines on an in-process relay (ChatAPITests, ChatModelTests,
+        // ChatCoreTests, ChatServerTests, BotHostTests).
         .target(
             name: "ChatTestSupport",
             dependencies: [

@@ -55,7 +55,7 @@ enum JSONTarget: FuzzTarget {
 
     static func fuzz(_ data: [UInt8]) {
         guard let v = try? SwiftplexBase.JSONValue.parse(text(data)) else { return }
-        // Audit 7: a number that is not finite (`1e999`) is a parse error, so whatever parses
+        // A number that is not finite (`1e999`) is a parse error, so whatever parses
         // prints as JSON (never a bare `inf`) and reads back the same.
         let printed = v.description
         guard let again = try? SwiftplexBase.JSONValue.parse(printed) else { fuzzCheck(false, "printed JSON does not parse: \(printed.prefix(200))"); return }

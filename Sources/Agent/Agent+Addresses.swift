@@ -16,7 +16,7 @@ extension Agent {
     public func createAddress(groupLinkId: String? = nil) async throws -> (address: Int64, link: ContactAddressLink) {
         let relay = try ownRelay
         let connection = try await relayConnection(relay)
-        // A contact queue: anyone may send a request, nobody can secure it (audit 1).
+        // A contact queue: anyone may send a request, nobody can secure it.
         let q = try await connection.createQueue(mode: .contact, password: relay.password)
         let e2e = X25519.PrivateKey()
         let record = AddressRecord(rcv: OwnQueue(q, relay: relay, e2e: e2e))

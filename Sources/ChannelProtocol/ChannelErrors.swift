@@ -42,8 +42,8 @@ public struct ChannelError: CodedError {
         self.message = message
     }
 
-    /// The error SimpleX's clients show for a relay address given to connect (iOS product plan,
-    /// issue 12; seed 001 7a).
+    /// The error SimpleX's clients show for a relay address given to connect (SimpleX's iOS
+    /// product plan; docs/channels.md §0).
     public static let relayAddressText = "This is a chat relay address, it cannot be used to connect."
 
     static func malformed(_ e: GroupMessageError) -> ChannelError { ChannelError(.malformedMessage, e.message) }

@@ -10,7 +10,7 @@ import SwiftplexBase
 // (`/_relay policy <json>`, what the bot host's channel-relay plugin sends at start). The policy
 // is kept in the chat database (`relay_policy`) and read before the first request it judges, so
 // a restarted engine applies the last one from its first moment — not only once the plugin has
-// set it again (the start-up gap of session 10). The policy
+// set it again. The policy
 // is consulted at two points only, each a single call in the relay's request handlers
 // (+Channels `relayAddressRequest`, +ChannelMembers `channelLinkRequest`); the channel machines
 // themselves are not changed by it.

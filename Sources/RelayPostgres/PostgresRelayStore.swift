@@ -12,7 +12,7 @@ import SwiftplexSQLPostgres
 
 /// The relay's queues and messages in PostgreSQL (`swiftplex-relay --store postgresql://…`).
 ///
-/// The same guarantees as the SQLite store (docs/architecture.md, "The store seam"): writes are
+/// The same guarantees as the SQLite store (docs/relay.md, "Durability and the store"): writes are
 /// committed in groups on one writer connection (``GroupCommitSchedule``, fair between
 /// connections), each completion runs after `COMMIT` returned (PostgreSQL's default
 /// `synchronous_commit = on`: the commit is on disk), in commit order. PostgreSQL aborts a whole

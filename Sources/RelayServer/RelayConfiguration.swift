@@ -2,7 +2,7 @@ import Foundation
 import RelayProtocol
 
 /// Everything a relay needs to run. Defaults are the documented ones: quota 128 messages per
-/// queue, messages kept 21 days, and the resource limits below (docs/architecture.md, "Limits").
+/// queue, messages kept 21 days, and the resource limits below (docs/relay.md, "Robustness and limits").
 public struct RelayConfiguration: Sendable {
     /// Directory (created 0700) holding the identity and the queue database (files 0600).
     public var dataDirectory: URL
@@ -86,7 +86,8 @@ public struct RelayConfiguration: Sendable {
     /// they happen (the handshake, hello and first read of commands are ``handshakeWorkRate``'s).
     /// A connection is proven by an answered command authorised by a key the relay already held (a
     /// recipient command on its queue, a signed `SEND` or `SKEY` to a queue's sender ID) and loses
-    /// that for good with its first `AUTH`, `QUOTA`, malformed command or rate throttle. Proven
+    /// that for good with its first `AUTH`, `QUOTA`, malformed command, or hold by one of its own
+    /// flood rates (commands, `SEND` bytes, `AUTH` answers; `ConnectionBudget.Limit.demotes`). Proven
     /// connections never take from this budget; an unproven one that takes from it while it is
     /// overdrawn is held like one over a relay-wide rate (until it proves itself). So
     /// well-behaved clients keep the event loops while misbehaving connections share a bounded

@@ -6,7 +6,7 @@ import RelayProtocol
 /// terms. Two stores implement it: ``RelayStore`` (an SQLite file, the default) and the PostgreSQL
 /// store of the `RelayPostgres` module (`swiftplex-relay --store postgresql://…`).
 ///
-/// The guarantees both keep (docs/architecture.md, "The store seam"):
+/// The guarantees both keep (docs/relay.md, "Durability and the store"):
 /// - Writes are committed in groups; a write's completion runs only once it is durable, and
 ///   completions run in commit order (the relay answers `OK` from them).
 /// - A failing write fails alone: the others of its group still commit.

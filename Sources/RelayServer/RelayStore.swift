@@ -183,7 +183,7 @@ final class RelayStore: Sendable {
                 CREATE INDEX message_by_time ON message(created_at);
                 """)
         }
-        // Queue modes (audit 1). Queues created before them cannot be told apart reliably: an
+        // Queue modes. Queues created before them cannot be told apart reliably: an
         // address and a pending invitation are both unsecured, and either may have a short link.
         // Every queue still without a sender key becomes a contact queue — a sender can then never
         // secure it, which is what protects an address; an invitation still pending across the

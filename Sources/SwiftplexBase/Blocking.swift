@@ -11,9 +11,11 @@ import Foundation
 /// a store's own thread), and those APIs call ``willWait(_:)`` first.
 ///
 /// ``willWait(_:)`` costs one load when the check is off. With `SWIFTPLEX_BLOCKING_CHECK=trap`
-/// (what `make test` sets) a blocking wait entered from a Swift task stops the process with the
-/// name of the call, so a new one is found by the first test that reaches it, not by a timeout
-/// on a loaded machine; `SWIFTPLEX_BLOCKING_CHECK=log` prints one line per call site instead.
+/// a blocking wait entered from a Swift task stops the process with the name of the call;
+/// `SWIFTPLEX_BLOCKING_CHECK=log` (what `make test` sets) prints one line and the call stack per
+/// call site instead, and `Tests/Support/blocking_report.py` fails the run on any that
+/// Swiftplex's own code made — so a new one is found by the first test that reaches it, not by a
+/// timeout on a loaded machine.
 public enum Blocking {
     /// What ``willWait(_:)`` does with a wait entered on a Swift task.
     public enum CheckMode: Sendable { case off, log, trap }

@@ -8,7 +8,7 @@ import GRDBSQLite
 // to a `DatabaseValue`, built a `StatementArguments` and bound it through nested closures), rows
 // read into `SQLValue`s, and each statement prepared once per connection with its column names
 // (`SQLColumns`) made once with it. The engine's message path runs a few dozen statements per
-// message, so this path's cost counts (docs/architecture.md, Performance).
+// message, so this path's cost counts (docs/performance.md, "Chat echo").
 
 /// `SQLITE_TRANSIENT`: SQLite copies a bound text or blob (the C macro is not imported).
 private let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)

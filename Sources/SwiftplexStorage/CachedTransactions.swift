@@ -4,7 +4,7 @@ extension DatabaseQueue {
     /// ``write`` with the transaction's `BEGIN IMMEDIATE` and `COMMIT` run as cached statements.
     /// GRDB prepares them anew for every transaction (each preparation runs its statement
     /// authorizer); the engine's message path makes a dozen transactions per message, so
-    /// preparing them was a measurable share of its CPU (`docs/architecture.md`, Performance).
+    /// preparing them was a measurable share of its CPU (`docs/performance.md`, "Chat echo").
     /// The same guarantees as ``write``: everything `updates` does commits together or not at
     /// all (an error rolls back and is rethrown).
     public func cachedWrite<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {

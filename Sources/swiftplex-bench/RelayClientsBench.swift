@@ -26,7 +26,7 @@ struct RelayClientsBench: AsyncParsableCommand {
     @Option(name: .customLong("extra-queues"), help: "Queues made on one connection to measure memory per queue.") var extraQueues: Int = 10_000
     @Option(name: .customLong("connect-window"), help: "Clients connecting (TLS handshake, NEW, SUB) at once.") var connectWindow: Int = 64
     @Option(help: "Event loop threads of the clients (the relay uses one per core).") var threads: Int = System.coreCount
-    @Option(name: .customLong("unproven-work-ms"), help: "Keep the relay's budget of unproven work on, at N ms a second (the relay's default is 50); off by default here.")
+    @Option(name: .customLong("unproven-work-ms"), help: "Keep the relay's budget of unproven work on, at N ms a second (the relay's default is 25); off by default here.")
     var unprovenWorkMs: Int?
     @Option(name: .customLong("accepts-per-second"), help: "Keep the relay's accept rate on, at N a second (the relay's default is 200); off by default here.")
     var acceptsPerSecond: Int?

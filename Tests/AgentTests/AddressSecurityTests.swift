@@ -7,7 +7,7 @@ import SwiftplexCrypto
 import Testing
 @testable import Agent
 
-/// Audit 1 end to end, and audit 5's private relays as an agent sees them.
+/// Contact queues that no stranger can secure, end to end, and private relays as an agent sees them.
 @Suite(.timeLimit(.minutes(2))) struct AddressSecurityTests {
     /// A stranger reads the sender ID from a live address link and SKEYs it; requests still
     /// arrive and are accepted.

@@ -8,7 +8,7 @@ import TestSupport
 import Testing
 @testable import Agent
 
-/// Peer relays that never answer, that the options refuse, or that never worked (audit item 3).
+/// Peer relays that never answer, that the options refuse, or that never worked.
 @Suite(.timeLimit(.minutes(2))) struct AgentRelayPolicyTests {
     @Test func aJoinThroughARelayThatNeverAnswersFailsWithATimeoutWithinItsBound() async throws {
         let dir = TempDir()
@@ -139,7 +139,7 @@ import Testing
     }
 }
 
-/// What the agent receives is acknowledged to the relay only once it is committed (audit item 8).
+/// What the agent receives is acknowledged to the relay only once it is committed.
 @Suite(.timeLimit(.minutes(2))) struct AgentStoreFaultTests {
     @Test func aMessageTheDatabaseRefusesIsNotAcknowledgedAndArrivesOnceWhenTheFaultClears() async throws {
         let dir = TempDir()

@@ -4,8 +4,8 @@ import TestSupport
 import Testing
 @testable import Agent
 
-/// A peer's relay that completed every handshake and then stopped answering (audit 3's last
-/// stall path: the chat's event loop sent the welcome message and waited on the relay's answer).
+/// A peer's relay that completed every handshake and then stopped answering (the last
+/// stall path of silent peer relays: the chat's event loop sent the welcome message and waited on the relay's answer).
 @Suite(.timeLimit(.minutes(2))) struct SilentPeerRelayTests {
     @Test func aSendReturnsOnceCommittedWhileThePeersRelayIsSilentAndArrivesWhenItAnswers() async throws {
         let dir = TempDir()

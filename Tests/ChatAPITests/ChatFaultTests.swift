@@ -26,7 +26,7 @@ func say(_ api: ChatAPI, to contact: Int, _ t: String) async -> JSONValue {
     await api.execute(#"/_send @\#(contact) json [{"msgContent": {"type": "text", "text": "\#(t)"}, "mentions": {}}]"#)
 }
 
-/// A contact request naming a relay that never answers holds up nothing else (audit item 3).
+/// A contact request naming a relay that never answers holds up nothing else.
 @Suite(.timeLimit(.minutes(3))) struct ChatSlowRelayTests: LiveRelaySuite {
     @Test func aContactRequestNamingASilentRelayDoesNotDelayAnotherContactsMessages() async throws {
         try await withLiveRelay { dir, relay in
@@ -113,7 +113,7 @@ func say(_ api: ChatAPI, to contact: Int, _ t: String) async -> JSONValue {
 }
 
 /// What the chat database refuses is not marked processed: it is stored once the fault clears
-/// (audit item 8 and the issue's disk-full fault for the engine's receive path).
+/// (the engine's receive path under a database fault or a full disk).
 @Suite(.timeLimit(.minutes(3)), .serialized) struct ChatStoreFaultTests: LiveRelaySuite {
     @Test func aMessageTheChatDatabaseRefusesIsStoredOnceWhenTheFaultClears() async throws {
         try await withLiveRelay { dir, relay in

@@ -165,7 +165,7 @@ import Testing
         #expect(Set(Self.events.map(\.tag)) == Set(ChatEvent.allTags))
     }
 
-    /// Stored JSON comes back exactly: integers beyond 2^53 and doubles apart (the issue's
+    /// Stored JSON comes back exactly: integers beyond 2^53 and doubles apart (a
     /// `/_set custom` example), unknown profile fields kept.
     @Test func storedJSONKeepsNumbersAndUnknownFields() {
         let row = ContactRow(Self.contactRecord(profile: #"{"displayName":"alice","futureField":{"x":[1,2.5]}}"#))

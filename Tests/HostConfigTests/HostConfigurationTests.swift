@@ -15,7 +15,7 @@ import Testing
         #expect(c.directory == dir.path || c.directory.hasSuffix((dir.path as NSString).lastPathComponent))
     }
 
-    /// Contact-request limits (audit 10) are the operator's to change, with checked values.
+    /// Contact-request limits are the operator's to change, with checked values.
     @Test func contactRequestLimitsUnderAddress() throws {
         let (d, _) = try load(minimal)
         #expect(d.address.requestsPerMinute == 30 && d.address.maxPendingRequests == 1000 && d.address.requestTTL == .seconds(168 * 3600))

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import HostConfig
 
-/// `isolation_limits:` of a plugin entry (the bounds on an isolated child, audit 4).
+/// `isolation_limits:` of a plugin entry (the bounds on an isolated child).
 @Suite struct IsolationLimitsConfigTests {
     @Test func limitsAreReadAndOmittedOnesStayDefault() throws {
         let (c, _) = try load(minimal + """

@@ -1,7 +1,7 @@
 import Testing
 @testable import HostConfig
 
-/// A private relay's address carries its queue-creation password (audit 5):
+/// A private relay's address carries its queue-creation password:
 /// `smp://<fingerprint>:<password>@host`, best given through a variable.
 @Suite struct RelayPasswordSyntaxTests {
     let fingerprint = String(repeating: "A", count: 43)

@@ -3,7 +3,7 @@ import SwiftplexCrypto
 import Testing
 @testable import RelayProtocol
 
-/// `NEW` carries the queue mode and the relay's queue-creation password (audit 1 and 5); relay
+/// `NEW` carries the queue mode and the relay's queue-creation password; relay
 /// addresses carry the password, queue URIs never do.
 @Suite struct QueueModeCodecTests {
     let fp = Base64URL.encode([UInt8](repeating: 7, count: 32))

@@ -6,7 +6,7 @@ import RelayServer
 import SwiftplexCrypto
 import Testing
 
-/// Audit 1: a contact queue (an address) can never be secured, so a stranger holding its public
+/// A contact queue (an address) can never be secured, so a stranger holding its public
 /// sender ID cannot lock out the requests of everyone else.
 @Suite(.timeLimit(.minutes(2))) struct QueueModeTests {
     @Test(arguments: RelayStoreKind.all) func aStrangersSKEYOnAContactQueueIsAUTHAndRequestsStillArrive(store: RelayStoreKind) async throws {

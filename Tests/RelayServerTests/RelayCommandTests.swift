@@ -6,8 +6,8 @@ import RelayProtocol
 import TestSupport
 import Testing
 
-/// The `swiftplex-relay` command line: durations that cannot overflow (audit 12), the resource
-/// limits and the password (audit 5) as flags, and their metrics on `/metrics`.
+/// The `swiftplex-relay` command line: durations that cannot overflow, the resource
+/// limits and the password as flags, and their metrics on `/metrics`.
 @Suite(.timeLimit(.minutes(2))) struct RelayCommandTests {
     @Test(arguments: ["999999999999999d", "9223372036854775807s", "106751991167301d", "36501d", "0s", "-5m", "12x", ""])
     func anImpossibleDurationIsAUsageErrorNotATrap(ttl: String) throws {

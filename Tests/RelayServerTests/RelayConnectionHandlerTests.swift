@@ -8,7 +8,7 @@ import SwiftplexCrypto
 import TestSupport
 import Testing
 
-/// The relay's connection handler without a network (issue 10), as swift-nio tests its own
+/// The relay's connection handler without a network, as swift-nio tests its own
 /// handlers: blocks written in, blocks read out of a `NIOAsyncTestingChannel`, whose loop also runs
 /// the core's answers (they come from the store's thread) over a real store in a temporary
 /// directory. The loop's clock is moved by hand, so timeouts and rates are tested without waiting.

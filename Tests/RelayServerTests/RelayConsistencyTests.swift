@@ -6,7 +6,7 @@ import RelayServer
 import SwiftplexCrypto
 import Testing
 
-/// Audit 9: counts that stay right, disabled queues that answer AUTH, memory that follows the
+/// Counts that stay right, disabled queues that answer AUTH, memory that follows the
 /// disk when a write fails, and a damaged row that does not keep the relay from starting.
 @Suite(.timeLimit(.minutes(2))) struct RelayConsistencyTests {
     @Test(arguments: RelayStoreKind.all) func sweepingAfterTheAckOfALaterMessageLeaksNoCountAndNoQuota(store: RelayStoreKind) async throws {

@@ -7,7 +7,7 @@ import SwiftplexCrypto
 import TestSupport
 import Testing
 
-/// Audit 5: every resource a client can make the relay spend is bounded, over real TLS.
+/// Every resource a client can make the relay spend is bounded, over real TLS.
 @Suite(.timeLimit(.minutes(2))) struct RelayLimitsTests {
     @Test(arguments: RelayStoreKind.all) func newQueuesPerConnectionAreLimited(store: RelayStoreKind) async throws {
         try await withRelay(store: store, configure: { $0.maxNewQueuesPerConnection = 3; $0.newQueueWindow = .seconds(3600) }) { relay in

@@ -8,7 +8,7 @@ import SwiftplexCrypto
 import TestSupport
 import Testing
 
-/// Issue 9's load goal: per-connection rates (commands, `NEW`s, `SEND` bytes, `AUTH` answers) that
+/// The relay's load goal: per-connection rates (commands, `NEW`s, `SEND` bytes, `AUTH` answers) that
 /// slow a flooding connection — the relay stops reading from it — while every other connection is
 /// served; and a store writer that does not make a small write wait for another connection's pile
 /// of large ones. Over real TLS on loopback, and a real SQLite file.

@@ -8,7 +8,7 @@ import SwiftplexCrypto
 import TestSupport
 import Testing
 
-/// Issue 9's load goal: connections that have proven themselves (an answered command authorised by
+/// The relay's load goal: connections that have proven themselves (an answered command authorised by
 /// a key the relay already held) keep the event loops, while the event-loop time of all the others
 /// together is bounded by the relay-wide budget of unproven work (`unprovenWorkRate`), new
 /// connections' handshakes and first commands by a budget of their own (`handshakeWorkRate`), and

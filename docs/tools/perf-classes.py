@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Shares of a perf profile by class of work (docs/architecture.md, "Performance", the relay).
+"""Shares of a perf profile by class of work (docs/performance.md, "Relay": where a relay message's time goes).
 
     perf record -F 999 -g -o relay.data swiftplex-bench relay --only relay --rounds 3
     perf script -i relay.data | swift demangle --simplified > relay.txt
