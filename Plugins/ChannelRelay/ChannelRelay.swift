@@ -17,6 +17,7 @@ public final class ChannelRelay: Plugin {
         var max_subscribers_per_channel: Int?
         var channels_per_hour: Int?
         var joins_per_minute: Int?
+        var max_pending_joins: Int?
     }
 
     public static let name = "channel-relay"
@@ -28,6 +29,7 @@ public final class ChannelRelay: Plugin {
         "max_subscribers_per_channel": .integer("Subscribers per channel at most (through this relay)", minimum: 1),
         "channels_per_hour": .integer("New channels taken per hour at most", minimum: 1),
         "joins_per_minute": .integer("Subscriber joins per channel per minute at most", minimum: 1),
+        "max_pending_joins": .integer("Joins per channel accepted but not yet connected at most", minimum: 1),
     ])
 
     let context: PluginContext
@@ -47,8 +49,9 @@ public final class ChannelRelay: Plugin {
         if let n = config.max_subscribers_per_channel { policy["maxSubscribersPerChannel"] = .int(Int64(n)) }
         if let n = config.channels_per_hour { policy["channelsPerHour"] = .int(Int64(n)) }
         if let n = config.joins_per_minute { policy["joinsPerMinute"] = .int(Int64(n)) }
+        if let n = config.max_pending_joins { policy["maxPendingJoins"] = .int(Int64(n)) }
         try context.command("/_relay policy \(JSONValue.sorted(policy).text)", expecting: "cmdOk")
-        context.log.info(policy.isEmpty ? "serving every channel" : "relay policy: \(Self.summary(config))")
+        context.log.info(policy.isEmpty ? "serving every channel within the engine's default bounds" : "relay policy: \(Self.summary(config))")
     }
 
     static func summary(_ c: Config) -> String {
@@ -58,6 +61,7 @@ public final class ChannelRelay: Plugin {
         if let n = c.max_subscribers_per_channel { parts.append("at most \(n) subscribers per channel") }
         if let n = c.channels_per_hour { parts.append("\(n) new channels per hour") }
         if let n = c.joins_per_minute { parts.append("\(n) joins per channel per minute") }
+        if let n = c.max_pending_joins { parts.append("at most \(n) joins per channel still connecting") }
         return parts.joined(separator: ", ")
     }
 

@@ -75,6 +75,10 @@ public enum ChannelRelayInput: Sendable, Hashable {
     case received(from: MemberId, BatchItem, brokerTs: Int64)
     /// The operator leaves the channel (`/_leave #g`).
     case leave
+    /// The engine's clean-up: a subscriber whose join was accepted but never connected, or who
+    /// left or was removed, is forgotten — its connection (if any) and rows go. A connected
+    /// subscriber is not dropped this way.
+    case dropSubscriber(MemberId)
 }
 
 public enum ChannelRelayEffect: Sendable, Hashable {
@@ -95,6 +99,8 @@ public enum ChannelRelayEffect: Sendable, Hashable {
     /// sending, batches, and resumes it after a restart).
     case deliver(ForwardedElement, to: [MemberId])
     case saveSubscriber(RelaySubscriber)
+    /// A subscriber is forgotten (``ChannelRelayInput/dropSubscriber(_:)``): delete its rows.
+    case forgetSubscriber(MemberId)
     case deleteConnection(MemberId)
     case deleteAllConnections
     /// The operator left: refuse this channel link until `/_relay allow` (``RelayDirectory``).
@@ -252,6 +258,12 @@ public struct ChannelRelayState: Sendable {
             stopServing(.rejected, &run)
             run.effects.append(.rememberRejected(channelLink))
             run.effects.append(.emit(.leftMemberUser))
+        case let .dropSubscriber(id):
+            guard let s = subscribers[id] else { throw ChannelError(.unknownMember, "no subscriber \(id)") }
+            guard s.status != .connected else { throw ChannelError(.invalidState, "subscriber \(id) is connected: it leaves or is removed, it is not dropped") }
+            subscribers[id] = nil
+            if s.status == .accepted { run.effects.append(.deleteConnection(id)) }
+            run.effects.append(.forgetSubscriber(id))
         }
     }
 

@@ -30,6 +30,12 @@ extension ChatController {
         try saveChannelGroupMember(db, groupId: groupId, memberId: s.memberId, role: .observer, category: .invitee, status: status, profile: s.profile, now: now)
     }
 
+    /// A subscriber the relay forgot (``ChannelRelayInput/dropSubscriber(_:)``): its rows go.
+    nonisolated static func forgetRelaySubscriber(_ db: Database, groupId: Int64, _ id: MemberId) throws {
+        _ = try ChannelMemberRecord.filter(ChannelMemberRecord.Columns.groupId == groupId && ChannelMemberRecord.Columns.memberId == id.text).deleteAll(db)
+        _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == id.text).deleteAll(db)
+    }
+
     /// A channel member as a `group_member` row (for the API's `GroupMember`): made on first sight
     /// with its profile and a local name, its status kept current.
     nonisolated static func saveChannelGroupMember(_ db: Database, groupId: Int64, memberId: MemberId, role: GroupProtocol.GroupMemberRole,

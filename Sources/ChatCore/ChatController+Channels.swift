@@ -783,6 +783,7 @@ extension ChatController {
             _ = try GroupMemberRecord.filter(GroupMemberRecord.Columns.groupId == groupId && GroupMemberRecord.Columns.memberId == snapshot.ownMemberId.text)
                 .updateAll(db, Column("status").set(to: own.rawValue), Column("updated_at").set(to: now))
             for case let .saveSubscriber(sub) in effects { try Self.saveRelaySubscriber(db, groupId: groupId, sub, now: now) }
+            for case let .forgetSubscriber(id) in effects { try Self.forgetRelaySubscriber(db, groupId: groupId, id) }
             // Delivery jobs are committed with the input that made them (+ChannelMembers).
             for case let .deliver(fwd, to) in effects where !to.isEmpty {
                 var job = ChannelDeliveryRecord(groupId: groupId, body: Data(try ChannelBatch.encode([.forward(fwd)])),
@@ -844,7 +845,7 @@ extension ChatController {
             if channelStepHeld(step) { continue }
             do {
                 switch effect {
-                case .saveStatus, .saveSubscriber: break
+                case .saveStatus, .saveSubscriber, .forgetSubscriber: break
                 case let .fetchChannelLinkData(link):
                     let data = try await channelLinkData(link, groupId: groupId)
                     await feedRelay(groupId, .channelLinkData(data))

@@ -16,7 +16,7 @@ import SwiftplexBase
 // themselves are not changed by it.
 
 /// What an operator allows (every field optional; absent = no limit).
-public struct ChannelRelayPolicy: Sendable, Equatable {
+public struct ChannelRelayPolicy: Sendable, Hashable {
     /// Channel links (`/c#…`) or owners' contact links (the `contactLink` of the inviting owner's
     /// profile) whose invitations are served; nil serves every channel.
     public var allow: [String]?
@@ -28,14 +28,31 @@ public struct ChannelRelayPolicy: Sendable, Equatable {
     public var channelsPerHour: Int?
     /// Subscriber joins per channel per minute at most.
     public var joinsPerMinute: Int?
+    /// Joins per channel accepted but not yet connected at most (a flood of joins that never
+    /// complete holds no more rows than this; the engine forgets them after a while).
+    public var maxPendingJoins: Int?
 
     public init(allow: [String]? = nil, maxChannels: Int? = nil, maxSubscribersPerChannel: Int? = nil,
-                channelsPerHour: Int? = nil, joinsPerMinute: Int? = nil) {
+                channelsPerHour: Int? = nil, joinsPerMinute: Int? = nil, maxPendingJoins: Int? = nil) {
         self.allow = allow
         self.maxChannels = maxChannels
         self.maxSubscribersPerChannel = maxSubscribersPerChannel
         self.channelsPerHour = channelsPerHour
         self.joinsPerMinute = joinsPerMinute
+        self.maxPendingJoins = maxPendingJoins
+    }
+
+    /// The bounds a chat relay keeps when its operator's policy sets none (``ChatLimits/relayPolicyDefaults``).
+    public static let defaults = ChannelRelayPolicy(maxChannels: 1_000, maxSubscribersPerChannel: 100_000, channelsPerHour: 60,
+                                                    joinsPerMinute: 600, maxPendingJoins: 1_000)
+
+    /// This policy with each bound it leaves out taken from `defaults` (the allow-list is the
+    /// operator's alone: none means every channel).
+    public func filled(by defaults: ChannelRelayPolicy) -> ChannelRelayPolicy {
+        ChannelRelayPolicy(allow: allow, maxChannels: maxChannels ?? defaults.maxChannels,
+                           maxSubscribersPerChannel: maxSubscribersPerChannel ?? defaults.maxSubscribersPerChannel,
+                           channelsPerHour: channelsPerHour ?? defaults.channelsPerHour, joinsPerMinute: joinsPerMinute ?? defaults.joinsPerMinute,
+                           maxPendingJoins: maxPendingJoins ?? defaults.maxPendingJoins)
     }
 
     /// `{"allow": [link…], "maxChannels": n, "maxSubscribersPerChannel": n, "channelsPerHour": n,
@@ -62,6 +79,7 @@ public struct ChannelRelayPolicy: Sendable, Equatable {
             case "maxSubscribersPerChannel": maxSubscribersPerChannel = try count(key, value)
             case "channelsPerHour": channelsPerHour = try count(key, value)
             case "joinsPerMinute": joinsPerMinute = try count(key, value)
+            case "maxPendingJoins": maxPendingJoins = try count(key, value)
             default: throw ChatFailure(commandError: "relay policy: unknown key \(key)")
             }
         }
@@ -146,7 +164,7 @@ extension ChatController {
     /// Why the policy refuses an owner's invitation, or nil to serve it. Counts it when served.
     func relayPolicyRefusal(invitation inv: GroupRelayInvitation, userId: Int64) async -> String? {
         await loadRelayPolicy()
-        let p = relayPolicy.policy
+        let p = relayPolicy.policy.filled(by: limits.relayPolicyDefaults)
         var why: String?
         if let allow = p.allow {
             let ownerLink = inv.fromMemberProfile.json["contactLink"]?.stringValue
@@ -178,11 +196,16 @@ extension ChatController {
     /// Why the policy refuses a subscriber's join to a channel, or nil to take it.
     func relayPolicyRefusal(joinTo groupId: Int64) async -> String? {
         await loadRelayPolicy()
-        let p = relayPolicy.policy
+        let p = relayPolicy.policy.filled(by: limits.relayPolicyDefaults)
         var why: String?
-        if let cap = p.maxSubscribersPerChannel, let state = channelRuntime.relays[groupId] {
-            let n = state.subscribers.values.filter { $0.status == .accepted || $0.status == .connected }.count
-            if n >= cap { why = "the channel has \(n) subscribers at this relay, its cap" }
+        if let state = try? await relayState(groupId) {
+            let pending = state.subscribers.values.filter { $0.status == .accepted }.count
+            let connected = state.subscribers.values.filter { $0.status == .connected }.count
+            if let cap = p.maxSubscribersPerChannel, pending + connected >= cap {
+                why = "the channel has \(pending + connected) subscribers at this relay, its cap"
+            } else if let cap = p.maxPendingJoins, pending >= cap {
+                why = "the channel has \(pending) joins at this relay still connecting, its cap"
+            }
         }
         let now = ContinuousClock.now
         if why == nil, let perMinute = p.joinsPerMinute {
@@ -228,5 +251,50 @@ extension ChatController {
                                             forwarded: state?.forwardedCount ?? 0, deliveriesPending: pending[gid] ?? 0))
         }
         return out
+    }
+}
+
+extension ChatController {
+    /// A chat relay's clean-up: forgets the subscribers of the channels it serves whose join was
+    /// accepted more than `age` ago and never connected, and those who left or were removed more
+    /// than `age` ago — their agent connection first, then (through the relay's machine,
+    /// ``ChannelRelayInput/dropSubscriber(_:)``) their rows. Returns how many were forgotten.
+    @discardableResult
+    func forgetStaleRelaySubscribers(olderThan age: Duration, now: Date = Date()) async -> Int {
+        let seconds = Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let cutoff = f.string(from: now.addingTimeInterval(-seconds))
+        let stale: [(Int64, MemberId)]
+        do {
+            stale = try await dbRead { db in
+                try Row.fetchAll(db, sql: """
+                    SELECT cm.group_id, cm.member_id FROM channel_member cm
+                    JOIN channel c ON c.group_id = cm.group_id
+                    JOIN group_member gm ON gm.group_id = cm.group_id AND gm.member_id = cm.member_id
+                    WHERE c.role = ? AND cm.kind = 'subscriber'
+                      AND ((cm.status = 'accepted' AND gm.created_at < ?) OR (cm.status IN ('left', 'removed') AND gm.updated_at < ?))
+                    ORDER BY cm.group_id, cm.id
+                    """, arguments: [ChannelRecord.Role.relay.rawValue, cutoff, cutoff])
+                    .compactMap { row in MemberId(row[1] as String).map { (row[0] as Int64, $0) } }
+            }
+        } catch {
+            logger.error("the stale chat relay subscribers could not be read", metadata: ["error": "\(error)"])
+            return 0
+        }
+        var forgotten = 0
+        for (groupId, member) in stale {
+            do {
+                // The connection goes first: the machine's drop deletes the row that names it.
+                try await deleteChannelConnection(groupId, member: member)
+                let effects = try await runRelay(groupId, .dropSubscriber(member))
+                await performRelayEffects(groupId, effects)
+                forgotten += 1
+            } catch {
+                logger.warning("a stale chat relay subscriber was not forgotten", metadata: ["group": "\(groupId)", "error": "\(error)"])
+            }
+        }
+        if forgotten > 0 { logger.info("chat relay subscribers forgotten (joins never connected, or left)", metadata: ["count": "\(forgotten)"]) }
+        return forgotten
     }
 }

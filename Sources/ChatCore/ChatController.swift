@@ -170,6 +170,7 @@ public actor ChatController {
     private func sweepContactRequests() async throws {
         while !Task.isCancelled {
             await expireContactRequests()
+            await forgetStaleRelaySubscribers(olderThan: limits.relaySubscriberCleanupAfter)
             try await Task.sleep(for: limits.contactRequestSweepInterval)
         }
     }

@@ -24,11 +24,20 @@ public struct ChatLimits: Sendable, Hashable {
     /// refused (`commandError` naming the limit). A host forwards between members still being
     /// introduced and sends each message to every member itself, so its work grows with the group.
     public var maxGroupMembers: Int
+    /// A chat relay's bounds where its operator's policy (`/_relay policy`) sets none: channels
+    /// served, subscribers and joins still connecting per channel, new channels per hour, joins
+    /// per channel per minute (``ChannelRelayPolicy/defaults``).
+    public var relayPolicyDefaults: ChannelRelayPolicy
+    /// A chat relay forgets a subscriber whose join never connected, or who left or was removed,
+    /// this long after it joined or left (swept with the contact requests): its connection and
+    /// rows go.
+    public var relaySubscriberCleanupAfter: Duration
 
     public init(contactRequestsPerWindow: Int = 30, contactRequestWindow: Duration = .seconds(60),
                 maxPendingContactRequests: Int = 1_000, contactRequestTTL: Duration = .seconds(7 * 24 * 3600),
                 contactRequestSweepInterval: Duration = .seconds(3600),
-                maxReactionsPerMember: Int = 3, maxReactionsPerItem: Int = 16, maxGroupMembers: Int = 1_000) {
+                maxReactionsPerMember: Int = 3, maxReactionsPerItem: Int = 16, maxGroupMembers: Int = 1_000,
+                relayPolicyDefaults: ChannelRelayPolicy = .defaults, relaySubscriberCleanupAfter: Duration = .seconds(24 * 3600)) {
         self.contactRequestsPerWindow = contactRequestsPerWindow
         self.contactRequestWindow = contactRequestWindow
         self.maxPendingContactRequests = maxPendingContactRequests
@@ -37,6 +46,8 @@ public struct ChatLimits: Sendable, Hashable {
         self.maxReactionsPerMember = maxReactionsPerMember
         self.maxReactionsPerItem = maxReactionsPerItem
         self.maxGroupMembers = maxGroupMembers
+        self.relayPolicyDefaults = relayPolicyDefaults
+        self.relaySubscriberCleanupAfter = relaySubscriberCleanupAfter
     }
 }
 

@@ -14,9 +14,7 @@ import Testing
 /// WebSocket API — standing in for SimpleX's own library and CLI, which speak the same C ABI and
 /// WebSocket API.
 @Suite(.timeLimit(.minutes(3))) struct ForeignEngineTests {
-    static let engines: [PluginTestBench.Engine] = [.embedded, .libsimplex, .webSocket]
-
-    @Test(arguments: engines) func broadcastWorksOnEveryEngine(_ engine: PluginTestBench.Engine) async throws {
+    @Test(arguments: PluginTestBench.Engine.allCases) func broadcastWorksOnEveryEngine(_ engine: PluginTestBench.Engine) async throws {
         try await PluginTestBench.withBench(plugins: [
             .init(name: "welcome", path: PluginTestBench.product("libauto-accept.so"), config: "{}"),
             .init(name: "news", path: PluginTestBench.product("libbroadcast.so"),

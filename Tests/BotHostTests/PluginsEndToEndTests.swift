@@ -17,7 +17,7 @@ import Testing
     }
 
     /// On every engine: the embedded one, `libsimplex.so` loaded by path, `swiftplex-chat -p`.
-    @Test(arguments: ForeignEngineTests.engines) func aPersonConnectsGetsTheWelcomeAndEveryMessageEchoed(_ engine: PluginTestBench.Engine) async throws {
+    @Test(arguments: PluginTestBench.Engine.allCases) func aPersonConnectsGetsTheWelcomeAndEveryMessageEchoed(_ engine: PluginTestBench.Engine) async throws {
         try await PluginTestBench.withBench(plugins: Self.acceptAndEcho(), engine: engine) { bench in
             #expect(bench.host.api.kind == engine.kind)
             let alice = try await bench.connect("alice")

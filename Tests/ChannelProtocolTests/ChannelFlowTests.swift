@@ -421,6 +421,35 @@ import Testing
         #expect(net.subscribers["sam"]?.relays[net.id("rela")]?.rejected == 1)
     }
 
+    /// A relay forgets (when its engine sweeps) a join it accepted that never connected and a
+    /// subscriber who left; a connected subscriber is not dropped this way.
+    @Test func aRelayForgetsJoinsThatNeverConnectedAndSubscribersWhoLeft() throws {
+        var net = channel()
+        // zed asks rela to join, and never completes the connection.
+        net.person("zed")
+        var (zed, _) = try ChannelSubscriberState.joining(net.linkData, channelLink: ChannelNet.channelLink, memberId: net.id("zed"),
+                                                          ownProfile: MemberProfile(displayName: "zed"), key: Ed25519.PrivateKey())
+        let rela = try #require(net.relayLinks.first { $0.value.relay == "rela" })
+        let asked = try zed.handle(.relayLinkData(link: rela.key, linkEntityId: rela.value.entity, relayProfile: MemberProfile(displayName: "rela")),
+                                   newMessageId: { "zed-1" })
+        let join = try #require(asked.compactMap { e -> GroupEnvelope? in if case let .joinRelay(_, _, info) = e { info } else { nil } }.first)
+        #expect(net.deliver("rela", .relay(.joinRequest(info: join))) == nil)
+        #expect(net.relayStates["rela"]?.subscribers[net.id("zed")]?.status == .accepted)
+        // sam leaves.
+        net.deliver("sam", .subscriber(.leave))
+        net.run()
+        #expect(net.relayStates["rela"]?.subscribers[net.id("sam")]?.status == .left)
+
+        var relay = try #require(net.relayStates["rela"])
+        let droppedJoin = try relay.handle(.dropSubscriber(net.id("zed")), newMessageId: { "d1" })
+        #expect(droppedJoin == [.deleteConnection(net.id("zed")), .forgetSubscriber(net.id("zed"))])
+        let droppedLeaver = try relay.handle(.dropSubscriber(net.id("sam")), newMessageId: { "d2" })
+        #expect(droppedLeaver == [.forgetSubscriber(net.id("sam"))])
+        #expect(relay.subscribers[net.id("zed")] == nil && relay.subscribers[net.id("sam")] == nil)
+        #expect(throws: ChannelError(.invalidState, "")) { try relay.handle(.dropSubscriber(net.id("sue")), newMessageId: { "d3" }) }
+        #expect(relay.subscribers[net.id("sue")]?.status == .connected)
+    }
+
     @Test func subscriberLeavesSigned() {
         var net = channel()
         net.deliver("sam", .subscriber(.leave))

@@ -242,7 +242,7 @@ struct ChannelNet {
             directories[name]!.rememberRejected(link)
         case let .emit(e):
             events[name, default: []].append(e)
-        case .saveStatus, .saveSubscriber:
+        case .saveStatus, .saveSubscriber, .forgetSubscriber:
             break
         }
     }

@@ -158,4 +158,60 @@ import Testing
             }
         }
     }
+
+    /// Without any `/_relay policy`, the engine's defaults bound the relay: here a default of one
+    /// subscriber per channel refuses the second join at both relays.
+    @Test func aRelayWithoutAPolicyKeepsTheEnginesDefaultBounds() async throws {
+        try await withLiveRelay { dir, relay in
+            let limits = ChatLimits(relayPolicyDefaults: ChannelRelayPolicy(maxSubscribersPerChannel: 1))
+            try await withLimitedEngine(dir, "relays", relays: [relay.address], limits: limits) { controller, r, _ in
+                let addresses = try await makeRelayUsers(r)
+                try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
+                    let (_, link) = try await makeActiveChannel(o, oIn, addresses)
+                    try await withEngine(dir, "sub1", relays: [relay.address]) { s, sIn in
+                        await startUser(s, "sub1")
+                        #expect(await s.execute("/_connect 1 \(link)")["type"]?.stringValue == "startedConnectionToGroup")
+                        for _ in 0..<2 { _ = try await sIn.next("userJoinedGroup") }
+                    }
+                    try await withEngine(dir, "sub2", relays: [relay.address]) { s, _ in
+                        await startUser(s, "sub2")
+                        #expect(await s.execute("/_connect 1 \(link)")["type"]?.stringValue == "startedConnectionToGroup")
+                        try await eventually(timeout: .seconds(30), "both relays refuse sub2") { await controller.relayPolicyRefusals.joins == 2 }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A subscriber who left is forgotten by the relay's clean-up: its rows go (and a relay's
+    /// storage does not keep everyone who ever passed through).
+    @Test func aSubscriberWhoLeftIsForgottenByTheRelaysCleanUp() async throws {
+        try await withLiveRelay { dir, relay in
+            try await withLimitedEngine(dir, "relays", relays: [relay.address], limits: ChatLimits()) { controller, r, rIn in
+                let addresses = try await makeRelayUsers(r)
+                try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
+                    let (_, link) = try await makeActiveChannel(o, oIn, addresses)
+                    try await withEngine(dir, "sub1", relays: [relay.address]) { s, sIn in
+                        await startUser(s, "sub1")
+                        #expect(await s.execute("/_connect 1 \(link)")["type"]?.stringValue == "startedConnectionToGroup")
+                        let joined = try await sIn.next("userJoinedGroup")
+                        _ = try await sIn.next("userJoinedGroup")
+                        let g = try #require(joined["groupInfo"]?["groupId"]?.intValue)
+                        #expect(await s.execute("/_leave #\(g)")["type"]?.stringValue == "leftMemberUser")
+                        for _ in 0..<2 { _ = try await rIn.next("leftMember") }
+                    }
+                    func subscriberRows() async throws -> Int {
+                        try await controller.dbRead { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM channel_member WHERE kind = 'subscriber'") ?? -1 }
+                    }
+                    #expect(try await subscriberRows() == 2)
+                    // Not yet: they left just now.
+                    #expect(await controller.forgetStaleRelaySubscribers(olderThan: .seconds(3600)) == 0)
+                    #expect(await controller.forgetStaleRelaySubscribers(olderThan: .zero, now: Date().addingTimeInterval(1)) == 2)
+                    #expect(try await subscriberRows() == 0)
+                    let counters = try await controller.relayChannelCounters()
+                    #expect(counters.count == 2 && counters.allSatisfy { $0.subscribers == 0 && $0.relayStatus == "active" }, "\(counters)")
+                }
+            }
+        }
+    }
 }
