@@ -105,11 +105,12 @@ public final class HostedBot: Sendable {
             // Crash safety: each instance's mark of the last received message it handled is kept
             // in the plugin storage; after a restart it is given the received messages after it,
             // and what it sends while handling one is sent once (idempotency keys).
+            // On a foreign engine the same questions go through the bot API (ForeignItemFeed).
             let feed = api.controller.map { controller in
                 ReceivedItemFeed(
                     lastItemId: { try await controller.lastChatItemId() },
                     eventsAfter: { after, limit in try await controller.receivedItemEvents(after: after, limit: limit).map { ($0.itemId, $0.event.description) } })
-            }
+            } ?? ForeignItemFeed(engine: api, userId: userId).feed
             let manager = PluginManager(storage: storage, runKeyedCommand: { line, key in await api.execute(line, idempotencyKey: key).description },
                                         feed: feed, runnerExecutable: runnerExecutable, logger: logger,
                                         commandsChanged: { menu in box.withLockedValue { $0 }?.menuChanged(menu) })
@@ -217,7 +218,8 @@ public final class HostedBot: Sendable {
             group.addTask {
                 for await encoded in self.pluginEvents.events {
                     if let event = encoded.event { self.engine.observe(event) }
-                    self.plugins.dispatch(type: encoded.type, json: encoded.json, receivedItemId: encoded.event.flatMap(BotHost.receivedItemId))
+                    let itemId = encoded.event.map(BotHost.receivedItemId) ?? BotHost.receivedItemId(json: encoded.json)
+                    self.plugins.dispatch(type: encoded.type, json: encoded.json, receivedItemId: itemId)
                 }
             }
             await group.next()

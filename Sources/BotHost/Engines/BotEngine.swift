@@ -13,9 +13,10 @@ import SwiftplexBase
 /// - ``WebSocketEngine``: a `simplex-chat -p PORT` process the operator runs, over SimpleX's
 ///   WebSocket API.
 ///
-/// What only Swiftplex's engine has (crash-safe replay of received messages to plugins, the
-/// outbox gauge, a chat relay's policy and statistics) is reached through ``controller``, nil on
-/// a foreign engine; the configuration refuses what a bot asks for that its engine lacks
+/// What only Swiftplex's engine has (replay of received messages read from its store with
+/// idempotent answers — a foreign engine's are read back through the bot API, ``ForeignItemFeed``
+/// —, the outbox gauge, a chat relay's policy and statistics) is reached through ``controller``,
+/// nil on a foreign engine; the configuration refuses what a bot asks for that its engine lacks
 /// (`chat_relay`, contact-request limits, `peer_relays`), at the `engine:` line.
 public protocol BotEngine: ChatCommandRunner {
     /// `swiftplex`, `libsimplex` or `websocket`.
