@@ -118,6 +118,7 @@ public final class HostedBot: Sendable {
                                 agentLocation: try engineDatabase.agent, engine: metrics.engine(bot: options.name), logger: logger, lock: lock)
             box.withLockedValue { $0 = bot }
             await bot.reload(options.plugins)
+            await bot.redeliverWaitingRequests()
             return bot
         } catch {
             await api.close()
@@ -203,6 +204,30 @@ public final class HostedBot: Sendable {
     public var isChatRelay: Bool { options.profile.chatRelay }
     /// The plugin list last applied to this bot.
     public var appliedPlugins: [PluginSpec] { state.withLockedValue { $0.appliedPlugins } }
+
+    /// Contact requests that arrived while no plugin listened (the host was down, or its plugins
+    /// had not started) wait in the engine unanswered, and their events are gone: each is given to
+    /// the plugins again at start as the `receivedContactRequest` event it came with, so an
+    /// auto-accept service decides on it. (With the engine's own auto-accept on the address, none
+    /// waits.) The list comes from `/_get chats` (`APIGetChats`), on every engine.
+    func redeliverWaitingRequests() async {
+        let answer = await api.execute("/_get chats \(userId) count=1000000 {\"type\": \"filters\", \"favorite\": false, \"unread\": false}")
+        guard answer["type"]?.stringValue == "apiChats", let chats = answer["chats"]?.arrayValue else {
+            logger.warning("cannot list the contact requests waiting in the engine; those that arrived while the host was down wait for /_accept",
+                           metadata: ["answer": "\(answer["type"]?.stringValue ?? "?")"])
+            return
+        }
+        let waiting = chats.compactMap { chat -> JSONValue? in
+            chat["chatInfo"]?["type"]?.stringValue == "contactRequest" ? chat["chatInfo"]?["contactRequest"] : nil
+        }.sorted { ($0["contactRequestId"]?.int64Value ?? 0) < ($1["contactRequestId"]?.int64Value ?? 0) }
+        guard !waiting.isEmpty else { return }
+        let user = await api.execute("/user")["user"] ?? .null
+        for request in waiting {
+            let event = JSONValue.object([("type", .string("receivedContactRequest")), ("user", user), ("contactRequest", request)])
+            plugins.dispatch(type: "receivedContactRequest", json: event.description)
+        }
+        logger.notice("gave the plugins the contact requests waiting in the engine", metadata: ["requests": "\(waiting.count)"])
+    }
 
     /// Serves the plugins until cancelled: the bot's chat events to them, their timeouts watched,
     /// the profile published when their command menu changes.
