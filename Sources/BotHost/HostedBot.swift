@@ -211,17 +211,17 @@ public final class HostedBot: Sendable {
     /// auto-accept service decides on it. (With the engine's own auto-accept on the address, none
     /// waits.) The list comes from `/_get chats` (`APIGetChats`), on every engine.
     func redeliverWaitingRequests() async {
-        let answer = await api.execute("/_get chats \(userId) count=1000000 {\"type\": \"filters\", \"favorite\": false, \"unread\": false}")
-        guard answer["type"]?.stringValue == "apiChats", let chats = answer["chats"]?.arrayValue else {
+        let chats: [JSONValue]
+        do { chats = try await ForeignItemFeed.chatList(api, userId: userId) } catch {
             logger.warning("cannot list the contact requests waiting in the engine; those that arrived while the host was down wait for /_accept",
-                           metadata: ["answer": "\(answer["type"]?.stringValue ?? "?")"])
+                           metadata: ["error": "\(error)"])
             return
         }
         let waiting = chats.compactMap { chat -> JSONValue? in
             chat["chatInfo"]?["type"]?.stringValue == "contactRequest" ? chat["chatInfo"]?["contactRequest"] : nil
         }.sorted { ($0["contactRequestId"]?.int64Value ?? 0) < ($1["contactRequestId"]?.int64Value ?? 0) }
         guard !waiting.isEmpty else { return }
-        let user = await api.execute("/user")["user"] ?? .null
+        let user = (try? await ForeignItemFeed.activeUser(api)) ?? .null
         for request in waiting {
             let event = JSONValue.object([("type", .string("receivedContactRequest")), ("user", user), ("contactRequest", request)])
             plugins.dispatch(type: "receivedContactRequest", json: event.description)

@@ -16,6 +16,9 @@ import SwiftplexBase
 ///   `after=` anchor must be an item of that chat, which the mark need not be), the items
 ///   `directRcv` announced again as the `newChatItems` event they came with.
 ///
+/// Each call reads every contact's items back from its newest to the mark, so a long catch-up
+/// costs more here than on Swiftplex's engine, which reads forward from the mark in its store.
+///
 /// A reply a plugin sends again while handling a message a second time is sent again: foreign
 /// engines keep no idempotency keys. Delivery to plugins is at least once there, exactly once on
 /// Swiftplex's engine.
@@ -33,13 +36,29 @@ struct ForeignItemFeed: Sendable {
         ReceivedItemFeed(lastItemId: { try await lastItemId() }, eventsAfter: { after, limit in try await eventsAfter(after, limit: limit) })
     }
 
-    /// Every chat of the user with its newest item id (0 when it has none); contacts by id.
-    func chats() async throws -> (newest: Int64, contacts: [(contactId: Int64, lastItemId: Int64)]) {
+    /// Every chat of a user as `/_get chats` lists it (`APIGetChats`, no filter): each chat's
+    /// `chatInfo` with its last item, contact requests (`chatInfo.type` `contactRequest`) among them.
+    static func chatList(_ engine: any BotEngine, userId: Int64) async throws -> [JSONValue] {
         let line = "/_get chats \(userId) count=1000000 {\"type\": \"filters\", \"favorite\": false, \"unread\": false}"
         let answer = await engine.execute(line, idempotencyKey: nil)
         guard answer["type"]?.stringValue == "apiChats", let chats = answer["chats"]?.arrayValue else {
             throw FeedError(description: "the engine's answer to /_get chats is not apiChats: \(answer.description.prefix(300))")
         }
+        return chats
+    }
+
+    /// The engine's active user object (`/user`), as events carry it.
+    static func activeUser(_ engine: any BotEngine) async throws -> JSONValue {
+        let answer = await engine.execute("/user", idempotencyKey: nil)
+        guard answer["type"]?.stringValue == "activeUser", let user = answer["user"] else {
+            throw FeedError(description: "the engine's answer to /user is not activeUser: \(answer.description.prefix(300))")
+        }
+        return user
+    }
+
+    /// Every chat of the user with its newest item id (0 when it has none); contacts by id.
+    func chats() async throws -> (newest: Int64, contacts: [(contactId: Int64, lastItemId: Int64)]) {
+        let chats = try await Self.chatList(engine, userId: userId)
         var newest: Int64 = 0
         var contacts: [(Int64, Int64)] = []
         for chat in chats {
@@ -63,7 +82,7 @@ struct ForeignItemFeed: Sendable {
             let (chatInfo, items) = try await items(of: contact.contactId, after: after)
             for item in items where item["chatDir"]?["type"]?.stringValue == "directRcv" {
                 guard let id = item["meta"]?["itemId"]?.int64Value else { continue }
-                if user == nil { user = try await activeUser() }
+                if user == nil { user = try await Self.activeUser(engine) }
                 let event = JSONValue.object([
                     ("type", .string("newChatItems")), ("user", user ?? .null),
                     ("chatItems", .array([.object([("chatInfo", chatInfo), ("chatItem", item)])])),
@@ -92,14 +111,6 @@ struct ForeignItemFeed: Sendable {
             line = "/_get chat @\(contactId) before=\(oldest) count=\(page)"
         }
         return (chatInfo, collected)
-    }
-
-    private func activeUser() async throws -> JSONValue {
-        let answer = await engine.execute("/user", idempotencyKey: nil)
-        guard answer["type"]?.stringValue == "activeUser", let user = answer["user"] else {
-            throw FeedError(description: "the engine's answer to /user is not activeUser: \(answer.description.prefix(300))")
-        }
-        return user
     }
 }
 
