@@ -141,7 +141,6 @@ import Testing
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(at: dir) }
         try await withEngine(dir, "x", relays: []) { api, _ in
-            func errorType(_ r: JSONValue) -> String? { r["chatError"]?["errorType"]?["type"]?.stringValue }
             #expect(await api.execute("/hello")["type"]?.stringValue == "chatCmdError")
             #expect(errorType(await api.execute("/hello")) == "commandError")
             #expect(errorType(await api.execute("/_start")) == "noActiveUser")

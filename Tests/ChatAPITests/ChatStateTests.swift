@@ -8,7 +8,6 @@ import SwiftplexBase
 import Testing
 @testable import ChatAPI
 
-func errorType(_ r: JSONValue) -> String? { r["chatError"]?["errorType"]?["type"]?.stringValue }
 func storeErrorType(_ r: JSONValue) -> String? { r["chatError"]?["storeError"]?["type"]?.stringValue }
 func agentErrorType(_ r: JSONValue) -> String? { r["chatError"]?["agentError"]?["type"]?.stringValue }
 func itemId(_ item: JSONValue?) -> Int? { item?["chatItem"]?["meta"]?["itemId"]?.intValue }

@@ -12,7 +12,6 @@ import Testing
 @Suite(.timeLimit(.minutes(4))) struct GroupLinkTests: LiveRelaySuite {
     let g = GroupTests()
 
-    func errorType(_ r: JSONValue) -> String? { r["chatError"]?["errorType"]?["type"]?.stringValue ?? r["chatError"]?["storeError"]?["type"]?.stringValue }
 
     func member(_ api: ChatAPI, group: Int, _ name: String) async -> JSONValue? {
         let members = await api.execute("/_members #\(group)")

@@ -14,7 +14,6 @@ import Testing
 @Suite(.timeLimit(.minutes(4))) struct MemberContactTests: LiveRelaySuite {
     let g = GroupTests()
 
-    func errorType(_ r: JSONValue) -> String? { r["chatError"]?["errorType"]?["type"]?.stringValue ?? r["chatError"]?["storeError"]?["type"]?.stringValue }
     func errorMessage(_ r: JSONValue) -> String? { r["chatError"]?["errorType"]?["message"]?.stringValue }
 
     func member(_ api: ChatAPI, group: Int, _ name: String) async -> JSONValue? {

@@ -77,6 +77,12 @@ public func withEngine<T: Sendable>(database: EngineDatabase, relays: [RelayAddr
     }
 }
 
+/// The type of a `chatCmdError`'s error: its `errorType` (a `ChatError` of kind `error`), or
+/// its `storeError` (kind `errorStore`); nil for an answer that is no error.
+public func errorType(_ r: JSONValue) -> String? {
+    r["chatError"]?["errorType"]?["type"]?.stringValue ?? r["chatError"]?["storeError"]?["type"]?.stringValue
+}
+
 public func text(_ item: JSONValue?) -> String? { item?["chatItem"]?["content"]?["msgContent"]?["text"]?.stringValue }
 
 /// The `/_create user` command for a plain profile.
