@@ -1,5 +1,6 @@
 import ChatTestSupport
 import Foundation
+import RelayServer
 import SwiftplexBase
 import TestSupport
 import Testing
@@ -130,6 +131,24 @@ import Testing
         }
     }
 
+    /// The owner makes a channel with both relay users; sub1 joins through both relays, sub2's
+    /// joins are refused by both (a refused join sends nothing back: the request is rejected
+    /// unseen, so the relay engine's refusal counter is awaited).
+    func secondSubscriberIsRefused(_ dir: URL, relay: RelayServer, owner o: ChatAPI, _ oIn: ChatInbox, _ addresses: [String],
+                                   relayController: ChatController) async throws {
+        let (_, link) = try await makeActiveChannel(o, oIn, addresses)
+        try await withEngine(dir, "sub1", relays: [relay.address]) { s, sIn in
+            await startUser(s, "sub1")
+            #expect(await s.execute("/_connect 1 \(link)")["type"]?.stringValue == "startedConnectionToGroup")
+            for _ in 0..<2 { _ = try await sIn.next("userJoinedGroup") }
+        }
+        try await withEngine(dir, "sub2", relays: [relay.address]) { s, _ in
+            await startUser(s, "sub2")
+            #expect(await s.execute("/_connect 1 \(link)")["type"]?.stringValue == "startedConnectionToGroup")
+            try await eventually(timeout: .seconds(30), "both relays refuse sub2") { await relayController.relayPolicyRefusals.joins == 2 }
+        }
+    }
+
     /// `maxSubscribersPerChannel: 1`: the first subscriber joins through both relays, the second
     /// is refused by both; the counters show one subscriber per relay.
     @Test func joinsPastTheSubscriberCapAreRefused() async throws {
@@ -138,20 +157,7 @@ import Testing
                 let addresses = try await makeRelayUsers(r)
                 #expect(await r.execute(#"/_relay policy {"maxSubscribersPerChannel": 1}"#)["type"]?.stringValue == "cmdOk")
                 try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
-                    let (_, link) = try await makeActiveChannel(o, oIn, addresses)
-                    try await withEngine(dir, "sub1", relays: [relay.address]) { s, sIn in
-                        await startUser(s, "sub1")
-                        #expect(await s.execute("/_connect 1 \(link)")["type"]?.stringValue == "startedConnectionToGroup")
-                        for _ in 0..<2 { _ = try await sIn.next("userJoinedGroup") }
-                    }
-                    try await withEngine(dir, "sub2", relays: [relay.address]) { s, _ in
-                        await startUser(s, "sub2")
-                        #expect(await s.execute("/_connect 1 \(link)")["type"]?.stringValue == "startedConnectionToGroup")
-                        // A refused join sends nothing back (the request is rejected unseen).
-                        try await eventually(timeout: .seconds(30), "both relays refuse sub2") {
-                            await r.controller.relayPolicyRefusals.joins == 2
-                        }
-                    }
+                    try await secondSubscriberIsRefused(dir, relay: relay, owner: o, oIn, addresses, relayController: r.controller)
                     let counters = try await r.controller.relayChannelCounters()
                     #expect(counters.count == 2 && counters.allSatisfy { $0.subscribers == 1 && $0.relayStatus == "active" }, "\(counters)")
                 }
@@ -167,17 +173,7 @@ import Testing
             try await withLimitedEngine(dir, "relays", relays: [relay.address], limits: limits) { controller, r, _ in
                 let addresses = try await makeRelayUsers(r)
                 try await withEngine(dir, "owner", relays: [relay.address]) { o, oIn in
-                    let (_, link) = try await makeActiveChannel(o, oIn, addresses)
-                    try await withEngine(dir, "sub1", relays: [relay.address]) { s, sIn in
-                        await startUser(s, "sub1")
-                        #expect(await s.execute("/_connect 1 \(link)")["type"]?.stringValue == "startedConnectionToGroup")
-                        for _ in 0..<2 { _ = try await sIn.next("userJoinedGroup") }
-                    }
-                    try await withEngine(dir, "sub2", relays: [relay.address]) { s, _ in
-                        await startUser(s, "sub2")
-                        #expect(await s.execute("/_connect 1 \(link)")["type"]?.stringValue == "startedConnectionToGroup")
-                        try await eventually(timeout: .seconds(30), "both relays refuse sub2") { await controller.relayPolicyRefusals.joins == 2 }
-                    }
+                    try await secondSubscriberIsRefused(dir, relay: relay, owner: o, oIn, addresses, relayController: controller)
                 }
             }
         }
