@@ -261,10 +261,7 @@ extension ChatController {
     /// ``ChannelRelayInput/dropSubscriber(_:)``) their rows. Returns how many were forgotten.
     @discardableResult
     func forgetStaleRelaySubscribers(olderThan age: Duration, now: Date = Date()) async -> Int {
-        let seconds = Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        let cutoff = f.string(from: now.addingTimeInterval(-seconds))
+        let cutoff = Timestamp.before(age, now: now)
         let stale: [(Int64, MemberId)]
         do {
             stale = try await dbRead { db in

@@ -112,11 +112,7 @@ extension ChatController {
     /// their names; returns how many.
     @discardableResult
     public func expireContactRequests(now: Date = Date()) async -> Int {
-        let ttl = limits.contactRequestTTL.components
-        let age: TimeInterval = Double(ttl.seconds) + Double(ttl.attoseconds) / 1e18
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        let cutoff = f.string(from: now.addingTimeInterval(-age))
+        let cutoff = Timestamp.before(limits.contactRequestTTL, now: now)
         let expired: [ContactRequestRecord]
         do {
             expired = try await dbRead { db in

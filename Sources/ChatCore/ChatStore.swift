@@ -181,6 +181,15 @@ enum LocalNames {
 enum Timestamp {
     /// Now, to the millisecond (`2026-11-23T10:00:00.123Z`).
     static func now() -> String { ChatTimestamp.now().description }
+
+    /// The timestamp `age` before `now`, in the same format (stored timestamps compare as text):
+    /// the cutoff of a sweep of rows older than `age`.
+    static func before(_ age: Duration, now: Date) -> String {
+        let seconds = Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return f.string(from: now.addingTimeInterval(-seconds))
+    }
 }
 
 /// How `chat_migrate_init` may treat pending database migrations.
