@@ -48,6 +48,8 @@ public final class HostedBot: Sendable {
 
     private struct State {
         var engineRunning = false
+        /// False while an engine in another process cannot be reached.
+        var engineReachable = true
         var appliedPlugins: [PluginSpec] = []
     }
 
@@ -118,6 +120,7 @@ public final class HostedBot: Sendable {
                                 agentLocation: try engineDatabase.agent, engine: metrics.engine(bot: options.name), logger: logger, lock: lock)
             box.withLockedValue { $0 = bot }
             await bot.reload(options.plugins)
+            api.observeConnection { [weak bot] change in bot?.engineConnection(change) }
             await bot.redeliverWaitingRequests()
             return bot
         } catch {
@@ -199,7 +202,25 @@ public final class HostedBot: Sendable {
         pluginEvents = events.subscribe()
     }
 
-    var engineRunning: Bool { state.withLockedValue { $0.engineRunning } }
+    /// The engine runs and (an engine in another process) can be reached.
+    var engineRunning: Bool { state.withLockedValue { $0.engineRunning && $0.engineReachable } }
+
+    /// The host's connection to an engine in another process dropped or came back. Events the
+    /// engine sent in between are gone: the plugins read the received messages they missed back
+    /// from the engine, and contact requests that wait in it are given to them again (as at start).
+    /// Meanwhile the bot is not ready (`/readyz`, `swiftplex_engine_running`).
+    func engineConnection(_ change: EngineConnectionChange) {
+        state.withLockedValue { $0.engineReachable = change == .restored }
+        engine.changes.bump()
+        switch change {
+        case .lost:
+            logger.warning("the chat engine cannot be reached; the plugins will be given what they miss once it is back")
+            plugins.engineConnectionLost()
+        case .restored:
+            plugins.engineConnectionRestored()
+            Task { await self.redeliverWaitingRequests() }
+        }
+    }
     /// Relay mode: the bot is a chat relay and ``address`` is its relay address (`/r`).
     public var isChatRelay: Bool { options.profile.chatRelay }
     /// The plugin list last applied to this bot.

@@ -78,6 +78,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
 
     var stats: PluginStats { lock.withLock { state.stats } }
 
+    var handledMark: Int64? { services.handledMark }
     var condition: PluginCondition {
         lock.withLock { state.stopping ? .stopping : (state.restartDelay != nil ? .restarting : .running) }
     }

@@ -38,16 +38,41 @@ final class LocalServices: HostServices, @unchecked Sendable {
     /// The received item whose event the instance is handling now (in-process) and how many
     /// commands it has issued for it.
     private let handling = NIOLockedValueBox<(itemId: Int64, commands: Int)?>(nil)
+    private let markState: NIOLockedValueBox<MarkState>
+
+    private struct MarkState {
+        /// Received items with a send that may not have happened, being handled.
+        var unsure: Set<Int64> = []
+        /// The oldest item handled without being done: no mark moves past it.
+        var blockedAt: Int64?
+        var lastHandled: Int64?
+    }
     private let logger: Logger
     let timers: PluginTimers
     private let commandsChanged: @Sendable (String, [[String: String]]) -> Void
 
     init(instanceName: String, runCommand: @escaping KeyedCommandRunner, storage: PluginStorage, logger: Logger, keepsMark: Bool = false,
+         reachability: EngineReachability? = nil,
          deliverTimer: @escaping @Sendable (String) -> Void,
          commandsChanged: @escaping @Sendable (String, [[String: String]]) -> Void) {
         self.instanceName = instanceName
         marks = keepsMark ? MarkWriter(instance: instanceName, storage: storage, logger: logger) : nil
-        self.runCommand = runCommand
+        let markState = NIOLockedValueBox(MarkState())
+        self.markState = markState
+        if let reachability {
+            // A send for a received message that ran while the engine could not be reached (or
+            // across a lost connection) may not have happened: that message is not done.
+            self.runCommand = { line, key in
+                let before = reachability.now
+                let result = await runCommand(line, key)
+                if let key, !reachability.unbroken(since: before), let itemId = Self.itemId(ofKey: key) {
+                    markState.withLockedValue { _ = $0.unsure.insert(itemId) }
+                }
+                return result
+            }
+        } else {
+            self.runCommand = runCommand
+        }
         self.storage = storage
         self.logger = logger
         self.commandsChanged = commandsChanged
@@ -59,6 +84,12 @@ final class LocalServices: HostServices, @unchecked Sendable {
     /// The idempotency key of the `ordinal`-th send (from 0) issued while handling the event of
     /// received item `itemId`: the same on a replay of that event after a crash.
     func idempotencyKey(itemId: Int64, ordinal: Int) -> String { "\(instanceName):\(itemId):\(ordinal)" }
+
+    /// The received item an ``idempotencyKey(itemId:ordinal:)`` was made for.
+    static func itemId(ofKey key: String) -> Int64? {
+        let parts = key.split(separator: ":")
+        return parts.count >= 3 ? Int64(parts[parts.count - 2]) : nil
+    }
 
     /// Whether a command line is a `/_send` (only sends carry keys and are counted: other
     /// commands, such as a lookup the plugin caches, may differ between the first run and a replay).
@@ -78,9 +109,28 @@ final class LocalServices: HostServices, @unchecked Sendable {
 
     /// The instance finished handling the event of received item `itemId`: its mark moves there
     /// (written off the plugin's thread, soon after).
+    ///
+    /// A message one of whose sends may not have happened (the engine could not be reached) is
+    /// not done: the mark stays below it, whatever is handled after it, until it is handled
+    /// again with every send answered (the host gives it again once the engine is back).
     func handled(itemId: Int64) {
-        marks?.record(itemId)
+        let done = markState.withLockedValue { m -> Bool in
+            if m.unsure.remove(itemId) != nil {
+                m.blockedAt = min(m.blockedAt ?? itemId, itemId)
+                return false
+            }
+            if let blocked = m.blockedAt {
+                if itemId > blocked { return false }
+                if itemId == blocked { m.blockedAt = nil }
+            }
+            m.lastHandled = max(m.lastHandled ?? itemId, itemId)
+            return true
+        }
+        if done { marks?.record(itemId) }
     }
+
+    /// The newest received item handled and done (in memory; the durable mark may lag it).
+    var handledMark: Int64? { markState.withLockedValue { $0.lastHandled } }
 
     /// Waits until the marks recorded so far are written.
     func flushMarks() {

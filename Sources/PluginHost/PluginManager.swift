@@ -120,6 +120,8 @@ public final class PluginManager: Sendable {
     private let storage: PluginStorage
     private let runCommand: KeyedCommandRunner
     private let feed: ReceivedItemFeed?
+    /// Whether the engine can be reached now, and its gaps so far (for the instances' marks).
+    private let reachability = EngineReachability()
     private let runnerExecutable: URL
     private let logger: Logger
     private let commandsChanged: @Sendable ([[String: String]]) -> Void
@@ -160,6 +162,21 @@ public final class PluginManager: Sendable {
         for slot in slots.withLockedValue({ $0 }) where slot.info.wants(type) {
             slot.deliver(json, itemId: receivedItemId)
         }
+    }
+
+    /// The engine became unreachable (a WebSocket engine's connection dropped): the events it
+    /// sends until ``engineConnectionRestored()`` are gone. Each instance that keeps a mark
+    /// stops taking live received messages, which it reads from the store once the engine is back.
+    public func engineConnectionLost() {
+        reachability.lost()
+        for slot in slots.withLockedValue({ $0 }) { slot.connectionLost() }
+    }
+
+    /// The engine is reachable again: each instance reads the received messages after the last one
+    /// it was given back from the engine, then takes live events again.
+    public func engineConnectionRestored() {
+        reachability.restored()
+        for slot in slots.withLockedValue({ $0 }) { slot.connectionRestored() }
     }
 
     /// Whether every instance has caught up with the received messages it had missed.
@@ -285,7 +302,7 @@ public final class PluginManager: Sendable {
         let slotRef = RunnerRef()
         let services = LocalServices(
             instanceName: spec.name, runCommand: runCommand, storage: storage, logger: logger, keepsMark: feed != nil,
-            deliverTimer: { json in _ = slotRef.runner?.deliver(json) },
+            reachability: reachability, deliverTimer: { json in _ = slotRef.runner?.deliver(json) },
             commandsChanged: { [weak self] name, menu in self?.setMenu(name, menu) })
         let runner: any PluginRunner
         do {
@@ -295,7 +312,7 @@ public final class PluginManager: Sendable {
                 runner = InProcessRunner(library: library, services: services, queueLimit: spec.queueLimit, timeout: spec.timeout, logger: logger)
             case .process:
                 runner = try await IsolatedRunner.launch(path: spec.path, runnerExecutable: runnerExecutable, services: services,
-                                                         runCommand: runCommand, queueLimit: spec.queueLimit, timeout: spec.timeout,
+                                                         runCommand: { line, key in await services.run(line, idempotencyKey: key) }, queueLimit: spec.queueLimit, timeout: spec.timeout,
                                                          backoff: (spec.backoff.initial, spec.backoff.max), limits: spec.limits, logger: logger)
             }
         } catch let e as PluginLoadError {
@@ -344,17 +361,29 @@ public final class PluginManager: Sendable {
     /// (waiting for its queue between pages), then switches it to live events. Live messages
     /// that arrive meanwhile are taken from the store instead; other live events wait.
     private func catchUp(_ slot: Slot, from mark: Int64, feed: ReceivedItemFeed) async {
+        // One reader per instance; one asked for while another runs is started when it ends.
+        guard slot.beginReading() else { return }
         let name = slot.spec.name
         var last = mark
         var replayed = 0
+        defer {
+            if replayed > 0 {
+                logger.notice("gave the plugin received messages from the store (missed before a restart, while the engine was unreachable, or refused by its full queue)",
+                              metadata: ["plugin": "\(name)", "messages": "\(replayed)"])
+            }
+            if let again = slot.endReading() { Task { await self.catchUp(slot, from: again, feed: feed) } }
+        }
         let page = max(1, min(100, slot.spec.queueLimit))
-        while !slot.isRemoved {
+        // While the engine is unreachable, the reading stops; it starts again from the last
+        // message given once the engine is back (``Slot/connectionRestored()``).
+        while !slot.isRemoved, !slot.isInGap {
             // Every live message seen before this read was stored before it: the read sees it.
             let seen = slot.liveSeenNow
             let events: [(itemId: Int64, json: String)]
             do {
                 events = try await feed.eventsAfter(last, page)
             } catch {
+                if slot.isInGap { return }
                 logger.error("cannot read received messages to replay; the plugin gets live events only",
                              metadata: ["plugin": "\(name)", "error": "\(error)"])
                 slot.endCatchUp(at: last)
@@ -376,10 +405,6 @@ public final class PluginManager: Sendable {
                 replayed += 1
             }
             slot.caughtUp(to: last)
-        }
-        if replayed > 0 {
-            logger.notice("gave the plugin received messages from the store (missed before a restart, or refused by its full queue)",
-                          metadata: ["plugin": "\(name)", "messages": "\(replayed)"])
         }
     }
 
@@ -428,6 +453,14 @@ final class Slot: @unchecked Sendable {
     private var removed = false
     private var heldDuringCatchUp: [String] = []
     private var onOverflow: (@Sendable (Int64) -> Void)?
+    /// The engine is unreachable (``connectionLost()``): the catch-up waits for it.
+    private var gap = false
+    /// Every received message up to here was handled by an earlier runner (the mark the
+    /// instance started from, or the last message given before its runner was replaced).
+    private var baseMark: Int64 = 0
+    /// A catch-up reader runs; `readAgain`: another is wanted when it ends.
+    private var reading = false
+    private var readAgain = false
 
     var spec: PluginSpec { lock.withLock { _spec } }
     var fingerprint: String { lock.withLock { _fingerprint } }
@@ -436,6 +469,7 @@ final class Slot: @unchecked Sendable {
     var isCatchingUp: Bool { lock.withLock { catchingUp } }
     var isRemoved: Bool { lock.withLock { removed } }
     var liveSeenNow: Int64 { lock.withLock { liveSeen } }
+    var isInGap: Bool { lock.withLock { gap } }
 
     init(spec: PluginSpec, fingerprint: String, runner: any PluginRunner) {
         _spec = spec
@@ -491,22 +525,81 @@ final class Slot: @unchecked Sendable {
         handler(previous)
     }
 
+    /// The host lost its connection to the engine; events sent meanwhile are gone. From now on,
+    /// as in a catch-up, received messages are left to be read from the store and other events
+    /// wait; the last message given stays the mark to read after. Nothing for an instance that
+    /// takes no received messages from the store.
+    func connectionLost() {
+        lock.withLock {
+            guard onOverflow != nil, !removed else { return }
+            gap = true
+            catchingUp = true
+            // What was given and not yet handled is handled now without an engine to answer
+            // through (its commands fail): it is given again after the last message handled.
+            let handled = max(_runner.handledMark ?? baseMark, baseMark)
+            lastEnqueued = min(lastEnqueued, handled)
+        }
+    }
+
+    /// The connection is back: the instance reads what it missed from the store, from the last
+    /// received message it was given (at once, or when the reader still running ends).
+    func connectionRestored() {
+        lock.lock()
+        guard gap else {
+            lock.unlock()
+            return
+        }
+        gap = false
+        let handler = onOverflow, from = lastEnqueued
+        let start = !reading
+        if reading { readAgain = true }
+        lock.unlock()
+        if start { handler?(from) }
+    }
+
+    /// A catch-up reader starts; false if one already runs (it is asked to read again instead).
+    func beginReading() -> Bool {
+        lock.withLock {
+            if reading {
+                readAgain = true
+                return false
+            }
+            reading = true
+            return true
+        }
+    }
+
+    /// The reader ends; the mark to read after if another is wanted (the catch-up is still on).
+    func endReading() -> Int64? {
+        lock.withLock {
+            reading = false
+            guard readAgain, !removed, !gap else { return nil }
+            readAgain = false
+            return catchingUp ? lastEnqueued : nil
+        }
+    }
+
     func beginCatchUp(from mark: Int64) {
         lock.withLock {
             catchingUp = true
             lastEnqueued = mark
+            baseMark = mark
         }
     }
 
     func caughtUp(to itemId: Int64) {
-        lock.withLock { lastEnqueued = max(lastEnqueued, itemId) }
+        lock.withLock {
+            // In a gap the mark stays where ``connectionLost()`` put it: what this reader gave
+            // since may have been handled without an engine to answer through.
+            if !gap { lastEnqueued = max(lastEnqueued, itemId) }
+        }
     }
 
     /// Ends the catch-up unless a live received message newer than `last` came in since it was
     /// last read (it is then read from the store first). Events that waited go to the runner.
     func endCatchUp(ifNothingAfter last: Int64) -> Bool {
         lock.lock()
-        guard liveSeen <= last || removed else {
+        guard (liveSeen <= last && !gap) || removed else {
             lock.unlock()
             return false
         }
@@ -532,7 +625,11 @@ final class Slot: @unchecked Sendable {
     }
 
     func holdEvents() {
-        lock.withLock { held = [] }
+        lock.withLock {
+            held = []
+            // The runner being replaced handles everything given to it before it stops.
+            baseMark = max(baseMark, lastEnqueued)
+        }
     }
 
     /// Installs the next runner and gives it the events that waited, before any newer one.
@@ -575,5 +672,27 @@ final class AsyncSerial: Sendable {
         }
         await task.value
         return box.withLockedValue { $0! }
+    }
+}
+
+/// Whether a chat engine in another process can be reached, and how many times it could not.
+/// A command that ran across a change (``unbroken(since:)`` false) may or may not have happened.
+final class EngineReachability: Sendable {
+    struct Moment: Sendable, Equatable {
+        var reachable = true
+        var gaps = 0
+    }
+
+    private let state = NIOLockedValueBox(Moment())
+
+    var now: Moment { state.withLockedValue { $0 } }
+
+    func lost() { state.withLockedValue { $0.reachable = false; $0.gaps += 1 } }
+
+    func restored() { state.withLockedValue { $0.reachable = true } }
+
+    /// The engine could be reached at `moment` and has been all along since.
+    func unbroken(since moment: Moment) -> Bool {
+        moment.reachable && state.withLockedValue { $0 } == moment
     }
 }

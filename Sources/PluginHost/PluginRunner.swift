@@ -50,6 +50,8 @@ protocol PluginRunner: AnyObject, Sendable {
     var stats: PluginStats { get }
     /// What the instance is doing now.
     var condition: PluginCondition { get }
+    /// The newest received message this runner has finished handling (nil: none yet).
+    var handledMark: Int64? { get }
 }
 
 extension PluginRunner {
@@ -78,6 +80,7 @@ final class InProcessRunner: PluginRunner, @unchecked Sendable {
 
     var stats: PluginStats { state.withLockedValue { $0.stats } }
 
+    var handledMark: Int64? { services.handledMark }
     var condition: PluginCondition {
         state.withLockedValue { s in s.stopping ? .stopping : (s.busySince != nil && s.reportedTimeout ? .overdue : .running) }
     }

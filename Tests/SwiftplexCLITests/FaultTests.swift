@@ -77,6 +77,27 @@ import Testing
                                             duplicatesAllowed: true)
     }
 
+    /// The same on a `swiftplex-chat -p` process the host drives over the WebSocket API, with the
+    /// host killed twice and, between, the engine process itself: while it is down and restarting
+    /// the host's connection is gone and so are the events the engine sends before the host is
+    /// back; the host reads what its plugin missed from the engine once it has reconnected.
+    @Test
+    func kill9OfHostAndEngineMidConversationOnWebSocketLosesNothing() async throws {
+        try await kill9TwiceMidConversation(database: nil, webSocketEngine: true, total: 300,
+                                            kills: [(80, .host), (150, .engine), (220, .host)], duplicatesAllowed: true)
+    }
+
+    /// A `swiftplex-chat -p PORT` process (0: a free port) on `relay`, and the port it listens on.
+    static func startChatEngine(_ dir: URL, relay: RelayAddress, port: Int) async throws -> (CLIProcess, Int) {
+        let engine = try CLIProcess(["--data-dir", dir.path, "--server", relay.description, "--name", "Echo Bot", "-p", "\(port)"],
+                                    executable: "swiftplex-chat")
+        let (_, line) = try await engine.child.waitForErrorLine("the WebSocket API's port", timeout: .seconds(60)) {
+            $0.contains("WebSocket API listening on ")
+        }
+        guard let bound = line.split(separator: ":").last.flatMap({ Int($0) }) else { throw CLIError("no port in '\(line)'") }
+        return (engine, bound)
+    }
+
     /// Two hosts (two data directories) pointed at the same PostgreSQL schemas: the second refuses
     /// to start while the first runs, and starts once the first is gone (a standby taking over).
     @Test(.enabled(if: TestPostgres.isAvailable, Comment(rawValue: TestPostgres.skipReason)))
@@ -103,12 +124,25 @@ import Testing
         #expect(status == 0, "exit \(status): \(takenOver.stderr.suffix(3000))")
     }
 
-    func kill9TwiceMidConversation(database: String?, engine: String? = nil, total: Int = 1000, killsAt: [Int] = [250, 600],
+    /// What a `kill -9` hits: the bot host, or the `swiftplex-chat -p` engine process it drives.
+    enum Victim { case host, engine }
+
+    func kill9TwiceMidConversation(database: String?, engine: String? = nil, webSocketEngine: Bool = false, total: Int = 1000,
+                                   killsAt: [Int] = [250, 600], kills: [(at: Int, victim: Victim)]? = nil,
                                    duplicatesAllowed: Bool = false) async throws {
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let (relayProcess, relay) = try await Self.startRelay(dir.appendingPathComponent("relay"))
         defer { relayProcess.process.signal(SIGTERM) }
+        var chatEngine: CLIProcess?
+        var engine = engine
+        var enginePort = 0
+        if webSocketEngine {
+            let started = try await Self.startChatEngine(dir.appendingPathComponent("engine"), relay: relay, port: 0)
+            (chatEngine, enginePort) = started
+            engine = "{type: websocket, url: \"ws://127.0.0.1:\(enginePort)\"}"
+        }
+        defer { chatEngine?.process.signal(SIGTERM) }
         let file = dir.appendingPathComponent("bot.yaml")
         try Self.config(dataDir: dir.appendingPathComponent("data"), relay: relay, database: database, engine: engine)
             .write(to: file, atomically: true, encoding: .utf8)
@@ -142,10 +176,17 @@ import Testing
                     """)
             }
         }
-        for killAt in killsAt {
+        for (killAt, victim) in kills ?? killsAt.map({ ($0, .host) }) {
             try await waitForAnswers(killAt, timeout: .seconds(180))
-            try await Self.kill9(bot)
-            (bot, _) = try await Self.startBot(file)
+            switch victim {
+            case .host:
+                try await Self.kill9(bot)
+                (bot, _) = try await Self.startBot(file)
+            case .engine:
+                let old = try #require(chatEngine)
+                try await Self.kill9(old)
+                chatEngine = try await Self.startChatEngine(dir.appendingPathComponent("engine"), relay: relay, port: enginePort).0
+            }
         }
         try await sender.value
         try await waitForAnswers(total, timeout: .seconds(180))
@@ -159,7 +200,7 @@ import Testing
         if duplicatesAllowed {
             // At least once, in order: each answer's first copy in the order sent; copies only of
             // answers sent around a kill (a few per kill).
-            #expect(duplicates.count <= 20 * killsAt.count, "answered more than once: \(duplicates.count): \(duplicates.prefix(20))")
+            #expect(duplicates.count <= 20 * (kills?.count ?? killsAt.count), "answered more than once: \(duplicates.count): \(duplicates.prefix(20))")
         } else {
             #expect(duplicates.isEmpty, "answered more than once: \(duplicates.prefix(20))")
         }

@@ -31,6 +31,23 @@ public protocol BotEngine: ChatCommandRunner {
     func close() async
     /// Swiftplex's own engine, for its extensions; nil on a foreign engine.
     var controller: ChatController? { get }
+    /// Tells `observer` when the host's connection to the engine is lost and when it is made
+    /// again (only an engine in another process has such gaps: ``WebSocketEngine``). Events the
+    /// engine sent meanwhile are gone; the host reads its plugins' missed messages back.
+    /// `observer` is called in the engine's connection task: `.lost` after the last event of the
+    /// old connection was put in ``events``, `.restored` before the first of the new one.
+    func observeConnection(_ observer: @escaping @Sendable (EngineConnectionChange) -> Void)
+}
+
+/// A change of the host's connection to an engine in another process.
+public enum EngineConnectionChange: Sendable, Equatable {
+    case lost
+    case restored
+}
+
+extension BotEngine {
+    /// An engine in this process never loses its connection.
+    public func observeConnection(_ observer: @escaping @Sendable (EngineConnectionChange) -> Void) {}
 }
 
 /// Swiftplex's engine in this process.

@@ -32,7 +32,7 @@ public enum EngineChoice: Sendable, Equatable, CustomStringConvertible {
 
     /// What works differently on a foreign engine, for the start-up log and `check-config`.
     public static let foreignEngineNotes = [
-        "plugins get live events only: the replay of received messages after a crash (each instance's mark) needs Swiftplex's engine",
+        "after a crash or a lost connection to the engine, plugins get the received messages they missed read back through the bot API: at least once (the engine keeps no idempotency keys, so an answer sent just before may be sent again)",
         "/metrics has no outbox gauge for this bot",
     ]
 }

@@ -15,7 +15,9 @@ import SwiftplexBase
 /// URL). A lost connection is made again with back-off (0.5 s doubling to 30 s); commands in
 /// flight when it drops, and commands sent while it is down, fail at once with a `commandError`
 /// saying so. Events the engine sent before the drop were all read; what it sends after the new
-/// connection is up is read too (SimpleX's CLI keeps no backlog for a connection that is gone).
+/// connection is up is read too; what it sent in between is gone (SimpleX's CLI keeps no backlog
+/// for a connection that is gone): the observers of ``observeConnection(_:)`` hear of the gap, and
+/// the host reads the received messages its plugins missed back through the bot API.
 public final class WebSocketEngine: BotEngine {
     public let url: String
     private let token: String?
@@ -35,6 +37,9 @@ public final class WebSocketEngine: BotEngine {
         var nextId: UInt64 = 0
         var closed = false
         var connections = 0
+        var observers: [@Sendable (EngineConnectionChange) -> Void] = []
+        /// Between a lost connection and the next one that is up.
+        var down = false
     }
 
     public var kind: String { "websocket" }
@@ -109,6 +114,14 @@ public final class WebSocketEngine: BotEngine {
         ForeignResponse.typed(await execute(line, idempotencyKey: idempotencyKey))
     }
 
+    public func observeConnection(_ observer: @escaping @Sendable (EngineConnectionChange) -> Void) {
+        state.withLockedValue { $0.observers.append(observer) }
+    }
+
+    private func tell(_ change: EngineConnectionChange) {
+        for observer in state.withLockedValue({ $0.observers }) { observer(change) }
+    }
+
     /// Connects, serves the connection until it drops, and connects again with back-off, until
     /// cancelled. The first attempt's outcome goes to `first`.
     private func serve(first: AsyncStream<Result<Void, any Error>>.Continuation) async {
@@ -132,6 +145,8 @@ public final class WebSocketEngine: BotEngine {
                         first.finish()
                     } else {
                         self.logger.notice("reconnected to the chat engine", metadata: ["url": "\(self.url)"])
+                        self.state.withLockedValue { $0.down = false }
+                        self.tell(.restored)  // before the new connection's first event is read
                     }
                     try await withThrowingTaskGroup(of: Void.self) { group in
                         group.addTask {
@@ -161,6 +176,12 @@ public final class WebSocketEngine: BotEngine {
                 defer { s.pending.removeAll() }
                 return Array(s.pending.values)
             }
+            // Once per gap, however many attempts fail — every event of the old connection is in
+            // `events` by now — and before the commands in flight fail, so that a plugin still
+            // waiting for one has not finished the message it handles.
+            let gapBegins = reportedFirst.withLockedValue { $0 } && !Task.isCancelled
+                && state.withLockedValue { s in defer { s.down = true }; return !s.down && !s.closed }
+            if gapBegins { tell(.lost) }
             for c in lost {
                 c.resume(returning: ForeignResponse.commandError(message: "the connection to the chat engine at \(url) was lost before it answered; the command may or may not have run"))
             }
