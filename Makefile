@@ -170,8 +170,11 @@ python-test: $(PY_STAMP) browser-deps
 # relay-clients, libsimplex, echo, group, channel, contacts, dispatch, json; extra flags in BENCH_ARGS.
 # docs/performance.md has every command and its latest figures.
 BENCH ?= relay
+# The products the modes load or start besides the bench itself (plugins, the plugin runner, the
+# library and the terminal client as foreign engines).
+BENCH_PRODUCTS := swiftplex-bench swiftplex-plugin-runner swiftplex-test-plugin simplex swiftplex-chat auto-accept auto-reply
 bench: deps
-	$(SWIFT) build -c release --product swiftplex-bench
+	@for p in $(BENCH_PRODUCTS); do echo "building $$p (release)"; $(SWIFT) build -c release --product $$p || exit 1; done
 	$$($(SWIFT) build -c release --show-bin-path)/swiftplex-bench $(BENCH) $(BENCH_ARGS)
 
 # Fuzzing (docs/security.md "Fuzzing"): every libFuzzer target in turn for FUZZ_SECONDS each

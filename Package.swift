@@ -382,6 +382,7 @@ let package = Package(
                 "PluginHost",
                 "SwiftplexBase",
                 "SwiftplexSpawn",
+                "SwiftplexPluginTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
