@@ -24,6 +24,7 @@ import test_ws_api as support  # noqa: E402  (the process and WebSocket helpers)
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 from harness import run
@@ -46,7 +47,9 @@ def open_browser():
     """Headless Chromium, quit with the run's processes if the run fails; and its wait."""
     driver = browser()
     support.started.append(type("Quit", (), {"kill": lambda self: driver.quit()})())
-    return driver, WebDriverWait(driver, support.TIMEOUT)
+    # The dashboard re-renders its lists as events arrive: an element read while it is replaced is
+    # read again at the next poll, not a failure.
+    return driver, WebDriverWait(driver, support.TIMEOUT, ignored_exceptions=(StaleElementReferenceException,))
 
 
 def sign_in(driver, wait, token):
