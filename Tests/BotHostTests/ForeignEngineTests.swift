@@ -1,6 +1,9 @@
 @testable import BotHost
 import ChatCore
 import ChatServer
+import ChatTestSupport
+import NIOPosix
+import RelayServer
 import SwiftplexBase
 import TestSupport
 import Foundation
@@ -43,6 +46,56 @@ import Testing
                 e["chatItemDeletions"]?.arrayValue?.contains { $0["deletedChatItem"]?["chatItem"]?["meta"]?["itemId"]?.int64Value == spam } == true
             }
         }
+    }
+
+    /// The channel owner on every engine: the `channel` plugin creates a channel with two chat
+    /// relays (on an engine of their own), a subscriber joins it by its link, and what the admin
+    /// contact sends the bot reaches the subscriber as a post of the channel.
+    @Test(arguments: PluginTestBench.Engine.allCases) func theChannelOwnerWorksOnEveryEngine(_ engine: PluginTestBench.Engine) async throws {
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let smp = try await RelayServer.start(configuration: RelayConfiguration(dataDirectory: dir.appendingPathComponent("smp"), host: "127.0.0.1", port: 0),
+                                              group: MultiThreadedEventLoopGroup.singleton, logger: Logger(label: "smp", factory: { _ in SwiftLogNoOpLogHandler() }))
+        do {
+            try await withEngine(dir, "relays", relays: [smp.address]) { relays, _ in
+                let addresses = try await makeRelayUsers(relays)
+                let config = JSONValue.object([
+                    ("name", .string("News")),
+                    ("relays", .array(addresses.enumerated().map { .object([("name", .string("r\($0.offset)")), ("address", .string($0.element))]) })),
+                    ("admins", .array([.string("1:admin")])),
+                ])
+                try await PluginTestBench.withBench(plugins: [
+                    .init(name: "welcome", path: PluginTestBench.product("libauto-accept.so"), config: "{}"),
+                    .init(name: "news", path: PluginTestBench.product("libchannel.so"), config: config.description),
+                ], engine: engine) { bench in
+                    let bot = bench.host.defaultBot
+                    let storage = try PluginStorage(path: BotOptions.pluginStorage(bench.directory.appendingPathComponent("bot"), prefix: bot.options.dataPrefix))
+                    let channelId = try #require(try storage.get(instance: "news", key: "channel.groupId"))
+                    let link = try #require(try storage.get(instance: "news", key: "channel.link"))
+                    // Both relays take the channel before anyone joins it.
+                    try await eventually(timeout: .seconds(60), "both chat relays active", pollingEvery: .milliseconds(200)) {
+                        let relays = await bot.api.execute("/_get relays #\(channelId)")["groupRelays"]?.arrayValue ?? []
+                        return relays.count == 2 && relays.allSatisfy { $0["relayStatus"]?.stringValue == "active" }
+                    }
+                    let admin = try await bench.connect("admin", timeout: .seconds(60))
+                    let subscriber = try await bench.person("subscriber")
+                    let joining = await subscriber.api.execute("/_connect 1 \(link)")
+                    #expect(joining["type"]?.stringValue == "startedConnectionToGroup", "\(joining)")
+                    _ = try await subscriber.nextEvent("userJoinedGroup", timeout: .seconds(60))
+                    try await admin.send("the first post")
+                    _ = try await subscriber.nextEvent("newChatItems", timeout: .seconds(60)) { e in
+                        e["chatItems"]?.arrayValue?.contains {
+                            $0["chatItem"]?["chatDir"]?["type"]?.stringValue == "channelRcv"
+                                && $0["chatItem"]?["content"]?["msgContent"]?["text"]?.stringValue == "the first post"
+                        } == true
+                    }
+                }
+            }
+        } catch {
+            await smp.shutdown()
+            throw error
+        }
+        await smp.shutdown()
     }
 
     /// The admin API on a foreign engine: the status names the engine, a contact made through it
