@@ -112,6 +112,16 @@ import Testing
             #expect(contacts.status == 200 && contacts.body.contains("alice"), "\(contacts.body)")
             let user = try JSONValue.parse(try await http.post("/api/command", token: token, body: #"{"cmd": "/user"}"#).body)
             #expect(user["type"]?.stringValue == "activeUser")
+            #expect(try await http.get("/readyz").status == 200)
+            if engine == .webSocket {
+                // While the engine cannot be reached (WebSocketEngineTests: when the engine tells of
+                // a gap) the bot is not ready, and it is again once the connection is back.
+                let bot = bench.host.defaultBot
+                bot.engineConnection(.lost)
+                #expect(try await http.get("/readyz").status == 503)
+                bot.engineConnection(.restored)
+                #expect(try await http.get("/readyz").status == 200)
+            }
         }
     }
 

@@ -71,10 +71,14 @@ import Testing
         #expect(fancy.event == nil && fancy.type == "newFancyEvent")
         #expect(try JSONValue.parse(fancy.json)["fancy"]?["level"]?.intValue == 9)
 
-        // The engine drops the connection with a command in flight: the command fails, saying so.
+        // The engine drops the connection with a command in flight: the command fails, saying so,
+        // after the host heard of the gap (so a plugin waiting for it is not done yet).
+        let changes = AsyncInbox<EngineConnectionChange>()
+        engine.observeConnection { changes.yield($0) }
         let lost = await engine.execute("/slow")
         #expect(lost["type"]?.stringValue == "chatCmdError")
         #expect(lost.description.contains("lost"), "\(lost)")
+        #expect(changes.pending == [.lost], "the gap is told before the command in flight fails")
         // While it is down, commands fail at once instead of waiting.
         let down = await engine.execute("/while-down")
         #expect(down["type"]?.stringValue == "chatCmdError" && down.description.contains("not connected"), "\(down)")
@@ -87,6 +91,10 @@ import Testing
         try await eventually(timeout: .seconds(30), "a command answered over the new connection") {
             await engine.execute("/again")["cmd"]?.stringValue == "/again"
         }
+        // Told once each: lost (however many attempts failed), then restored.
+        #expect(try await changes.next(timeout: .seconds(20)) == .lost)
+        #expect(try await changes.next(timeout: .seconds(20)) == .restored)
+        #expect(changes.pending.isEmpty)
 
         await engine.close()
         server.cancel()
