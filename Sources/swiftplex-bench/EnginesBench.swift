@@ -76,9 +76,7 @@ struct EnginesBench: AsyncParsableCommand {
             }
             for n in 0..<burst { try await person.send("b\(n)") }
             try await answers.value
-            let elapsed = ContinuousClock.now - burstStart
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-            return (latency, Double(burst) / seconds)
+            return (latency, Double(burst) / (ContinuousClock.now - burstStart).seconds)
         }
     }
 
