@@ -248,8 +248,9 @@ public final class PluginManager: Sendable {
                     let from = feed == nil ? nil : await startMark(spec.name, wantsMessages: runner.info.wants("newChatItems"))
                     if let from, let feed {
                         slot.beginCatchUp(from: from)
-                        // A received message its full queue refuses is read again from the store.
-                        slot.setOverflowHandler { [weak self, weak slot] after in
+                        // A received message its full queue refuses, and what it missed while the
+                        // engine could not be reached, is read again from the store.
+                        slot.setCatchUpHandler { [weak self, weak slot] after in
                             guard let self, let slot else { return }
                             Task { await self.catchUp(slot, from: after, feed: feed) }
                         }
@@ -452,7 +453,7 @@ final class Slot: @unchecked Sendable {
     private var liveSeen: Int64 = 0
     private var removed = false
     private var heldDuringCatchUp: [String] = []
-    private var onOverflow: (@Sendable (Int64) -> Void)?
+    private var catchUpHandler: (@Sendable (Int64) -> Void)?
     /// The engine is unreachable (``connectionLost()``): the catch-up waits for it.
     private var gap = false
     /// Every received message up to here was handled by an earlier runner (the mark the
@@ -506,15 +507,16 @@ final class Slot: @unchecked Sendable {
         if !r.deliver(json, itemId: itemId), let itemId { overflowed(itemId, after: previous) }
     }
 
-    func setOverflowHandler(_ handler: @escaping @Sendable (Int64) -> Void) {
-        lock.withLock { onOverflow = handler }
+    /// How the slot starts a catch-up from a mark (after an overflow, or a gap in the engine's connection).
+    func setCatchUpHandler(_ handler: @escaping @Sendable (Int64) -> Void) {
+        lock.withLock { catchUpHandler = handler }
     }
 
     /// The runner's queue refused received message `itemId`: with a handler, the slot catches up
     /// from the store after `previous` (once the queue has drained) instead of losing it.
     private func overflowed(_ itemId: Int64, after previous: Int64) {
         lock.lock()
-        guard !catchingUp, !removed, let handler = onOverflow else {
+        guard !catchingUp, !removed, let handler = catchUpHandler else {
             lock.unlock()
             return
         }
@@ -531,7 +533,7 @@ final class Slot: @unchecked Sendable {
     /// takes no received messages from the store.
     func connectionLost() {
         lock.withLock {
-            guard onOverflow != nil, !removed else { return }
+            guard catchUpHandler != nil, !removed else { return }
             gap = true
             catchingUp = true
             // What was given and not yet handled is handled now without an engine to answer
@@ -544,17 +546,13 @@ final class Slot: @unchecked Sendable {
     /// The connection is back: the instance reads what it missed from the store, from the last
     /// received message it was given (at once, or when the reader still running ends).
     func connectionRestored() {
-        lock.lock()
-        guard gap else {
-            lock.unlock()
-            return
+        let (handler, from) = lock.withLock { () -> ((@Sendable (Int64) -> Void)?, Int64) in
+            guard gap else { return (nil, 0) }
+            gap = false
+            return (catchUpHandler, lastEnqueued)
         }
-        gap = false
-        let handler = onOverflow, from = lastEnqueued
-        let start = !reading
-        if reading { readAgain = true }
-        lock.unlock()
-        if start { handler?(from) }
+        // A reader still running is asked to read again instead (``beginReading()``).
+        handler?(from)
     }
 
     /// A catch-up reader starts; false if one already runs (it is asked to read again instead).
