@@ -46,8 +46,8 @@ enum PluginFramesTarget: FuzzTarget {
             fuzzCheck(s1 == s2 && j1 == j2, "event frame does not round-trip")
         case let (.done(s1, e1), .done(s2, e2)?):
             fuzzCheck(s1 == s2 && e1 == e2, "done frame does not round-trip")
-        case let (.control(o1), .control(o2)?):
-            fuzzCheck(NSDictionary(dictionary: o1).isEqual(to: o2), "control frame does not round-trip")
+        case let (.control(c1), .control(c2)?):
+            fuzzCheck(c1 == c2, "control frame does not round-trip")
         default:
             fuzzCheck(false, "frame re-encodes as a different kind")
         }
@@ -55,18 +55,21 @@ enum PluginFramesTarget: FuzzTarget {
 
     static func seeds() throws -> [[UInt8]] {
         let frames: [Frame] = [
-            .control(["op": "hello", "info": #"{"name":"echo","version":"1.0","commands":[{"keyword":"help"}]}"#]),
-            .control(["op": "loadFailed", "code": "abi", "error": "wrong ABI version"]),
-            .control(["op": "start", "config": #"{"welcome":"hi"}"#]),
-            .control(["op": "started"]),
-            .control(["op": "startFailed", "error": "bad config"]),
-            .control(["op": "call", "id": 7, "fn": "command", "command": #"/_send @3 json [{"msgContent":{"type":"text","text":"hi"}}]"#]),
-            .control(["op": "call", "id": 8, "fn": "storageSet", "key": "k", "value": "v"]),
-            .control(["op": "call", "id": 9, "fn": "storageGet", "key": "k"]),
-            .control(["op": "call", "id": 10, "fn": "setCommands", "commands": #"[{"keyword":"help","label":"Help"}]"#]),
-            .control(["op": "log", "level": 3, "message": "a log line"]),
-            .control(["op": "result", "id": 7, "value": #"{"type":"ok"}"#]),
-            .control(["op": "stop"]),
+            .control(.hello(PluginInfo(name: "echo", version: "1.0", description: "", events: ["*"], configSchema: #"{"type":"object"}"#))),
+            .control(.loadFailed(code: "abiMismatch", error: "wrong ABI version")),
+            .control(.start(config: #"{"welcome":"hi"}"#)),
+            .control(.started),
+            .control(.startFailed(error: "bad config")),
+            .control(.call(id: 7, .command(#"/_send @3 json [{"msgContent":{"type":"text","text":"hi"}}]"#, event: 4))),
+            .control(.call(id: 8, .storageSet(key: "k", value: "v"))),
+            .control(.call(id: 9, .storageGet(key: "k"))),
+            .control(.call(id: 10, .setCommands(#"[{"keyword":"help","label":"Help"}]"#))),
+            .control(.call(id: 11, .unknown(fn: "newerFunction"))),
+            .control(.log(level: 3, message: "a log line")),
+            .control(.result(id: 7, .init(value: #"{"type":"ok"}"#))),
+            .control(.result(id: 8, .init(ok: true))),
+            .control(.stop),
+            .control(.unknown(op: "newerOp")),
             .event(seq: 1, json: #"{"type":"contactConnected","contact":{"contactId":3}}"#),
             .done(seq: 1, error: nil),
             .done(seq: 2, error: "handler failed"),

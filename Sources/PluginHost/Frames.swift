@@ -1,18 +1,14 @@
 import Foundation
+import SwiftplexBase
 
 /// The framing between the host and an isolated plugin's child process: each frame is a
 /// 4-byte big-endian length, a kind byte and a body. Events and their completions — the hot
 /// path — are binary (`event`: 8-byte sequence number + event JSON; `done`: sequence number,
-/// ok byte, error text); everything else is a JSON object (`control`). The child's stdin carries
-/// host → child frames, its stdout child → host frames; its stderr is the plugin's own output,
-/// logged by the host.
-///
-/// Control, host → child: `start {config}`, `stop`, `result {id, value}`.
-/// Control, child → host: `hello {info}` or `loadFailed {error}`, `started` or
-/// `startFailed {error}`, `call {id, fn, …}` (command, storageGet, storageSet, setCommands),
-/// `log {level, message}`.
-enum Frame {
-    case control([String: Any])
+/// ok byte, error text); everything else is a ``Control`` message, a JSON object whose `op` names
+/// it. The child's stdin carries host → child frames, its stdout child → host frames; its stderr
+/// is the plugin's own output, logged by the host.
+enum Frame: Equatable, Sendable {
+    case control(Control)
     case event(seq: UInt64, json: String)
     case done(seq: UInt64, error: String?)
 
@@ -22,9 +18,9 @@ enum Frame {
     var bytes: [UInt8]? {
         var body: [UInt8]
         switch self {
-        case let .control(object):
-            guard let data = try? JSONSerialization.data(withJSONObject: object) else { return nil }
-            body = [0] + [UInt8](data)
+        case let .control(control):
+            body = [0]
+            guard (try? JSONTextEncoder().encode(control, into: &body)) != nil else { return nil }
         case let .event(seq, json):
             body = [1]
             body.reserveCapacity(json.utf8.count + 9)
@@ -52,8 +48,7 @@ enum Frame {
         }
         switch kind {
         case 0:
-            guard let o = try? JSONSerialization.jsonObject(with: Data(body[1...])) as? [String: Any] else { return nil }
-            return .control(o)
+            return (try? Control(json: Array(body[1...]))).map(Frame.control)
         case 1:
             guard let s = seq() else { return nil }
             return .event(seq: s, json: String(decoding: body[9...], as: UTF8.self))
@@ -63,6 +58,201 @@ enum Frame {
         default:
             return nil
         }
+    }
+}
+
+/// A control message between the host and an isolated plugin's child. On the wire it is a JSON
+/// object: `{"op":"start","config":…}`, `{"op":"call","id":7,"fn":"command","command":…}`, ….
+/// A message whose `op` (or a call whose `fn`) this build does not know decodes as `unknown`, so
+/// a newer peer is answered or ignored rather than cut off; a known one with fields of the wrong
+/// type does not decode at all, and the frame is malformed.
+enum Control: Equatable, Sendable {
+    // Host → child.
+    /// Start the plugin with its `config:` as JSON text.
+    case start(config: String)
+    /// Stop the plugin and exit.
+    case stop
+    /// The answer to the child's call `id`.
+    case result(id: Int, Answer)
+
+    // Child → host.
+    /// The plugin loaded: its descriptor. Always the child's first frame, or `loadFailed`.
+    case hello(PluginInfo)
+    /// The plugin did not load; `code` is a ``PluginLoadError/Code`` name.
+    case loadFailed(code: String, error: String)
+    /// The plugin's start succeeded.
+    case started
+    /// The plugin's start failed.
+    case startFailed(error: String)
+    /// A host callback the plugin made; answered with `result` of the same id.
+    case call(id: Int, Call)
+    /// A line the plugin logged.
+    case log(level: Int32, message: String)
+
+    /// An `op` this build does not know.
+    case unknown(op: String)
+
+    /// A host callback made by the plugin in the child.
+    enum Call: Equatable, Sendable {
+        /// A Chat API command; `event` is the sequence number of the event the plugin was handling.
+        case command(String, event: UInt64?)
+        case storageGet(key: String)
+        /// Sets `key`, or deletes it when `value` is nil.
+        case storageSet(key: String, value: String?)
+        /// The plugin's command menu, as JSON text.
+        case setCommands(String)
+        /// A `fn` this build does not know; answered with an empty result.
+        case unknown(fn: String)
+    }
+
+    /// What a callback returns: `value` for `command` and `storageGet`, `ok` for `storageSet`
+    /// and `setCommands`, neither for an unknown function.
+    struct Answer: Equatable, Sendable {
+        var value: String?
+        var ok: Bool?
+
+        init(value: String? = nil, ok: Bool? = nil) {
+            self.value = value
+            self.ok = ok
+        }
+    }
+
+    /// The message's `op`.
+    var op: String {
+        switch self {
+        case .start: "start"
+        case .stop: "stop"
+        case .result: "result"
+        case .hello: "hello"
+        case .loadFailed: "loadFailed"
+        case .started: "started"
+        case .startFailed: "startFailed"
+        case .call: "call"
+        case .log: "log"
+        case let .unknown(op): op
+        }
+    }
+
+    /// Decodes a control message from its JSON text.
+    init(json bytes: [UInt8]) throws {
+        self = try JSONValueDecoder().decode(Control.self, from: JSONValue.parse(utf8: bytes))
+    }
+}
+
+extension Control: Codable {
+    private enum Key: String, CodingKey {
+        case op, config, id, value, ok, info, code, error, fn, command, event, key, commands, level, message
+    }
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: Key.self)
+        let op = try c.decode(String.self, forKey: .op)
+        switch op {
+        case "start": self = .start(config: try c.decodeIfPresent(String.self, forKey: .config) ?? "{}")
+        case "stop": self = .stop
+        case "result":
+            self = .result(id: try c.decode(Int.self, forKey: .id),
+                           Answer(value: try c.decodeIfPresent(String.self, forKey: .value),
+                                  ok: try c.decodeIfPresent(Bool.self, forKey: .ok)))
+        case "hello": self = .hello(try c.decode(PluginInfo.self, forKey: .info))
+        case "loadFailed":
+            self = .loadFailed(code: try c.decodeIfPresent(String.self, forKey: .code) ?? "",
+                               error: try c.decodeIfPresent(String.self, forKey: .error) ?? "cannot load")
+        case "started": self = .started
+        case "startFailed": self = .startFailed(error: try c.decodeIfPresent(String.self, forKey: .error) ?? "start failed")
+        case "call":
+            let id = try c.decode(Int.self, forKey: .id)
+            let call: Call = switch try c.decode(String.self, forKey: .fn) {
+            case "command": .command(try c.decode(String.self, forKey: .command),
+                                     event: try c.decodeIfPresent(UInt64.self, forKey: .event))
+            case "storageGet": .storageGet(key: try c.decode(String.self, forKey: .key))
+            case "storageSet": .storageSet(key: try c.decode(String.self, forKey: .key),
+                                           value: try c.decodeIfPresent(String.self, forKey: .value))
+            case "setCommands": .setCommands(try c.decode(String.self, forKey: .commands))
+            case let fn: .unknown(fn: fn)
+            }
+            self = .call(id: id, call)
+        case "log":
+            self = .log(level: try c.decodeIfPresent(Int32.self, forKey: .level) ?? 2,
+                        message: try c.decodeIfPresent(String.self, forKey: .message) ?? "")
+        default: self = .unknown(op: op)
+        }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        switch self {
+        case let .start(config):
+            try c.encode("start", forKey: .op)
+            try c.encode(config, forKey: .config)
+        case .stop:
+            try c.encode("stop", forKey: .op)
+        case let .result(id, answer):
+            try c.encode("result", forKey: .op)
+            try c.encode(id, forKey: .id)
+            try c.encodeIfPresent(answer.value, forKey: .value)
+            try c.encodeIfPresent(answer.ok, forKey: .ok)
+        case let .hello(info):
+            try c.encode("hello", forKey: .op)
+            try c.encode(info, forKey: .info)
+        case let .loadFailed(code, error):
+            try c.encode("loadFailed", forKey: .op)
+            try c.encode(code, forKey: .code)
+            try c.encode(error, forKey: .error)
+        case .started:
+            try c.encode("started", forKey: .op)
+        case let .startFailed(error):
+            try c.encode("startFailed", forKey: .op)
+            try c.encode(error, forKey: .error)
+        case let .call(id, call):
+            try c.encode("call", forKey: .op)
+            try c.encode(id, forKey: .id)
+            switch call {
+            case let .command(line, event):
+                try c.encode("command", forKey: .fn)
+                try c.encode(line, forKey: .command)
+                try c.encodeIfPresent(event, forKey: .event)
+            case let .storageGet(key):
+                try c.encode("storageGet", forKey: .fn)
+                try c.encode(key, forKey: .key)
+            case let .storageSet(key, value):
+                try c.encode("storageSet", forKey: .fn)
+                try c.encode(key, forKey: .key)
+                try c.encodeIfPresent(value, forKey: .value)
+            case let .setCommands(json):
+                try c.encode("setCommands", forKey: .fn)
+                try c.encode(json, forKey: .commands)
+            case let .unknown(fn):
+                try c.encode(fn, forKey: .fn)
+            }
+        case let .log(level, message):
+            try c.encode("log", forKey: .op)
+            try c.encode(level, forKey: .level)
+            try c.encode(message, forKey: .message)
+        case let .unknown(op):
+            try c.encode(op, forKey: .op)
+        }
+    }
+}
+
+extension PluginInfo: Codable {
+    private enum Key: String, CodingKey { case name, version, description, events, configSchema }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: Key.self)
+        self.init(name: try c.decode(String.self, forKey: .name), version: try c.decode(String.self, forKey: .version),
+                  description: try c.decodeIfPresent(String.self, forKey: .description) ?? "",
+                  events: try c.decode([String].self, forKey: .events),
+                  configSchema: try c.decodeIfPresent(String.self, forKey: .configSchema))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        try c.encode(name, forKey: .name)
+        try c.encode(version, forKey: .version)
+        try c.encode(description, forKey: .description)
+        try c.encode(events, forKey: .events)
+        try c.encodeIfPresent(configSchema, forKey: .configSchema)
     }
 }
 
@@ -76,7 +266,7 @@ final class FrameWriter: @unchecked Sendable {
 
     /// Writes one control frame; false once the other side has gone.
     @discardableResult
-    func send(_ object: [String: Any]) -> Bool { send(.control(object)) }
+    func send(_ control: Control) -> Bool { send(.control(control)) }
 
     /// Writes one frame; false once the other side has gone.
     @discardableResult
@@ -161,7 +351,7 @@ final class ChildInput: @unchecked Sendable {  // everything mutable is guarded 
     }
 
     @discardableResult
-    func send(_ object: [String: Any]) -> Bool { send(.control(object)) }
+    func send(_ control: Control) -> Bool { send(.control(control)) }
 
     /// Queues one frame without blocking; false once closed, broken or overflowing.
     @discardableResult

@@ -144,7 +144,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
         let config = lock.withLock { state.config }
         let result = await withCheckedContinuation { (cont: CheckedContinuation<PluginError?, Never>) in
             lock.withLock { startWaiter = cont }
-            if !child.writer.send(["op": "start", "config": config]) {
+            if !child.writer.send(.start(config: config)) {
                 resolveStart(PluginError(.crashed, "the plugin process exited before it started"))
             }
         }
@@ -314,7 +314,6 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
 
     /// Acts on one frame of the child; returns why it breaks the protocol, or nil.
     private func handle(_ frame: Frame, from child: Child) -> String? {
-        let object: [String: Any]
         switch frame {
         case .event:
             return "an event frame (only the host sends events)"
@@ -323,42 +322,34 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
                 return "a done frame for event \(seq), which is not in flight"
             }
             return nil
-        case let .control(o):
-            object = o
-        }
-        switch object["op"] as? String {
-        case "started": resolveStart(nil)
-        case "startFailed": resolveStart(PluginError(.startFailed, (object["error"] as? String).map { String($0.prefix(2000)) } ?? "start failed"))
-        case "log":
-            let level: Int32
-            switch object["level"] {
-            case nil: level = 2
-            case let n as Int:
-                guard let l = Int32(exactly: n) else { return "a log frame with level \(n), out of range" }
-                level = l
-            case let other?:
-                return "a log frame whose level is not an integer (\(String(describing: type(of: other))))"
+        case let .control(control):
+            switch control {
+            case .started:
+                resolveStart(nil)
+            case let .startFailed(error):
+                resolveStart(PluginError(.startFailed, String(error.prefix(2000))))
+            case let .log(level, message):
+                services.log(level: level, message: message)
+            case let .call(id, call):
+                answer(call, id: id, on: child)
+            case .start, .stop, .result:
+                return "a \(control.op) frame (only the host sends it)"
+            case .hello, .loadFailed:
+                return "a second \(control.op) frame (the child sends one, first)"
+            case let .unknown(op):
+                logger.warning("isolated plugin sent an unknown frame", metadata: ["plugin": "\(services.instanceName)", "op": "\(op.prefix(100))"])
             }
-            guard let message = object["message"] as? String ?? (object["message"] == nil ? "" : nil) else {
-                return "a log frame whose message is not a string"
-            }
-            services.log(level: level, message: message)
-        case "call": answer(object, on: child)
-        default:
-            logger.warning("isolated plugin sent an unknown frame", metadata: ["plugin": "\(services.instanceName)"])
         }
         return nil
     }
 
-    private func answer(_ frame: [String: Any], on child: Child) {
-        let id = frame["id"] as? Int ?? 0
-        switch frame["fn"] as? String {
-        case "command":
-            let line = frame["command"] as? String ?? ""
+    private func answer(_ call: Control.Call, id: Int, on child: Child) {
+        switch call {
+        case let .command(line, event):
             let run = runCommand
             // A call made while the child handles a received message's event (the frame names the
             // event) carries that event's idempotency key, so a replay after a crash does not send twice.
-            let key = !LocalServices.isSend(line) ? nil : (frame["event"] as? Int).flatMap { seq in
+            let key = !LocalServices.isSend(line) ? nil : event.flatMap { Int(exactly: $0) }.flatMap { seq in
                 lock.withLock { () -> String? in
                     guard let itemId = state.inFlight.first(where: { $0.seq == seq })?.itemId else { return nil }
                     let ordinal = state.commandsIssued[seq, default: 0]
@@ -375,25 +366,22 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
                     logger.warning("isolated plugin has too many Chat API calls running; refusing more",
                                    metadata: ["plugin": "\(services.instanceName)", "limit": "\(limits.maxConcurrentCalls)", "refused": "\(refused)"])
                 }
-                child.writer.send(["op": "result", "id": id, "value": Self.tooManyCalls(limits.maxConcurrentCalls)])
+                child.writer.send(.result(id: id, .init(value: Self.tooManyCalls(limits.maxConcurrentCalls))))
                 return
             }
             Task {
                 let response = await run(line, key)
                 child.endCall()
-                child.writer.send(["op": "result", "id": id, "value": response])
+                child.writer.send(.result(id: id, .init(value: response)))
             }
-        case "storageGet":
-            var r: [String: Any] = ["op": "result", "id": id]
-            if let v = services.storageGet(frame["key"] as? String ?? "") { r["value"] = v }
-            child.writer.send(r)
-        case "storageSet":
-            let ok = services.storageSet(frame["key"] as? String ?? "", frame["value"] as? String)
-            child.writer.send(["op": "result", "id": id, "ok": ok])
-        case "setCommands":
-            child.writer.send(["op": "result", "id": id, "ok": services.setCommands(frame["commands"] as? String ?? "")])
-        default:
-            child.writer.send(["op": "result", "id": id])
+        case let .storageGet(key):
+            child.writer.send(.result(id: id, .init(value: services.storageGet(key))))
+        case let .storageSet(key, value):
+            child.writer.send(.result(id: id, .init(ok: services.storageSet(key, value))))
+        case let .setCommands(json):
+            child.writer.send(.result(id: id, .init(ok: services.setCommands(json))))
+        case .unknown:
+            child.writer.send(.result(id: id, .init()))
         }
     }
 
@@ -466,7 +454,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
         }
         services.timers.close()
         guard let child else { return }
-        child.writer.send(["op": "stop"])
+        child.writer.send(.stop)
         let deadline = ContinuousClock.now + .seconds(5)
         while child.process.isRunning && ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(10))
@@ -573,22 +561,20 @@ struct Spawned: @unchecked Sendable {
             await Blocking.run("plugin-reap") { _ = process.waitUntilExit() }
             return PluginLoadError(code: .notLoadable, path: path, message: message)
         }
-        guard case let .control(hello) = first else { throw await refuse("the plugin runner sent a malformed hello") }
-        switch hello["op"] as? String {
-        case "hello":
-            guard let d = hello["info"] as? [String: Any], let info = PluginInfo(json: d) else { throw await refuse("the plugin runner sent a malformed hello") }
+        switch first {
+        case let .control(.hello(info)):
             return Spawned(process: process, writer: writer, reader: reader, info: info, violations: violations)
-        case "loadFailed":
+        case let .control(.loadFailed(code, error)):
             writer.close()
             await Blocking.run("plugin-reap") { _ = process.waitUntilExit() }
-            let code: PluginLoadError.Code = switch hello["code"] as? String {
+            let code: PluginLoadError.Code = switch code {
             case "fileNotFound": .fileNotFound
             case "missingEntryPoint": .missingEntryPoint
             case "abiMismatch": .abiMismatch
             case "badDescriptor": .badDescriptor
             default: .notLoadable
             }
-            throw PluginLoadError(code: code, path: path, message: (hello["error"] as? String).map { String($0.prefix(2000)) } ?? "cannot load")
+            throw PluginLoadError(code: code, path: path, message: String(error.prefix(2000)))
         default:
             throw await refuse("the plugin runner did not say hello")
         }

@@ -198,12 +198,11 @@ final class LocalServices: HostServices, @unchecked Sendable {
     func timerCancel(_ id: UInt64) -> Bool { timers.cancel(id) }
 
     func setCommands(_ json: String) -> Bool {
-        guard let data = json.data(using: .utf8),
-              let list = try? JSONSerialization.jsonObject(with: data) as? [[String: Any]] else { return false }
+        guard let list = (try? JSONValue.parse(json))?.arrayValue else { return false }
         var commands: [[String: String]] = []
         for item in list {
-            guard let keyword = item["keyword"] as? String, !keyword.isEmpty else { return false }
-            commands.append(["keyword": keyword, "label": item["label"] as? String ?? keyword])
+            guard let keyword = item["keyword"]?.stringValue, !keyword.isEmpty else { return false }
+            commands.append(["keyword": keyword, "label": item["label"]?.stringValue ?? keyword])
         }
         commandsChanged(instanceName, commands)
         return true

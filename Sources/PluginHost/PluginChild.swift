@@ -1,5 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
+import SwiftplexBase
 
 /// The child side of `isolation: process`: loads one plugin and serves it over stdin/stdout
 /// frames (see ``Frames``). Run by the `swiftplex-plugin-runner` executable.
@@ -19,10 +20,10 @@ public enum PluginChild {
         do {
             library = try PluginLibrary.load(path: path)
         } catch {
-            writer.send(["op": "loadFailed", "code": "\(error.code)", "error": error.message])
+            writer.send(.loadFailed(code: "\(error.code)", error: error.message))
             return 2
         }
-        writer.send(["op": "hello", "info": library.info.json])
+        writer.send(.hello(library.info))
 
         let worker = SerialWorker(name: "plugin-child")
         let services = RemoteServices(writer: writer)
@@ -35,7 +36,7 @@ public enum PluginChild {
         let reader = FrameReader(fd: framesIn)
         Thread.detachNewThread {
             while true {
-                let frame: [String: Any]
+                let control: Control
                 switch Result(catching: { try reader.next() }) {
                 case let .success(.event(seq, event)):
                     worker.submit {
@@ -45,36 +46,35 @@ public enum PluginChild {
                         writer.send(.done(seq: seq, error: error?.message))
                     }
                     continue
-                case let .success(.control(object)):
-                    frame = object
+                case let .success(.control(c)):
+                    control = c
                 case .success(.done), .failure:
                     // The host went away (or wrote garbage): stop the plugin and leave.
                     worker.submit { instance?.stop(); instance = nil; finished.signal() }
                     return
                 }
-                switch frame["op"] as? String {
-                case "start":
-                    let config = frame["config"] as? String ?? "{}"
+                switch control {
+                case let .start(config):
                     worker.submit {
                         switch PluginInstance.start(library, services: services, configJSON: config) {
                         case let .success(i):
                             instance = i
-                            writer.send(["op": "started"])
+                            writer.send(.started)
                         case let .failure(e):
-                            writer.send(["op": "startFailed", "error": e.message])
+                            writer.send(.startFailed(error: e.message))
                         }
                     }
-                case "result":
-                    services.resolve(frame)
-                case "stop":
+                case let .result(id, answer):
+                    services.resolve(id: id, answer)
+                case .stop:
                     worker.submit {
                         services.timers?.close()
                         instance?.stop()
                         instance = nil
                         finished.signal()
                     }
-                default:
-                    break
+                case .hello, .loadFailed, .started, .startFailed, .call, .log, .unknown:
+                    break  // not the host's to send, or newer than this runner: ignored
                 }
             }
         }
@@ -99,11 +99,13 @@ final class RemoteServices: HostServices, @unchecked Sendable {
     }
     private var _handlingEvent: UInt64?
 
-    final class Box: @unchecked Sendable { var value: [String: Any] = [:] }
+    final class Box: @unchecked Sendable { var answer = Control.Answer() }
 
     init(writer: FrameWriter) { self.writer = writer }
 
-    private func call(_ fn: String, _ args: [String: Any]) -> [String: Any] {
+    /// Sends the call and waits, on the plugin's own thread, for the host's answer (an empty one
+    /// if the host has gone).
+    private func call(_ call: Control.Call) -> Control.Answer {
         let sem = DispatchSemaphore(value: 0)
         let box = Box()
         lock.lock()
@@ -111,47 +113,38 @@ final class RemoteServices: HostServices, @unchecked Sendable {
         nextId += 1
         waiting[id] = (sem, box)
         lock.unlock()
-        var frame = args
-        frame["op"] = "call"
-        frame["id"] = id
-        frame["fn"] = fn
-        guard writer.send(frame) else {
+        guard writer.send(.call(id: id, call)) else {
             lock.lock()
             waiting[id] = nil
             lock.unlock()
-            return [:]
+            return Control.Answer()
         }
         sem.wait()
-        return box.value
+        return box.answer
     }
 
-    func resolve(_ frame: [String: Any]) {
-        guard let id = frame["id"] as? Int else { return }
+    func resolve(id: Int, _ answer: Control.Answer) {
         lock.lock()
         let w = waiting.removeValue(forKey: id)
         lock.unlock()
         guard let (sem, box) = w else { return }
-        box.value = frame
+        box.answer = answer
         sem.signal()
     }
 
     func command(_ line: String) -> String {
-        var args: [String: Any] = ["command": line]
-        if let seq = handlingEvent, let n = Int(exactly: seq) { args["event"] = n }
-        return call("command", args)["value"] as? String
+        call(.command(line, event: handlingEvent)).value
             ?? #"{"type":"chatCmdError","chatError":{"type":"error","errorType":{"type":"commandError","message":"the host did not answer"}}}"#
     }
 
     func log(level: Int32, message: String) {
-        writer.send(["op": "log", "level": Int(level), "message": message])
+        writer.send(.log(level: level, message: message))
     }
 
-    func storageGet(_ key: String) -> String? { call("storageGet", ["key": key])["value"] as? String }
+    func storageGet(_ key: String) -> String? { call(.storageGet(key: key)).value }
 
     func storageSet(_ key: String, _ value: String?) -> Bool {
-        var args: [String: Any] = ["key": key]
-        if let value { args["value"] = value }
-        return call("storageSet", args)["ok"] as? Bool ?? false
+        call(.storageSet(key: key, value: value)).ok ?? false
     }
 
     func timerStart(name: String, delayMs: UInt64, repeatMs: UInt64) -> UInt64 {
@@ -160,5 +153,5 @@ final class RemoteServices: HostServices, @unchecked Sendable {
 
     func timerCancel(_ id: UInt64) -> Bool { timers?.cancel(id) ?? false }
 
-    func setCommands(_ json: String) -> Bool { call("setCommands", ["commands": json])["ok"] as? Bool ?? false }
+    func setCommands(_ json: String) -> Bool { call(.setCommands(json)).ok ?? false }
 }

@@ -33,26 +33,12 @@ public struct PluginInfo: Sendable, Equatable {
         eventType == PluginEvents.timer || events.contains("*") || events.contains(eventType)
     }
 
-    /// The descriptor as JSON (for the child-process protocol).
-    var json: [String: Any] {
-        var d: [String: Any] = ["name": name, "version": version, "description": description, "events": events]
-        if let configSchema { d["configSchema"] = configSchema }
-        return d
-    }
-
     init(name: String, version: String, description: String, events: [String], configSchema: String?) {
         self.name = name
         self.version = version
         self.description = description
         self.events = events
         self.configSchema = configSchema
-    }
-
-    init?(json d: [String: Any]) {
-        guard let name = d["name"] as? String, let version = d["version"] as? String,
-              let events = d["events"] as? [String] else { return nil }
-        self.init(name: name, version: version, description: d["description"] as? String ?? "",
-                  events: events, configSchema: d["configSchema"] as? String)
     }
 }
 
@@ -114,8 +100,7 @@ public final class PluginLibrary: @unchecked Sendable {
         guard !name.isEmpty else { throw fail(.badDescriptor, "descriptor has an empty name") }
         var events = ["*"]
         if let e = d.events {
-            guard let data = String(cString: e).data(using: .utf8),
-                  let list = try? JSONSerialization.jsonObject(with: data) as? [String] else {
+            guard let list = try? JSONValueDecoder().decode([String].self, from: JSONValue.parse(String(cString: e))) else {
                 throw fail(.badDescriptor, "descriptor `events` is not a JSON array of strings")
             }
             events = list

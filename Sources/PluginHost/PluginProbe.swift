@@ -12,7 +12,7 @@ public enum PluginProbe {
             return try PluginLibrary.load(path: path).info
         case .process:
             let spawned = try await Spawned.spawn(path: path, runner: runnerExecutable, logger: logger, instance: "check")
-            spawned.writer.send(["op": "stop"])
+            spawned.writer.send(.stop)
             spawned.process.signal(SIGKILL)
             spawned.process.waitUntilExit()
             spawned.writer.close()

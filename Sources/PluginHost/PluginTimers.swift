@@ -1,4 +1,5 @@
 import Foundation
+import SwiftplexBase
 
 /// The timers of one plugin instance. A fired timer becomes a `swiftplex.timer` event delivered
 /// through the instance's queue, so handlers never run concurrently.
@@ -56,8 +57,6 @@ final class PluginTimers: @unchecked Sendable {  // mutable state only under `lo
 extension PluginTimers {
     /// `{"type":"swiftplex.timer","timerId":…,"name":…}` as JSON text.
     static func event(id: UInt64, name: String) -> String {
-        let object: [String: Any] = ["type": PluginEvents.timer, "timerId": id, "name": name]
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
-        return String(decoding: data, as: UTF8.self)
+        JSONWriter.text(["name": .string(name), "timerId": .int(Int64(truncatingIfNeeded: id)), "type": .string(PluginEvents.timer)])
     }
 }
