@@ -150,8 +150,9 @@ python-test: $(PY_STAMP) browser-deps
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_ws_api.py && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_cli_compat.py && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) $(VENV)/bin/python Tests/python/test_browser_origin.py && \
-	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) SWIFTPLEX_ARTIFACTS=.build/test-artifacts \
-	    $(VENV)/bin/python Tests/python/test_dashboard.py && \
+	  for engine in swiftplex libsimplex websocket; do \
+	    SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) SWIFTPLEX_ARTIFACTS=.build/test-artifacts \
+	      $(VENV)/bin/python Tests/python/test_dashboard.py $$engine || exit 1; done && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) SWIFTPLEX_ARTIFACTS=.build/test-artifacts \
 	    $(VENV)/bin/python Tests/python/test_dashboard_bots.py && \
 	  SIMPLEX_LIBS_DIR=$$($(SWIFT) build --show-bin-path) SWIFTPLEX_ARTIFACTS=.build/test-artifacts \

@@ -6,10 +6,16 @@ auto-reply plugin, and a `swiftplex-chat -p 0` person; then, in the browser: loa
 is asked for the token, signs in, sees the status (ready, one relay connected) and the plugin,
 sees the person's contact request arrive live (the event WebSocket), accepts it, sees the person
 become a contact, reloads the plugin and sees its outcome, runs a Chat API command, and checks the
-address QR code rendered. A screenshot is kept as .build/test-artifacts/dashboard.png.
+address QR code rendered. A screenshot is kept as .build/test-artifacts/dashboard[-ENGINE].png.
 
-Run by `make python-test` with SIMPLEX_LIBS_DIR set to the build directory. Prints
-`python-dashboard: N passed, 0 failed` and exits non-zero on the first failure.
+The bot runs on the engine named by the first argument: `swiftplex` (the default, embedded in the
+host), `libsimplex` (the project's libsimplex.so loaded by path, as SimpleX's would be) or
+`websocket` (a separate `swiftplex-chat -p 0` process, as `simplex-chat -p` would be). The page
+must work the same on each: it uses only the admin API, which uses only the bot API on a foreign
+engine.
+
+Run by `make python-test` with SIMPLEX_LIBS_DIR set to the build directory, once per engine.
+Prints `python-dashboard[ on ENGINE]: N passed, 0 failed` and exits non-zero on the first failure.
 """
 
 import json
@@ -60,6 +66,32 @@ def sign_in(driver, wait, token):
     wait.until(lambda d: d.find_element(By.ID, "main").is_displayed())
 
 
+ENGINES = ("swiftplex", "libsimplex", "websocket")
+ENGINE = sys.argv[1] if len(sys.argv) > 1 else "swiftplex"
+if ENGINE not in ENGINES:
+    sys.exit(f"test_dashboard.py: unknown engine '{ENGINE}' (one of {', '.join(ENGINES)})")
+
+
+engine_processes = []
+
+
+def engine_yaml(work, relay_address):
+    """The host configuration's `engine:` for ENGINE; on `websocket`, starts the engine process."""
+    if ENGINE == "libsimplex":
+        return f"""engine:
+  type: libsimplex
+  library: {os.path.join(BIN, "libsimplex.so")}
+"""
+    if ENGINE == "websocket":
+        process, port = support.start_chat(os.path.join(work, "engine"), relay_address, "Dashboard Bot")
+        engine_processes.append(process)
+        return f"""engine:
+  type: websocket
+  url: ws://127.0.0.1:{port}
+"""
+    return ""
+
+
 def main():
     work = tempfile.mkdtemp(prefix="swiftplex-dashboard-")
     relay = subprocess.Popen([os.path.join(BIN, "swiftplex-relay"), "--data-dir", os.path.join(work, "relay"),
@@ -79,7 +111,7 @@ address:
 admin:
   listen: 127.0.0.1:0
 plugin_dirs: ["{BIN}"]
-plugins:
+{engine_yaml(work, relay_address)}plugins:
   - name: echo
     path: auto-reply
     config:
@@ -177,7 +209,7 @@ plugins:
         check("dashperson" in member and "member" in member, f"the group's member is shown with its role and state, live ({member})")
 
         os.makedirs(ARTIFACTS, exist_ok=True)
-        shot = os.path.join(ARTIFACTS, "dashboard.png")
+        shot = os.path.join(ARTIFACTS, "dashboard.png" if ENGINE == "swiftplex" else f"dashboard-{ENGINE}.png")
         check(driver.save_screenshot(shot) and os.path.getsize(shot) > 10_000, f"screenshot kept: {shot}")
     finally:
         driver.quit()
@@ -186,8 +218,10 @@ plugins:
     person.stdin.close()
     support.stop(person)
     support.stop(host)
+    for process in engine_processes:
+        support.stop(process)
     support.stop(relay)
 
 
 if __name__ == "__main__":
-    run("python-dashboard", main)
+    run("python-dashboard" + ("" if ENGINE == "swiftplex" else f" on {ENGINE}"), main)
