@@ -5,6 +5,7 @@ import NIOConcurrencyHelpers
 import PluginHost
 import RelayProtocol
 import SwiftplexPluginTesting
+import TestSupport
 import Testing
 
 /// The host's services (embedded relay, engine, plugins) in one `ServiceGroup`: `shutdown()`
@@ -31,11 +32,11 @@ import Testing
         let dir = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let host = try await BotHost.start(Self.options(dir), logger: quiet)
-        let ran = NIOLockedValueBox(false)
+        let ran = AsyncInbox<String>()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 await host.run()
-                ran.withLockedValue { $0 = true }
+                ran.yield("run() returned")
             }
             let alice = try await ScriptedContact.start(name: "alice", directory: dir.appendingPathComponent("alice"),
                                                         relay: try #require(host.relayAddress))
@@ -43,8 +44,10 @@ import Testing
             #expect(try await alice.nextMessage() == Self.welcome)
 
             await host.shutdown()
-            // run() has returned: the engine, the relay and the plugins have stopped ...
-            #expect(ran.withLockedValue { $0 })
+            // run() returns with it (its task is resumed when the pool gets to it: awaited, not
+            // read at once, since the test runs with a one-thread pool too) ...
+            #expect(try await ran.next(timeout: .seconds(30)) == "run() returned")
+            // ... the engine, the relay and the plugins have stopped ...
             #expect(host.plugins.statuses().isEmpty)
             // ... and both engine databases are closed: SQLite removes a WAL database's `-wal`
             // file when its last connection closes (it is there while one is open).
