@@ -82,6 +82,7 @@ PHASE_AT = echo "[make test] $(1) done at $$(( $$(date +%s) - $(TEST_START) )) s
 PHASE = @$(call PHASE_AT,$(1))
 test: deps test-deps
 	$(call PHASE,system packages)
+	@dump=$$(mktemp); $(SWIFT) package dump-package > $$dump && python3 Tests/Support/layers.py $$dump; rc=$$?; rm -f $$dump; exit $$rc
 	$(SWIFT) build --build-tests
 	@for p in $(TEST_PRODUCTS); do echo "building $$p"; $(SWIFT) build --product $$p || exit 1; done
 	$(call PHASE,build)

@@ -58,22 +58,22 @@ let package = Package(
         ),
 
         // The plugin ABI: one C header shared by the host, the SDK and plugins in any language.
-        .systemLibrary(name: "CSwiftplexPlugin", path: "Sources/CSwiftplexPlugin"),
+        .systemLibrary(name: "CSwiftplexPlugin"),
 
-        // Layer 0: the foundation every module shares — one JSON value type (parser, writer,
+        // Foundation: what every module shares — one JSON value type (parser, writer,
         // Codable bridge), `CodedError` and `Blocking`; no package dependencies (Foundation only
         // for `Blocking`'s threads). The plugin SDK compiles the same JSON files (symlinks in
-        // Sources/SwiftplexPluginKit/Base).
+        // Sources/PluginSDK/SwiftplexPluginKit/Base).
         .target(name: "SwiftplexBase"),
         // Child processes started with posix_spawn (closefrom in the child), not Foundation's
         // Process.run(), which can crash with many descriptors open (docs/testing.md, "Child processes").
         .target(name: "CSpawn"),
         .target(name: "SwiftplexSpawn", dependencies: ["CSpawn", "SwiftplexBase"]),
 
-        // Layer 1: cryptographic primitives over libsodium.
+        // Foundation: cryptographic primitives over libsodium.
         .target(name: "SwiftplexCrypto", dependencies: ["CSodium", "SwiftplexBase"]),
 
-        // Layer 2: the relay wire protocol (pure values, no sockets).
+        // Relay: the wire protocol (pure values, no sockets).
         .target(
             name: "RelayProtocol",
             dependencies: [
@@ -83,7 +83,7 @@ let package = Package(
             ]
         ),
 
-        // Layer 3: relay server and client.
+        // Relay: server and client.
         .target(
             name: "RelayServer",
             dependencies: [
@@ -150,7 +150,7 @@ let package = Package(
             ]
         ),
 
-        // Layer 4: the agent — duplex end-to-end encrypted connections over relay queues.
+        // Engine: the agent — duplex end-to-end encrypted connections over relay queues.
         .target(
             name: "Agent",
             dependencies: [
@@ -167,12 +167,12 @@ let package = Package(
             ]
         ),
 
-        // Layer 5a: the bot API's types as Swift values (User, Contact, ChatItem, ChatResponse,
+        // Engine: the bot API's types as Swift values (User, Contact, ChatItem, ChatResponse,
         // ChatEvent, …), Codable to the JSON the simplex-chat package expects; open JSON is the
         // foundation's JSONValue.
         .target(name: "ChatModel", dependencies: ["SwiftplexBase"]),
 
-        // Layer 5b: the chat core — chat protocol, chat store (records on SwiftplexSQL), users, contacts,
+        // Engine: the chat core — chat protocol, chat store (records on SwiftplexSQL), users, contacts,
         // items; works in ChatModel values and reports them (ChatResponse, ChatEvent).
         .target(
             name: "ChatCore",
@@ -205,7 +205,7 @@ let package = Package(
         // Groups: the group chat protocol (x.grp.*) as typed messages, roles and permissions, the
         // member lifecycle and introductions as a pure state machine, forwarding dedup; no I/O.
         .target(name: "GroupProtocol", dependencies: ["SwiftplexBase"]),
-        .testTarget(name: "GroupProtocolTests", dependencies: ["GroupProtocol", "SwiftplexBase"]),
+        .testTarget(name: "GroupProtocolTests", dependencies: ["GroupProtocol", "SwiftplexBase", "TestSupport"]),
 
         // Channels: groups with chat relays — typed x.grp.relay.* / x.member messages, relay and
         // channel links, RelayStatus, owner-signed elements (Ed25519), and the owner's, the chat
@@ -213,7 +213,7 @@ let package = Package(
         .target(name: "ChannelProtocol", dependencies: ["SwiftplexBase", "GroupProtocol", "SwiftplexCrypto"]),
         .testTarget(name: "ChannelProtocolTests", dependencies: ["ChannelProtocol", "GroupProtocol", "SwiftplexBase", "SwiftplexCrypto"]),
 
-        // Layer 6: the Chat API — the wire edge: SimpleX bot API command strings in, a typed command
+        // Edges: the Chat API — the wire edge: SimpleX bot API command strings in, a typed command
         // run by the core, its typed response (and each event) encoded to JSON once.
         .target(name: "ChatAPI", dependencies: ["ChatCore", "ChatModel", "SwiftplexBase", "SwiftplexCrypto"]),
 
@@ -292,7 +292,7 @@ let package = Package(
             dependencies: ["CSwiftplexPlugin"],
             path: "Tests/Fixtures/TestPlugin",
             publicHeadersPath: ".",
-            cSettings: [.headerSearchPath("../../../Sources/CSwiftplexPlugin/include")]
+            cSettings: [.headerSearchPath("../../../Sources/PluginSDK/CSwiftplexPlugin/include")]
         ),
         // The plugin SDK: Swift over the C ABI, Foundation only (plugins share no Swift types with
         // the host). Its JSON is SwiftplexBase's own files, compiled in through symlinks (Base/).
@@ -524,3 +524,45 @@ let package = Package(
         ),
     ]
 )
+
+// `Sources/` is grouped by layer, each layer using only those above it in this list: the
+// foundation (JSON, errors, crypto, child processes), storage (SQLite and PostgreSQL), the relay,
+// the engine (agent, chat model, group and channel protocols, chat core), its edges (the Chat API,
+// its WebSocket server, libsimplex's C ABI), the plugin SDK (the ABI header, the Swift SDK, the
+// scaffold), the bot host (with SwiftplexPluginTesting, the host as a harness for plugins' tests),
+// and the programs. A module's folder is Sources/<layer>/<module>; tests, fixtures and plugins
+// name theirs above. `make test` checks the direction (Tests/Support/layers.py).
+let layers: KeyValuePairs<String, [String]> = [
+    "Foundation": ["SwiftplexBase", "CSodium", "SwiftplexCrypto", "CSpawn", "SwiftplexSpawn", "QRCode"],
+    "Storage": ["SwiftplexStorage", "SwiftplexSQL", "SwiftplexSQLPostgres", "SwiftplexBackup"],
+    "Relay": ["RelayProtocol", "RelayServer", "RelayPostgres", "RelayClient"],
+    "Engine": ["Agent", "ChatModel", "GroupProtocol", "ChannelProtocol", "ChatCore"],
+    "Edges": ["ChatAPI", "ChatServer", "SimplexLib"],
+    "PluginSDK": ["CSwiftplexPlugin", "SwiftplexPluginKit", "PluginScaffold"],
+    "Host": ["CLibYAML", "HostConfig", "PluginHost", "BotHost", "SwiftplexPluginTesting"],
+    "Programs": ["swiftplex", "swiftplex-relay", "swiftplex-chat", "swiftplex-bench", "swiftplex-plugin-runner"],
+]
+// `Tests/` mirrors it: a module's tests are in Tests/<layer>/<module>Tests (the programs' in
+// Tests/Programs, the built-in plugins' in Tests/Plugins, the test helpers' own in Tests/Support).
+let testLayers: KeyValuePairs<String, [String]> = [
+    "Foundation": ["SwiftplexBaseTests", "SwiftplexCryptoTests", "QRCodeTests"],
+    "Storage": ["SwiftplexSQLTests"],
+    "Relay": ["RelayProtocolTests", "RelayServerTests"],
+    "Engine": ["AgentTests", "ChatModelTests", "GroupProtocolTests", "ChannelProtocolTests", "ChatCoreTests"],
+    "Edges": ["ChatAPITests", "ChatServerTests", "SimplexLibTests"],
+    "PluginSDK": ["SwiftplexPluginKitTests"],
+    "Host": ["HostConfigTests", "PluginHostTests", "BotHostTests"],
+    "Programs": ["SwiftplexCLITests", "ChatClientTests"],
+    "Plugins": ["PluginsTests"],
+    "Support": ["TestSupportTests"],
+]
+for (root, table) in [("Sources", layers), ("Tests", testLayers)] {
+    for (layer, modules) in table {
+        for module in modules {
+            guard let target = package.targets.first(where: { $0.name == module }) else {
+                fatalError("Package.swift: the layer table names \(module), which is no target")
+            }
+            target.path = "\(root)/\(layer)/\(module)"
+        }
+    }
+}

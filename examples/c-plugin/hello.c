@@ -74,7 +74,8 @@ static void append_json_string(char *out, const char *s) {
 }
 
 static swiftplex_plugin_instance *hello_start(const swiftplex_host_api *host, const char *config_json, char **error) {
-    if (!host || host->abi_version != SWIFTPLEX_PLUGIN_ABI_VERSION || host->struct_size < sizeof(swiftplex_host_api)) {
+    /* Only ABI 1.0's callbacks are used, so any host table at least that large will do. */
+    if (!host || host->abi_version != SWIFTPLEX_PLUGIN_ABI_VERSION || host->struct_size < SWIFTPLEX_HOST_API_SIZE_1_0) {
         if (error) *error = copy_string("hello-c: incompatible host callback table");
         return NULL;
     }

@@ -1,5 +1,5 @@
 // A hostile "plugin runner" for the isolation tests: it speaks the host's frame protocol
-// (Sources/PluginHost/Frames.swift) just well enough to be started, then misbehaves in the way
+// (Sources/Host/PluginHost/Frames.swift) just well enough to be started, then misbehaves in the way
 // its plugin path names (the path's last component). Given a real plugin (a path ending in .so)
 // it execs the real runner instead, so one PluginManager can run a good plugin and a bad one.
 //

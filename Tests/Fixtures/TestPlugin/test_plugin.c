@@ -6,7 +6,9 @@
  * Events: an event whose JSON contains "crash-now" aborts the process; "hang-now" sleeps for
  * an hour; "slow-<tag>" sleeps 300 ms; any other event is reported back to the host as the
  * command "/seen <tag> <event json>" (unless count_only; "verb" replaces "/seen", e.g. "/_send"
- * to test the idempotency keys the host gives sends). A "swiftplex.timer" event is
+ * to test the idempotency keys the host gives sends; "verb": "send_message" sends the event
+ * itself as the content of a message to "@1" through the host's send_message, ABI 1.2, or
+ * logs that the host has none). A "swiftplex.timer" event is
  * reported the same way. The plugin also stores the number of events in its storage ("count").
  */
 #include "swiftplex_plugin.h"
@@ -90,6 +92,15 @@ static int32_t handle_event(swiftplex_plugin_instance *instance, const char *eve
     char count[32];
     snprintf(count, sizeof count, "%lu", t->count);
     t->host->storage_set(t->host->context, "count", count);
+    if (strcmp(t->verb, "send_message") == 0) {
+        if (t->host->struct_size <= SWIFTPLEX_HOST_API_SIZE_1_1 || !t->host->send_message) {
+            t->host->log(t->host->context, SWIFTPLEX_LOG_ERROR, "the host has no send_message");
+            return SWIFTPLEX_OK;
+        }
+        char *response = t->host->send_message(t->host->context, "@1", event, 0);
+        if (response) t->host->free_string(response);
+        return SWIFTPLEX_OK;
+    }
     size_t n = strlen(event) + strlen(t->tag) + strlen(t->verb) + 16;
     char *command = malloc(n);
     snprintf(command, n, "%s %s %s", t->verb, t->tag, event);

@@ -1,5 +1,6 @@
 import Foundation
 import SwiftplexBase
+import TestSupport
 
 /// The shapes `docs/simplex-bot-api.md` gives for the bot API's JSON: the fields of each response
 /// and event (§6, §7 tables) and of each record type (§8), read from the document itself so that
@@ -16,8 +17,7 @@ public struct BotAPIDoc: Sendable {
     /// Record types by name (`User`, `Contact`, `CIMeta`, …).
     public let records: [String: Fields]
 
-    public static let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("docs/simplex-bot-api.md")
+    public static let path = Repository.path("docs/simplex-bot-api.md")
 
     public static func load() throws -> BotAPIDoc { try BotAPIDoc(text: String(contentsOf: path, encoding: .utf8)) }
 

@@ -15,6 +15,7 @@ public final class TestHost: @unchecked Sendable {
     private var _storage: [String: String] = [:]
     private var _timers: [UInt64: Timer] = [:]
     private var _menu: String?
+    private var _messagesSent = 0
     private var nextTimer: UInt64 = 1
 
     /// A timer a plugin started.
@@ -85,6 +86,15 @@ public final class TestHost: @unchecked Sendable {
                 let command = "/_send #\(channelId) json [{\"msgContent\":\(body),\"mentions\":{}}]"
                 let respond = host.lock.withLock { host._commands.append(command); return host._respond }
                 return strdup(respond(command))
+            },
+            send_message: { ctx, chatRef, content, quotedItemId in
+                // Recorded as the `/_send` the real host makes of it (HostServices.sendMessage).
+                let host = TestHost.from(ctx)
+                let body = content.map { String(cString: $0) } ?? "null"
+                let quote = quotedItemId > 0 ? ",\"quotedItemId\":\(quotedItemId)" : ""
+                let command = "/_send \(chatRef.map { String(cString: $0) } ?? "") json [{\"msgContent\":\(body),\"mentions\":{}\(quote)}]"
+                let respond = host.lock.withLock { host._commands.append(command); host._messagesSent += 1; return host._respond }
+                return strdup(respond(command))
             }
         ))
         api.pointee.context = Unmanaged.passUnretained(self).toOpaque()
@@ -104,6 +114,8 @@ public final class TestHost: @unchecked Sendable {
 
     /// Every command the plugin ran, in order.
     public var commands: [String] { lock.withLock { _commands } }
+    /// How many of the recorded `/_send` commands came through `send_message` (ABI 1.2) rather than `command`.
+    public var messagesSent: Int { lock.withLock { _messagesSent } }
     /// Forgets the recorded commands.
     public func clearCommands() { lock.withLock { _commands.removeAll() } }
     /// The log lines.

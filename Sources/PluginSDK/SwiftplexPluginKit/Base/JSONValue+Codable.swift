@@ -1,0 +1,1 @@
+../../../Foundation/SwiftplexBase/JSONValue+Codable.swift

@@ -1,0 +1,1 @@
+../../../Foundation/SwiftplexBase/JSONValueEncoder.swift

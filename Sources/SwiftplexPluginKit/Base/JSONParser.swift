@@ -1,1 +1,0 @@
-../../SwiftplexBase/JSONParser.swift

@@ -1,1 +1,0 @@
-../../SwiftplexBase/JSONValue+Codable.swift

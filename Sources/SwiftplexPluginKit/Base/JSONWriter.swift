@@ -1,1 +1,0 @@
-../../SwiftplexBase/JSONWriter.swift
