@@ -1,3 +1,4 @@
+import SwiftplexBase
 /// Where a server listens, and whether that is loopback only.
 public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
     public var host: String
@@ -21,7 +22,9 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// A server setting that cannot be used (a missing token beyond loopback).
-public struct ServerConfigurationError: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+public struct ServerConfigurationError: CodedError {
+    public enum Code: Sendable, Hashable { case invalid }
+    public var code: Code { .invalid }
+    public let message: String
+    public init(_ message: String) { self.message = message }
 }

@@ -203,8 +203,11 @@ public enum MigrationConfirmation: String, Sendable {
 }
 
 /// Migrations are pending and the confirmation mode forbids applying them.
-public struct MigrationPending: Error, Sendable {
+public struct MigrationPending: CodedError {
+    public enum Code: Sendable, Hashable { case pending }
+    public var code: Code { .pending }
     public let dbFile: String
     public let migrations: [String]
+    public var message: String { "\(dbFile) needs \(migrations.count) migration(s): \(migrations.joined(separator: ", "))" }
 }
 

@@ -1,9 +1,12 @@
+import SwiftplexBase
 import Foundation
 
 /// A stored state that does not read: truncated, a wrong version, a length past the end.
-public struct BinaryStateError: Error, CustomStringConvertible, Sendable {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+public struct BinaryStateError: CodedError {
+    public enum Code: Sendable, Hashable { case unreadable }
+    public var code: Code { .unreadable }
+    public let message: String
+    public init(_ message: String) { self.message = message }
 }
 
 /// Writes a compact binary form of stored state (the ratchet, the agent's connection records),

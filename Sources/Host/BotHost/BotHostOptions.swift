@@ -1,3 +1,4 @@
+import SwiftplexBase
 import Foundation
 import PluginHost
 import Prometheus
@@ -149,7 +150,9 @@ public struct BotOptions: Sendable {
 }
 
 /// Why the host could not start.
-public struct BotHostError: Error, CustomStringConvertible {
-    public let description: String
-    init(_ description: String) { self.description = description }
+public struct BotHostError: CodedError {
+    public enum Code: Sendable, Hashable { case cannotStart }
+    public var code: Code { .cannotStart }
+    public let message: String
+    init(_ message: String) { self.message = message }
 }

@@ -179,7 +179,7 @@ final class PluginInstance: @unchecked Sendable {
 }
 
 /// A failure of a running plugin (start, handler, timeout, crash), as logged and counted.
-public struct PluginError: Error, Sendable, CustomStringConvertible {
+public struct PluginError: CodedError {
     public enum Code: String, Sendable {
         case startFailed = "start failed"
         case handlerFailed = "handler failed"

@@ -1,3 +1,4 @@
+import SwiftplexBase
 import Foundation
 import SwiftplexSQL
 
@@ -95,8 +96,10 @@ public final class PluginStorage: Sendable {
     }
 
     /// A write refused because it would take an instance past its ``Quota``; nothing was written.
-    public struct QuotaExceeded: Error, CustomStringConvertible, Sendable {
-        public let description: String
+    public struct QuotaExceeded: CodedError {
+        public enum Code: Sendable, Hashable { case quota }
+        public var code: Code { .quota }
+        public let message: String
     }
 
     /// Sets (or with nil removes) `key` of `instance`, within ``quota``: a write that would take
@@ -104,7 +107,7 @@ public final class PluginStorage: Sendable {
     public func set(instance: String, key: String, value: String?) throws {
         let quota = quota
         if value != nil, key.count > quota.maxKeyCharacters {
-            throw QuotaExceeded(description: "plugin storage: a key of \(key.count) characters is longer than \(quota.maxKeyCharacters)")
+            throw QuotaExceeded(message: "plugin storage: a key of \(key.count) characters is longer than \(quota.maxKeyCharacters)")
         }
         try store.writeNow { db in
             if let value {
@@ -112,10 +115,10 @@ public final class PluginStorage: Sendable {
                 let others = try row?.get(0, as: Int.self) ?? 0
                 let used = try row?.get(1, as: Int.self) ?? 0
                 guard others + 1 <= quota.maxKeys else {
-                    throw QuotaExceeded(description: "plugin storage of \(instance): \(quota.maxKeys) keys at most; delete some first")
+                    throw QuotaExceeded(message: "plugin storage of \(instance): \(quota.maxKeys) keys at most; delete some first")
                 }
                 guard used + value.count <= quota.maxValueCharacters else {
-                    throw QuotaExceeded(description: "plugin storage of \(instance): \(quota.maxValueCharacters) characters of values at most (\(used) used by other keys, \(value.count) more asked)")
+                    throw QuotaExceeded(message: "plugin storage of \(instance): \(quota.maxValueCharacters) characters of values at most (\(used) used by other keys, \(value.count) more asked)")
                 }
                 try db.execute("INSERT INTO plugin_kv (instance, key, value) VALUES (?, ?, ?) ON CONFLICT(instance, key) DO UPDATE SET value = excluded.value",
                                instance, key, value)

@@ -482,9 +482,11 @@ extension EventInbox {
     }
 }
 
-public struct HarnessError: Error, CustomStringConvertible {
-    public let description: String
-    init(_ d: String) { description = d }
+public struct HarnessError: CodedError {
+    public enum Code: Sendable, Hashable { case failed }
+    public var code: Code { .failed }
+    public let message: String
+    init(_ message: String) { self.message = message }
 }
 
 extension JSONValue {

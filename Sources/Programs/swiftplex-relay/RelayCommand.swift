@@ -222,15 +222,27 @@ struct RelayCommand: AsyncParsableCommand {
             logger.info("metrics endpoint listening", metadata: ["address": "http://\(mh):\(endpoint.port)/metrics"])
             services.append(endpoint)
         }
-        // The address goes to stdout (and only it), so scripts can read it.
-        print(server.address.description)
-        fflush(nil)
+        // The address goes to stdout (and only it), so scripts can read it — printed by a service
+        // of the group, so only once the group traps SIGTERM and SIGINT: a script that reads the
+        // address and stops the relay at once stops it cleanly.
         let serviceGroup = ServiceGroup(configuration: .init(
-            services: services.map { .init(service: $0) },
+            services: services.map { .init(service: $0) }
+                + [.init(service: AddressAnnouncement(address: server.address.description), successTerminationBehavior: .ignore)],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         ))
         try await serviceGroup.run()
+    }
+
+    /// Prints the relay's address on stdout, then waits for the group's shutdown.
+    struct AddressAnnouncement: Service {
+        let address: String
+
+        func run() async throws {
+            print(address)
+            fflush(nil)
+            try? await gracefulShutdown()
+        }
     }
 
     /// The longest duration any option takes: 100 years.

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import SwiftplexBase
 
 /// The process's open-file limit (`RLIMIT_NOFILE`): every connection is a file descriptor, so a
 /// relay for thousands of clients needs a soft limit above `--max-connections`. Debian's default
@@ -15,10 +16,12 @@ public enum OpenFileLimit {
         public var description: String { "soft \(soft), hard \(hard)" }
     }
 
-    public struct Failure: Error, CustomStringConvertible {
+    public struct Failure: CodedError {
+        public enum Code: Sendable, Hashable { case tooFewFiles }
+        public var code: Code { .tooFewFiles }
         public let needed: Int
         public let limits: Limits
-        public var description: String {
+        public var message: String {
             "\(needed) open files are needed and the hard limit is \(limits.hard): raise it (ulimit -Hn as root, or LimitNOFILE= in the systemd unit)"
         }
     }

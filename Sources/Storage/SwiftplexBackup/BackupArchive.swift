@@ -269,7 +269,9 @@ public enum BackupArchive {
 }
 
 /// Why a backup, a restore, an export or an import did not happen (nothing was changed).
-public struct BackupError: Error, CustomStringConvertible, Sendable {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+public struct BackupError: CodedError {
+    public enum Code: Sendable, Hashable { case failed }
+    public var code: Code { .failed }
+    public let message: String
+    public init(_ message: String) { self.message = message }
 }

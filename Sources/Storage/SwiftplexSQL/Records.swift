@@ -1,3 +1,4 @@
+import SwiftplexBase
 import Synchronization
 
 // Records: Codable structs stored one per row. A record's properties are its columns (named by
@@ -63,9 +64,11 @@ public enum ConflictResolution: Sendable {
 }
 
 /// A record with no row to update.
-public struct RecordNotFound: Error, CustomStringConvertible, Sendable {
+public struct RecordNotFound: CodedError {
+    public enum Code: Sendable, Hashable { case noRow }
+    public var code: Code { .noRow }
     public let table: String
-    public var description: String { "no row of \(table) to update" }
+    public var message: String { "no row of \(table) to update" }
 }
 
 // MARK: - Writing

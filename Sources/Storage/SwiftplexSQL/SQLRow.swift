@@ -1,3 +1,4 @@
+import SwiftplexBase
 import Synchronization
 
 /// One result row: its values in column order, and the statement's column names (shared by every
@@ -67,7 +68,7 @@ extension SQLValue {
 }
 
 /// A failure of the SQL layer, with the backend's message.
-public struct SQLError: Error, CustomStringConvertible, Sendable {
+public struct SQLError: CodedError {
     public enum Code: String, Sendable {
         /// A column missing, or of another kind than asked.
         case column

@@ -1,3 +1,4 @@
+import SwiftplexBase
 // Copying one database's rows into another of the same schema, whichever backends they are on
 // (`swiftplex store copy`, docs/postgres.md "Moving a bot between SQLite and PostgreSQL"). The
 // tables, their columns, keys, foreign keys and id counters are read from the migrated schema
@@ -177,7 +178,7 @@ public enum SQLSchema {
 }
 
 /// Why a copy between stores did not happen or did not finish.
-public struct StoreCopyError: Error, CustomStringConvertible, Sendable {
+public struct StoreCopyError: CodedError {
     public enum Code: String, Sendable {
         /// A location that names nothing usable (a malformed URL, a bad schema name, both the same).
         case badLocation

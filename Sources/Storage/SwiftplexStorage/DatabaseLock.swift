@@ -2,13 +2,15 @@ import Foundation
 import SwiftplexBase
 
 /// Another process (or another controller in this process) has the databases open.
-public struct DatabaseLocked: Error, CustomStringConvertible, Sendable {
+public struct DatabaseLocked: CodedError {
+    public enum Code: Sendable, Hashable { case held }
+    public var code: Code { .held }
     /// The lock file that is held.
     public let lockFile: String
     /// The holder's process id, when the lock file names a live one.
     public let holder: Int32?
 
-    public var description: String {
+    public var message: String {
         "database locked: another swiftplex process or controller\(holder.map { " (pid \($0))" } ?? "") has these databases open (lock file \(lockFile)); two writers would reuse the same encryption keys"
     }
 }
@@ -187,7 +189,8 @@ final class NSLockedSet: @unchecked Sendable {  // `items` is guarded by `lock`
 }
 
 /// The lock file could not be opened or locked for a reason other than another holder.
-public struct DatabaseLockError: Error, CustomStringConvertible, Sendable {
+public struct DatabaseLockError: CodedError {
+    public enum Code: Sendable, Hashable { case lockFile }
+    public var code: Code { .lockFile }
     public let message: String
-    public var description: String { message }
 }
