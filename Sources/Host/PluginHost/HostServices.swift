@@ -37,28 +37,31 @@ extension HostServices {
             return Self.refusal("send_message: the content is not a JSON object (a MsgContent such as {\"type\":\"text\",\"text\":\"…\"})")
         }
         guard quotedItemId >= 0 else { return Self.refusal("send_message: the quoted item id \(quotedItemId) is negative") }
+        return send(to: "\(kind)\(id)", content: content, quotedItemId: quotedItemId > 0 ? quotedItemId : nil)
+    }
+
+    /// The one `/_send` both callbacks end with: one message of `content` to `chatRef`.
+    private func send(to chatRef: String, content: JSONValue, quotedItemId: Int64?) -> String {
         var composed: [(String, JSONValue)] = [("msgContent", content), ("mentions", .object([]))]
-        if quotedItemId > 0 { composed.append(("quotedItemId", .int(quotedItemId))) }
-        return command("/_send \(kind)\(id) json \(JSONValue.array([.object(composed)]).description)")
+        if let quotedItemId { composed.append(("quotedItemId", .int(quotedItemId))) }
+        return command("/_send \(chatRef) json \(JSONValue.array([.object(composed)]).description)")
     }
 
     /// `post_to_channel` (ABI 1.1): made of Chat API commands, so it is the same in the host and
     /// in an isolated plugin's child (whose `command` goes to the host): `/_get relays #<id>`
     /// must show a channel whose member the bot is as `owner`, then `/_send #<id> json` posts.
     func postToChannel(_ channelId: Int64, contentJSON: String) -> String {
-        func refused(_ message: String) -> String { Self.refusal(message) }
         guard let content = try? JSONValue.parse(contentJSON), case .object = content else {
-            return refused("post_to_channel: the content is not a JSON object (a MsgContent such as {\"type\":\"text\",\"text\":\"…\"})")
+            return Self.refusal("post_to_channel: the content is not a JSON object (a MsgContent such as {\"type\":\"text\",\"text\":\"…\"})")
         }
         let relays = command("/_get relays #\(channelId)")
         guard let answer = try? JSONValue.parse(relays), answer["type"]?.stringValue == "groupRelays" else {
-            return refused("post_to_channel: #\(channelId) is not a channel of this bot")
+            return Self.refusal("post_to_channel: #\(channelId) is not a channel of this bot")
         }
         guard answer["groupInfo"]?["membership"]?["memberRole"]?.stringValue == "owner" else {
-            return refused("post_to_channel: the bot does not own channel #\(channelId)")
+            return Self.refusal("post_to_channel: the bot does not own channel #\(channelId)")
         }
-        let message = JSONValue.array([.object([("msgContent", content), ("mentions", .object([]))])])
-        return command("/_send #\(channelId) json \(message.description)")
+        return send(to: "#\(channelId)", content: content, quotedItemId: nil)
     }
 }
 

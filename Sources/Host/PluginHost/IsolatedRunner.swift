@@ -22,7 +22,6 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
     private let path: String
     private let runnerExecutable: URL
     private let services: LocalServices
-    private let runCommand: KeyedCommandRunner
     private let queueLimit: Int
     private let timeout: Duration
     private let backoff: (initial: Duration, max: Duration)
@@ -87,26 +86,25 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
     static let stableAfter = Duration.seconds(30)
 
     /// Spawns the child and waits for its descriptor; throws the load error if the plugin does not load.
-    static func launch(path: String, runnerExecutable: URL, services: LocalServices, runCommand: @escaping KeyedCommandRunner,
+    static func launch(path: String, runnerExecutable: URL, services: LocalServices,
                        queueLimit: Int, timeout: Duration, backoff: (Duration, Duration),
                        limits: PluginSpec.IsolationLimits = .init(), logger: Logger) async throws -> IsolatedRunner {
         let probe = try await Spawned.spawn(path: path, runner: runnerExecutable, limits: limits, helloTimeout: max(timeout, .seconds(10)),
                                             logger: logger, instance: services.instanceName)
         let runner = IsolatedRunner(info: probe.info, path: path, runnerExecutable: runnerExecutable, services: services,
-                                    runCommand: runCommand, queueLimit: queueLimit, timeout: timeout, backoff: backoff,
+                                    queueLimit: queueLimit, timeout: timeout, backoff: backoff,
                                     limits: limits, logger: logger)
         runner.adopt(probe)
         return runner
     }
 
-    private init(info: PluginInfo, path: String, runnerExecutable: URL, services: LocalServices, runCommand: @escaping KeyedCommandRunner,
+    private init(info: PluginInfo, path: String, runnerExecutable: URL, services: LocalServices,
                  queueLimit: Int, timeout: Duration, backoff: (Duration, Duration), limits: PluginSpec.IsolationLimits, logger: Logger) {
         self.limits = limits
         self.info = info
         self.path = path
         self.runnerExecutable = runnerExecutable
         self.services = services
-        self.runCommand = runCommand
         self.queueLimit = queueLimit
         self.timeout = timeout
         self.backoff = backoff
@@ -346,15 +344,15 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
     private func answer(_ call: Control.Call, id: Int, on child: Child) {
         switch call {
         case let .command(line, event):
-            let run = runCommand
+            let services = services
             // A call made while the child handles a received message's event (the frame names the
             // event) carries that event's idempotency key, so a replay after a crash does not send twice.
-            let key = !LocalServices.isSend(line) ? nil : event.flatMap { Int(exactly: $0) }.flatMap { seq in
-                lock.withLock { () -> String? in
+            let send = !LocalServices.isSend(line) ? nil : event.flatMap { Int(exactly: $0) }.flatMap { seq in
+                lock.withLock { () -> LocalServices.Send? in
                     guard let itemId = state.inFlight.first(where: { $0.seq == seq })?.itemId else { return nil }
                     let ordinal = state.commandsIssued[seq, default: 0]
                     state.commandsIssued[seq] = ordinal + 1
-                    return services.idempotencyKey(itemId: itemId, ordinal: ordinal)
+                    return LocalServices.Send(itemId: itemId, ordinal: ordinal)
                 }
             }
             guard child.beginCall(limit: limits.maxConcurrentCalls) else {
@@ -370,7 +368,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
                 return
             }
             Task {
-                let response = await run(line, key)
+                let response = await services.run(line, send: send)
                 child.endCall()
                 child.writer.send(.result(id: id, .init(value: response)))
             }

@@ -31,6 +31,8 @@ public struct ReceivedItemFeed: Sendable {
 final class LocalServices: HostServices, @unchecked Sendable {
     let instanceName: String
     private let runCommand: KeyedCommandRunner
+    /// Whether the engine could be reached throughout a send (nil: the engine is in process).
+    private let reachability: EngineReachability?
     private let storage: PluginStorage
     /// Writes the instance's mark when handled received items move it (the host has a
     /// ``ReceivedItemFeed``); nil otherwise.
@@ -57,22 +59,9 @@ final class LocalServices: HostServices, @unchecked Sendable {
          commandsChanged: @escaping @Sendable (String, [[String: String]]) -> Void) {
         self.instanceName = instanceName
         marks = keepsMark ? MarkWriter(instance: instanceName, storage: storage, logger: logger) : nil
-        let markState = NIOLockedValueBox(MarkState())
-        self.markState = markState
-        if let reachability {
-            // A send for a received message that ran while the engine could not be reached (or
-            // across a lost connection) may not have happened: that message is not done.
-            self.runCommand = { line, key in
-                let before = reachability.now
-                let result = await runCommand(line, key)
-                if let key, !reachability.unbroken(since: before), let itemId = Self.itemId(ofKey: key) {
-                    markState.withLockedValue { _ = $0.unsure.insert(itemId) }
-                }
-                return result
-            }
-        } else {
-            self.runCommand = runCommand
-        }
+        markState = NIOLockedValueBox(MarkState())
+        self.runCommand = runCommand
+        self.reachability = reachability
         self.storage = storage
         self.logger = logger
         self.commandsChanged = commandsChanged
@@ -81,15 +70,14 @@ final class LocalServices: HostServices, @unchecked Sendable {
 
     // MARK: Crash safety
 
-    /// The idempotency key of the `ordinal`-th send (from 0) issued while handling the event of
-    /// received item `itemId`: the same on a replay of that event after a crash.
-    func idempotencyKey(itemId: Int64, ordinal: Int) -> String { "\(instanceName):\(itemId):\(ordinal)" }
-
-    /// The received item an ``idempotencyKey(itemId:ordinal:)`` was made for.
-    static func itemId(ofKey key: String) -> Int64? {
-        let parts = key.split(separator: ":")
-        return parts.count >= 3 ? Int64(parts[parts.count - 2]) : nil
+    /// The `ordinal`-th send (from 0) issued while handling the event of received item `itemId`.
+    struct Send: Sendable {
+        var itemId: Int64
+        var ordinal: Int
     }
+
+    /// The idempotency key of `send`: the same on a replay of that event after a crash.
+    func idempotencyKey(_ send: Send) -> String { "\(instanceName):\(send.itemId):\(send.ordinal)" }
 
     /// Whether a command line is a `/_send` (only sends carry keys and are counted: other
     /// commands, such as a lookup the plugin caches, may differ between the first run and a replay).
@@ -137,23 +125,29 @@ final class LocalServices: HostServices, @unchecked Sendable {
         marks?.flush()
     }
 
-    /// Runs a command with a key (for an isolated child's call made while handling an event).
-    func run(_ line: String, idempotencyKey: String?) async -> String {
-        await runCommand(line, idempotencyKey)
+    /// Runs a command as the bot; `send` names the received message it answers (its key makes a
+    /// replay send nothing twice). A send that ran while the engine could not be reached, or
+    /// across a lost connection, may not have happened: that message is not done (``handled(itemId:)``).
+    func run(_ line: String, send: Send?) async -> String {
+        let before = reachability?.now
+        let result = await runCommand(line, send.map(idempotencyKey))
+        if let send, let reachability, let before, !reachability.unbroken(since: before) {
+            markState.withLockedValue { _ = $0.unsure.insert(send.itemId) }
+        }
+        return result
     }
 
     func command(_ line: String) -> String {
         Blocking.willWait("a plugin's synchronous command call")
         let result = NIOLockedValueBox<String?>(nil)
         let done = DispatchSemaphore(value: 0)
-        let run = runCommand
-        let key = !Self.isSend(line) ? nil : handling.withLockedValue { h -> String? in
+        let send = !Self.isSend(line) ? nil : handling.withLockedValue { h -> Send? in
             guard let current = h else { return nil }
             h!.commands += 1
-            return idempotencyKey(itemId: current.itemId, ordinal: current.commands)
+            return Send(itemId: current.itemId, ordinal: current.commands)
         }
         Task {
-            let r = await run(line, key)
+            let r = await self.run(line, send: send)
             result.withLockedValue { $0 = r }
             done.signal()
         }

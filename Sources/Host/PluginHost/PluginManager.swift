@@ -313,7 +313,7 @@ public final class PluginManager: Sendable {
                 runner = InProcessRunner(library: library, services: services, queueLimit: spec.queueLimit, timeout: spec.timeout, logger: logger)
             case .process:
                 runner = try await IsolatedRunner.launch(path: spec.path, runnerExecutable: runnerExecutable, services: services,
-                                                         runCommand: { line, key in await services.run(line, idempotencyKey: key) }, queueLimit: spec.queueLimit, timeout: spec.timeout,
+                                                         queueLimit: spec.queueLimit, timeout: spec.timeout,
                                                          backoff: (spec.backoff.initial, spec.backoff.max), limits: spec.limits, logger: logger)
             }
         } catch let e as PluginLoadError {

@@ -40,8 +40,7 @@ public final class TestHost: @unchecked Sendable {
             command: { ctx, cmd in
                 let host = TestHost.from(ctx)
                 let command = cmd.map { String(cString: $0) } ?? ""
-                let respond = host.lock.withLock { host._commands.append(command); return host._respond }
-                return strdup(respond(command))
+                return strdup(host.answer(command))
             },
             log: { ctx, level, message in
                 let host = TestHost.from(ctx)
@@ -83,18 +82,15 @@ public final class TestHost: @unchecked Sendable {
                 // Recorded as the `/_send` the real host ends with (after checking the channel).
                 let host = TestHost.from(ctx)
                 let body = content.map { String(cString: $0) } ?? "null"
-                let command = "/_send #\(channelId) json [{\"msgContent\":\(body),\"mentions\":{}}]"
-                let respond = host.lock.withLock { host._commands.append(command); return host._respond }
-                return strdup(respond(command))
+                return strdup(host.answer("/_send #\(channelId) json [{\"msgContent\":\(body),\"mentions\":{}}]"))
             },
             send_message: { ctx, chatRef, content, quotedItemId in
                 // Recorded as the `/_send` the real host makes of it (HostServices.sendMessage).
                 let host = TestHost.from(ctx)
                 let body = content.map { String(cString: $0) } ?? "null"
                 let quote = quotedItemId > 0 ? ",\"quotedItemId\":\(quotedItemId)" : ""
-                let command = "/_send \(chatRef.map { String(cString: $0) } ?? "") json [{\"msgContent\":\(body),\"mentions\":{}\(quote)}]"
-                let respond = host.lock.withLock { host._commands.append(command); host._messagesSent += 1; return host._respond }
-                return strdup(respond(command))
+                return strdup(host.answer("/_send \(chatRef.map { String(cString: $0) } ?? "") json [{\"msgContent\":\(body),\"mentions\":{}\(quote)}]",
+                                          viaSendMessage: true))
             }
         ))
         api.pointee.context = Unmanaged.passUnretained(self).toOpaque()
@@ -103,6 +99,17 @@ public final class TestHost: @unchecked Sendable {
     deinit {
         api.deinitialize(count: 1)
         api.deallocate()
+    }
+
+    /// Records `command` (the `/_send` the real host makes of a callback that is not `command`)
+    /// and answers it with `respond`.
+    private func answer(_ command: String, viaSendMessage: Bool = false) -> String {
+        let respond = lock.withLock {
+            _commands.append(command)
+            if viaSendMessage { _messagesSent += 1 }
+            return _respond
+        }
+        return respond(command)
     }
 
     private static func from(_ ctx: UnsafeMutableRawPointer?) -> TestHost {
