@@ -27,7 +27,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.ui import WebDriverWait
 
 import test_ws_api as support
-from harness import BIN, TIMEOUT, check, run, start_relay, started
+from harness import BIN, TIMEOUT, check, run, start_relay, started, stop
 
 # The page: opens the API, sends one command, and writes what happened into the title.
 PAGE = """<!doctype html><title>loading</title><script>
@@ -86,7 +86,7 @@ def title_after_load(driver, url):
 
 def main():
     work = tempfile.mkdtemp(prefix="swiftplex-origin-")
-    _, relay = start_relay(os.path.join(work, "relay"))
+    relay_process, relay = start_relay(os.path.join(work, "relay"))
     allowed_port = free_port()
     chat = subprocess.Popen([os.path.join(BIN, "swiftplex-chat"), "--data-dir", os.path.join(work, "bot"), "--server", relay,
                              "--name", "bot", "-p", "0", "--ws-allow-origin", f"http://127.0.0.1:{allowed_port}"],
@@ -124,6 +124,9 @@ def main():
     answer = session.command("/user")
     check(answer.get("type") == "activeUser", "a client without Origin is served")
     driver.quit()
+    session.ws.close()
+    stop(chat)
+    stop(relay_process)
 
 
 if __name__ == "__main__":
