@@ -110,6 +110,7 @@ let package = Package(
             dependencies: [
                 "RelayServer",
                 "RelayProtocol",
+                "SwiftplexSQL",
                 "SwiftplexSQLPostgres",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -160,7 +161,6 @@ let package = Package(
                 "RelayProtocol",
                 "SwiftplexCrypto",
                 "SwiftplexSQL",
-                "SwiftplexSQLPostgres",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -186,7 +186,6 @@ let package = Package(
                 "SwiftplexCrypto",
                 "SwiftplexBackup",
                 "SwiftplexSQL",
-                "SwiftplexSQLPostgres",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -221,7 +220,7 @@ let package = Package(
         .target(
             name: "SimplexLib",
             dependencies: [
-                "ChatAPI", "ChatCore", "ChatModel", "CSodium", "RelayProtocol", "SwiftplexBase", "SwiftplexCrypto", "SwiftplexStorage", "SwiftplexSQLPostgres",
+                "ChatAPI", "ChatCore", "ChatModel", "CSodium", "RelayProtocol", "SwiftplexBase", "SwiftplexCrypto", "SwiftplexStorage", "SwiftplexSQL", "SwiftplexSQLPostgres",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
@@ -273,7 +272,7 @@ let package = Package(
             name: "BotHost",
             dependencies: [
                 "Agent", "ChatAPI", "ChatCore", "ChatModel", "ChatServer", "PluginHost", "QRCode", "RelayServer", "RelayProtocol", "SwiftplexBackup", "SwiftplexBase",
-                "SwiftplexSQLPostgres", "SwiftplexStorage",
+                "SwiftplexSQL", "SwiftplexStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -304,7 +303,7 @@ let package = Package(
         .target(name: "PluginABITesting", dependencies: ["CSwiftplexPlugin"], path: "Tests/Support/PluginABITesting"),
         // Test support only (Foundation and SwiftplexSpawn), shared by every test target: temporary directories,
         // inboxes that await events (no polling), child processes whose output lines are awaited.
-        .target(name: "TestSupport", dependencies: ["SwiftplexSpawn"], path: "Tests/Support/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["SwiftplexSpawn", "SwiftplexSQL", "SwiftplexSQLPostgres"], path: "Tests/Support/TestSupport"),
         // Test support only: chat engines on an in-process relay (ChatAPITests, ChatModelTests,
         // ChatCoreTests, ChatServerTests, BotHostTests).
         .target(
@@ -345,7 +344,7 @@ let package = Package(
         .executableTarget(
             name: "swiftplex-chat",
             dependencies: [
-                "ChatAPI", "ChatCore", "ChatServer", "RelayProtocol", "QRCode", "SwiftplexBase", "SwiftplexStorage",
+                "ChatAPI", "ChatCore", "ChatServer", "RelayProtocol", "QRCode", "SwiftplexBase", "SwiftplexSQL", "SwiftplexSQLPostgres", "SwiftplexStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -355,6 +354,7 @@ let package = Package(
             dependencies: [
                 "RelayServer",
                 "RelayPostgres",
+                "SwiftplexSQL",
                 "SwiftplexSQLPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -510,6 +510,7 @@ let package = Package(
             dependencies: [
                 "RelayServer",
                 "RelayPostgres",
+                "SwiftplexSQL",
                 "SwiftplexSQLPostgres",
                 "RelayClient",
                 "swiftplex-relay",

@@ -1,7 +1,9 @@
 """Checks that `Sources/` keeps its layers (Package.swift's `layers` table): every module in
 `Sources/<layer>/<module>` is a target of that table, and each depends only on modules of its own
 layer or of the layers listed before it; and that `Tests/` mirrors it (the `testLayers` table
-places every test target). Run by `make test` (prints `layers: N modules in L
+places every test target); and that the PostgreSQL driver (SwiftplexSQLPostgres) is passed in by
+the programs, not imported by the engine or the host: only the programs, the libsimplex edge that
+acts as one, and the relay's own PostgreSQL store depend on it. Run by `make test` (prints `layers: N modules in L
 layers, dependencies point up`) and exits non-zero, naming each edge that points down.
 
 Usage: python3 Tests/Support/layers.py PACKAGE_DUMP.json  (the output of `swift package dump-package`)
@@ -11,6 +13,10 @@ import json
 import os
 import re
 import sys
+
+# The PostgreSQL driver, and the modules besides the programs that may link it.
+DRIVER = "SwiftplexSQLPostgres"
+DRIVER_USERS = {"RelayPostgres", "SimplexLib"}
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -54,11 +60,13 @@ def main():
             used = value[0] if isinstance(value, list) else None
             if kind in ("byName", "target") and used in index and index[used] > index[name]:
                 problems.append(f"{name} ({order[index[name]][0]}) depends on {used} ({order[index[used]][0]}), a layer below it")
+            if kind in ("byName", "target") and used == DRIVER and name not in DRIVER_USERS and order[index[name]][0] != "Programs":
+                problems.append(f"{name} depends on {DRIVER}: the PostgreSQL backend is passed in by the programs (SQLBackends.use)")
     if problems:
         for p in problems:
             print(f"layers: {p}")
         sys.exit(1)
-    print(f"layers: {len(index)} modules in {len(order)} layers, dependencies point up")
+    print(f"layers: {len(index)} modules in {len(order)} layers, dependencies point up, {DRIVER} passed in by the programs")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import NIOConcurrencyHelpers
 import RelayProtocol
 import SwiftplexBase
 import SwiftplexCrypto
+import SwiftplexSQL
 import SwiftplexStorage
 import SwiftplexSQLPostgres
 
@@ -70,7 +71,8 @@ public func chat_migrate_init(_ path: UnsafePointer<CChar>?, _ key: UnsafePointe
         return result(.object([("type", .string("invalidConfirmation"))]))
     }
     // The Python library's PostgresDb passes (schema prefix, connection string); SqliteDb passes
-    // (file prefix, encryption key).
+    // (file prefix, encryption key). The library offers PostgreSQL: its backend is passed in here.
+    SQLBackends.use(postgres: PostgresStore.backend)
     let database: EngineDatabase
     let dbFile: String
     let key = string(key) ?? ""

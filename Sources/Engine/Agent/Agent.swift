@@ -8,7 +8,6 @@ import RelayClient
 import RelayProtocol
 import SwiftplexCrypto
 import SwiftplexStorage
-import SwiftplexSQLPostgres
 import SwiftplexBase
 
 /// Duplex, end-to-end encrypted connections over pairs of relay queues.
@@ -121,16 +120,9 @@ public actor Agent {
     /// (a tool's view), read through a read-only connection of its own, beside any agent that
     /// runs on it elsewhere: an SQLite file opened read-only (WAL readers do not block the
     /// agent; a file that does not exist holds nothing), a PostgreSQL schema through a connection
-    /// that takes no lock (``PostgresStore/openReadingOnly(location:label:eventLoopGroup:logger:)``).
+    /// that takes no lock (``DatabaseLocation/openReadingOnly(label:)``).
     public static func outboxDepth(at location: DatabaseLocation) async throws -> Int {
-        let store: any SQLStore
-        switch location {
-        case let .sqlite(path):
-            guard FileManager.default.fileExists(atPath: path.path) else { return 0 }
-            store = try await Blocking.run("agent-monitor-open") { try SQLiteStore(readingOnly: path, label: "agent-monitor") }
-        case let .postgres(l):
-            store = try await PostgresStore.openReadingOnly(location: l, label: "agent-monitor")
-        }
+        guard let store = try await location.openReadingOnly(label: "agent-monitor") else { return 0 }
         let count: Result<Int, any Error>
         do { count = .success(try await store.read(countPending)) } catch { count = .failure(error) }
         await Blocking.run("agent-monitor-close") { try? store.close() }

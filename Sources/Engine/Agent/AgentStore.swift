@@ -1,6 +1,5 @@
 import Foundation
 import SwiftplexSQL
-import SwiftplexSQLPostgres
 import RelayClient
 import RelayProtocol
 import SwiftplexCrypto

@@ -1,6 +1,5 @@
 import ChatModel
 import Foundation
-import SwiftplexSQLPostgres
 import SwiftplexBackup
 import SwiftplexBase
 import Synchronization
@@ -81,16 +80,7 @@ extension ChatController {
         let (chat, agentDB) = (try database.chat, try database.agent)
         await closeStores()
         try await Self.offActor {
-            for location in [chat, agentDB] {
-                switch location {
-                case let .sqlite(path):
-                    for transient in ["", "-wal", "-shm", "-journal"] where FileManager.default.fileExists(atPath: path.path + transient) {
-                        try FileManager.default.removeItem(atPath: path.path + transient)
-                    }
-                case let .postgres(schema):
-                    try PostgresStore.dropSchema(at: schema)
-                }
-            }
+            for location in [chat, agentDB] { try location.destroy() }
         }
         logger.info("deleted the databases")
         return .cmdOk(user: nil)

@@ -1,10 +1,11 @@
 import Agent
 import ChatModel
 import Foundation
-import SwiftplexSQL
 import GroupProtocol
 import SwiftplexBase
 import SwiftplexCrypto
+import SwiftplexSQL
+import Synchronization
 
 // The bot API's group commands. Each is checked with `GroupPermissions` first (so that the API
 // answers `groupUserRole` with the role it needs), then fed to the group's machine
@@ -379,9 +380,8 @@ extension ChatController {
 }
 
 /// The id of an item inserted inside a transaction closure, read after it.
-final class ItemIdBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: Int64?
-    func set(_ v: Int64) { lock.withLock { stored = v } }
-    var value: Int64? { lock.withLock { stored } }
+final class ItemIdBox: Sendable {
+    private let stored = Mutex<Int64?>(nil)
+    func set(_ v: Int64) { stored.withLock { $0 = v } }
+    var value: Int64? { stored.withLock { $0 } }
 }

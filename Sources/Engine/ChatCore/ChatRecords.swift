@@ -306,17 +306,16 @@ enum Stored {
 /// Values decoded from stored JSON text, by that text: a row read again (a contact's, for each of
 /// its messages) is not parsed and decoded again. Keyed by the text itself, so an entry is never
 /// stale; at most `capacity` entries are kept (all are dropped when it is reached).
-final class DecodedColumns<Value: Sendable>: @unchecked Sendable {  // `values` is guarded by `lock`
-    private let lock = NSLock()
-    private var values: [String: Value] = [:]
+final class DecodedColumns<Value: Sendable>: Sendable {
+    private let values = Mutex<[String: Value]>([:])
     private let capacity: Int
 
     init(capacity: Int = 256) { self.capacity = capacity }
 
     func value(_ text: String, _ decode: (String) -> Value) -> Value {
-        if let known = lock.withLock({ values[text] }) { return known }
+        if let known = values.withLock({ $0[text] }) { return known }
         let decoded = decode(text)
-        lock.withLock {
+        values.withLock { values in
             if values.count >= capacity { values.removeAll(keepingCapacity: true) }
             values[text] = decoded
         }

@@ -1,7 +1,6 @@
 import ChatModel
 import Foundation
 import SwiftplexSQL
-import SwiftplexSQLPostgres
 import SwiftplexBase
 
 /// `<prefix>_chat.db`: users, contacts, pending connections, addresses, contact requests and chat

@@ -1,6 +1,5 @@
 import Foundation
 import SwiftplexSQL
-import SwiftplexSQLPostgres
 
 /// Where an engine keeps its two databases (chat and agent).
 public enum EngineDatabase: Sendable, CustomStringConvertible {
@@ -56,10 +55,7 @@ public enum EngineDatabase: Sendable, CustomStringConvertible {
 
     /// The migrations of `migrations` not yet applied at `location` (for `confirmation: .error`).
     static func pending(_ migrations: [SQLMigration], at location: DatabaseLocation) throws -> [String] {
-        switch location {
-        case let .sqlite(path): try SQLiteStore.pendingMigrations(migrations, at: path)
-        case let .postgres(l): try PostgresStore.pendingMigrations(migrations, at: l)
-        }
+        try location.pendingMigrations(migrations)
     }
 
     /// The files' prefix, or the server and schema prefix (never a password).

@@ -2,7 +2,6 @@ import Agent
 import Foundation
 import SwiftplexBase
 import SwiftplexSQL
-import SwiftplexSQLPostgres
 import SwiftplexStorage
 
 /// Moves an engine's two databases (chat and agent) from one ``EngineDatabase`` to another —

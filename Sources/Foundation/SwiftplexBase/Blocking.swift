@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Blocking work kept off Swift's cooperative thread pool.
 ///
@@ -104,13 +105,10 @@ private final class ThreadFlag: @unchecked Sendable {  // the key is written onc
 }
 
 /// Call sites already reported (the log mode prints each once).
-private final class ReportedSites: @unchecked Sendable {  // guarded by `lock`
-    private let lock = NSLock()
-    private var sites: Set<String> = []
+private final class ReportedSites: Sendable {
+    private let sites = Mutex<Set<String>>([])
 
     func insert(_ site: String) -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return sites.insert(site).inserted
+        sites.withLock { $0.insert(site).inserted }
     }
 }

@@ -9,7 +9,7 @@ import NIOConcurrencyHelpers
 import PluginHost
 import RelayProtocol
 import SwiftplexBase
-import SwiftplexSQLPostgres
+import SwiftplexSQL
 import SwiftplexStorage
 
 /// One bot of a ``BotHost``: its own chat engine and databases (`<prefix>_chat.db`,

@@ -1,5 +1,6 @@
 import Foundation
 import SwiftplexBase
+import Synchronization
 
 /// The framing between the host and an isolated plugin's child process: each frame is a
 /// 4-byte big-endian length, a kind byte and a body. Events and their completions — the hot
@@ -257,10 +258,10 @@ extension PluginInfo: Codable {
 }
 
 /// Writes frames to a file descriptor; safe from any thread.
-final class FrameWriter: @unchecked Sendable {
+final class FrameWriter: Sendable {
     private let fd: Int32
-    private let lock = NSLock()
-    private var broken = false
+    /// Held for each whole frame; true once a write failed (the other side has gone).
+    private let broken = Mutex(false)
 
     init(fd: Int32) { self.fd = fd }
 
@@ -272,8 +273,7 @@ final class FrameWriter: @unchecked Sendable {
     @discardableResult
     func send(_ frame: Frame) -> Bool {
         guard let data = frame.bytes else { return false }
-        lock.lock()
-        defer { lock.unlock() }
+        return broken.withLock { broken in
         guard !broken else { return false }
         let ok = data.withUnsafeBytes { raw -> Bool in
             var offset = 0
@@ -286,6 +286,7 @@ final class FrameWriter: @unchecked Sendable {
         }
         if !ok { broken = true }
         return ok
+        }
     }
 }
 

@@ -1,8 +1,9 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import SwiftplexBase
 import SwiftplexSpawn
-import NIOConcurrencyHelpers
+import Synchronization
 
 /// Runs a plugin in a child process (`swiftplex-plugin-runner`) over the same ABI: a crash or a
 /// hang is contained, logged, counted, and the child restarted with exponential backoff.
@@ -17,7 +18,7 @@ import NIOConcurrencyHelpers
 /// `limits.maxConcurrentCalls` at once, and its stdin is written by a thread of its own from a
 /// bounded queue (``ChildInput``), so a child that stops reading delays nobody else and is
 /// killed as hung.
-final class IsolatedRunner: PluginRunner, @unchecked Sendable {
+final class IsolatedRunner: PluginRunner, Sendable {
     let info: PluginInfo
     private let path: String
     private let runnerExecutable: URL
@@ -27,11 +28,14 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
     private let backoff: (initial: Duration, max: Duration)
     private let limits: PluginSpec.IsolationLimits
     private let logger: Logger
-    private let lock = NSLock()
-    private var state = State()
+    private let state = Mutex(State())
 
     private struct State {
         var child: Child?
+        /// Children spawned so far (each one's number).
+        var generation = 0
+        /// `start` waits here for the child's answer to its start frame.
+        var startWaiter: CheckedContinuation<PluginError?, Never>?
         var config = "{}"
         var nextSeq = 1
         /// Sent (or waiting to be sent) and not yet done, in order.
@@ -51,12 +55,11 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
     }
 
     /// One running child process.
-    final class Child: @unchecked Sendable {
+    final class Child: Sendable {
         let process: SpawnedProcess
         let writer: ChildInput
         let generation: Int
-        private let lock = NSLock()
-        private var calls = 0
+        private let calls = Mutex(0)
         init(process: SpawnedProcess, writer: ChildInput, generation: Int) {
             self.process = process
             self.writer = writer
@@ -65,21 +68,21 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
 
         /// Counts one more running call unless `limit` are running.
         func beginCall(limit: Int) -> Bool {
-            lock.withLock {
+            calls.withLock { calls in
                 guard calls < limit else { return false }
                 calls += 1
                 return true
             }
         }
 
-        func endCall() { lock.withLock { calls -= 1 } }
+        func endCall() { calls.withLock { $0 -= 1 } }
     }
 
-    var stats: PluginStats { lock.withLock { state.stats } }
+    var stats: PluginStats { state.withLock { state in state.stats } }
 
     var handledMark: Int64? { services.handledMark }
     var condition: PluginCondition {
-        lock.withLock { state.stopping ? .stopping : (state.restartDelay != nil ? .restarting : .running) }
+        state.withLock { state in state.stopping ? .stopping : (state.restartDelay != nil ? .restarting : .running) }
     }
 
     /// A child that ran this long before crashing restarts after the initial delay again.
@@ -111,13 +114,11 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
         self.logger = logger
     }
 
-    private var generation = 0
-
     /// Makes a freshly spawned child the current one and starts reading its frames.
     private func adopt(_ spawned: Spawned) {
-        let child = lock.withLock { () -> Child in
-            generation += 1
-            let c = Child(process: spawned.process, writer: spawned.writer, generation: generation)
+        let child = state.withLock { (state: inout State) -> Child in
+            state.generation += 1
+            let c = Child(process: spawned.process, writer: spawned.writer, generation: state.generation)
             state.child = c
             return c
         }
@@ -129,19 +130,17 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
 
     // MARK: Starting
 
-    private var startWaiter: CheckedContinuation<PluginError?, Never>?
-
     func start(configJSON: String) async -> PluginError? {
-        lock.withLock { state.config = configJSON }
+        state.withLock { state in state.config = configJSON }
         return await startChild()
     }
 
     private func startChild() async -> PluginError? {
-        let child = lock.withLock { state.child }
+        let child = state.withLock { state in state.child }
         guard let child else { return PluginError(.crashed, "the plugin process is not running") }
-        let config = lock.withLock { state.config }
+        let config = state.withLock { state in state.config }
         let result = await withCheckedContinuation { (cont: CheckedContinuation<PluginError?, Never>) in
-            lock.withLock { startWaiter = cont }
+            state.withLock { $0.startWaiter = cont }
             if !child.writer.send(.start(config: config)) {
                 resolveStart(PluginError(.crashed, "the plugin process exited before it started"))
             }
@@ -150,7 +149,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
             // Send what waited while the child was down, then let `deliver` send directly again.
             // Both under the lock, so no event can overtake the ones that waited. Nothing is
             // written under the lock: `send` only queues for the child's writer thread.
-            lock.withLock {
+            state.withLock { state in
                 state.lastProgress = .now
                 for event in state.inFlight { child.writer.send(.event(seq: UInt64(event.seq), json: event.json)) }
                 state.restartDelay = nil
@@ -161,21 +160,21 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
     }
 
     private func resolveStart(_ error: PluginError?) {
-        let w = lock.withLock { () -> CheckedContinuation<PluginError?, Never>? in
-            defer { startWaiter = nil }
-            return startWaiter
+        let w = state.withLock { (state: inout State) -> CheckedContinuation<PluginError?, Never>? in
+            defer { state.startWaiter = nil }
+            return state.startWaiter
         }
         w?.resume(returning: error)
     }
 
     // MARK: Events
 
-    var queued: Int { lock.withLock { state.inFlight.count } }
+    var queued: Int { state.withLock { state in state.inFlight.count } }
 
     func deliver(_ eventJSON: String, itemId: Int64?) -> Bool {
         // Queued for the child under the lock (so events keep their order whoever delivers them);
         // `send` never blocks, whatever the child does with its stdin.
-        let seq = lock.withLock { () -> Int? in
+        let seq = state.withLock { (state: inout State) -> Int? in
             guard !state.stopping, state.inFlight.count < queueLimit else {
                 state.stats.dropped += 1
                 return nil
@@ -198,7 +197,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
 
     func drain() async {
         await withCheckedContinuation { (cont: CheckedContinuation<Void, Never>) in
-            let now = lock.withLock { () -> Bool in
+            let now = state.withLock { (state: inout State) -> Bool in
                 if state.inFlight.isEmpty { return true }
                 state.drainWaiters.append(cont)
                 return false
@@ -213,7 +212,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
     /// Frames of a child that is no longer the current one are ignored.
     private func childDone(seq: UInt64, error: String?, from child: Child) -> Bool {
         guard let seq = Int(exactly: seq) else { return false }
-        let known = lock.withLock { () -> Bool? in
+        let known = state.withLock { (state: inout State) -> Bool? in
             guard state.child === child else { return nil }
             return state.inFlight.contains { $0.seq == seq }
         }
@@ -227,7 +226,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
     }
 
     private func done(seq: Int, error: String?) {
-        let (waiters, itemId) = lock.withLock { () -> ([CheckedContinuation<Void, Never>], Int64?) in
+        let (waiters, itemId) = state.withLock { (state: inout State) -> ([CheckedContinuation<Void, Never>], Int64?) in
             var itemId: Int64?
             if let i = state.inFlight.firstIndex(where: { $0.seq == seq }) { itemId = state.inFlight.remove(at: i).itemId }
             state.commandsIssued[seq] = nil
@@ -249,7 +248,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
     /// A child that has not read what waits for it on its stdin for longer than the timeout is
     /// killed too (it may have no event in flight: a flood of calls whose answers it never reads).
     func checkTimeout(now: ContinuousClock.Instant) {
-        let victim = lock.withLock { () -> Child? in
+        let victim = state.withLock { (state: inout State) -> Child? in
             guard state.restartDelay == nil, let child = state.child else { return nil }
             let eventHung = !state.inFlight.isEmpty && now - state.lastProgress > timeout
             let inputStalled = child.writer.stalledSince.map { now - $0 > timeout } ?? false
@@ -265,7 +264,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
 
     /// The child let more than `limits.maxPendingInputBytes` wait on its stdin: it is hung.
     private func inputOverflowed(_ child: Child) {
-        let current = lock.withLock { () -> Bool in
+        let current = state.withLock { (state: inout State) -> Bool in
             guard state.child === child, !state.stopping else { return false }
             state.stats.timedOut += 1
             return true
@@ -278,7 +277,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
 
     /// The child broke the protocol: it is killed (its exit restarts it) and the error counted.
     private func protocolViolation(_ child: Child, _ reason: String) {
-        let current = lock.withLock { () -> Bool in
+        let current = state.withLock { (state: inout State) -> Bool in
             guard state.child === child, !state.stopping else { return false }
             state.stats.protocolErrors += 1
             return true
@@ -348,7 +347,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
             // A call made while the child handles a received message's event (the frame names the
             // event) carries that event's idempotency key, so a replay after a crash does not send twice.
             let send = !LocalServices.isSend(line) ? nil : event.flatMap { Int(exactly: $0) }.flatMap { seq in
-                lock.withLock { () -> LocalServices.Send? in
+                state.withLock { (state: inout State) -> LocalServices.Send? in
                     guard let itemId = state.inFlight.first(where: { $0.seq == seq })?.itemId else { return nil }
                     let ordinal = state.commandsIssued[seq, default: 0]
                     state.commandsIssued[seq] = ordinal + 1
@@ -356,7 +355,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
                 }
             }
             guard child.beginCall(limit: limits.maxConcurrentCalls) else {
-                let refused = lock.withLock { () -> Int in
+                let refused = state.withLock { (state: inout State) -> Int in
                     state.stats.refusedCalls += 1
                     return state.stats.refusedCalls
                 }
@@ -393,7 +392,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
         let termination = child.process.waitUntilExit()
         let status = termination.status
         let signalled = if case .signal = termination { true } else { false }
-        let (stopping, delay, lost, lostItem) = lock.withLock { () -> (Bool, Duration, Int?, Int64?) in
+        let (stopping, delay, lost, lostItem) = state.withLock { (state: inout State) -> (Bool, Duration, Int?, Int64?) in
             guard state.child === child else { return (true, .zero, nil, nil) }
             state.child = nil
             if state.stopping { return (true, .zero, nil, nil) }
@@ -422,12 +421,12 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
 
     private func restart(after delay: Duration) async {
         try? await Task.sleep(for: delay)
-        guard !lock.withLock({ state.stopping }) else { return }
+        guard !state.withLock({ state in state.stopping }) else { return }
         do {
             let spawned = try await Spawned.spawn(path: path, runner: runnerExecutable, limits: limits, helloTimeout: max(timeout, .seconds(10)),
                                                   logger: logger, instance: services.instanceName)
             adopt(spawned)
-            lock.withLock { state.stats.restarts += 1 }
+            state.withLock { state in state.stats.restarts += 1 }
             if let error = await startChild() {
                 logger.error("restarted plugin failed to start", metadata: ["plugin": "\(services.instanceName)", "error": "\(error)"])
                 return  // its exit (or the next crash) schedules another restart
@@ -435,7 +434,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
             logger.notice("isolated plugin restarted", metadata: ["plugin": "\(services.instanceName)"])
         } catch {
             logger.error("cannot restart isolated plugin", metadata: ["plugin": "\(services.instanceName)", "error": "\(error)"])
-            let next = lock.withLock { () -> Duration in
+            let next = state.withLock { (state: inout State) -> Duration in
                 let d = min((state.restartDelay ?? backoff.initial) * 2, backoff.max)
                 state.restartDelay = d
                 state.lastDelay = d
@@ -446,7 +445,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
     }
 
     func stop() async {
-        let child = lock.withLock { () -> Child? in
+        let child = state.withLock { (state: inout State) -> Child? in
             state.stopping = true
             return state.child
         }
@@ -461,7 +460,7 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
             logger.warning("isolated plugin did not stop in 5 s; killing it", metadata: ["plugin": "\(services.instanceName)"])
             child.process.signal(SIGKILL)
         }
-        let waiters = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+        let waiters = state.withLock { (state: inout State) -> [CheckedContinuation<Void, Never>] in
             defer { state.drainWaiters.removeAll() }
             return state.drainWaiters
         }
@@ -473,17 +472,16 @@ final class IsolatedRunner: PluginRunner, @unchecked Sendable {
 
 /// Where the child's output reader reports a violation (an over-long line): the runner once it
 /// has adopted the child, and until then a plain kill.
-final class ViolationSink: @unchecked Sendable {
-    private let lock = NSLock()
-    private var handler: (@Sendable (String) -> Void)?
+final class ViolationSink: Sendable {
+    private let handler = Mutex<(@Sendable (String) -> Void)?>(nil)
     private let process: SpawnedProcess
 
     init(process: SpawnedProcess) { self.process = process }
 
-    func set(_ h: @escaping @Sendable (String) -> Void) { lock.withLock { handler = h } }
+    func set(_ h: @escaping @Sendable (String) -> Void) { handler.withLock { $0 = h } }
 
     func report(_ reason: String) {
-        if let h = lock.withLock({ handler }) { h(reason) } else { process.signal(SIGKILL) }
+        if let h = handler.withLock({ $0 }) { h(reason) } else { process.signal(SIGKILL) }
     }
 }
 

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import SwiftplexBase
+import Synchronization
 
 /// Runs a Chat API command as the bot and returns its response JSON text.
 public typealias CommandRunner = @Sendable (String) async -> String
@@ -207,14 +208,13 @@ final class LocalServices: HostServices, @unchecked Sendable {
 /// not wait for SQLite after every message, and coalesces bursts: while one write runs, newer
 /// marks replace each other and the newest is written next. The mark may lag the handler by a
 /// write; a crash then replays those messages (at least once, and their sends are deduplicated).
-final class MarkWriter: @unchecked Sendable {
+final class MarkWriter: Sendable {
     private let instance: String
     private let storage: PluginStorage
     private let logger: Logger
     private let queue: DispatchQueue
-    private let lock = NSLock()
-    private var pending: Int64?
-    private var writing = false
+    /// The newest mark not yet written, and whether a write loop runs.
+    private let state = Mutex<(pending: Int64?, writing: Bool)>((nil, false))
 
     init(instance: String, storage: PluginStorage, logger: Logger) {
         self.instance = instance
@@ -224,10 +224,10 @@ final class MarkWriter: @unchecked Sendable {
     }
 
     func record(_ itemId: Int64) {
-        let start = lock.withLock { () -> Bool in
-            pending = max(pending ?? itemId, itemId)
-            if writing { return false }
-            writing = true
+        let start = state.withLock { s -> Bool in
+            s.pending = max(s.pending ?? itemId, itemId)
+            if s.writing { return false }
+            s.writing = true
             return true
         }
         if start { queue.async { self.writeLoop() } }
@@ -235,10 +235,10 @@ final class MarkWriter: @unchecked Sendable {
 
     private func writeLoop() {
         while true {
-            let next = lock.withLock { () -> Int64? in
-                defer { pending = nil }
-                if pending == nil { writing = false }
-                return pending
+            let next = state.withLock { s -> Int64? in
+                defer { s.pending = nil }
+                if s.pending == nil { s.writing = false }
+                return s.pending
             }
             guard let next else { return }
             do { try storage.setHandledMark(instance: instance, itemId: next) } catch {
@@ -252,7 +252,7 @@ final class MarkWriter: @unchecked Sendable {
         Blocking.willWait("the plugin marks' flush")
         while true {
             queue.sync {}
-            if lock.withLock({ !writing && pending == nil }) { return }
+            if state.withLock({ !$0.writing && $0.pending == nil }) { return }
         }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import NIOConcurrencyHelpers
 import SwiftplexBase
+import Synchronization
 
 /// The child side of `isolation: process`: loads one plugin and serves it over stdin/stdout
 /// frames (see ``Frames``). Run by the `swiftplex-plugin-runner` executable.
@@ -87,17 +88,21 @@ public enum PluginChild {
 /// which run in the child and feed its own queue.
 final class RemoteServices: HostServices, @unchecked Sendable {
     private let writer: FrameWriter
-    private let lock = NSLock()
-    private var nextId = 1
-    private var waiting: [Int: (DispatchSemaphore, Box)] = [:]
+    private struct State {
+        var nextId = 1
+        var waiting: [Int: (DispatchSemaphore, Box)] = [:]
+        var handlingEvent: UInt64?
+    }
+
+    private let state = Mutex(State())
+    /// Set once, before the first event.
     var timers: PluginTimers?
     /// The event the plugin is handling (its seq), named in its `command` calls so the host can
     /// give them that event's idempotency keys.
     var handlingEvent: UInt64? {
-        get { lock.withLock { _handlingEvent } }
-        set { lock.withLock { _handlingEvent = newValue } }
+        get { state.withLock { $0.handlingEvent } }
+        set { state.withLock { $0.handlingEvent = newValue } }
     }
-    private var _handlingEvent: UInt64?
 
     final class Box: @unchecked Sendable { var answer = Control.Answer() }
 
@@ -108,15 +113,13 @@ final class RemoteServices: HostServices, @unchecked Sendable {
     private func call(_ call: Control.Call) -> Control.Answer {
         let sem = DispatchSemaphore(value: 0)
         let box = Box()
-        lock.lock()
-        let id = nextId
-        nextId += 1
-        waiting[id] = (sem, box)
-        lock.unlock()
+        let id = state.withLock { state in
+            defer { state.nextId += 1 }
+            state.waiting[state.nextId] = (sem, box)
+            return state.nextId
+        }
         guard writer.send(.call(id: id, call)) else {
-            lock.lock()
-            waiting[id] = nil
-            lock.unlock()
+            state.withLock { $0.waiting[id] = nil }
             return Control.Answer()
         }
         sem.wait()
@@ -124,9 +127,7 @@ final class RemoteServices: HostServices, @unchecked Sendable {
     }
 
     func resolve(id: Int, _ answer: Control.Answer) {
-        lock.lock()
-        let w = waiting.removeValue(forKey: id)
-        lock.unlock()
+        let w = state.withLock { $0.waiting.removeValue(forKey: id) }
         guard let (sem, box) = w else { return }
         box.answer = answer
         sem.signal()

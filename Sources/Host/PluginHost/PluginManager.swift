@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
+import Synchronization
 
 /// How one configured plugin instance should run.
 public struct PluginSpec: Sendable {
@@ -643,12 +644,11 @@ final class Slot: @unchecked Sendable {
 }
 
 /// Late binding from an instance's timers to its runner.
-final class RunnerRef: @unchecked Sendable {
-    private let lock = NSLock()
-    private var _runner: (any PluginRunner)?
+final class RunnerRef: Sendable {
+    private let current = Mutex<(any PluginRunner)?>(nil)
     var runner: (any PluginRunner)? {
-        get { lock.withLock { _runner } }
-        set { lock.withLock { _runner = newValue } }
+        get { current.withLock { $0 } }
+        set { current.withLock { $0 = newValue } }
     }
 }
 

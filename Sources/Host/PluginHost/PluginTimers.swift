@@ -1,13 +1,17 @@
 import Foundation
 import SwiftplexBase
+import Synchronization
 
 /// The timers of one plugin instance. A fired timer becomes a `swiftplex.timer` event delivered
 /// through the instance's queue, so handlers never run concurrently.
-final class PluginTimers: @unchecked Sendable {  // mutable state only under `lock`
-    private let lock = NSLock()
-    private var nextId: UInt64 = 1
-    private var timers: [UInt64: DispatchSourceTimer] = [:]
-    private var closed = false
+final class PluginTimers: Sendable {
+    private struct State {
+        var nextId: UInt64 = 1
+        var timers: [UInt64: any DispatchSourceTimer] = [:]
+        var closed = false
+    }
+
+    private let state = Mutex(State())
     private let fire: @Sendable (String) -> Void
     private static let queue = DispatchQueue(label: "swiftplex.plugin-timers")
 
@@ -17,14 +21,13 @@ final class PluginTimers: @unchecked Sendable {  // mutable state only under `lo
     }
 
     func start(name: String, delayMs: UInt64, repeatMs: UInt64) -> UInt64 {
-        lock.lock()
-        defer { lock.unlock() }
-        guard !closed else { return 0 }
-        let id = nextId
-        nextId += 1
+        let fire = self.fire
+        return state.withLock { state in
+        guard !state.closed else { return 0 }
+        let id = state.nextId
+        state.nextId += 1
         let timer = DispatchSource.makeTimerSource(queue: Self.queue)
         let event = Self.event(id: id, name: name)
-        let fire = self.fire
         let clamp = { (ms: UInt64) in Int(min(ms, UInt64(Int32.max))) }
         timer.schedule(deadline: .now() + .milliseconds(clamp(delayMs)),
                        repeating: repeatMs > 0 ? .milliseconds(clamp(repeatMs)) : .never)
@@ -32,25 +35,28 @@ final class PluginTimers: @unchecked Sendable {  // mutable state only under `lo
             fire(event)
             if repeatMs == 0 { _ = self?.cancel(id) }
         }
-        timers[id] = timer
+        state.timers[id] = timer
         timer.resume()
         return id
+        }
     }
 
+    /// Cancelling a dispatch timer does not wait for it, so it is done under the lock.
     func cancel(_ id: UInt64) -> Bool {
-        let timer = lock.withLock { timers.removeValue(forKey: id) }
-        timer?.cancel()
-        return timer != nil
+        state.withLock { state in
+            guard let timer = state.timers.removeValue(forKey: id) else { return false }
+            timer.cancel()
+            return true
+        }
     }
 
     /// Cancels every timer and refuses new ones.
     func close() {
-        let all = lock.withLock { () -> [DispatchSourceTimer] in
-            closed = true
-            defer { timers.removeAll() }
-            return Array(timers.values)
+        state.withLock { state in
+            state.closed = true
+            state.timers.values.forEach { $0.cancel() }
+            state.timers.removeAll()
         }
-        all.forEach { $0.cancel() }
     }
 }
 

@@ -52,7 +52,7 @@ struct RelayAbuseBench: AsyncParsableCommand {
     var newcomersSource: String = "127.0.0.3"
     @Flag(name: .customLong("one-source"), help: "Everyone connects from 127.0.0.1 (one source: the relay's per-source budgets cannot tell the attackers from the newcomers).")
     var oneSource = false
-    @Option(name: .customLong("handshake-ms-per-source"), help: "The relay's --max-handshake-ms-per-second-per-source (default: the relay's default, 0: off; 5 turns per-source accounting on as recommended for a public relay; 0 turns per-source accounting off).")
+    @Option(name: .customLong("handshake-ms-per-source"), help: "The relay's --max-handshake-ms-per-second-per-source (default: the relay's default, 5; 0 turns per-source accounting off).")
     var handshakeMsPerSource: Int?
     @Option(name: .customLong("attackers-cpus"), help: "Run the attackers' process on these CPUs only (a taskset list, e.g. 1), as remote attackers would not use the relay's CPUs; run the bench itself with `taskset -c 0` so that the relay and the good client keep to the others.")
     var attackersCPUs: String?

@@ -7,6 +7,7 @@ import RelayPostgres
 import RelayProtocol
 import RelayServer
 import SwiftplexCrypto
+import SwiftplexSQL
 import SwiftplexSQLPostgres
 import SwiftplexSpawn
 

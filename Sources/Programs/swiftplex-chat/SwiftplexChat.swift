@@ -6,6 +6,8 @@ import Foundation
 import Logging
 import RelayProtocol
 import SwiftplexBase
+import SwiftplexSQL
+import SwiftplexSQLPostgres
 import SwiftplexStorage
 
 /// `swiftplex-chat`: a line-oriented chat client for people, over an engine in this process; it
@@ -103,6 +105,8 @@ struct SwiftplexChat: AsyncParsableCommand {
     }
 
     static func main() async {
+        // The engine opens PostgreSQL (`--postgres`) through the backend this program passes in.
+        SQLBackends.use(postgres: PostgresStore.backend)
         var arguments = Array(CommandLine.arguments.dropFirst())
         if let refusal = SimpleXFlags.refusal(in: arguments) {
             FileHandle.standardError.write(Data("swiftplex-chat: \(refusal)\n".utf8))

@@ -1,9 +1,11 @@
 import Foundation
+import Synchronization
 
 /// Standard output and error, one whole line per write so that event lines and command answers
 /// never interleave mid-line, and unbuffered so that a pipe sees each line at once.
 final class Terminal: Sendable {
-    private let lock = NSLock()
+    /// Held for each whole write.
+    private let writing = Mutex(())
     /// Whether stdout is a terminal: the QR code then sets its own colours.
     let isInteractive = isatty(STDOUT_FILENO) == 1
 
@@ -21,9 +23,7 @@ final class Terminal: Sendable {
     }
 
     private func write(_ text: String, to handle: FileHandle) {
-        lock.lock()
-        defer { lock.unlock() }
-        handle.write(Data(text.utf8))
+        writing.withLock { _ in handle.write(Data(text.utf8)) }
     }
 }
 

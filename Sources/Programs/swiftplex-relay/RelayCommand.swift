@@ -9,6 +9,7 @@ import RelayPostgres
 import RelayProtocol
 import RelayServer
 import ServiceLifecycle
+import SwiftplexSQL
 import SwiftplexSQLPostgres
 
 @main
@@ -102,8 +103,11 @@ struct RelayCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-handshake-ms-per-second"), help: "Milliseconds of event-loop time per second that new connections which do not prove themselves may cost together: TLS handshakes, hellos and first commands (a burst of five seconds' worth, at least 50 ms; a connection that proves itself gives back what it took); while it is overdrawn no connection is accepted.")
     var maxHandshakeMsPerSecond: Int = 10
 
-    @Option(name: .customLong("max-handshake-ms-per-second-per-source"), help: "The share of --max-handshake-ms-per-second one source (an IPv4 address, an IPv6 /64) may use (a burst of ten times it, at least 50 ms — as much as the relay-wide budget's, so that many honest clients behind one address connecting at once are not held); while a source is over it, its new connections wait before their TLS handshake, and other sources' do not. 0 (the default) turns per-source accounting off: a connection held at the gate has its handshake timeout running, so many clients behind one address connecting at once to a busy relay can be reset; 5 is a sensible value for a public relay under attack.")
-    var maxHandshakeMsPerSecondPerSource: Int = 0
+    @Option(name: .customLong("max-handshake-ms-per-second-per-source"), help: "The share of --max-handshake-ms-per-second one source (an IPv4 address, an IPv6 /64) may use (a burst of ten times it, at least 50 ms); while a source is over it, its new connections wait before their TLS handshake, with their handshake timeout not yet running, and other sources' do not. 0 turns per-source accounting off (behind a proxy that hides clients' addresses).")
+    var maxHandshakeMsPerSecondPerSource: Int = 5
+
+    @Option(name: .customLong("max-waiting-per-source"), help: "Connections from one source that may wait for its share of --max-handshake-ms-per-second-per-source at once; one more is closed before its TLS handshake.")
+    var maxWaitingPerSource: Int = 256
 
     @Option(name: .customLong("source-prefix-ipv4"), help: "The IPv4 prefix length that makes one source for --max-handshake-ms-per-second-per-source.")
     var sourcePrefixIPv4: Int = 32
@@ -151,6 +155,9 @@ struct RelayCommand: AsyncParsableCommand {
         guard (0...1_000_000).contains(maxHandshakeMsPerSecondPerSource) else {
             throw ValidationError("--max-handshake-ms-per-second-per-source must be 0…1000000")
         }
+        guard (1...1_000_000).contains(maxWaitingPerSource) else {
+            throw ValidationError("--max-waiting-per-source must be 1…1000000")
+        }
         guard (0...32).contains(sourcePrefixIPv4) else { throw ValidationError("--source-prefix-ipv4 must be 0…32") }
         guard (0...128).contains(sourcePrefixIPv6) else { throw ValidationError("--source-prefix-ipv6 must be 0…128") }
         guard (1...(Int.max >> 20)).contains(maxStoredMB) else { throw ValidationError("--max-stored-mb must be at least 1") }
@@ -195,6 +202,7 @@ struct RelayCommand: AsyncParsableCommand {
         config.unprovenWorkRate = RateLimit(perSecond: maxUnprovenWorkMsPerSecond * 1000, burst: max(maxUnprovenWorkMsPerSecond * 200, 1))
         config.handshakeWorkRate = RateLimit(perSecond: maxHandshakeMsPerSecond * 1000, burst: max(maxHandshakeMsPerSecond * 5000, 50_000))
         config.sourceHandshakeWorkRate = RelayConfiguration.sourceHandshakeWorkRate(msPerSecond: maxHandshakeMsPerSecondPerSource)
+        config.maxWaitingPerSource = maxWaitingPerSource
         config.sourcePrefixLengthIPv4 = sourcePrefixIPv4
         config.sourcePrefixLengthIPv6 = sourcePrefixIPv6
         // A file descriptor per connection, plus the databases, listeners and a margin.

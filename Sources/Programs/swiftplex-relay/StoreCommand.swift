@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import RelayPostgres
 import RelayServer
+import SwiftplexSQL
 import SwiftplexSQLPostgres
 
 /// `swiftplex-relay store copy --from A --to B`: moves a relay's queues and messages between

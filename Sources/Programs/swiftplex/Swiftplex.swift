@@ -1,4 +1,6 @@
 import ArgumentParser
+import SwiftplexSQL
+import SwiftplexSQLPostgres
 
 /// `swiftplex`: the bot host — runs the chat engine and dispatches its events to plugins.
 @main
@@ -14,4 +16,10 @@ struct Swiftplex: AsyncParsableCommand {
         subcommands: [RunCommand.self, InitCommand.self, CheckConfigCommand.self, ReloadCommand.self, PluginCommand.self, AdminTokenCommand.self,
                       BackupCommand.self, RestoreCommand.self, StoreCommand.self]
     )
+
+    static func main() async {
+        // Bots' engines open PostgreSQL (`database: postgresql://…`) through the backend this program passes in.
+        SQLBackends.use(postgres: PostgresStore.backend)
+        await main(nil)
+    }
 }

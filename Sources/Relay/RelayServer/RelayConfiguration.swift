@@ -110,20 +110,22 @@ public struct RelayConfiguration: Sendable {
     /// (No command-line option; benchmarks compare with it off.)
     public var unprovenRunRate: RateLimit = RateLimit(perSecond: 400_000, burst: 300)
     /// The share of ``handshakeWorkRate`` one source may use, in microseconds per second (default
-    /// unlimited: per-source accounting off; recommended for a public relay under attack, 5 ms/s
-    /// with a burst of 50 ms, ``sourceHandshakeWorkRate(msPerSecond:)``). Off by default because
-    /// a connection held at the gate has its handshake timeout running: many honest clients behind
-    /// one address connecting at once to a slow relay can be reset (seen in `make test`'s debug
-    /// build: 80 clients from 127.0.0.1). A source is an IPv4 address
-    /// or an IPv6 prefix (``sourcePrefixLengthIPv4``, ``sourcePrefixLengthIPv6``). A new connection's
-    /// grace takes from its source's bucket as from the relay-wide one, and a connection that proves
-    /// itself gives it back; while a source's bucket is in debt, its new connections wait before
-    /// their TLS handshake (the connection is accepted, not read from; its handshake timeout runs).
-    /// So a source that reconnects in a loop without proving itself spends its own share and, below
-    /// the relay-wide budget, never pauses the listener for other sources' clients. It cannot tell
-    /// apart clients behind one address (a NAT, a proxy: set it unlimited or to the relay-wide
-    /// budget behind a proxy that hides clients' addresses), nor help against attackers on many sources.
-    public var sourceHandshakeWorkRate: RateLimit = .unlimited
+    /// 5 ms/s with a burst of 50 ms, ``sourceHandshakeWorkRate(msPerSecond:)``; unlimited turns
+    /// per-source accounting off). A source is an IPv4 address or an IPv6 prefix
+    /// (``sourcePrefixLengthIPv4``, ``sourcePrefixLengthIPv6``). A new connection's grace takes from
+    /// its source's bucket as from the relay-wide one, and a connection that proves itself gives it
+    /// back; while a source's bucket is in debt, its new connections wait before their TLS handshake:
+    /// accepted, not read from, and not yet active for the relay, so their handshake timeout does not
+    /// run (at most ``maxWaitingPerSource`` of them; one more is closed). So a source that reconnects
+    /// in a loop without proving itself spends its own share and, below the relay-wide budget, never
+    /// pauses the listener for other sources' clients. It cannot tell apart clients behind one
+    /// address (a NAT, a proxy): they get in in turn with each other, as they would at the relay-wide
+    /// budget (behind a proxy that hides clients' addresses, set it unlimited); nor does it help
+    /// against attackers on many sources.
+    public var sourceHandshakeWorkRate: RateLimit = RelayConfiguration.sourceHandshakeWorkRate(msPerSecond: 5)
+    /// Connections from one source that may wait at its gate at once (``sourceHandshakeWorkRate``):
+    /// enough for the clients behind a busy NAT reconnecting together; bounds what one source can hold.
+    public var maxWaitingPerSource = 256
     /// The prefix lengths that make a source (default /32: an IPv4 address; /64: an IPv6 network).
     public var sourcePrefixLengthIPv4 = 32
     public var sourcePrefixLengthIPv6 = 64

@@ -175,7 +175,8 @@ final class RelayConnectionHandler: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if phase != .closed, let subscriber {
+        // Not started: closed while held at its source's gate (never active for this handler).
+        if phase != .closed, !timers.isEmpty, let subscriber {
             phase = .closed
             core.connectionClosed(subscriber)
             logger.info("connection closed")

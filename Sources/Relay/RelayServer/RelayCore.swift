@@ -137,7 +137,8 @@ final class RelayCore: Sendable {
         globalBudget = GlobalBudget(configuration)
         sourceBudgets = configuration.sourceHandshakeWorkRate.isUnlimited ? nil
             : SourceBudgets(rate: configuration.sourceHandshakeWorkRate, prefixIPv4: configuration.sourcePrefixLengthIPv4,
-                            prefixIPv6: configuration.sourcePrefixLengthIPv6, prepaid: configuration.sourceHandshakePrepaidMicroseconds)
+                            prefixIPv6: configuration.sourcePrefixLengthIPv6, prepaid: configuration.sourceHandshakePrepaidMicroseconds,
+                            maxWaiting: configuration.maxWaitingPerSource)
     }
 
     /// Loads queue metadata and message counts from the store. A row that cannot be a valid queue

@@ -13,6 +13,8 @@ struct RelayMetrics: Sendable {
         case storedBytes = "stored_bytes"
         case authFailures = "auth_failures"
         case authorizedPerBlock = "authorized_per_block"
+        /// A new connection from a source that already had ``RelayConfiguration/maxWaitingPerSource`` waiting at its gate.
+        case sourceWaiting = "source_waiting"
     }
 
     let queuesCreated = Counter(label: "swiftplex_relay_queues_created_total")

@@ -116,7 +116,8 @@ public final class RelayServer: Sendable {
                         core.metrics.sources.record(sources.opened(key))
                         channel.closeFuture.whenComplete { _ in sources.closed(key) }
                         tally.source = SourceAccount(budgets: sources, key: key)
-                        try sync.addHandler(SourceGate(tally: tally, noteWait: { core.noteThrottled(.sourceHandshakeWork) }))
+                        try sync.addHandler(SourceGate(tally: tally, noteWait: { core.noteThrottled(.sourceHandshakeWork) },
+                                                       noteRefused: { core.noteRefusal(.sourceWaiting) }))
                     }
                     try sync.addHandler(WorkMeter(tally: tally))
                     try sync.addHandler(NIOSSLServerHandler(context: sslContext))

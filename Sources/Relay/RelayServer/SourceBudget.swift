@@ -48,12 +48,25 @@ struct SourceKey: Hashable, Sendable, CustomStringConvertible {
 /// and that a connection which proves itself gives back. While a source's bucket is in debt, a new
 /// connection from it waits before its TLS handshake (``SourceGate``): a source that reconnects
 /// in a loop without ever proving itself spends its own share, not the relay-wide budget that
-/// pauses the listener for everyone. Sources with no open connection and a full bucket are
-/// forgotten (at most every time the table has doubled since the last pass).
+/// pauses the listener for everyone. At most ``maxWaiting`` connections from one source wait; one
+/// more is refused. Sources with no open connection and a full bucket are forgotten (at most every
+/// time the table has doubled since the last pass).
 final class SourceBudgets: Sendable {
     private struct Entry {
         var bucket: TokenBucket
         var connections = 0
+        /// Connections from the source held at its gate now.
+        var waiting = 0
+    }
+
+    /// What the gate does with a new connection (``admit(_:waiting:)``).
+    enum Admission: Equatable {
+        /// Let through to its handshake, ``prepaid`` taken.
+        case admitted
+        /// The source's bucket is in debt: wait this long, then ask again.
+        case wait(TimeAmount)
+        /// The source's bucket is in debt and ``maxWaiting`` of its connections already wait.
+        case refused
     }
 
     private struct State {
@@ -69,13 +82,16 @@ final class SourceBudgets: Sendable {
     /// the grace ends): so that connections from one source waiting for its debt are let through
     /// one at a time, not all at once when it is paid.
     let prepaid: Int
+    /// Connections from one source that may wait at its gate at once.
+    let maxWaiting: Int
     private let state = NIOLockedValueBox(State())
 
-    init(rate: RateLimit, prefixIPv4: Int, prefixIPv6: Int, prepaid: Int) {
+    init(rate: RateLimit, prefixIPv4: Int, prefixIPv6: Int, prepaid: Int, maxWaiting: Int) {
         self.rate = rate
         self.prefixIPv4 = prefixIPv4
         self.prefixIPv6 = prefixIPv6
         self.prepaid = prepaid
+        self.maxWaiting = maxWaiting
     }
 
     func key(for address: SocketAddress?) -> SourceKey? {
@@ -110,17 +126,35 @@ final class SourceBudgets: Sendable {
         }
     }
 
-    /// Lets a new connection from `key` through to its handshake — nil, and ``prepaid`` taken —
-    /// unless the source's bucket is in debt: then how long until it is paid.
-    func admit(_ key: SourceKey) -> TimeAmount? {
+    /// Lets a new connection from `key` through to its handshake (``prepaid`` taken) unless the
+    /// source's bucket is in debt: then it waits — counted among the source's waiting connections
+    /// from its first ask (`waiting` false) until it is let through or ``leftWaiting(_:)`` — or,
+    /// with ``maxWaiting`` already waiting, it is refused.
+    func admit(_ key: SourceKey, waiting: Bool) -> Admission {
         let now = NIODeadline.now()
         return state.withLockedValue { s in
-            guard var e = s.entries[key] else { return nil }
-            if let wait = e.bucket.debtClears(now: now) { return wait }
+            guard var e = s.entries[key] else { return .admitted }
+            defer { s.entries[key] = e }
+            if let wait = e.bucket.debtClears(now: now) {
+                if waiting { return .wait(wait) }
+                guard e.waiting < maxWaiting else { return .refused }
+                e.waiting += 1
+                return .wait(wait)
+            }
+            if waiting { e.waiting -= 1 }
             e.bucket.take(prepaid, now: now)
-            s.entries[key] = e
-            return nil
+            return .admitted
         }
+    }
+
+    /// A connection that waited at the gate closed before it was let through.
+    func leftWaiting(_ key: SourceKey) {
+        state.withLockedValue { s in s.entries[key]?.waiting -= 1 }
+    }
+
+    /// Connections from `key` waiting at its gate now.
+    func waiting(_ key: SourceKey) -> Int {
+        state.withLockedValue { $0.entries[key]?.waiting ?? 0 }
     }
 
     func take(_ key: SourceKey, _ amount: Int) {
@@ -194,52 +228,90 @@ struct SourceAccount {
     }
 }
 
-/// First in a connection's pipeline when per-source budgets are on: does not let the connection
-/// be read from — so its TLS handshake does not start — while its source's budget of new
-/// connections' work is in debt (``SourceBudgets``), rechecking when the debt is due to be paid.
-/// Once let through it removes itself. The connection's handshake timeout still runs meanwhile.
-final class SourceGate: ChannelOutboundHandler, RemovableChannelHandler {
+/// First in a connection's pipeline when per-source budgets are on: while its source's budget of
+/// new connections' work is in debt (``SourceBudgets``) the connection is accepted but held — not
+/// read from, so its TLS handshake does not start, and not shown active to the handlers behind,
+/// so its handshake timeout does not run either — rechecking when the debt is due to be paid. A
+/// connection past the source's bound of waiting connections is closed at once. Once let through
+/// the gate removes itself.
+final class SourceGate: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
     typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     private let tally: WorkTally
     private let noteWait: () -> Void
+    private let noteRefused: () -> Void
     private var timer: Scheduled<Void>?
     private var readWanted = false
+    private var activeHeld = false
     private var admitted = false
-    private var waited = false
+    /// Counted among its source's waiting connections.
+    private var waiting = false
 
-    init(tally: WorkTally, noteWait: @escaping () -> Void) {
+    init(tally: WorkTally, noteWait: @escaping () -> Void, noteRefused: @escaping () -> Void) {
         self.tally = tally
         self.noteWait = noteWait
+        self.noteRefused = noteRefused
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        // Added to a connection already active: the handlers behind have seen it; not gated.
+        if context.channel.isActive { admitted = true }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        if admitted || tryAdmit(context: context) { return context.fireChannelActive() }
+        activeHeld = true
     }
 
     func read(context: ChannelHandlerContext) {
         if admitted { return context.read() }
         readWanted = true
-        if timer == nil { tryAdmit(context: context) }
     }
 
-    private func tryAdmit(context: ChannelHandlerContext) {
-        guard let account = tally.source else { return letThrough(context: context) }
-        if let wait = account.budgets.admit(account.key) {
+    func channelInactive(context: ChannelHandlerContext) {
+        stopWaiting()
+        context.fireChannelInactive()
+    }
+
+    /// Whether the connection was let through now; otherwise it waits (a recheck scheduled) or was refused.
+    private func tryAdmit(context: ChannelHandlerContext) -> Bool {
+        guard let account = tally.source else {
+            admitted = true
+            return true
+        }
+        switch account.budgets.admit(account.key, waiting: waiting) {
+        case .admitted:
+            waiting = false
+            admitted = true
+            tally.source?.admitted()
+            return true
+        case let .wait(wait):
             // Counted once per connection (its rechecks are not new waits).
-            if !waited {
-                waited = true
+            if !waiting {
+                waiting = true
                 noteWait()
             }
             timer = context.eventLoop.assumeIsolated().scheduleTask(in: wait) { [self] in
                 timer = nil
-                guard context.channel.isActive else { return }
-                tryAdmit(context: context)
+                guard context.channel.isActive, tryAdmit(context: context) else { return }
+                letThrough(context: context)
             }
-            return
+            return false
+        case .refused:
+            noteRefused()
+            context.close(promise: nil)
+            return false
         }
-        tally.source?.admitted()
-        letThrough(context: context)
     }
 
     private func letThrough(context: ChannelHandlerContext) {
-        admitted = true
+        if activeHeld {
+            activeHeld = false
+            context.fireChannelActive()
+        }
         if readWanted {
             readWanted = false
             context.read()
@@ -247,8 +319,16 @@ final class SourceGate: ChannelOutboundHandler, RemovableChannelHandler {
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    private func stopWaiting() {
         timer?.cancel()
         timer = nil
+        if waiting, let account = tally.source {
+            waiting = false
+            account.budgets.leftWaiting(account.key)
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        stopWaiting()
     }
 }

@@ -79,3 +79,27 @@ extension PostgresStore {
         }
     }
 }
+
+extension PostgresStore {
+    /// This driver as the SQL layer's PostgreSQL backend: a program that offers PostgreSQL calls
+    /// `SQLBackends.use(postgres: PostgresStore.backend)` once, at start.
+    public static let backend: any PostgresBackend = Backend()
+
+    private struct Backend: PostgresBackend {
+        func open(location: PostgresLocation, label: String, migrations: [SQLMigration], lockWait: Duration) throws -> any SQLStore {
+            try PostgresStore(location: location, label: label, migrations: migrations, lockWait: lockWait)
+        }
+
+        func openReadingOnly(location: PostgresLocation, label: String) async throws -> any SQLStore {
+            try await PostgresStore.openReadingOnly(location: location, label: label)
+        }
+
+        func pendingMigrations(_ migrations: [SQLMigration], at location: PostgresLocation) throws -> [String] {
+            try PostgresStore.pendingMigrations(migrations, at: location)
+        }
+
+        func dropSchema(at location: PostgresLocation) throws {
+            try PostgresStore.dropSchema(at: location)
+        }
+    }
+}

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import SwiftplexBase
 
 /// Another process (or another controller in this process) has the databases open.
@@ -22,16 +23,16 @@ public struct DatabaseLocked: CodedError {
 /// `flock` locks belong to an open file description, so a second acquisition conflicts both in
 /// another process and within this one. The file holds the holder's pid, for messages and for
 /// `swiftplex reload`'s check that a pid file is not stale.
-public final class DatabaseLock: @unchecked Sendable {  // `fd` is guarded by `mutex`
+public final class DatabaseLock: Sendable {
     public let path: String
-    private let mutex = NSLock()
-    private var fd: Int32
+    /// The lock file's descriptor while held; -1 once released.
+    private let fd: Mutex<Int32>
 
     /// The lock file of the databases at `prefix`.
     public static func lockFile(prefix: String) -> String { prefix + ".lock" }
 
     /// Lock files this process holds: a second acquisition of one of them is refused at once.
-    private static let heldHere = NSLockedSet()
+    private static let heldHere = Mutex<Set<String>>([])
 
     /// Takes the lock or throws ``DatabaseLocked``.
     ///
@@ -42,7 +43,7 @@ public final class DatabaseLock: @unchecked Sendable {  // `fd` is guarded by `m
     public static func acquire(prefix: String, spawnGrace: Duration = .seconds(2)) throws -> DatabaseLock {
         Blocking.willWait("DatabaseLock.acquire (may wait up to spawnGrace)")
         let path = lockFile(prefix: prefix)
-        guard heldHere.insert(path) else {
+        guard heldHere.withLock({ $0.insert(path).inserted }) else {
             throw DatabaseLocked(lockFile: path, holder: getpid())
         }
         do {
@@ -60,7 +61,7 @@ public final class DatabaseLock: @unchecked Sendable {  // `fd` is guarded by `m
                 }
             }
         } catch {
-            heldHere.remove(path)
+            _ = heldHere.withLock { $0.remove(path) }
             throw error
         }
     }
@@ -95,24 +96,19 @@ public final class DatabaseLock: @unchecked Sendable {  // `fd` is guarded by `m
 
     private init(path: String, fd: Int32) {
         self.path = path
-        self.fd = fd
+        self.fd = Mutex(fd)
     }
 
-    deinit {
-        if fd >= 0 {
-            close(fd)
-            Self.heldHere.remove(path)
-        }
-    }
+    deinit { release() }
 
     /// Drops the lock now (idempotent); otherwise it goes when this object does.
     public func release() {
-        mutex.lock()
-        defer { mutex.unlock() }
-        guard fd >= 0 else { return }
-        close(fd)
-        fd = -1
-        Self.heldHere.remove(path)
+        fd.withLock { fd in
+            guard fd >= 0 else { return }
+            close(fd)
+            fd = -1
+            _ = Self.heldHere.withLock { $0.remove(path) }
+        }
     }
 
     /// Whether some process holds the lock of `prefix` now (a probe that takes and drops it).
@@ -166,25 +162,6 @@ public final class DatabaseLock: @unchecked Sendable {  // `fd` is guarded by `m
         let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 31, 0) }
         guard n > 0 else { return nil }
         return Int32(String(decoding: buffer[..<n], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
-    }
-}
-
-/// A set of strings behind a lock.
-final class NSLockedSet: @unchecked Sendable {  // `items` is guarded by `lock`
-    private let lock = NSLock()
-    private var items: Set<String> = []
-
-    /// Adds `item`; false if it was there already.
-    func insert(_ item: String) -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return items.insert(item).inserted
-    }
-
-    func remove(_ item: String) {
-        lock.lock()
-        defer { lock.unlock() }
-        items.remove(item)
     }
 }
 

@@ -20,14 +20,17 @@ final class RawClient: Sendable {
         func errorCaught(context: ChannelHandlerContext, error: any Error) { context.close(promise: nil) }
     }
 
-    init(host: String, port: Int, tls: Bool, autoRead: Bool = true) async throws {
+    /// `sourceAddress`: the local IP address to connect from (nil: the system's choice).
+    init(host: String, port: Int, tls: Bool, autoRead: Bool = true, sourceAddress: String? = nil) async throws {
         let sink = received
         let sslContext = try NIOSSLContext(configuration: {
             var c = TLSConfiguration.makeClientConfiguration()
             c.certificateVerification = .none
             return c
         }())
-        channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        var bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        if let sourceAddress { bootstrap = bootstrap.bind(to: try SocketAddress(ipAddress: sourceAddress, port: 0)) }
+        channel = try await bootstrap
             .channelOption(.autoRead, value: autoRead)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {

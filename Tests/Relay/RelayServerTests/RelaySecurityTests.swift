@@ -216,11 +216,12 @@ import Testing
         try await withRelay(store: store) { relay in
             let pairs = 40
             let perPair = 25
-            // 80 newcomers at once from one address: the relay paces their handshakes (its budget of
-            // new connections' work, given back as each proves itself), so the last ones wait at the
-            // listener. In a debug build beside hundreds of other tests that wait can pass the
-            // client's default 10 s hello timeout; what this test checks is that every one of them
-            // is served and nothing is lost, so each may wait up to a minute.
+            // 80 newcomers at once from one address: the relay paces their handshakes (its budgets of
+            // new connections' work, relay-wide and for their source, given back as each proves
+            // itself), so the last ones wait at their source's gate — where the relay's handshake
+            // timeout does not yet run for them. In a debug build beside hundreds of other tests that
+            // wait can pass the client's default 10 s hello timeout; what this test checks is that
+            // every one of them is served and nothing is lost, so each may wait up to a minute.
             let patient = Duration.seconds(60)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for p in 0..<pairs {

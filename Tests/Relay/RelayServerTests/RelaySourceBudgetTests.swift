@@ -45,10 +45,11 @@ import Testing
     }
 
     @Test func aSourceOverItsBudgetWaitsBeforeItsHandshakeWhileAnotherSourceIsAcceptedAndServed() async throws {
-        // At the value recommended for a public relay (per-source accounting is off by default).
-        try await withRelay(configure: { $0.sourceHandshakeWorkRate = RelayConfiguration.sourceHandshakeWorkRate(msPerSecond: 5) }) { relay in
+        // At the defaults: per-source accounting is on, 5 ms a second per source.
+        try await withRelay { relay in
             let sources = try #require(relay.core.sourceBudgets)
             let rate = relay.configuration.sourceHandshakeWorkRate
+            #expect(rate == RelayConfiguration.sourceHandshakeWorkRate(msPerSecond: 5))
             // As if 127.0.0.2 had just reconnected for two minutes' worth of its budget without proving itself.
             sources.take(try key(Self.attacker), rate.burst + 120 * rate.perSecond)
             let throttledBefore = throttled(relay, .sourceHandshakeWork)
@@ -124,6 +125,72 @@ import Testing
             #expect(sources.debt(try key(Self.attacker)) == nil)
             #expect(throttled(relay, .sourceHandshakeWork) == 0)
             #expect(relay.stats.sources >= 1)
+        }
+    }
+
+    @Test func aConnectionHeldAtItsSourcesGateIsNotClosedByTheHandshakeTimeout() async throws {
+        // The source's debt takes 12 s to clear; the relay closes a connection that has not said
+        // hello 5 s after it is shown active. Held at the gate, the connection is not active yet for
+        // the relay, so it waits out the debt, then completes its handshake and is served.
+        try await withRelay(configure: {
+            $0.sourceHandshakeWorkRate = RateLimit(perSecond: 1000, burst: 1000)
+            $0.handshakeWorkRate = .unlimited
+            $0.handshakeTimeout = .seconds(5)
+        }) { relay in
+            let sources = try #require(relay.core.sourceBudgets)
+            sources.take(try key(Self.attacker), 1000 + 12_000)
+            let throttledBefore = throttled(relay, .sourceHandshakeWork)
+            let start = ContinuousClock.now
+            try await returnsWithin(.seconds(60), "a client held at its source's gate connects and is served") {
+                let c = try await RelayConnection.connect(to: relay.address, timeout: .seconds(50), sourceAddress: Self.attacker)
+                let q = try await c.createQueue()
+                try await roundTrip(c, q, 1)
+                await c.close()
+            }
+            #expect(throttled(relay, .sourceHandshakeWork) > throttledBefore, "the connection was not held at the gate")
+            // It cannot have been let through before the debt was (nearly) paid: it waited longer
+            // than the handshake timeout.
+            #expect(ContinuousClock.now - start > .seconds(8))
+            #expect(sources.waiting(try key(Self.attacker)) == 0)
+        }
+    }
+
+    @Test func connectionsWaitingAtOneSourcesGateAreBoundedAndAClosedOneFreesItsPlace() async throws {
+        try await withRelay(configure: {
+            $0.sourceHandshakeWorkRate = RateLimit(perSecond: 1, burst: 1)
+            $0.handshakeWorkRate = .unlimited
+            $0.maxWaitingPerSource = 2
+        }) { relay in
+            let sources = try #require(relay.core.sourceBudgets)
+            let attacker = try key(Self.attacker)
+            // In debt for hours: every connection from 127.0.0.2 waits.
+            sources.take(attacker, 10_000)
+            let port = relay.address.port
+            let first = try await RawClient(host: relay.address.host, port: port, tls: false, sourceAddress: Self.attacker)
+            let second = try await RawClient(host: relay.address.host, port: port, tls: false, sourceAddress: Self.attacker)
+            try await eventually("two connections from 127.0.0.2 wait at its gate") { sources.waiting(attacker) == 2 }
+            let refusedBefore = relay.stats.limitRefusals
+            // A third is closed before any TLS work.
+            let third = try await RawClient(host: relay.address.host, port: port, tls: false, sourceAddress: Self.attacker)
+            #expect(await third.waitForClose(timeout: .seconds(30)), "a third waiting connection from one source was kept")
+            #expect(relay.stats.limitRefusals > refusedBefore)
+            #expect(sources.waiting(attacker) == 2)
+            // Another source is not bounded by 127.0.0.2's waiting connections.
+            try await returnsWithin(.seconds(40), "a client from 127.0.0.3 connects and makes a round trip") {
+                let c = try await RelayConnection.connect(to: relay.address, timeout: .seconds(40), sourceAddress: Self.newcomer)
+                let q = try await c.createQueue()
+                try await roundTrip(c, q, 1)
+                await c.close()
+            }
+            // A waiting connection that closes frees its place: the next one waits instead of being closed.
+            await first.close()
+            try await eventually("the closed connection left the gate") { sources.waiting(attacker) == 1 }
+            let fourth = try await RawClient(host: relay.address.host, port: port, tls: false, sourceAddress: Self.attacker)
+            try await eventually("the next connection waits in its place") { sources.waiting(attacker) == 2 }
+            #expect(second.channel.isActive && fourth.channel.isActive)
+            await second.close()
+            await fourth.close()
+            try await eventually("no connection waits once all closed") { sources.waiting(attacker) == 0 }
         }
     }
 

@@ -6,6 +6,7 @@ import RelayPostgres
 import RelayProtocol
 @testable import RelayServer
 import SwiftplexCrypto
+import SwiftplexSQL
 import SwiftplexSQLPostgres
 import TestSupport
 import Testing

@@ -9,6 +9,7 @@ import RelayPostgres
 import RelayProtocol
 import RelayServer
 import SwiftplexCrypto
+import SwiftplexSQL
 import SwiftplexSQLPostgres
 import TestSupport
 import Testing

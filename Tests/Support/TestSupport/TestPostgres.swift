@@ -1,4 +1,6 @@
 import Foundation
+import SwiftplexSQL
+import SwiftplexSQLPostgres
 
 /// The throwaway PostgreSQL server the tests run against: `make test` starts one
 /// (Tests/Support/postgres/cluster.sh: `initdb` into a temporary directory, a free port on
@@ -9,11 +11,15 @@ import Foundation
 public enum TestPostgres {
     public static let environmentVariable = "SWIFTPLEX_TEST_POSTGRES"
 
-    /// The server's URL (`postgresql://postgres@127.0.0.1:PORT/postgres`), if one was given.
+    /// The server's URL (`postgresql://postgres@127.0.0.1:PORT/postgres`), if one was given. The
+    /// tests are a program that offers PostgreSQL: asking for the server passes the backend in.
     public static var serverURL: String? {
+        _ = backendInstalled
         guard let v = ProcessInfo.processInfo.environment[environmentVariable], !v.isEmpty else { return nil }
         return v
     }
+
+    private static let backendInstalled: Void = SQLBackends.use(postgres: PostgresStore.backend)
 
     public static var isAvailable: Bool { serverURL != nil }
 

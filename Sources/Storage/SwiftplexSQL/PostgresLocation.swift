@@ -1,10 +1,8 @@
 import Foundation
-import NIOSSL
-import PostgresNIO
-import SwiftplexSQL
 
 /// Where a PostgreSQL database is, and which schema of it a store uses — the one parser of
-/// connection strings for every PostgreSQL store (the engine's ``PostgresStore`` and the relay's).
+/// connection strings for every PostgreSQL store (the engine's, through ``PostgresBackend``, and
+/// the relay's). A value only: the driver lives in the PostgreSQL backend (SwiftplexSQLPostgres).
 ///
 /// Two forms:
 /// - a URL: `postgresql://user[:password]@host[:port]/database[?schema=name&sslmode=disable|prefer|require&host=/socket/dir]`
@@ -163,20 +161,5 @@ public struct PostgresLocation: Sendable, CustomStringConvertible, Equatable {
         host.hasPrefix("/")
             ? "postgresql://\(user)@/\(database)?host=\(host)&schema=\(schema)"
             : "postgresql://\(user)@\(host):\(port)/\(database)?schema=\(schema)"
-    }
-
-    /// postgres-nio's configuration (TLS from `sslmode`; the server's certificate is checked
-    /// against the system's trust store).
-    public func connectionConfiguration() throws -> PostgresConnection.Configuration {
-        if host.hasPrefix("/") {
-            return PostgresConnection.Configuration(unixSocketPath: host + "/.s.PGSQL.\(port)", username: user, password: password, database: database)
-        }
-        let tls: PostgresConnection.Configuration.TLS
-        switch sslMode {
-        case "prefer": tls = .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
-        case "require": tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
-        default: tls = .disable
-        }
-        return PostgresConnection.Configuration(host: host, port: port, username: user, password: password, database: database, tls: tls)
     }
 }
