@@ -434,211 +434,113 @@ public final class PluginManager: Sendable {
     }
 }
 
-/// One instance in the dispatch list. While it is being reloaded its events wait in a buffer,
-/// then go, in order and before any newer event, to whichever runner comes next, so a reload
-/// loses nothing.
-///
-/// With a durable mark it also knows the last received message it was given (`lastEnqueued`):
-/// while it catches up after a start, live received messages are left to the replay (which
-/// reads them from the store) and other events wait; afterwards a live message it already has
-/// is not given again.
-final class Slot: @unchecked Sendable {
-    private let lock = NSLock()
-    private var _spec: PluginSpec
-    private var _fingerprint: String
-    private var _runner: any PluginRunner
-    private var held: [(json: String, itemId: Int64?)]?
-    private var lastEnqueued: Int64 = 0
-    private var catchingUp = false
-    /// The newest live received message seen while catching up.
-    private var liveSeen: Int64 = 0
-    private var removed = false
-    private var heldDuringCatchUp: [String] = []
-    private var catchUpHandler: (@Sendable (Int64) -> Void)?
-    /// The engine is unreachable (``connectionLost()``): the catch-up waits for it.
-    private var gap = false
-    /// Every received message up to here was handled by an earlier runner (the mark the
-    /// instance started from, or the last message given before its runner was replaced).
-    private var baseMark: Int64 = 0
-    /// A catch-up reader runs; `readAgain`: another is wanted when it ends.
-    private var reading = false
-    private var readAgain = false
+/// One instance in the dispatch list: its spec and runner, and its ``SlotState`` (held during a
+/// reload, catching up from the store, in a gap of the engine's connection) under one lock. While it
+/// is being reloaded its events wait, then go, in order and before any newer event, to whichever
+/// runner comes next, so a reload loses nothing.
+final class Slot: Sendable {
+    private struct Locked {
+        var spec: PluginSpec
+        var fingerprint: String
+        var machine: SlotState<any PluginRunner>
+        /// Starts a reader of the store from a mark (after an overflow, or a gap in the engine's connection).
+        var catchUpHandler: (@Sendable (Int64) -> Void)?
+    }
 
-    var spec: PluginSpec { lock.withLock { _spec } }
-    var fingerprint: String { lock.withLock { _fingerprint } }
-    var runner: any PluginRunner { lock.withLock { _runner } }
+    private let state: Mutex<Locked>
+
+    var spec: PluginSpec { state.withLock { $0.spec } }
+    var fingerprint: String { state.withLock { $0.fingerprint } }
+    var runner: any PluginRunner { state.withLock { $0.machine.runner } }
     var info: PluginInfo { runner.info }
-    var isCatchingUp: Bool { lock.withLock { catchingUp } }
-    var isRemoved: Bool { lock.withLock { removed } }
-    var liveSeenNow: Int64 { lock.withLock { liveSeen } }
-    var isInGap: Bool { lock.withLock { gap } }
+    var isCatchingUp: Bool { state.withLock { $0.machine.catchingUp } }
+    var isRemoved: Bool { state.withLock { $0.machine.removed } }
+    var liveSeenNow: Int64 { state.withLock { $0.machine.liveSeen } }
+    var isInGap: Bool { state.withLock { $0.machine.gap } }
 
     init(spec: PluginSpec, fingerprint: String, runner: any PluginRunner) {
-        _spec = spec
-        _fingerprint = fingerprint
-        _runner = runner
+        state = Mutex(Locked(spec: spec, fingerprint: fingerprint, machine: SlotState(runner: runner, queueLimit: spec.queueLimit)))
     }
 
     func deliver(_ json: String, itemId: Int64?) {
-        lock.lock()
-        if catchingUp {
-            if let itemId {
-                liveSeen = max(liveSeen, itemId)  // the replay reads it from the store
-            } else if heldDuringCatchUp.count < _spec.queueLimit {
-                heldDuringCatchUp.append(json)
-            }
-            lock.unlock()
-            return
-        }
-        let previous = lastEnqueued
-        if let itemId {
-            if itemId <= lastEnqueued {
-                lock.unlock()
-                return
-            }
-            lastEnqueued = itemId
-        }
-        if held != nil {
-            if held!.count < _spec.queueLimit { held!.append((json, itemId)) }
-            lock.unlock()
-            return
-        }
-        let r = _runner
-        lock.unlock()
-        if !r.deliver(json, itemId: itemId), let itemId { overflowed(itemId, after: previous) }
+        guard case let .toRunner(runner, previous) = state.withLock({ $0.machine.deliver(json, itemId: itemId) }) else { return }
+        if !runner.deliver(json, itemId: itemId), let itemId { overflowed(itemId, after: previous) }
     }
 
     /// How the slot starts a catch-up from a mark (after an overflow, or a gap in the engine's connection).
     func setCatchUpHandler(_ handler: @escaping @Sendable (Int64) -> Void) {
-        lock.withLock { catchUpHandler = handler }
-    }
-
-    /// The runner's queue refused received message `itemId`: with a handler, the slot catches up
-    /// from the store after `previous` (once the queue has drained) instead of losing it.
-    private func overflowed(_ itemId: Int64, after previous: Int64) {
-        lock.lock()
-        guard !catchingUp, !removed, let handler = catchUpHandler else {
-            lock.unlock()
-            return
+        state.withLock {
+            $0.catchUpHandler = handler
+            $0.machine.canCatchUp = true
         }
-        catchingUp = true
-        lastEnqueued = min(lastEnqueued, previous)
-        liveSeen = max(liveSeen, itemId)
-        lock.unlock()
-        handler(previous)
     }
 
-    /// The host lost its connection to the engine; events sent meanwhile are gone. From now on,
-    /// as in a catch-up, received messages are left to be read from the store and other events
-    /// wait; the last message given stays the mark to read after. Nothing for an instance that
-    /// takes no received messages from the store.
+    /// The runner's queue refused received message `itemId`: the slot catches up from the store
+    /// after `previous` (once the queue has drained) instead of losing it.
+    private func overflowed(_ itemId: Int64, after previous: Int64) {
+        let handler = state.withLock { $0.machine.overflowed(itemId, after: previous) ? $0.catchUpHandler : nil }
+        handler?(previous)
+    }
+
+    /// The host lost its connection to the engine (``SlotState/connectionLost(handledMark:)``).
     func connectionLost() {
-        lock.withLock {
-            guard catchUpHandler != nil, !removed else { return }
-            gap = true
-            catchingUp = true
-            // What was given and not yet handled is handled now without an engine to answer
-            // through (its commands fail): it is given again after the last message handled.
-            let handled = max(_runner.handledMark ?? baseMark, baseMark)
-            lastEnqueued = min(lastEnqueued, handled)
+        state.withLock { s in
+            let handled = s.machine.runner.handledMark
+            s.machine.connectionLost(handledMark: handled)
         }
     }
 
     /// The connection is back: the instance reads what it missed from the store, from the last
     /// received message it was given (at once, or when the reader still running ends).
     func connectionRestored() {
-        let (handler, from) = lock.withLock { () -> ((@Sendable (Int64) -> Void)?, Int64) in
-            guard gap else { return (nil, 0) }
-            gap = false
-            return (catchUpHandler, lastEnqueued)
+        let (handler, from) = state.withLock { s -> ((@Sendable (Int64) -> Void)?, Int64) in
+            guard let mark = s.machine.connectionRestored() else { return (nil, 0) }
+            return (s.catchUpHandler, mark)
         }
         // A reader still running is asked to read again instead (``beginReading()``).
         handler?(from)
     }
 
     /// A catch-up reader starts; false if one already runs (it is asked to read again instead).
-    func beginReading() -> Bool {
-        lock.withLock {
-            if reading {
-                readAgain = true
-                return false
-            }
-            reading = true
+    func beginReading() -> Bool { state.withLock { $0.machine.beginReading() } }
+
+    /// The reader ends; the mark to read after if another is wanted (the catch-up is still on).
+    func endReading() -> Int64? { state.withLock { $0.machine.endReading() } }
+
+    func beginCatchUp(from mark: Int64) { state.withLock { $0.machine.beginCatchUp(from: mark) } }
+
+    func caughtUp(to itemId: Int64) { state.withLock { $0.machine.caughtUp(to: itemId) } }
+
+    /// Ends the catch-up unless a live received message newer than `last` came in since it was
+    /// last read (it is then read from the store first). Events that waited go to the runner,
+    /// under the lock, so that no live event overtakes them.
+    func endCatchUp(ifNothingAfter last: Int64) -> Bool {
+        state.withLock { s in
+            guard let (runner, waiting) = s.machine.endCatchUp(ifNothingAfter: last) else { return false }
+            for json in waiting { _ = runner.deliver(json, itemId: nil) }
             return true
         }
     }
 
-    /// The reader ends; the mark to read after if another is wanted (the catch-up is still on).
-    func endReading() -> Int64? {
-        lock.withLock {
-            reading = false
-            guard readAgain, !removed, !gap else { return nil }
-            readAgain = false
-            return catchingUp ? lastEnqueued : nil
-        }
-    }
-
-    func beginCatchUp(from mark: Int64) {
-        lock.withLock {
-            catchingUp = true
-            lastEnqueued = mark
-            baseMark = mark
-        }
-    }
-
-    func caughtUp(to itemId: Int64) {
-        lock.withLock {
-            // In a gap the mark stays where ``connectionLost()`` put it: what this reader gave
-            // since may have been handled without an engine to answer through.
-            if !gap { lastEnqueued = max(lastEnqueued, itemId) }
-        }
-    }
-
-    /// Ends the catch-up unless a live received message newer than `last` came in since it was
-    /// last read (it is then read from the store first). Events that waited go to the runner.
-    func endCatchUp(ifNothingAfter last: Int64) -> Bool {
-        lock.lock()
-        guard (liveSeen <= last && !gap) || removed else {
-            lock.unlock()
-            return false
-        }
-        catchingUp = false
-        lastEnqueued = max(lastEnqueued, last)
-        let waiting = heldDuringCatchUp
-        heldDuringCatchUp = []
-        let r = _runner
-        // Delivered under the lock so no live event overtakes them.
-        for json in waiting { _ = r.deliver(json, itemId: nil) }
-        lock.unlock()
-        return true
-    }
-
     /// Ends the catch-up whatever came in (the store cannot be read).
     func endCatchUp(at last: Int64) {
-        lock.withLock { liveSeen = 0 }
-        _ = endCatchUp(ifNothingAfter: last)
-    }
-
-    func remove() {
-        lock.withLock { removed = true }
-    }
-
-    func holdEvents() {
-        lock.withLock {
-            held = []
-            // The runner being replaced handles everything given to it before it stops.
-            baseMark = max(baseMark, lastEnqueued)
+        state.withLock { s in
+            guard let (runner, waiting) = s.machine.endCatchUp(at: last) else { return }
+            for json in waiting { _ = runner.deliver(json, itemId: nil) }
         }
     }
+
+    func remove() { state.withLock { $0.machine.remove() } }
+
+    func holdEvents() { state.withLock { $0.machine.holdEvents() } }
 
     /// Installs the next runner and gives it the events that waited, before any newer one.
     func resume(with runner: any PluginRunner, spec: PluginSpec, fingerprint: String) {
-        lock.withLock {
-            _runner = runner
-            _spec = spec
-            _fingerprint = fingerprint
-            held?.forEach { _ = runner.deliver($0.json, itemId: $0.itemId) }
-            held = nil
+        state.withLock { s in
+            s.spec = spec
+            s.fingerprint = fingerprint
+            s.machine.queueLimit = spec.queueLimit
+            for event in s.machine.resume(with: runner) { _ = runner.deliver(event.json, itemId: event.itemId) }
         }
     }
 }

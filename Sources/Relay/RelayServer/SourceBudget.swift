@@ -262,8 +262,12 @@ final class SourceGate: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        if admitted || tryAdmit(context: context) { return context.fireChannelActive() }
-        activeHeld = true
+        guard admitted || tryAdmit(context: context) else {
+            activeHeld = true
+            return
+        }
+        context.fireChannelActive()
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 
     func read(context: ChannelHandlerContext) {
